@@ -1,0 +1,5 @@
+import sys
+
+from nodemanager.cli import main
+
+sys.exit(main())

@@ -1,0 +1,283 @@
+"""The data the controller works on: frozen dataclasses, no behaviour beyond small derived values.
+
+Times are epoch seconds (float). Pollers build these from the cloud and the scheduler; the pure
+core (``nodemanager.core``) turns a :class:`Snapshot` into a :class:`Plan`.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from policy_matrix.vocabulary import Action, StateTuple
+
+__all__ = [
+    "Action",
+    "StateTuple",
+    "Size",
+    "CloudNode",
+    "Worker",
+    "Demand",
+    "InFlight",
+    "VictimCost",
+    "Snapshot",
+    "ItemKind",
+    "PlanItem",
+    "BootRequest",
+    "NodeExplanation",
+    "Plan",
+    "Outcome",
+    "CycleReport",
+    "frozen_map",
+    "EMPTY_MAP",
+]
+
+EMPTY_MAP: Mapping[str, Any] = MappingProxyType({})
+
+
+def frozen_map(d: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """A read-only copy of ``d`` (for dataclass fields that hold tags or ads)."""
+    return MappingProxyType(dict(d)) if d else EMPTY_MAP
+
+
+@dataclass(frozen=True, slots=True)
+class Size:
+    """A node size (cloud instance type) the operator allows, from a ``[Size NAME]`` section.
+
+    Billing: ``billing_period`` 0 means per-second billing, with ``min_charge`` seconds charged at
+    least. Otherwise the node is charged per started period, and the shutdown window is the last
+    ``shutdown_window`` seconds of each period, counted from the cloud's launch time.
+    ``shutdown_windows`` (minutes, Arvados style: closed, open, closed, ...) overrides both.
+    """
+
+    name: str
+    cores: int
+    ram_mb: int
+    price: float = 0.0
+    scratch_mb: int = 0
+    billing_period: int = 0
+    min_charge: int = 60
+    shutdown_window: int = 300
+    shutdown_windows: tuple[int, ...] = ()
+    instance_type: str = ""
+
+    @property
+    def cloud_type(self) -> str:
+        """The cloud's name for this size (``instance_type``, else the section name)."""
+        return self.instance_type or self.name
+
+
+@dataclass(frozen=True, slots=True)
+class CloudNode:
+    """A VM as the cloud lists it. ``launched_at`` comes from the cloud, never from our memory.
+
+    ``tags`` holds what must survive a controller restart (cluster, size, boot request id, and the
+    markers the actuators set: drain started, destroy requested).
+    """
+
+    id: str
+    name: str
+    size: str
+    launched_at: float
+    state: str = "running"
+    private_ip: str | None = None
+    hostname: str | None = None
+    tags: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
+
+
+@dataclass(frozen=True, slots=True)
+class Worker:
+    """A node as the scheduler reports it (a SLURM node, or an HTCondor startd).
+
+    ``state`` is the raw scheduler state: for SLURM as ``sinfo %t`` prints it (``idle``, ``mix``,
+    ``drng``, ``down*``...); for HTCondor the partitionable slot's ``State/Activity``. ``ad`` holds
+    the startd's ad (HTCondor) so the classifier and victim estimator can read its attributes.
+    ``state_since`` is when the scheduler says the node entered its current state (SLURM: the time
+    the node last became idle, when known; HTCondor: ``EnteredCurrentState`` or the idle-since time).
+    ``registered_at`` is when this scheduler record began (daemon start / slurmd registration), used
+    to refuse pairing a record older than the VM (a recycled hostname).
+    """
+
+    name: str
+    scheduler: str
+    state: str | None = None
+    cloud_id: str | None = None
+    address: str | None = None
+    last_heard: float = 0.0
+    state_since: float = 0.0
+    registered_at: float | None = None
+    cpus: int = 0
+    cpus_busy: int = 0
+    ram_mb: int = 0
+    running_jobs: int = 0
+    job_end_times: tuple[float, ...] = ()
+    draining: bool = False
+    drain_reason: str | None = None
+    drain_request_id: str | None = None
+    ad: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAP)
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """``count`` queued jobs each needing ``cpus`` cores and ``ram_mb`` memory (optionally a size)."""
+
+    cpus: int = 1
+    ram_mb: int = 0
+    count: int = 1
+    scratch_mb: int = 0
+    size: str | None = None
+    oldest_submit: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InFlight:
+    """An action under way, recorded in cloud tags or scheduler state so it survives a restart.
+
+    ``action`` is ``drain``, ``destroy``, ``boot`` or ``cancel_drain``; ``node`` is the cloud node id
+    (for a boot, the boot request id); ``request_id`` is the scheduler's drain request id, if any.
+    """
+
+    node: str
+    action: str
+    since: float
+    size: str | None = None
+    request_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VictimCost:
+    """What giving a node back costs (seed 003): (a) seconds until it can go away if drained now,
+    (b) draining waste and (c) kill waste, both in core-seconds. ``stuck`` marks a node whose
+    information is stale (pilot heartbeat missed), which should be chosen first."""
+
+    time_to_go: float = 0.0
+    drain_waste: float = 0.0
+    kill_waste: float = 0.0
+    stuck: bool = False
+    priority: float = 0.0
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything the core needs for one decision, as seen at ``now``.
+
+    ``polled_at`` maps each input (``cloud``, ``scheduler``) to the time of its last good poll.
+    ``held`` are node ids (or names) the operator holds; ``forced_drains`` node ids the operator asked
+    to drain now; ``paused`` a reason string while an operator paused all actions.
+    ``quota`` is a node count the cloud taught us (None: unknown); ``blocked_sizes`` sizes the cloud
+    refused recently (quota or capacity) that must not be booted now.
+    ``recent_destroys`` are the times of destroys in the last hour (for ``max_destroys_per_hour``).
+    """
+
+    now: float
+    polled_at: Mapping[str, float]
+    cloud_nodes: tuple[CloudNode, ...] = ()
+    workers: tuple[Worker, ...] = ()
+    demand: tuple[Demand, ...] = ()
+    in_flight: tuple[InFlight, ...] = ()
+    held: frozenset[str] = frozenset()
+    forced_drains: frozenset[str] = frozenset()
+    paused: str | None = None
+    quota: int | None = None
+    blocked_sizes: frozenset[str] = frozenset()
+    recent_destroys: tuple[float, ...] = ()
+
+
+class ItemKind(str, enum.Enum):
+    """What an actuator is asked to do to a node."""
+
+    DRAIN = "drain"
+    CANCEL_DRAIN = "cancel_drain"
+    DESTROY = "destroy"
+    ESCALATE = "escalate"  # turn a running drain of ours quick or fast (seed 002)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class PlanItem:
+    """One action on one existing node. ``cancellable`` is False for shutdowns of unpaired/down
+    nodes (nothing to give back to the scheduler)."""
+
+    kind: ItemKind
+    node_id: str
+    node_name: str
+    reason: str
+    worker: str | None = None
+    cancellable: bool = True
+    request_id: str | None = None
+    schedule: str | None = None  # for DRAIN/ESCALATE: graceful | quick | fast
+
+
+@dataclass(frozen=True, slots=True)
+class BootRequest:
+    size: str
+    count: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeExplanation:
+    """Why a node gets (or does not get) an action: the operator-facing answer per node.
+
+    ``rule`` is ``file:line`` of the matrix rule that matched; ``action`` is what the plan does
+    (None: nothing); ``blocked_by`` names what stopped the matrix action (``stale``, ``min_nodes``,
+    ``demand``, ``budget``, ``cap``, ``held``, ``paused``, ``frozen``...) and ``reason`` says it in words;
+    ``next_change`` is when the tuple will next change by time alone (e.g. idle grace ends), if known.
+    """
+
+    node_id: str
+    name: str
+    size: str
+    tuple: StateTuple
+    rule: str
+    matrix_action: Action
+    action: ItemKind | None
+    blocked_by: str | None
+    reason: str
+    worker: str | None = None
+    raw_state: str | None = None
+    next_change: float | None = None
+    next_change_what: str | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The core's answer for one snapshot: actions on existing nodes, boots, and a per-node why.
+
+    ``frozen`` is a reason string when drains/destroys are frozen (stale input, mass down, paused).
+    """
+
+    now: float
+    items: tuple[PlanItem, ...] = ()
+    boots: tuple[BootRequest, ...] = ()
+    nodes: tuple[NodeExplanation, ...] = ()
+    frozen: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What an actuator did with a plan item or boot: ``kind`` is the item kind or ``boot``;
+    ``result`` is ``ok``, ``refused``, ``failed`` or ``skipped``; ``detail`` says why, in words."""
+
+    kind: str
+    node: str
+    result: str
+    detail: str
+    at: float
+    size: str | None = None
+
+
+@dataclass(frozen=True)
+class CycleReport:
+    """One controller cycle, for logs, metrics and the status page."""
+
+    snapshot: Snapshot
+    plan: Plan
+    outcomes: tuple[Outcome, ...] = ()
+    matrix_hash: str = ""
+    matrix_error: str | None = None
+    cpu_seconds: float = 0.0

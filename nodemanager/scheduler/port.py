@@ -1,0 +1,97 @@
+"""The scheduler port: what the controller needs from HTCondor, SLURM or the simulated pool.
+
+One :meth:`Scheduler.poll` per cycle returns every worker and the queue demand. Drains are a
+transaction (seed 000): :meth:`Scheduler.drain` carries a guard so the scheduler refuses if the
+node became busy since the snapshot, and :meth:`Scheduler.confirm_drained` re-reads fresh state
+before any destroy.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from nodemanager.model import Demand, Worker
+
+__all__ = ["Scheduler", "SchedulerPoll", "SchedulerError", "DrainRefused", "DrainTicket",
+           "DrainSchedule", "Confirmation", "DRAIN_REASON_PREFIX"]
+
+# Every drain we start carries this reason prefix, so we can tell our drains from anyone else's.
+DRAIN_REASON_PREFIX = "nodemanager"
+
+
+class DrainSchedule(str, enum.Enum):
+    GRACEFUL = "graceful"  # honour retirement time, then evict
+    QUICK = "quick"        # soft-kill now, honour vacate time
+    FAST = "fast"          # hard-kill now
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerPoll:
+    workers: tuple[Worker, ...]
+    demand: tuple[Demand, ...]
+    polled_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class DrainTicket:
+    """Proof of a drain we started: enough to recognise it later, even across restarts of either
+    side (HTCondor request ids restart at 1 when the startd restarts, hence ``daemon_start``)."""
+
+    worker: str
+    request_id: str
+    reason: str
+    started_at: float
+    daemon_start: float | None = None
+    schedule: DrainSchedule = DrainSchedule.GRACEFUL
+
+
+@dataclass(frozen=True, slots=True)
+class Confirmation:
+    """The answer to "may this node be destroyed now?" from fresh scheduler state."""
+
+    ok: bool
+    reason: str
+
+
+class SchedulerError(Exception):
+    """A scheduler call failed (unreachable, timeout, bad reply). ``node`` names the node, if any."""
+
+    def __init__(self, message: str, *, node: str | None = None, transient: bool = True) -> None:
+        super().__init__(message)
+        self.node = node
+        self.transient = transient
+
+
+class DrainRefused(SchedulerError):
+    """The scheduler refused the drain (already draining, node busy since the snapshot, no rights)."""
+
+    def __init__(self, message: str, *, node: str | None = None) -> None:
+        super().__init__(message, node=node, transient=False)
+
+
+@runtime_checkable
+class Scheduler(Protocol):
+    name: str
+
+    def poll(self) -> SchedulerPoll:
+        """All workers and the queue demand, from one query of each (never per node)."""
+
+    def drain(self, worker: Worker, schedule: DrainSchedule, reason: str) -> DrainTicket:
+        """Start draining; refuse (DrainRefused) if the node has taken work since ``worker`` was read."""
+
+    def cancel_drain(self, ticket: DrainTicket) -> None:
+        """Cancel our drain so the node takes jobs again."""
+
+    def confirm_drained(self, ticket: DrainTicket) -> Confirmation:
+        """From fresh state: is the node fully drained, by *our* drain, with nothing running?"""
+
+    def escalate(self, ticket: DrainTicket, schedule: DrainSchedule) -> None:
+        """Make our running drain harsher (quick: soft-kill now; fast: hard-kill now)."""
+
+    def node_destroyed(self, worker_name: str) -> None:
+        """Tell the scheduler the node is gone (SLURM: mark it down; HTCondor: nothing to do)."""

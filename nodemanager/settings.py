@@ -1,0 +1,99 @@
+"""Typed settings the controller runs with, as frozen dataclasses (parsed from INI by ``config``).
+
+``CoreSettings`` is all the pure core needs; the other classes belong to the daemon's shell.
+Defaults here are the documented defaults of ``config.example.ini``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from nodemanager.model import EMPTY_MAP, Size
+
+__all__ = ["CoreSettings", "CloudSettings", "SchedulerSettings", "DrainSettings",
+           "ManageSettings", "PollSettings", "Settings"]
+
+
+@dataclass(frozen=True)
+class CoreSettings:
+    """Options of ``[Daemon]`` that decisions depend on, plus the sizes. Durations in seconds."""
+
+    sizes: tuple[Size, ...] = ()
+    min_nodes: int = 0
+    max_nodes: int = 8
+    max_total_price: float = 0.0          # per hour; 0 = no limit
+    boot_grace: float = 1800.0
+    idle_grace: float = 300.0
+    node_stale_after: float = 600.0       # a worker not heard from for this long is "down"
+    poll_stale_after: float = 300.0       # an input older than this freezes drains and destroys
+    max_concurrent_drains: int = 10
+    max_destroys_per_hour: int = 0        # 0 = no limit
+    down_freeze_count: int = 3            # freeze when more than this many nodes are down at once...
+    down_freeze_fraction: float = 0.5     # ...and they are more than this fraction of paired nodes
+    node_mem_scaling: float = 0.95
+    victim_horizon: float = 7200.0        # seed 003: prefer nodes that can go within this time
+
+    def size(self, name: str) -> Size | None:
+        for s in self.sizes:
+            if s.name == name:
+                return s
+        return None
+
+
+@dataclass(frozen=True)
+class DrainSettings:
+    """``[Drain]``: how drains are carried out and escalated (seed 002)."""
+
+    schedule: str = "graceful"                  # graceful | quick | fast
+    escalate_quick: str = ""                    # ClassAd expression: turn the drain quick
+    escalate_fast: str = ""                     # ClassAd expression: turn the drain fast (kill)
+    deadline: float = 0.0                       # seconds; 0 = never force (only the matrix kills)
+
+
+@dataclass(frozen=True)
+class CloudSettings:
+    driver: str = "simulated"                   # libcloud provider name (ec2, gce, ...) or simulated
+    driver_args: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
+    create_args: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
+    tags: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
+    cluster: str = "nodemanager"
+    node_name_template: str = "{cluster}-{size}-{seq}"
+    calls_per_second: float = 5.0
+    quota_backoff: float = 600.0
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    kind: str = "simulated"                      # htcondor | slurm | simulated
+    options: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
+
+
+@dataclass(frozen=True)
+class PollSettings:
+    cloud_interval: float = 60.0
+    scheduler_interval: float = 30.0
+    cycle_interval: float = 30.0
+    max_backoff: float = 300.0
+    watchdog: float = 600.0
+
+
+@dataclass(frozen=True)
+class ManageSettings:
+    address: str = "127.0.0.1"
+    port: int = 8989                            # -1 disables the status server
+    token: str = ""                             # admin API token; empty disables the admin API
+
+
+@dataclass(frozen=True)
+class Settings:
+    core: CoreSettings = CoreSettings()
+    drain: DrainSettings = DrainSettings()
+    cloud: CloudSettings = CloudSettings()
+    scheduler: SchedulerSettings = SchedulerSettings()
+    poll: PollSettings = PollSettings()
+    manage: ManageSettings = ManageSettings()
+    matrix_file: str = ""                       # empty = the default matrix shipped with the package
+    dry_run: bool = False
+    log_level: str = "INFO"
+    source: str = ""                            # the config file this came from

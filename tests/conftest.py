@@ -1,0 +1,20 @@
+"""Shared fixtures. Fixtures that start real components live in tests/fixtures/, one file each."""
+
+import os
+import pathlib
+
+import pytest
+
+pytest_plugins: list[str] = []
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def traces_dir() -> pathlib.Path:
+    """The development traces, read from ../shared/traces (never copied into the project)."""
+    path = pathlib.Path(os.environ.get("NODEMANAGER_TRACES", SHARED / "traces"))
+    if not path.is_dir():
+        pytest.fail(f"development traces not found at {path} (set NODEMANAGER_TRACES)")
+    return path
