@@ -1,0 +1,396 @@
+"""Load the INI configuration into :class:`nodemanager.settings.Settings`.
+
+Every problem is reported before anything starts, all at once, each naming the file, line,
+section and option (``config.ini:12: [Daemon] idle_grace: expected a duration like 300, 5m or 1h``).
+Durations accept plain seconds or an ``s``/``m``/``h``/``d`` suffix. See ``config.example.ini`` for
+every option with its meaning and default.
+"""
+
+from __future__ import annotations
+
+import configparser
+import difflib
+import os
+import re
+import stat
+from dataclasses import dataclass, fields, replace
+from typing import Any, Callable, Mapping
+
+from nodemanager.model import Size, frozen_map
+from nodemanager.settings import (CloudSettings, CoreSettings, DrainSettings, ManageSettings,
+                                  PollSettings, SchedulerSettings, Settings)
+
+__all__ = ["ConfigError", "Problem", "load", "loads", "parse_duration", "credential_warnings",
+           "SCHEDULER_OPTIONS", "SECRET_OPTIONS", "with_overrides"]
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+# Options whose values are secrets: never logged, shown or put in error messages.
+SECRET_OPTIONS = frozenset({"key", "secret", "password", "token", "secret_key", "access_key",
+                            "client_secret", "ex_token", "auth_token"})
+
+# Options each scheduler adapter understands in [Scheduler] (besides `type`).
+SCHEDULER_OPTIONS: Mapping[str, frozenset[str]] = {
+    "slurm": frozenset({"slurm_conf", "bin_dir", "timeout", "partition", "mark_destroyed",
+                        "cloud_id_field"}),
+    "htcondor": frozenset({"collector", "schedd", "cloud_id_attribute", "constraint",
+                           "query_timeout", "drain_check"}),
+    "simulated": frozenset({"join_delay", "boot_delay", "jobs_per_hour", "job_runtime",
+                            "job_cpus", "seed", "burst_every", "burst_size"}),
+}
+
+_CLOUD_OWN = frozenset({"driver", "cluster", "node_name_template", "calls_per_second",
+                        "quota_backoff"})
+_CLOUD_INT_ARGS = frozenset({"port", "timeout"})
+_CLOUD_BOOL_ARGS = frozenset({"secure"})
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    line: int | None
+    section: str
+    option: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        what = f"[{self.section}]" + (f" {self.option}" if self.option else "")
+        return f"{where}: {what}: {self.message}"
+
+
+class ConfigError(Exception):
+    """The configuration is unusable. ``problems`` lists every error found."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from ``300``, ``300s``, ``5m``, ``1.5h`` or ``1d``; ValueError otherwise."""
+    m = _DURATION.match(text)
+    if not m:
+        raise ValueError("expected a duration like 300, 5m or 1h")
+    return float(m.group(1)) * _UNITS[m.group(2).lower()]
+
+
+def _parse_bool(text: str) -> bool:
+    v = text.strip().lower()
+    if v in ("1", "yes", "true", "on"):
+        return True
+    if v in ("0", "no", "false", "off"):
+        return False
+    raise ValueError("expected yes or no")
+
+
+def _parse_int(text: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ValueError("expected a whole number") from None
+
+
+def _parse_float(text: str) -> float:
+    try:
+        return float(text.strip())
+    except ValueError:
+        raise ValueError("expected a number") from None
+
+
+def _parse_minutes(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(v) for v in text.replace(",", " ").split())
+    except ValueError:
+        raise ValueError("expected minutes separated by commas, like 54, 5, 1") from None
+    if not values or any(v <= 0 for v in values):
+        raise ValueError("expected positive minutes separated by commas, like 54, 5, 1")
+    return values
+
+
+def _nonneg(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    def check(text: str) -> Any:
+        value = parse(text)
+        if value < 0:
+            raise ValueError("must not be negative")
+        return value
+    return check
+
+
+def _choice(*allowed: str) -> Callable[[str], str]:
+    def check(text: str) -> str:
+        v = text.strip().lower()
+        if v not in allowed:
+            raise ValueError("expected one of " + ", ".join(allowed))
+        return v
+    return check
+
+
+_DAEMON: dict[str, tuple[str, Callable[[str], Any]]] = {
+    # option: (CoreSettings field, parser)
+    "min_nodes": ("min_nodes", _nonneg(_parse_int)),
+    "max_nodes": ("max_nodes", _nonneg(_parse_int)),
+    "max_total_price": ("max_total_price", _nonneg(_parse_float)),
+    "boot_grace": ("boot_grace", parse_duration),
+    "idle_grace": ("idle_grace", parse_duration),
+    "node_stale_after": ("node_stale_after", parse_duration),
+    "poll_stale_after": ("poll_stale_after", parse_duration),
+    "max_concurrent_drains": ("max_concurrent_drains", _nonneg(_parse_int)),
+    "max_destroys_per_hour": ("max_destroys_per_hour", _nonneg(_parse_int)),
+    "down_freeze_count": ("down_freeze_count", _nonneg(_parse_int)),
+    "down_freeze_fraction": ("down_freeze_fraction", _nonneg(_parse_float)),
+    "node_mem_scaling": ("node_mem_scaling", _nonneg(_parse_float)),
+    "victim_horizon": ("victim_horizon", parse_duration),
+}
+_DAEMON_SHELL: dict[str, Callable[[str], Any]] = {"matrix": str, "dry_run": _parse_bool,
+                 "log_level": _choice("debug", "info", "warning", "error")}
+_POLL: dict[str, Callable[[str], Any]] = {
+    "cloud_interval": parse_duration, "scheduler_interval": parse_duration,
+    "cycle_interval": parse_duration, "max_backoff": parse_duration, "watchdog": parse_duration,
+}
+_DRAIN: dict[str, Callable[[str], Any]] = {
+    "schedule": _choice("graceful", "quick", "fast"), "escalate_quick": str,
+    "escalate_fast": str, "deadline": parse_duration,
+}
+_MANAGE: dict[str, Callable[[str], Any]] = {"address": str, "port": _parse_int, "token": str}
+_SIZE: dict[str, Callable[[str], Any]] = {
+    "cores": _nonneg(_parse_int), "ram_mb": _nonneg(_parse_int), "price": _nonneg(_parse_float),
+    "scratch_mb": _nonneg(_parse_int), "billing_period": parse_duration,
+    "min_charge": parse_duration, "shutdown_window": parse_duration,
+    "shutdown_windows": _parse_minutes, "instance_type": str,
+}
+_SECTIONS = ("Daemon", "Polling", "Drain", "Cloud", "Cloud Create", "Scheduler", "Manage")
+
+
+def _option_lines(text: str) -> dict[tuple[str, str | None], int]:
+    """Line numbers of each ``[section]`` header and ``option`` in an INI text."""
+    lines: dict[tuple[str, str | None], int] = {}
+    section = ""
+    for n, raw in enumerate(text.splitlines(), 1):
+        s = raw.strip()
+        if not s or s[0] in "#;" or raw[:1].isspace():
+            continue
+        if s.startswith("[") and s.endswith("]"):
+            section = s[1:-1].strip()
+            lines.setdefault((section, None), n)
+        else:
+            name = re.split(r"[=:]", s, maxsplit=1)[0].strip().lower()
+            lines.setdefault((section, name), n)
+    return lines
+
+
+def _suggest(word: str, known: Any) -> str:
+    """A "did you mean" hint for a misspelled name, else the list of known names."""
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    return " (known: " + (", ".join(sorted(known)) or "none") + ")"
+
+
+class _Reader:
+    """Collects problems while reading typed options out of a parsed INI file."""
+
+    def __init__(self, cp: configparser.ConfigParser, source: str, text: str) -> None:
+        self.cp = cp
+        self.source = source
+        self.lines = _option_lines(text)
+        self.problems: list[Problem] = []
+
+    def problem(self, section: str, option: str | None, message: str) -> None:
+        line = self.lines.get((section, option)) or self.lines.get((section, None))
+        self.problems.append(Problem(self.source, line, section, option, message))
+
+    def typed(self, section: str, schema: Mapping[str, Callable[[str], Any]],
+              *, open_ended: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if not self.cp.has_section(section):
+            return out
+        for option, raw in self.cp.items(section, raw=True):
+            parse = schema.get(option)
+            if parse is None:
+                if not open_ended:
+                    self.problem(section, option, "unknown option" + _suggest(option, schema))
+                continue
+            try:
+                out[option] = parse(raw)
+            except ValueError as exc:
+                shown = "(hidden)" if option in SECRET_OPTIONS else repr(raw)
+                self.problem(section, option, f"{exc}, got {shown}")
+        return out
+
+
+def loads(text: str, source: str = "<config>", *, base_dir: str | None = None) -> Settings:
+    """Settings from INI ``text``; raises :class:`ConfigError` listing every problem."""
+    cp = configparser.ConfigParser(interpolation=None, strict=True, empty_lines_in_values=False)
+    cp.optionxform = str.lower  # type: ignore[assignment,method-assign]
+    try:
+        cp.read_string(text, source=source)
+    except configparser.MissingSectionHeaderError as exc:
+        raise ConfigError([Problem(source, exc.lineno, "-", None,
+                                   "an option before any [section] header")]) from None
+    except configparser.ParsingError as exc:
+        # configparser keeps each bad line as its repr()
+        raise ConfigError([Problem(source, n, "-", None, f"not 'option = value' nor [section]: {line}")
+                           for n, line in exc.errors]) from None
+    except configparser.Error as exc:
+        message = str(exc).splitlines()[0].split(": ", 1)[-1]
+        raise ConfigError([Problem(source, getattr(exc, "lineno", None),
+                                   getattr(exc, "section", "") or "-", None, message)]) from None
+    r = _Reader(cp, source, text)
+
+    for section in cp.sections():
+        if section not in _SECTIONS and not section.startswith("Size "):
+            r.problem(section, None, "unknown section" + _suggest(section, _SECTIONS + ("Size NAME",)))
+
+    daemon_schema: dict[str, Callable[[str], Any]] = {k: v[1] for k, v in _DAEMON.items()}
+    daemon_schema.update(_DAEMON_SHELL)
+    daemon = r.typed("Daemon", daemon_schema)
+    core_kwargs = {_DAEMON[k][0]: v for k, v in daemon.items() if k in _DAEMON}
+
+    sizes: list[Size] = []
+    for section in cp.sections():
+        if not section.startswith("Size "):
+            continue
+        name = section[5:].strip()
+        values = r.typed(section, _SIZE)
+        missing = [o for o in ("cores", "ram_mb") if o not in values]
+        for o in missing:
+            r.problem(section, None, f"missing required option {o}")
+        if not missing:
+            if values.get("cores", 0) <= 0:
+                r.problem(section, "cores", "must be at least 1")
+            sizes.append(Size(name=name, **values))
+    core = CoreSettings(sizes=tuple(sizes), **core_kwargs)
+    if core.max_nodes < core.min_nodes:
+        r.problem("Daemon", "max_nodes", f"is below min_nodes ({core.min_nodes})")
+
+    poll = PollSettings(**r.typed("Polling", _POLL))
+    drain_values = r.typed("Drain", _DRAIN)
+    for option in ("escalate_quick", "escalate_fast"):
+        expr = drain_values.get(option, "").strip()
+        if expr:
+            error = _expression_error(expr)
+            if error:
+                r.problem("Drain", option, f"bad ClassAd expression {expr!r}: {error}")
+    drain = DrainSettings(**drain_values)
+    manage = ManageSettings(**r.typed("Manage", _MANAGE))
+
+    cloud = _cloud(r)
+    scheduler = _scheduler(r)
+    if cloud.driver != "simulated" and not sizes:
+        r.problem("Cloud", "driver", "a real cloud needs at least one [Size NAME] section")
+
+    matrix = daemon.get("matrix", "").strip()
+    if matrix and base_dir and not os.path.isabs(matrix):
+        matrix = os.path.join(base_dir, matrix)
+    if r.problems:
+        raise ConfigError(r.problems)
+    return Settings(core=core, drain=drain, cloud=cloud, scheduler=scheduler, poll=poll,
+                    manage=manage, matrix_file=matrix, dry_run=daemon.get("dry_run", False),
+                    log_level=daemon.get("log_level", "info").upper(), source=source)
+
+
+def _expression_error(expr: str) -> str | None:
+    """Why a ClassAd expression does not parse, or None (skipped when classad2 is absent)."""
+    try:
+        import classad2
+    except ImportError:
+        return None
+    try:
+        classad2.ExprTree(expr)
+    except Exception as exc:  # classad2 raises plain exceptions for syntax errors
+        return str(exc) or type(exc).__name__
+    return None
+
+
+def _cloud(r: _Reader) -> CloudSettings:
+    own_schema: dict[str, Callable[[str], Any]] = {
+        "driver": lambda v: v.strip().lower(), "cluster": str, "node_name_template": str,
+        "calls_per_second": _nonneg(_parse_float), "quota_backoff": parse_duration,
+    }
+    own = r.typed("Cloud", own_schema, open_ended=True)
+    args: dict[str, Any] = {}
+    if r.cp.has_section("Cloud"):
+        for option, raw in r.cp.items("Cloud", raw=True):
+            if option in _CLOUD_OWN:
+                continue
+            try:
+                if option in _CLOUD_INT_ARGS:
+                    args[option] = _parse_int(raw)
+                elif option in _CLOUD_BOOL_ARGS:
+                    args[option] = _parse_bool(raw)
+                else:
+                    args[option] = raw
+            except ValueError as exc:
+                r.problem("Cloud", option, str(exc))
+    create: dict[str, str] = {}
+    tags: dict[str, str] = {}
+    if r.cp.has_section("Cloud Create"):
+        for option, raw in r.cp.items("Cloud Create", raw=True):
+            if option.startswith("tag_"):
+                tags[option[4:]] = raw
+            else:
+                create[option] = raw
+    template = own.get("node_name_template", CloudSettings.node_name_template)
+    try:
+        template.format(cluster="c", size="s", seq=1)
+    except (KeyError, IndexError, ValueError) as exc:
+        r.problem("Cloud", "node_name_template",
+                  f"may use only {{cluster}}, {{size}} and {{seq}} ({exc})")
+    return CloudSettings(driver_args=frozen_map(args), create_args=frozen_map(create),
+                         tags=frozen_map(tags), **own)
+
+
+def _scheduler(r: _Reader) -> SchedulerSettings:
+    if not r.cp.has_section("Scheduler"):
+        return SchedulerSettings()
+    items = dict(r.cp.items("Scheduler", raw=True))
+    kind = items.pop("type", "simulated").strip().lower()
+    if kind not in SCHEDULER_OPTIONS:
+        r.problem("Scheduler", "type", "expected one of " + ", ".join(SCHEDULER_OPTIONS)
+                  + f", got {kind!r}")
+        return SchedulerSettings()
+    allowed = SCHEDULER_OPTIONS[kind]
+    for option in items:
+        if option not in allowed:
+            r.problem("Scheduler", option, f"unknown option for type {kind}" + _suggest(option, allowed))
+    return SchedulerSettings(kind=kind, options=frozen_map(items))
+
+
+def credential_warnings(path: str, settings: Settings) -> list[str]:
+    """Warnings for a config file that holds secrets and is readable by group or others."""
+    secrets = [k for k in settings.cloud.driver_args if k in SECRET_OPTIONS]
+    if settings.manage.token:
+        secrets.append("token")
+    if not secrets:
+        return []
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return []
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        return [f"{path} holds credentials ({', '.join(sorted(secrets))}) and is readable by "
+                f"others (mode {stat.S_IMODE(mode):o}); run: chmod 600 {path}"]
+    return []
+
+
+def load(path: str) -> Settings:
+    """Settings from the INI file at ``path`` (relative paths inside resolve against its folder)."""
+    try:
+        with open(path, encoding="utf-8-sig") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise ConfigError([Problem(path, None, "-", None, "file not found")]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([Problem(path, None, "-", None, f"cannot read: {exc}")]) from None
+    return loads(text, path, base_dir=os.path.dirname(os.path.abspath(path)))
+
+
+def with_overrides(settings: Settings, **core: Any) -> Settings:
+    """A copy of ``settings`` with some CoreSettings fields replaced (for sweeps and tests)."""
+    known = {f.name for f in fields(CoreSettings)}
+    bad = set(core) - known
+    if bad:
+        raise ValueError("unknown core setting(s): " + ", ".join(sorted(bad)))
+    return replace(settings, core=replace(settings.core, **core))
