@@ -1,0 +1,171 @@
+"""What operators asked for through the admin API: held nodes, forced drains, cancels, a pause.
+
+One :class:`AdminState` per daemon, shared by the status server (which writes it) and the
+controller (which reads it once per cycle). Every method is thread-safe.
+
+How the controller uses it, each cycle::
+
+    snapshot = dataclasses.replace(snapshot, **admin.snapshot_fields())   # held, forced_drains, paused
+    cancels = admin.take_cancels()   # node ids whose drain of ours the operator wants cancelled:
+                                     # plan a CANCEL_DRAIN for each (once; they are removed here)
+    admin.forget(gone)               # node ids that no longer exist in the cloud
+
+A node is named by what the operator typed; the status server resolves names (cloud name,
+worker name) to the cloud node id before calling in, so the sets hold node ids whenever the node
+was known. Held nodes, forced drains and the pause live in memory only: a restart clears them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+__all__ = ["AdminState", "AdminChange", "ADMIN_ACTIONS"]
+
+ADMIN_ACTIONS = ("hold", "release", "drain", "cancel", "pause", "resume")
+
+
+@dataclass(frozen=True, slots=True)
+class AdminChange:
+    """The answer to one admin request: what it changed, in words, for the log and the caller.
+
+    ``changed`` is False when the request asked for the state things were already in.
+    """
+
+    action: str
+    node: str | None
+    changed: bool
+    detail: str
+    at: float
+    by: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {"action": self.action, "node": self.node, "changed": self.changed,
+                "detail": self.detail, "at": self.at, "by": self.by}
+
+
+class AdminState:
+    """Held nodes, forced drains, pending cancels and the pause reason, behind one lock."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._held: dict[str, float] = {}
+        self._drains: dict[str, float] = {}
+        self._cancels: dict[str, float] = {}
+        self._paused: str | None = None
+        self._paused_at: float | None = None
+        self._history: list[AdminChange] = []
+
+    # -- what the controller reads ------------------------------------------------------------
+    def snapshot_fields(self) -> dict[str, object]:
+        """``held``, ``forced_drains`` and ``paused`` for ``dataclasses.replace(snapshot, ...)``."""
+        with self._lock:
+            return {"held": frozenset(self._held), "forced_drains": frozenset(self._drains),
+                    "paused": self._paused}
+
+    def take_cancels(self) -> frozenset[str]:
+        """Node ids whose drain the operator asked to cancel since the last call (then forgotten)."""
+        with self._lock:
+            taken = frozenset(self._cancels)
+            self._cancels.clear()
+            return taken
+
+    def forget(self, nodes: Iterable[str]) -> None:
+        """Drop every entry for ``nodes`` (destroyed nodes), so their holds and drains do not linger."""
+        with self._lock:
+            for node in nodes:
+                self._held.pop(node, None)
+                self._drains.pop(node, None)
+                self._cancels.pop(node, None)
+
+    @property
+    def held(self) -> frozenset[str]:
+        with self._lock:
+            return frozenset(self._held)
+
+    @property
+    def forced_drains(self) -> frozenset[str]:
+        with self._lock:
+            return frozenset(self._drains)
+
+    @property
+    def paused(self) -> str | None:
+        with self._lock:
+            return self._paused
+
+    def history(self) -> tuple[AdminChange, ...]:
+        """The last admin changes, oldest first (at most 100)."""
+        with self._lock:
+            return tuple(self._history)
+
+    def to_json(self) -> dict[str, object]:
+        with self._lock:
+            return {"held": sorted(self._held), "forced_drains": sorted(self._drains),
+                    "pending_cancels": sorted(self._cancels), "paused": self._paused,
+                    "paused_at": self._paused_at}
+
+    # -- what the operator asks -----------------------------------------------------------------
+    def hold(self, node: str, by: str = "") -> AdminChange:
+        """Never act on ``node`` (no drain, no destroy, no cancel) until released."""
+        with self._lock:
+            if node in self._held:
+                return self._record("hold", node, False, "already held", by)
+            self._held[node] = self._clock()
+            return self._record("hold", node, True, "held: no action will be taken on it", by)
+
+    def release(self, node: str, by: str = "") -> AdminChange:
+        """Undo :meth:`hold`."""
+        with self._lock:
+            if self._held.pop(node, None) is None:
+                return self._record("release", node, False, "was not held", by)
+            return self._record("release", node, True, "released: the matrix decides again", by)
+
+    def drain(self, node: str, by: str = "") -> AdminChange:
+        """Drain ``node`` now (the controller schedules it; budgets and holds still apply)."""
+        with self._lock:
+            self._cancels.pop(node, None)
+            if node in self._drains:
+                return self._record("drain", node, False, "drain already requested", by)
+            self._drains[node] = self._clock()
+            return self._record("drain", node, True, "drain requested: planned next cycle", by)
+
+    def cancel(self, node: str, by: str = "") -> AdminChange:
+        """Cancel a drain of ours on ``node``: withdraws a forced drain and asks the controller for
+        a CANCEL_DRAIN (see :meth:`take_cancels`)."""
+        with self._lock:
+            forced = self._drains.pop(node, None) is not None
+            self._cancels[node] = self._clock()
+            detail = ("forced drain withdrawn; " if forced else "") + \
+                "cancel of our drain requested: planned next cycle"
+            return self._record("cancel", node, True, detail, by)
+
+    def pause(self, reason: str = "", by: str = "") -> AdminChange:
+        """Freeze every action (drain, cancel, destroy, boot) until :meth:`resume`."""
+        reason = reason.strip() or "paused by operator"
+        with self._lock:
+            if self._paused is not None:
+                old = self._paused
+                self._paused = reason
+                return self._record("pause", None, old != reason,
+                                    f"already paused; reason now {reason!r} (was {old!r})", by)
+            self._paused = reason
+            self._paused_at = self._clock()
+            return self._record("pause", None, True, f"all actions paused: {reason!r}", by)
+
+    def resume(self, by: str = "") -> AdminChange:
+        """Undo :meth:`pause`."""
+        with self._lock:
+            if self._paused is None:
+                return self._record("resume", None, False, "was not paused", by)
+            old, self._paused, self._paused_at = self._paused, None, None
+            return self._record("resume", None, True, f"actions resumed (pause was {old!r})", by)
+
+    def _record(self, action: str, node: str | None, changed: bool, detail: str,
+                by: str) -> AdminChange:
+        change = AdminChange(action, node, changed, detail, self._clock(), by)
+        self._history.append(change)
+        del self._history[:-100]
+        return change

@@ -1,0 +1,410 @@
+"""Prometheus metrics of one daemon, in a private registry (never the process-global one).
+
+The daemon feeds a :class:`Metrics` with:
+
+* :meth:`Metrics.observe` once per cycle with the :class:`~nodemanager.model.CycleReport`: node
+  counts by tuple and size and by raw scheduler state, actions decided and carried out, drains,
+  paid node-seconds by what the node was doing, spend, demand, boots, frozen state, matrix hash;
+* :meth:`Metrics.observe_call` after every cloud or scheduler call (latency, errors by kind);
+* :meth:`Metrics.observe_matrix_reload` after every matrix reload attempt.
+
+Names follow Prometheus conventions (``nodemanager_`` prefix, base units, ``_total`` counters).
+Labels are bounded: tuple values, sizes from the config, action kinds, results, error kinds and
+call names; never node names. ``docs/metrics.md`` lists every metric.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, Info
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from nodemanager.model import CycleReport, NodeExplanation, Size, Snapshot
+
+__all__ = ["Metrics", "PAID_STATES", "FROZEN_REASONS", "CALL_TARGETS", "paid_state",
+           "frozen_reason"]
+
+PAID_STATES = ("busy", "idle", "booting", "draining", "down")
+FROZEN_REASONS = ("stale", "mass_down", "paused", "other")
+CALL_TARGETS = ("cloud", "scheduler")
+_GONE_CLOUD_STATES = frozenset({"terminated", "stopped", "deleted", "error"})
+_DRAIN_REASON_PREFIX = "nodemanager"  # same as nodemanager.scheduler.port.DRAIN_REASON_PREFIX
+_LABEL_OK = re.compile(r"[a-z0-9_.:*~#!%$@^+/-]{1,40}")
+_CALL_OK = re.compile(r"[a-z][a-z0-9_]{0,39}")
+_CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+_BADPUT_ATTR = "TotalDrainingBadputTime"  # HTCondor startd statistic (seed 000)
+
+
+def _label(value: object, default: str = "unknown") -> str:
+    """A bounded label value: lower case, short, from a small alphabet, else ``other``."""
+    if value is None or value == "":
+        return default
+    text = str(value).strip().lower()
+    return text if _LABEL_OK.fullmatch(text) else "other"
+
+
+def paid_state(node_worker_state: str | None, draining: bool) -> str:
+    """What a paid node's time counts as: one of :data:`PAID_STATES`."""
+    if draining:
+        return "draining"
+    if node_worker_state in (None, "unpaired"):
+        return "booting"
+    return node_worker_state if node_worker_state in PAID_STATES else "down"
+
+
+def frozen_reason(plan_frozen: str | None, paused: str | None) -> str | None:
+    """The bounded category of why actions are frozen (:data:`FROZEN_REASONS`), or None."""
+    if paused:
+        return "paused"
+    if not plan_frozen:
+        return None
+    text = plan_frozen.lower()
+    if "pause" in text:
+        return "paused"
+    if "stale" in text or "old" in text:
+        return "stale"
+    if "down" in text:
+        return "mass_down"
+    return "other"
+
+
+@dataclass(frozen=True)
+class _CycleGauges:
+    """Gauge values of the last cycle, swapped in whole so a scrape never sees half a cycle."""
+
+    nodes: Mapping[tuple[str, ...], int] = field(default_factory=dict)
+    raw_states: Mapping[str, int] = field(default_factory=dict)
+    blocked: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    planned: Mapping[str, int] = field(default_factory=dict)
+    paid_nodes: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    spend: Mapping[str, float] = field(default_factory=dict)
+    in_flight: Mapping[str, int] = field(default_factory=dict)
+    drains: int = 0
+    drain_oldest_age: float = 0.0
+    foreign_drains: int = 0
+    demand_jobs: int = 0
+    demand_cpus: int = 0
+    demand_oldest_wait: float = 0.0
+    held: int = 0
+    frozen: str | None = None
+    matrix_error: bool = False
+    polled_at: Mapping[str, float] = field(default_factory=dict)
+    last_cycle: float | None = None
+
+
+class _CycleCollector(Collector):
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self.state = _CycleGauges()
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        s = self.state
+        g = GaugeMetricFamily("nodemanager_nodes", "Cloud nodes by state tuple and size.",
+                              labels=["worker_state", "window", "boot_grace", "idle_grace", "size"])
+        for key, n in sorted(s.nodes.items()):
+            g.add_metric(list(key), n)
+        yield g
+        g = GaugeMetricFamily("nodemanager_workers", "Scheduler workers by raw scheduler state.",
+                              labels=["state"])
+        for key, n in sorted(s.raw_states.items()):
+            g.add_metric([key], n)
+        yield g
+        g = GaugeMetricFamily("nodemanager_nodes_blocked",
+                              "Nodes whose matrix action is held back, by what blocks it.",
+                              labels=["blocked_by", "matrix_action"])
+        for key, n in sorted(s.blocked.items()):
+            g.add_metric(list(key), n)
+        yield g
+        g = GaugeMetricFamily("nodemanager_nodes_planned",
+                              "Nodes with an action planned in the last cycle, by action.",
+                              labels=["action"])
+        for key, n in sorted(s.planned.items()):
+            g.add_metric([key], n)
+        yield g
+        g = GaugeMetricFamily("nodemanager_paid_nodes",
+                              "Paid cloud nodes by what they are doing and size.",
+                              labels=["state", "size"])
+        for key, n in sorted(s.paid_nodes.items()):
+            g.add_metric(list(key), n)
+        yield g
+        g = GaugeMetricFamily("nodemanager_estimated_spend_per_hour",
+                              "Estimated spend per hour of the paid nodes (sizes' prices), by size.",
+                              labels=["size"])
+        for key, v in sorted(s.spend.items()):
+            g.add_metric([key], v)
+        yield g
+        g = GaugeMetricFamily("nodemanager_in_flight", "Actions under way, by action.",
+                              labels=["action"])
+        for key, n in sorted(s.in_flight.items()):
+            g.add_metric([key], n)
+        yield g
+        yield GaugeMetricFamily("nodemanager_drains_in_progress",
+                                "Drains of ours under way.", value=s.drains)
+        yield GaugeMetricFamily("nodemanager_drain_oldest_age_seconds",
+                                "Age of the oldest drain of ours under way (0 when none).",
+                                value=s.drain_oldest_age)
+        yield GaugeMetricFamily("nodemanager_foreign_drains",
+                                "Workers drained by someone else (not nodemanager).",
+                                value=s.foreign_drains)
+        yield GaugeMetricFamily("nodemanager_demand_jobs", "Jobs waiting in the queue.",
+                                value=s.demand_jobs)
+        yield GaugeMetricFamily("nodemanager_demand_cpus", "Cores requested by waiting jobs.",
+                                value=s.demand_cpus)
+        yield GaugeMetricFamily("nodemanager_demand_oldest_wait_seconds",
+                                "How long the oldest waiting job has waited (0 when none).",
+                                value=s.demand_oldest_wait)
+        yield GaugeMetricFamily("nodemanager_nodes_held", "Nodes an operator holds.",
+                                value=s.held)
+        g = GaugeMetricFamily("nodemanager_actions_frozen",
+                              "1 while drains and destroys are frozen, with why.",
+                              labels=["reason"])
+        for reason in FROZEN_REASONS:
+            g.add_metric([reason], 1 if s.frozen == reason else 0)
+        yield g
+        yield GaugeMetricFamily("nodemanager_matrix_error",
+                                "1 while the matrix file fails to load (the last good one runs).",
+                                value=1 if s.matrix_error else 0)
+        now = self._clock()
+        ts = GaugeMetricFamily("nodemanager_last_poll_timestamp_seconds",
+                               "When each input (cloud, scheduler) was last polled successfully.",
+                               labels=["input"])
+        age = GaugeMetricFamily("nodemanager_poll_age_seconds",
+                                "Seconds since each input was last polled successfully.",
+                                labels=["input"])
+        for name, at in sorted(s.polled_at.items()):
+            ts.add_metric([name], at)
+            age.add_metric([name], max(0.0, now - at))
+        yield ts
+        yield age
+        if s.last_cycle is not None:
+            yield GaugeMetricFamily("nodemanager_last_cycle_timestamp_seconds",
+                                    "When the last controller cycle finished.",
+                                    value=s.last_cycle)
+
+
+class Metrics:
+    """Every nodemanager metric, in :attr:`registry` (a private ``CollectorRegistry``).
+
+    ``sizes`` give prices (per hour) for spend; ``max_interval`` caps the seconds one cycle may
+    add to the paid-time counters (a daemon that was stopped must not book the gap).
+    ``clock`` is only used for scrape-time ages and the last-cycle time.
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None, *, sizes: Sequence[Size] = (),
+                 clock: Callable[[], float] = time.time, max_interval: float = 300.0,
+                 version: str | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self._clock = clock
+        self._sizes = {s.name: s for s in sizes}
+        self._max_interval = max_interval
+        self._lock = threading.Lock()
+        self._last_now: float | None = None
+        self._badput_seen: dict[str, float] = {}
+        r = self.registry
+        self._cycles = Counter("nodemanager_cycles", "Controller cycles completed.", registry=r)
+        self._cycle_cpu = Counter("nodemanager_cycle_cpu_seconds",
+                                  "CPU seconds spent deciding (pure core).", registry=r)
+        self._decided = Counter("nodemanager_actions_decided",
+                                "Actions the plan decided, by action (boot counts nodes).",
+                                ["action"], registry=r)
+        self._done = Counter("nodemanager_actions",
+                             "Actions carried out, by action and result (ok, refused, failed, "
+                             "skipped).", ["action", "result"], registry=r)
+        self._paid = Counter("nodemanager_paid_node_seconds",
+                             "Paid node-seconds by what the node was doing and size.",
+                             ["state", "size"], registry=r)
+        self._cost = Counter("nodemanager_estimated_cost",
+                             "Estimated money spent (sizes' prices), by what the node was doing.",
+                             ["state"], registry=r)
+        self._unclaimed = Counter("nodemanager_drain_unclaimed_core_seconds",
+                                  "Idle core-seconds on workers while we drain them.", registry=r)
+        self._badput = Counter("nodemanager_drain_badput_seconds",
+                               "Job runtime lost to drain deadlines (startd "
+                               "TotalDrainingBadputTime; HTCondor only).", registry=r)
+        self._boots = Counter("nodemanager_boots", "Nodes booted, by size.", ["size"], registry=r)
+        self._boot_failures = Counter("nodemanager_boot_failures",
+                                      "Boot requests that failed or were refused, by size.",
+                                      ["size"], registry=r)
+        self._call_seconds = Histogram("nodemanager_call_duration_seconds",
+                                       "Latency of cloud and scheduler calls.",
+                                       ["target", "call"], buckets=_CALL_BUCKETS, registry=r)
+        self._call_errors = Counter("nodemanager_call_errors",
+                                    "Failed cloud and scheduler calls, by error kind.",
+                                    ["target", "call", "kind"], registry=r)
+        self._reloads = Counter("nodemanager_matrix_reloads",
+                                "Matrix reload attempts, by result (ok, error).", ["result"],
+                                registry=r)
+        self._matrix = Info("nodemanager_matrix", "The matrix in force (sha256 of its text).",
+                            registry=r)
+        self._build = Info("nodemanager_build", "The nodemanager version.", registry=r)
+        self._build.info({"version": version or _version()})
+        for result in ("ok", "error"):
+            self._reloads.labels(result)
+        self._gauges = _CycleCollector(clock)
+        r.register(self._gauges)
+
+    def set_sizes(self, sizes: Sequence[Size]) -> None:
+        """New prices after a config reload."""
+        with self._lock:
+            self._sizes = {s.name: s for s in sizes}
+
+    # -- explicit calls ----------------------------------------------------------------------
+    def observe_call(self, target: str, call: str, seconds: float,
+                     error_kind: object | None = None) -> None:
+        """One cloud or scheduler call: ``target`` is ``cloud`` or ``scheduler``, ``call`` a short
+        name (``list_nodes``, ``create_node``, ``poll``, ``drain``...), ``error_kind`` the failure's
+        kind (an ``ErrorKind``, ``transient``...) or None when it succeeded."""
+        if target not in CALL_TARGETS:
+            raise ValueError(f"call target must be one of {CALL_TARGETS}, not {target!r}")
+        if not _CALL_OK.fullmatch(call):
+            raise ValueError(f"call name must be a short snake_case word, not {call!r}")
+        self._call_seconds.labels(target, call).observe(max(0.0, seconds))
+        if error_kind is not None:
+            self._call_errors.labels(target, call, _label(error_kind)).inc()
+
+    def observe_matrix_reload(self, ok: bool, sha256: str | None = None) -> None:
+        """One matrix reload attempt; ``sha256`` of the matrix now in force when it succeeded."""
+        self._reloads.labels("ok" if ok else "error").inc()
+        if ok and sha256:
+            self._matrix.info({"sha256": sha256})
+
+    # -- one cycle ---------------------------------------------------------------------------
+    def observe(self, report: CycleReport) -> None:
+        """Update every metric from one cycle's report (call once per cycle, in order)."""
+        snap, plan = report.snapshot, report.plan
+        with self._lock:
+            interval = 0.0 if self._last_now is None else \
+                min(max(0.0, snap.now - self._last_now), self._max_interval)
+            self._last_now = snap.now
+            sizes = self._sizes
+        explained = {e.node_id: e for e in plan.nodes}
+        drains = _our_drains(snap, plan.nodes)
+        draining_workers = {w.name for w in snap.workers if w.draining}
+        draining_nodes = set(drains) | {e.node_id for e in plan.nodes
+                                        if e.worker in draining_workers}
+        draining_nodes |= {f.node for f in snap.in_flight if f.action == "destroy"}
+
+        nodes: dict[tuple[str, ...], int] = {}
+        for e in plan.nodes:
+            key = (*e.tuple.as_tuple(), _label(e.size))
+            nodes[key] = nodes.get(key, 0) + 1
+        raw: dict[str, int] = {}
+        for w in snap.workers:
+            key = _label(w.state)
+            raw[key] = raw.get(key, 0) + 1
+        blocked: dict[tuple[str, str], int] = {}
+        for e in plan.nodes:
+            if e.blocked_by:
+                key = (_label(e.blocked_by), e.matrix_action.value)
+                blocked[key] = blocked.get(key, 0) + 1
+        planned: dict[str, int] = {}
+        for item in plan.items:
+            planned[item.kind.value] = planned.get(item.kind.value, 0) + 1
+
+        paid_nodes: dict[tuple[str, str], int] = {}
+        spend: dict[str, float] = {}
+        cost: dict[str, float] = {}
+        for node in snap.cloud_nodes:
+            if node.state.lower() in _GONE_CLOUD_STATES:
+                continue
+            e = explained.get(node.id)
+            state = paid_state(e.tuple.worker_state if e else None, node.id in draining_nodes)
+            size = _label(node.size)
+            paid_nodes[(state, size)] = paid_nodes.get((state, size), 0) + 1
+            price = sizes[node.size].price if node.size in sizes else 0.0
+            spend[size] = spend.get(size, 0.0) + price
+            if interval:
+                self._paid.labels(state, size).inc(interval)
+                cost[state] = cost.get(state, 0.0) + price * interval / 3600.0
+        for state, amount in cost.items():
+            self._cost.labels(state).inc(amount)
+
+        if interval:
+            idle_cores = sum(max(0, w.cpus - w.cpus_busy) for w in snap.workers
+                             if w.draining and _is_ours(w.drain_reason))
+            self._unclaimed.inc(idle_cores * interval)
+        self._badput.inc(self._badput_delta(snap))
+
+        in_flight: dict[str, int] = {}
+        for f in snap.in_flight:
+            key = _label(f.action)
+            in_flight[key] = in_flight.get(key, 0) + 1
+
+        jobs = sum(d.count for d in snap.demand)
+        cpus = sum(d.cpus * d.count for d in snap.demand)
+        submits = [d.oldest_submit for d in snap.demand if d.oldest_submit is not None]
+
+        self._cycles.inc()
+        self._cycle_cpu.inc(max(0.0, report.cpu_seconds))
+        for item in plan.items:
+            self._decided.labels(item.kind.value).inc()
+        for boot in plan.boots:
+            self._decided.labels("boot").inc(boot.count)
+        for o in report.outcomes:
+            kind, result = _label(o.kind), _label(o.result)
+            self._done.labels(kind, result).inc()
+            if kind == "boot":
+                if result == "ok":
+                    self._boots.labels(_label(o.size)).inc()
+                elif result in ("failed", "refused"):
+                    self._boot_failures.labels(_label(o.size)).inc()
+        if report.matrix_hash:
+            self._matrix.info({"sha256": report.matrix_hash})
+
+        self._gauges.state = _CycleGauges(
+            nodes=nodes, raw_states=raw, blocked=blocked, planned=planned,
+            paid_nodes=paid_nodes, spend=spend, in_flight=in_flight,
+            drains=len(drains), drain_oldest_age=max((snap.now - t for t in drains.values()),
+                                                     default=0.0),
+            foreign_drains=sum(1 for w in snap.workers
+                               if w.draining and not _is_ours(w.drain_reason)),
+            demand_jobs=jobs, demand_cpus=cpus,
+            demand_oldest_wait=max(0.0, snap.now - min(submits)) if submits else 0.0,
+            held=len(snap.held), frozen=frozen_reason(plan.frozen, snap.paused),
+            matrix_error=report.matrix_error is not None,
+            polled_at=dict(snap.polled_at), last_cycle=self._clock(),
+        )
+
+    def _badput_delta(self, snap: Snapshot) -> float:
+        """Growth of the startds' cumulative badput since the last cycle (first sight counts 0)."""
+        delta = 0.0
+        seen: dict[str, float] = {}
+        for w in snap.workers:
+            value = w.ad.get(_BADPUT_ATTR) if w.ad else None
+            if not isinstance(value, (int, float)):
+                continue
+            seen[w.name] = float(value)
+            before = self._badput_seen.get(w.name)
+            if before is not None and value > before:
+                delta += value - before
+        self._badput_seen = seen
+        return delta
+
+
+def _is_ours(reason: str | None) -> bool:
+    return bool(reason) and reason.startswith(_DRAIN_REASON_PREFIX)
+
+
+def _our_drains(snap: Snapshot, nodes: Iterable[NodeExplanation]) -> dict[str, float]:
+    """Drains of ours under way: cloud node id -> when the drain started."""
+    drains = {f.node: f.since for f in snap.in_flight if f.action == "drain"}
+    by_worker = {e.worker: e.node_id for e in nodes if e.worker}
+    for w in snap.workers:
+        if w.draining and _is_ours(w.drain_reason):
+            node = by_worker.get(w.name, f"worker:{w.name}")
+            drains.setdefault(node, w.state_since or snap.now)
+    return drains
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("nodemanager")
+    except PackageNotFoundError:
+        return "unknown"

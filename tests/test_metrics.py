@@ -1,0 +1,231 @@
+"""Metrics: what an operator's dashboards and alerts read, from sample cycle reports."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from prometheus_client import REGISTRY, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from nodemanager.cloud.port import ErrorKind
+from nodemanager.metrics import Metrics, frozen_reason
+from nodemanager.model import CloudNode, Outcome, Worker
+from tests.fixtures.observability import SIZES, T0, Clock, sample_report
+
+
+def value(m: Metrics, name: str, **labels: str) -> float | None:
+    return m.registry.get_sample_value(name, labels)
+
+
+def families(m: Metrics):
+    return list(text_string_to_metric_families(generate_latest(m.registry).decode()))
+
+
+@pytest.fixture
+def metrics(clock: Clock) -> Metrics:
+    return Metrics(sizes=SIZES, clock=clock)
+
+
+def test_each_daemon_has_its_own_registry_and_the_global_one_stays_clean(metrics: Metrics) -> None:
+    other = Metrics(sizes=SIZES)
+    metrics.observe(sample_report())
+    assert value(metrics, "nodemanager_cycles_total") == 1
+    assert value(other, "nodemanager_cycles_total") == 0
+    assert not [f for f in REGISTRY.collect() if f.name.startswith("nodemanager")]
+
+
+def test_names_follow_prometheus_conventions(metrics: Metrics) -> None:
+    metrics.observe(sample_report())
+    metrics.observe_call("cloud", "list_nodes", 0.2)
+    names = set()
+    for fam in families(metrics):
+        names.add(fam.name)
+        assert fam.name.startswith("nodemanager_"), fam.name
+        if fam.type == "counter":
+            assert all(s.name.endswith(("_total", "_created")) for s in fam.samples), fam.name
+        assert not any(unit in fam.name for unit in ("_ms", "milliseconds", "_minutes", "_hours"))
+    assert {"nodemanager_nodes", "nodemanager_paid_node_seconds", "nodemanager_call_duration_seconds",
+            "nodemanager_matrix_info", "nodemanager_actions_frozen"} <= names
+
+
+def test_no_node_name_or_id_ever_appears_in_a_label(metrics: Metrics) -> None:
+    report = sample_report()
+    metrics.observe(report)
+    metrics.observe(sample_report(T0 + 30))
+    identities = {c.id for c in report.snapshot.cloud_nodes} | \
+        {c.name for c in report.snapshot.cloud_nodes} | {w.name for w in report.snapshot.workers}
+    for fam in families(metrics):
+        for sample in fam.samples:
+            assert not identities & set(sample.labels.values()), (sample.name, sample.labels)
+
+
+def test_nodes_are_counted_by_tuple_and_size(metrics: Metrics) -> None:
+    metrics.observe(sample_report())
+    idle_exceeded = dict(worker_state="idle", window="open", boot_grace="boot exceeded",
+                         idle_grace="idle exceeded", size="small")
+    assert value(metrics, "nodemanager_nodes", **idle_exceeded) == 3
+    booting = dict(worker_state="unpaired", window="closed", boot_grace="boot wait",
+                   idle_grace="not idle", size="large")
+    assert value(metrics, "nodemanager_nodes", **booting) == 1
+    assert sum(s.value for f in families(metrics) if f.name == "nodemanager_nodes"
+               for s in f.samples) == 8
+
+
+def test_a_tuple_that_empties_disappears_at_the_next_cycle(metrics: Metrics) -> None:
+    report = sample_report()
+    metrics.observe(report)
+    without_boot = dataclasses.replace(report.plan, nodes=tuple(
+        e for e in report.plan.nodes if e.node_id != "i-boot"))
+    metrics.observe(dataclasses.replace(report, plan=without_boot))
+    booting = dict(worker_state="unpaired", window="closed", boot_grace="boot wait",
+                   idle_grace="not idle", size="large")
+    assert value(metrics, "nodemanager_nodes", **booting) is None
+
+
+def test_raw_scheduler_states_are_counted_and_odd_ones_bounded(metrics: Metrics) -> None:
+    report = sample_report()
+    odd = Worker("w10", "slurm", state="something <weird> with spaces")
+    snap = dataclasses.replace(report.snapshot, workers=report.snapshot.workers + (odd,))
+    metrics.observe(dataclasses.replace(report, snapshot=snap))
+    assert value(metrics, "nodemanager_workers", state="idle") == 4
+    assert value(metrics, "nodemanager_workers", state="down*") == 1
+    assert value(metrics, "nodemanager_workers", state="drained/retiring") == 1
+    assert value(metrics, "nodemanager_workers", state="other") == 1
+
+
+def test_actions_decided_and_carried_out(metrics: Metrics) -> None:
+    metrics.observe(sample_report())
+    assert value(metrics, "nodemanager_actions_decided_total", action="drain") == 1
+    assert value(metrics, "nodemanager_actions_decided_total", action="destroy") == 1
+    assert value(metrics, "nodemanager_actions_decided_total", action="boot") == 1
+    assert value(metrics, "nodemanager_actions_total", action="drain", result="ok") == 1
+    assert value(metrics, "nodemanager_actions_total", action="boot", result="failed") == 1
+    assert value(metrics, "nodemanager_boot_failures_total", size="large") == 1
+    assert value(metrics, "nodemanager_nodes_blocked", blocked_by="min_nodes",
+                 matrix_action="START_DRAIN") == 1
+    assert value(metrics, "nodemanager_nodes_planned", action="drain") == 1
+
+
+def test_boots_are_counted_by_size(metrics: Metrics) -> None:
+    report = sample_report()
+    ok = Outcome("boot", "nm-small-9", "ok", "created i-9", T0, size="small")
+    metrics.observe(dataclasses.replace(report, outcomes=(ok, ok)))
+    assert value(metrics, "nodemanager_boots_total", size="small") == 2
+    assert value(metrics, "nodemanager_boot_failures_total", size="small") is None
+
+
+def test_paid_time_is_split_by_what_nodes_do_over_the_cycle_interval(metrics: Metrics) -> None:
+    metrics.observe(sample_report(T0))
+    assert value(metrics, "nodemanager_paid_node_seconds_total", state="idle", size="small") is None
+    metrics.observe(sample_report(T0 + 30))
+    # small: i-idle, i-held, i-min idle; i-busy busy; i-down down. large: i-grace idle,
+    # i-boot booting, i-drain draining (busy, but ours to drain).
+    assert value(metrics, "nodemanager_paid_node_seconds_total", state="idle", size="small") == 90
+    assert value(metrics, "nodemanager_paid_node_seconds_total", state="busy", size="small") == 30
+    assert value(metrics, "nodemanager_paid_node_seconds_total", state="down", size="small") == 30
+    assert value(metrics, "nodemanager_paid_node_seconds_total", state="booting", size="large") == 30
+    assert value(metrics, "nodemanager_paid_node_seconds_total", state="draining",
+                 size="large") == 30
+    assert value(metrics, "nodemanager_paid_node_seconds_total", state="busy", size="large") is None
+    # idle: 3 small at 0.20/h + 1 large at 0.80/h for 30 s
+    assert value(metrics, "nodemanager_estimated_cost_total", state="idle") == \
+        pytest.approx((3 * 0.20 + 0.80) * 30 / 3600)
+
+
+def test_a_long_gap_between_cycles_is_not_booked_as_paid_time(clock: Clock) -> None:
+    metrics = Metrics(sizes=SIZES, clock=clock, max_interval=120)
+    metrics.observe(sample_report(T0))
+    metrics.observe(sample_report(T0 + 3600))
+    assert value(metrics, "nodemanager_paid_node_seconds_total", state="busy", size="small") == 120
+
+
+def test_spend_per_hour_sums_the_prices_of_running_nodes(metrics: Metrics) -> None:
+    report = sample_report()
+    gone = CloudNode("i-gone", "nm-large-9", "large", T0 - 100, state="terminated")
+    snap = dataclasses.replace(report.snapshot, cloud_nodes=report.snapshot.cloud_nodes + (gone,))
+    metrics.observe(dataclasses.replace(report, snapshot=snap))
+    assert value(metrics, "nodemanager_estimated_spend_per_hour", size="small") == \
+        pytest.approx(5 * 0.20)
+    assert value(metrics, "nodemanager_estimated_spend_per_hour", size="large") == \
+        pytest.approx(3 * 0.80)
+
+
+def test_drains_their_age_and_waste(metrics: Metrics) -> None:
+    metrics.observe(sample_report(T0, badput=1000))
+    assert value(metrics, "nodemanager_drains_in_progress") == 1
+    assert value(metrics, "nodemanager_drain_oldest_age_seconds") == 1800
+    assert value(metrics, "nodemanager_foreign_drains") == 1
+    assert value(metrics, "nodemanager_drain_badput_seconds_total") == 0  # history before we looked
+    metrics.observe(sample_report(T0 + 60, badput=1400))
+    assert value(metrics, "nodemanager_drain_badput_seconds_total") == 400
+    # w8 drains with 16 cores, 6 busy: 10 idle cores for 60 s; the foreign drain is not ours
+    assert value(metrics, "nodemanager_drain_unclaimed_core_seconds_total") == 600
+    metrics.observe(sample_report(T0 + 120, badput=0))  # the startd restarted: no negative badput
+    assert value(metrics, "nodemanager_drain_badput_seconds_total") == 400
+
+
+def test_demand(metrics: Metrics) -> None:
+    metrics.observe(sample_report())
+    assert value(metrics, "nodemanager_demand_jobs") == 7
+    assert value(metrics, "nodemanager_demand_cpus") == 2 * 16 + 5
+    assert value(metrics, "nodemanager_demand_oldest_wait_seconds") == 600
+
+
+def test_poll_age_is_measured_when_scraped(metrics: Metrics, clock: Clock) -> None:
+    metrics.observe(sample_report(T0))
+    assert value(metrics, "nodemanager_poll_age_seconds", input="cloud") == 20
+    clock.now += 100  # the daemon hangs: ages keep growing
+    assert value(metrics, "nodemanager_poll_age_seconds", input="cloud") == 120
+    assert value(metrics, "nodemanager_last_poll_timestamp_seconds", input="scheduler") == T0 - 5
+    assert value(metrics, "nodemanager_last_cycle_timestamp_seconds") == T0
+
+
+def test_call_latency_and_errors_by_kind(metrics: Metrics) -> None:
+    metrics.observe_call("cloud", "create_node", 0.3)
+    metrics.observe_call("cloud", "create_node", 2.0, ErrorKind.QUOTA)
+    metrics.observe_call("scheduler", "poll", 0.01, "transient")
+    assert value(metrics, "nodemanager_call_duration_seconds_count", target="cloud",
+                 call="create_node") == 2
+    assert value(metrics, "nodemanager_call_duration_seconds_bucket", target="cloud",
+                 call="create_node", le="0.5") == 1
+    assert value(metrics, "nodemanager_call_errors_total", target="cloud", call="create_node",
+                 kind="quota") == 1
+    assert value(metrics, "nodemanager_call_errors_total", target="scheduler", call="poll",
+                 kind="transient") == 1
+
+
+@pytest.mark.parametrize("target, call", [("database", "poll"), ("cloud", "List Nodes"),
+                                          ("cloud", "node-i-0123456789abcdef")])
+def test_call_labels_stay_bounded(metrics: Metrics, target: str, call: str) -> None:
+    with pytest.raises(ValueError):
+        metrics.observe_call(target, call, 0.1)
+
+
+def test_matrix_reloads_and_the_hash_in_force(metrics: Metrics) -> None:
+    metrics.observe_matrix_reload(True, "1" * 64)
+    metrics.observe_matrix_reload(False)
+    assert value(metrics, "nodemanager_matrix_reloads_total", result="ok") == 1
+    assert value(metrics, "nodemanager_matrix_reloads_total", result="error") == 1
+    assert value(metrics, "nodemanager_matrix_info", sha256="1" * 64) == 1
+    metrics.observe(sample_report(matrix_error="m.matrix:3: unknown value 'idel'"))
+    assert value(metrics, "nodemanager_matrix_info", sha256="ab" * 32) == 1
+    assert value(metrics, "nodemanager_matrix_info", sha256="1" * 64) is None
+    assert value(metrics, "nodemanager_matrix_error") == 1
+    metrics.observe(sample_report())
+    assert value(metrics, "nodemanager_matrix_error") == 0
+
+
+@pytest.mark.parametrize("frozen, paused, reason", [
+    (None, None, None),
+    ("scheduler poll is stale (400 s old, limit 300 s)", None, "stale"),
+    ("6 of 8 nodes down at once", None, "mass_down"),
+    (None, "maintenance", "paused"),
+    ("quota check failed", None, "other"),
+])
+def test_frozen_state_and_why(metrics: Metrics, frozen: str | None, paused: str | None,
+                              reason: str | None) -> None:
+    assert frozen_reason(frozen, paused) == reason
+    metrics.observe(sample_report(frozen=frozen, paused=paused))
+    for r in ("stale", "mass_down", "paused", "other"):
+        assert value(metrics, "nodemanager_actions_frozen", reason=r) == (1 if r == reason else 0)
