@@ -1,0 +1,467 @@
+"""The SLURM adapter: workers and demand from ``sinfo --json`` / ``squeue --json``, drains with
+``scontrol``. Written for SLURM 22.05 (openapi v0.0.38 JSON); see ``docs/slurm.md``.
+
+Every query is a *full* query (all nodes, all jobs), filtered here: ``sinfo -n NODE`` can return
+stale allocation data in 22.05. Commands run with a timeout and ``SLURM_CONF`` from the options.
+
+The drain transaction (seed 000, "Race Conditions"), as far as SLURM allows — it has no check
+expression, so the guard is ours:
+
+1. :meth:`SlurmScheduler.drain` re-reads the node with a full query and refuses
+   (:class:`DrainRefused`) if it is already draining, not responding, or busier than in the
+   snapshot; then ``scontrol update State=DRAIN Reason="nodemanager: <why> [req=<id>]"``; then
+   reads again: the drain must have taken with our reason, and if a job slipped onto the node in
+   between, our drain is undone (RESUME) and refused, so the node is kept.
+2. :meth:`confirm_drained` says ok only for state ``drain`` (IDLE+DRAIN, never ``drng``), our
+   request id in the reason, no job of the node in ``squeue``, no allocated CPUs.
+3. :meth:`cancel_drain` resumes the node only if the drain is ours.
+4. :meth:`escalate`: quick requeues the node's requeueable jobs (``scontrol requeue``: SLURM sends
+   SIGTERM, then SIGKILL after ``KillWait``; the jobs return to the queue and run elsewhere); fast
+   does the same and also cancels (``scancel``) the jobs that may not be requeued.
+5. :meth:`node_destroyed` marks the node ``DOWN`` (reason ``nodemanager: destroyed``) and clears
+   the drain flag, so that a new VM with the same name comes back ``idle`` when its slurmd
+   registers (``ReturnToService=2``); or ``FUTURE`` with ``mark_destroyed = future``.
+
+Draining statistics (:meth:`SlurmScheduler.draining_stats`): counts of drains started, refused,
+cancelled, completed and escalated; per node and in total, badput (core-seconds of the jobs our
+escalations requeued or cancelled) and unclaimed time (cores left unused because of our drain,
+integrated over polls from the drain's start until it is cancelled or the node destroyed). SLURM
+keeps no such totals itself, so they count from this adapter's start.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Mapping, Sequence
+
+from nodemanager.model import Worker
+from nodemanager.settings import SchedulerSettings
+from nodemanager.scheduler.draining_stats import DrainingStats, NodeDrainingStats
+from nodemanager.scheduler.port import (DRAIN_REASON_PREFIX, Confirmation, DrainRefused, DrainSchedule,
+                                        DrainTicket, SchedulerError, SchedulerPoll)
+from nodemanager.scheduler.slurm_json import (ACTIVE_JOB_STATES, DEMAND_REASONS, FieldError, SlurmJob,
+                                              SlurmNode, cloud_id_of, demand_from_jobs, drain_reason,
+                                              parse_jobs, parse_nodes, request_id_of)
+
+__all__ = ["SlurmScheduler", "SlurmOptions", "OptionError", "DESTROYED_REASON"]
+
+log = logging.getLogger(__name__)
+
+DESTROYED_REASON = f"{DRAIN_REASON_PREFIX}: destroyed"
+_DESTROYED_STATES = ("down", "future")
+_CLOUD_ID_FIELDS = ("comment", "extra", "features")
+
+
+@dataclass(frozen=True)
+class SlurmOptions:
+    """``[Scheduler]`` options for ``type = slurm`` (all optional; see ``docs/slurm.md``).
+
+    ``slurm_conf``: passed as ``SLURM_CONF`` (default: the inherited environment);
+    ``timeout``: per command (30s); ``mark_destroyed``: ``down`` or ``future``;
+    ``partition``: comma list — only nodes in and jobs for these partitions count (empty: all);
+    ``bin_dir``: where sinfo/squeue/scontrol/scancel live (default: PATH);
+    ``cloud_id_field``: node field holding ``instance-id=<id>``: ``comment``, ``extra`` or
+    ``features`` (default: all three, in that order).
+    """
+
+    slurm_conf: str | None = None
+    timeout: float = 30.0
+    mark_destroyed: str = "down"
+    partitions: frozenset[str] = frozenset()
+    bin_dir: str | None = None
+    cloud_id_fields: tuple[str, ...] = _CLOUD_ID_FIELDS
+
+    @classmethod
+    def from_mapping(cls, options: Mapping[str, str]) -> "SlurmOptions":
+        """Parse ``[Scheduler]`` options; a bad value raises :class:`OptionError` naming the option."""
+        from nodemanager.config import parse_duration
+
+        out = cls()
+        for key, raw in options.items():
+            value = str(raw).strip()
+            if key == "slurm_conf":
+                out = replace(out, slurm_conf=value or None)
+            elif key == "timeout":
+                try:
+                    timeout = parse_duration(value)
+                except ValueError:
+                    timeout = -1.0
+                if not timeout > 0:
+                    raise OptionError(key, f"expected a duration > 0 like 30s, got {value!r}")
+                out = replace(out, timeout=timeout)
+            elif key == "mark_destroyed":
+                value = (value or "down").lower()
+                if value not in _DESTROYED_STATES:
+                    raise OptionError(key, f"expected one of {', '.join(_DESTROYED_STATES)}, got {value!r}")
+                out = replace(out, mark_destroyed=value)
+            elif key == "partition":
+                out = replace(out, partitions=frozenset(p.strip() for p in value.split(",") if p.strip()))
+            elif key == "bin_dir":
+                out = replace(out, bin_dir=value or None)
+            elif key == "cloud_id_field":
+                if value and value.lower() not in _CLOUD_ID_FIELDS:
+                    raise OptionError(key, f"expected one of {', '.join(_CLOUD_ID_FIELDS)}, got {value!r}")
+                out = replace(out, cloud_id_fields=(value.lower(),) if value else _CLOUD_ID_FIELDS)
+            else:
+                raise OptionError(key, "not an option of type slurm")
+        return out
+
+
+class OptionError(ValueError):
+    """A bad ``[Scheduler]`` option value; ``str()`` reads ``[Scheduler] OPTION: message``."""
+
+    def __init__(self, option: str, message: str) -> None:
+        super().__init__(f"[Scheduler] {option}: {message}")
+        self.option = option
+        self.message = message
+
+
+@dataclass
+class _Track:
+    """A drain of ours being watched (for unclaimed time and completion counting)."""
+
+    request_id: str
+    last_sample: float
+    completed: bool = False
+
+
+@dataclass(frozen=True)
+class _State:
+    nodes: Mapping[str, SlurmNode]
+    jobs: tuple[SlurmJob, ...]
+    errors: tuple[FieldError, ...]
+    at: float
+
+    def jobs_on(self, name: str) -> list[SlurmJob]:
+        return [j for j in self.jobs if j.state in ACTIVE_JOB_STATES and name in j.nodes]
+
+
+class SlurmScheduler:
+    """:class:`nodemanager.scheduler.port.Scheduler` for SLURM (see the module doc)."""
+
+    name = "slurm"
+
+    def __init__(self, options: SlurmOptions | None = None, *, clock: Callable[[], float] = time.time,
+                 demand_reasons: frozenset[str] = DEMAND_REASONS) -> None:
+        self.options = options or SlurmOptions()
+        self._clock = clock
+        self._demand_reasons = demand_reasons
+        self._lock = threading.Lock()
+        self._heard: dict[str, float] = {}
+        self._counts = {"started": 0, "refused": 0, "cancelled": 0, "completed": 0, "escalated": 0}
+        self._badput: dict[str, float] = {}
+        self._unclaimed: dict[str, float] = {}
+        self._seen: dict[str, tuple[bool, str | None]] = {}
+        self._tracks: dict[str, _Track] = {}
+        self.last_errors: tuple[str, ...] = ()
+
+    @classmethod
+    def from_settings(cls, settings: SchedulerSettings, *, clock: Callable[[], float] = time.time,
+                      source: str = "config") -> "SlurmScheduler":
+        """Build from ``[Scheduler]`` options; a bad value raises ConfigError naming ``source``,
+        section and option."""
+        from nodemanager.config import ConfigError, Problem
+
+        try:
+            options = SlurmOptions.from_mapping(settings.options)
+        except OptionError as exc:
+            raise ConfigError([Problem(source, None, "Scheduler", exc.option, exc.message)]) from None
+        return cls(options, clock=clock)
+
+    # ------------------------------------------------------------------ commands
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        if self.options.slurm_conf:
+            env["SLURM_CONF"] = self.options.slurm_conf
+        return env
+
+    def _run(self, args: Sequence[str], *, node: str | None = None) -> str:
+        argv = list(args)
+        if self.options.bin_dir:
+            argv[0] = os.path.join(self.options.bin_dir, argv[0])
+        what = " ".join(args)
+        try:
+            proc = subprocess.run(argv, env=self._env(), capture_output=True, text=True,
+                                  timeout=self.options.timeout, stdin=subprocess.DEVNULL)
+        except FileNotFoundError:
+            raise SchedulerError(f"{what}: command {argv[0]!r} not found", node=node,
+                                 transient=False) from None
+        except subprocess.TimeoutExpired:
+            raise SchedulerError(f"{what}: timed out after {self.options.timeout:g}s "
+                                 "(slurmctld unreachable?)", node=node) from None
+        if proc.returncode != 0:
+            detail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+            raise SchedulerError(f"{what}: failed (exit {proc.returncode}): "
+                                 f"{detail[-1] if detail else 'no output'}", node=node)
+        return proc.stdout
+
+    def _json(self, args: Sequence[str]) -> Any:
+        out = self._run(args)
+        try:
+            return json.loads(out)
+        except json.JSONDecodeError as exc:
+            raise SchedulerError(f"{' '.join(args)}: reply is not valid JSON "
+                                 f"(line {exc.lineno} column {exc.colno}: {exc.msg})") from None
+
+    def _query(self) -> _State:
+        """One full ``sinfo --json`` and one full ``squeue --json``, parsed."""
+        node_doc = self._json(["sinfo", "--json"])
+        job_doc = self._json(["squeue", "--json"])
+        at = self._clock()
+        try:
+            nodes, node_errors = parse_nodes(node_doc)
+            jobs, job_errors = parse_jobs(job_doc)
+        except ValueError as exc:
+            raise SchedulerError(str(exc)) from None
+        parts = self.options.partitions
+        if parts:
+            nodes = [n for n in nodes if set(n.partitions) & parts]
+        return _State(nodes={n.name: n for n in nodes}, jobs=tuple(jobs),
+                      errors=tuple(node_errors + job_errors), at=at)
+
+    def _scontrol_update(self, name: str, *settings: str) -> None:
+        self._run(["scontrol", "update", f"NodeName={name}", *settings], node=name)
+
+    # ------------------------------------------------------------------ poll
+    def poll(self) -> SchedulerPoll:
+        """All workers (nodes) and the demand (pending jobs) from one query of each."""
+        state = self._query()
+        errors = tuple(str(e) for e in state.errors)
+        if errors != self.last_errors:
+            for e in errors:
+                log.warning("slurm poll: %s", e)
+        self.last_errors = errors
+        workers = tuple(self._worker(n, state) for n in state.nodes.values())
+        self._sample(state)
+        demand = demand_from_jobs(state.jobs, self.options.partitions, self._demand_reasons)
+        return SchedulerPoll(workers=workers, demand=demand, polled_at=state.at)
+
+    def _worker(self, node: SlurmNode, state: _State) -> Worker:
+        jobs = state.jobs_on(node.name)
+        if node.responding:
+            heard = state.at
+            with self._lock:
+                self._heard[node.name] = heard
+        else:
+            # Not responding: when we last saw it answer, else when SLURM noted it, else unknown (0).
+            with self._lock:
+                heard = self._heard.get(node.name, 0.0)
+            if not heard and node.reason and node.reason_changed_at:
+                heard = node.reason_changed_at
+        return Worker(
+            name=node.name,
+            scheduler=self.name,
+            state=node.state,
+            cloud_id=cloud_id_of(*(getattr(node, f) for f in self.options.cloud_id_fields)),
+            address=node.address or node.hostname,
+            last_heard=heard,
+            state_since=node.last_busy or node.slurmd_start_time or state.at,
+            registered_at=node.slurmd_start_time or node.boot_time or None,
+            cpus=node.cpus,
+            cpus_busy=node.alloc_cpus,
+            ram_mb=node.real_memory,
+            running_jobs=len(jobs),
+            job_end_times=tuple(sorted(j.end_time for j in jobs if j.end_time)),
+            draining=node.draining,
+            drain_reason=node.reason or None,
+            drain_request_id=request_id_of(node.reason) if node.draining else None,
+        )
+
+    # ------------------------------------------------------------------ drain transaction
+    def drain(self, worker: Worker, schedule: DrainSchedule, reason: str) -> DrainTicket:
+        """Drain ``worker`` if it is not busier than in the snapshot ``worker`` (else DrainRefused)."""
+        schedule = DrainSchedule(schedule)
+        name = worker.name
+        before = self._query()
+        node = before.nodes.get(name)
+        problem = self._drain_problem(worker, node, before)
+        if problem:
+            self._count(name, "refused")
+            log.info("slurm drain %s: refused: %s", name, problem)
+            raise DrainRefused(f"{name}: {problem}", node=name)
+        request_id = secrets.token_hex(4)
+        text = drain_reason(reason, request_id)
+        self._scontrol_update(name, "State=DRAIN", f"Reason={text}")
+        after = self._query()
+        node = after.nodes.get(name)
+        if node is None or not node.draining or node.reason != text:
+            got = "gone" if node is None else f"state {node.state!r}, reason {node.reason!r}"
+            raise SchedulerError(f"{name}: drain did not take ({got})", node=name)
+        busier = self._busier(worker, self._worker(node, after), after.jobs_on(name))
+        if busier:
+            # A job started between our check and the update: undo our drain, keep the node.
+            self._scontrol_update(name, "State=RESUME")
+            self._count(name, "refused")
+            log.info("slurm drain %s: refused and undone: %s", name, busier)
+            raise DrainRefused(f"{name}: {busier} while the drain was set; drain undone", node=name)
+        now = self._clock()
+        ticket = DrainTicket(worker=name, request_id=request_id, reason=text, started_at=now,
+                             daemon_start=node.slurmd_start_time or None, schedule=schedule)
+        with self._lock:
+            self._tracks[name] = _Track(request_id, now)
+        self._count(name, "started")
+        log.info("slurm drain %s: started %s drain, request %s (reason %r)", name, schedule, request_id, text)
+        if schedule is not DrainSchedule.GRACEFUL:
+            self.escalate(ticket, schedule)
+        return ticket
+
+    def _drain_problem(self, snap: Worker, node: SlurmNode | None, state: _State) -> str | None:
+        if node is None:
+            return "not in sinfo (unknown node or outside the managed partitions)"
+        if node.draining:
+            return f"already draining (state {node.state!r}, reason {node.reason!r})"
+        if not node.responding:
+            return f"not responding (state {node.state!r})"
+        return self._busier(snap, self._worker(node, state), state.jobs_on(node.name))
+
+    @staticmethod
+    def _busier(snap: Worker, fresh: Worker, jobs: list[SlurmJob]) -> str | None:
+        if fresh.cpus_busy > snap.cpus_busy or fresh.running_jobs > snap.running_jobs:
+            ids = ",".join(str(j.job_id) for j in jobs) or "-"
+            return (f"became busy since the snapshot (state {snap.state!r} -> {fresh.state!r}, "
+                    f"{snap.cpus_busy} -> {fresh.cpus_busy} CPUs, jobs {ids})")
+        return None
+
+    def cancel_drain(self, ticket: DrainTicket) -> None:
+        """Resume the node if its drain is still ours; a node not draining is left as it is."""
+        name = ticket.worker
+        node = self._query().nodes.get(name)
+        if node is None:
+            raise SchedulerError(f"{name}: not in sinfo; cannot cancel drain {ticket.request_id}",
+                                 node=name, transient=False)
+        if not node.draining:
+            log.info("slurm cancel_drain %s: not draining any more (state %r); nothing to do", name, node.state)
+            self._untrack(name)
+            return
+        if request_id_of(node.reason) != ticket.request_id:
+            raise SchedulerError(f"{name}: drain is not ours (reason {node.reason!r}, we hold request "
+                                 f"{ticket.request_id}); not resumed", node=name, transient=False)
+        self._scontrol_update(name, "State=RESUME")
+        node = self._query().nodes.get(name)
+        if node is not None and node.draining:
+            raise SchedulerError(f"{name}: resume did not take (state {node.state!r})", node=name)
+        self._untrack(name)
+        self._count(name, "cancelled")
+        log.info("slurm cancel_drain %s: resumed, request %s cancelled", name, ticket.request_id)
+
+    def confirm_drained(self, ticket: DrainTicket) -> Confirmation:
+        """Fresh state: ok only if ``drain`` (not ``drng``), our request id, and nothing runs."""
+        name = ticket.worker
+        state = self._query()
+        node = state.nodes.get(name)
+        if node is None:
+            return Confirmation(False, f"{name}: not in sinfo")
+        if request_id_of(node.reason) != ticket.request_id or not node.draining:
+            return Confirmation(False, f"{name}: drain is not ours (state {node.state!r}, reason "
+                                       f"{node.reason!r}, our request {ticket.request_id})")
+        jobs = state.jobs_on(name)
+        if node.state != "drain":
+            return Confirmation(False, f"{name}: state {node.state!r}, not 'drain' yet")
+        if jobs or node.alloc_cpus:
+            ids = ",".join(str(j.job_id) for j in jobs) or "-"
+            return Confirmation(False, f"{name}: still running jobs {ids} ({node.alloc_cpus} CPUs allocated)")
+        with self._lock:
+            track = self._tracks.get(name)
+            first = track is None or not track.completed
+            if track is not None:
+                track.completed = True
+        if first:
+            self._count(name, "completed")
+        return Confirmation(True, f"{name}: drained by us (request {ticket.request_id}), nothing running")
+
+    def escalate(self, ticket: DrainTicket, schedule: DrainSchedule) -> None:
+        """Quick: requeue the node's requeueable jobs. Fast: that, and cancel the others."""
+        schedule = DrainSchedule(schedule)
+        if schedule is DrainSchedule.GRACEFUL:
+            return
+        name = ticket.worker
+        state = self._query()
+        node = state.nodes.get(name)
+        if node is None or not node.draining or request_id_of(node.reason) != ticket.request_id:
+            got = "gone" if node is None else f"state {node.state!r}, reason {node.reason!r}"
+            raise DrainRefused(f"{name}: not escalating a drain that is not ours ({got})", node=name)
+        jobs = [j for j in state.jobs_on(name) if j.state in ("RUNNING", "SUSPENDED")]
+        requeue = [j for j in jobs if j.requeue]
+        cancel = [j for j in jobs if not j.requeue] if schedule is DrainSchedule.FAST else []
+        if requeue:
+            self._run(["scontrol", "requeue", ",".join(str(j.job_id) for j in requeue)], node=name)
+        if cancel:
+            self._run(["scancel", *(str(j.job_id) for j in cancel)], node=name)
+        now = self._clock()
+        badput = sum((j.cpus / j.node_count) * max(now - j.start_time, 0.0)
+                     for j in requeue + cancel if j.start_time)
+        self._count(name, "escalated", badput=badput)
+        kept = [j for j in jobs if j not in requeue and j not in cancel]
+        log.info("slurm escalate %s: %s drain, request %s: requeued %s, cancelled %s, left running %s",
+                 name, schedule, ticket.request_id, _ids(requeue), _ids(cancel), _ids(kept))
+
+    def node_destroyed(self, worker_name: str) -> None:
+        """Mark the node DOWN (drain flag cleared) or FUTURE, as ``mark_destroyed`` says."""
+        name = worker_name
+        if self.options.mark_destroyed == "future":
+            self._scontrol_update(name, "State=FUTURE")
+        else:
+            self._scontrol_update(name, "State=DOWN", f"Reason={DESTROYED_REASON}")
+            # DOWN keeps the DRAIN flag; clear it so a new VM with this name is not born drained.
+            self._scontrol_update(name, "State=UNDRAIN")
+        self._untrack(name)
+        log.info("slurm node_destroyed %s: marked %s", name, self.options.mark_destroyed)
+
+    # ------------------------------------------------------------------ statistics
+    def draining_stats(self) -> DrainingStats:
+        """Draining statistics since this adapter started (see the module doc)."""
+        with self._lock:
+            names = sorted(set(self._seen) | set(self._badput) | set(self._unclaimed))
+            nodes = tuple(NodeDrainingStats(name=n, badput=self._badput.get(n, 0.0),
+                                            unclaimed=self._unclaimed.get(n, 0.0),
+                                            draining=self._seen.get(n, (False, None))[0],
+                                            drain_reason=self._seen.get(n, (False, None))[1])
+                          for n in names)
+            return DrainingStats(badput=sum(self._badput.values()),
+                                 unclaimed=sum(self._unclaimed.values()), nodes=nodes, **self._counts)
+
+    def _count(self, name: str, what: str | None = None, *, badput: float = 0.0,
+               unclaimed: float = 0.0) -> None:
+        with self._lock:
+            if what:
+                self._counts[what] += 1
+            if badput:
+                self._badput[name] = self._badput.get(name, 0.0) + badput
+            if unclaimed:
+                self._unclaimed[name] = self._unclaimed.get(name, 0.0) + unclaimed
+
+    def _untrack(self, name: str) -> None:
+        with self._lock:
+            self._tracks.pop(name, None)
+
+    def _sample(self, state: _State) -> None:
+        """Add unclaimed core-seconds for our drains; pick up our drains found after a restart."""
+        with self._lock:
+            self._seen = {n.name: (n.draining, n.reason or None) for n in state.nodes.values()}
+        for node in state.nodes.values():
+            rid = request_id_of(node.reason) if node.draining else None
+            with self._lock:
+                track = self._tracks.get(node.name)
+                if rid is None or (track is not None and track.request_id != rid):
+                    if track is not None:
+                        self._tracks.pop(node.name)
+                    continue
+                if track is None:
+                    self._tracks[node.name] = _Track(rid, node.reason_changed_at or state.at)
+                    continue
+                dt = max(state.at - track.last_sample, 0.0)
+                track.last_sample = state.at
+            free = max(node.cpus - node.alloc_cpus, 0)
+            if dt and free:
+                self._count(node.name, unclaimed=free * dt)
+
+
+def _ids(jobs: Sequence[SlurmJob]) -> str:
+    return ",".join(str(j.job_id) for j in jobs) or "none"

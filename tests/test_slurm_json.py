@@ -1,0 +1,134 @@
+"""Parsing of SLURM's JSON replies (no daemons): states, hostlists, demand, bad records.
+
+The live cross-check of :func:`short_state` against ``sinfo %t`` is in test_slurm_adapter.py; the
+cases here are states a test cluster cannot easily reach (maintenance, reboot, power saving).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from nodemanager.scheduler.slurm_json import (array_task_count, cloud_id_of, demand_from_jobs,
+                                              drain_reason, expand_hostlist, parse_jobs, parse_nodes,
+                                              request_id_of, short_state)
+
+
+@pytest.mark.parametrize("base, flags, expected", [
+    ("mixed", ["DRAIN", "NOT_RESPONDING"], "drng*"),
+    ("idle", ["DRAIN", "NOT_RESPONDING"], "drain*"),
+    ("down", ["DRAIN"], "drain"),                       # DOWN keeps the drain flag: sinfo says drain
+    ("idle", ["COMPLETING"], "comp"),
+    ("allocated", ["COMPLETING"], "alloc+"),
+    ("idle", ["CLOUD", "POWERED_DOWN"], "idle~"),
+    ("idle", ["CLOUD", "NOT_RESPONDING", "POWERING_UP"], "idle#"),
+    ("idle", ["POWER_DOWN"], "idle!"),
+    ("idle", ["MAINTENANCE"], "maint"),
+    ("allocated", ["MAINTENANCE"], "alloc$"),
+    ("idle", ["REBOOT_REQUESTED"], "boot"),
+    ("idle", ["RESERVED"], "resv"),
+    ("idle", ["PLANNED"], "plnd"),
+    ("future", [], "futr"),
+    ("unknown", ["NOT_RESPONDING"], "unk*"),
+    ("idle", ["FAIL"], "fail"),
+    ("allocated", ["FAIL"], "failg"),
+])
+def test_short_state_follows_slurms_compact_names(base, flags, expected):
+    assert short_state(base, flags) == expected
+
+
+def test_hostlists_expand_ranges_padding_and_lists():
+    assert expand_hostlist("node[1-3,05],gpu1") == ("node1", "node2", "node3", "node05", "gpu1")
+    assert expand_hostlist("r[1-2]n[1-2]") == ("r1n1", "r1n2", "r2n1", "r2n2")
+    assert expand_hostlist("") == ()
+    with pytest.raises(ValueError, match="bad range"):
+        expand_hostlist("node[a-b]")
+
+
+def test_array_task_counts():
+    assert array_task_count("4-20%3") == 17
+    assert array_task_count("1,3,5-7") == 5
+    assert array_task_count("0-10:5") == 3
+
+
+def test_drain_reason_round_trips_our_request_id_and_ignores_others():
+    text = drain_reason("idle\n  exceeded", "ab12cd34")
+    assert text == "nodemanager: idle exceeded [req=ab12cd34]"
+    assert request_id_of(text) == "ab12cd34"
+    assert request_id_of("admin: bad disk [req=ab12cd34]") is None
+    assert request_id_of("nodemanager: destroyed") is None
+    assert request_id_of(None) is None
+
+
+def test_cloud_id_convention():
+    assert cloud_id_of("", "instance-id=i-0abc zone=a") == "i-0abc"
+    assert cloud_id_of("owner=x,instance-id=vm-7") == "vm-7"
+    assert cloud_id_of("my-instance-id=nope") is None
+
+
+def _node(**kw):
+    rec = {"name": "n1", "state": "idle", "state_flags": [], "cpus": 4, "alloc_cpus": 0,
+           "real_memory": 8000, "last_busy": 1000, "slurmd_start_time": 900, "reason": ""}
+    rec.update(kw)
+    return rec
+
+
+def test_bad_node_fields_are_named_and_other_nodes_still_parse():
+    doc = {"nodes": [_node(name="good"), _node(name="badnum", last_busy="yesterday"),
+                     _node(name="nostate", state=None), {"state": "idle"}, "junk"]}
+    nodes, errors = parse_nodes(doc)
+    assert [n.name for n in nodes] == ["good", "badnum"]
+    assert nodes[1].last_busy == 0.0
+    text = [str(e) for e in errors]
+    assert "node badnum: field 'last_busy' is not a number: 'yesterday'" in text
+    assert any(t.startswith("node nostate: field 'state'") for t in text)
+    assert any(t.startswith("node #3: field 'name'") for t in text)
+    assert any(t.startswith("node #4") for t in text)
+
+
+def test_unusable_replies_raise_naming_the_command():
+    with pytest.raises(ValueError, match=r"sinfo --json: reply has no 'nodes' list"):
+        parse_nodes({"meta": {}})
+    with pytest.raises(ValueError, match=r"squeue --json: SLURM reported an error: boom \(errno 5\)"):
+        parse_jobs({"errors": [{"error": "boom", "errno": 5}], "jobs": []})
+    with pytest.raises(ValueError, match="not a JSON object"):
+        parse_nodes([1, 2])
+
+
+def _job(job_id, **kw):
+    rec = {"job_id": job_id, "job_state": "PENDING", "nodes": "", "cpus": 1, "node_count": 1,
+           "memory_per_node": None, "memory_per_cpu": 100, "state_reason": "Resources",
+           "partition": "debug", "submit_time": 500 + job_id, "requeue": True, "time_limit": None,
+           "array_task_string": "", "array_task_id": None}
+    rec.update(kw)
+    return rec
+
+
+def test_demand_groups_pending_jobs_per_node_need():
+    doc = {"jobs": [
+        _job(1, cpus=4, node_count=2, memory_per_cpu=200),      # 2 nodes × (2 cpus, 400 MB)
+        _job(2, cpus=2, node_count=1, memory_per_cpu=None, memory_per_node=400),
+        _job(3, array_task_string="1-3"),                        # 3 tasks × (1 cpu, 100 MB)
+        _job(4, state_reason="JobHeldUser"),                    # held: not demand
+        _job(5, state_reason="Dependency"),
+        _job(6, state_reason="JobArrayTaskLimit", array_task_string="4-20%3"),
+        _job(7, job_state="RUNNING", nodes="n[1-2]", state_reason="None"),
+    ]}
+    jobs, errors = parse_jobs(doc)
+    assert errors == []
+    demand = {(d.cpus, d.ram_mb): (d.count, d.oldest_submit) for d in demand_from_jobs(jobs)}
+    assert demand == {(1, 100): (3, 503), (2, 400): (3, 501)}
+    assert jobs[-1].nodes == ("n1", "n2")
+
+
+def test_partition_filter_limits_demand():
+    jobs, _ = parse_jobs({"jobs": [_job(1, partition="cloud"), _job(2, partition="local")]})
+    assert [d.count for d in demand_from_jobs(jobs, frozenset({"cloud"}))] == [1]
+
+
+def test_newer_slurm_state_lists_and_number_objects_are_understood():
+    rec = _node(state=["MIXED", "DRAIN"], state_flags=None,
+                last_busy={"set": True, "infinite": False, "number": 1234},
+                alloc_cpus={"set": False, "infinite": False, "number": 0})
+    (node,), errors = parse_nodes({"nodes": [rec]})
+    assert errors == []
+    assert (node.state, node.last_busy, node.alloc_cpus) == ("drng", 1234.0, 0)
