@@ -157,6 +157,7 @@ class VictimCost:
     kill_waste: float = 0.0
     stuck: bool = False
     priority: float = 0.0
+    winding_down: bool = False  # the pilot starts no new jobs (seed 003 CAN_POSTPONE_LAST_JOB false)
 
 
 @dataclass(frozen=True)
@@ -256,6 +257,7 @@ class Plan:
     boots: tuple[BootRequest, ...] = ()
     nodes: tuple[NodeExplanation, ...] = ()
     frozen: str | None = None
+    notes: tuple[str, ...] = ()  # plan-wide reasons in words (demand not met and why, caps hit)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,146 @@
+"""``nodemanager plan``: run the decision core on a JSON snapshot and print the plan.
+
+Nothing is contacted and nothing is changed: the same pure core as the daemon, on a file.
+Exit codes: 0 a plan was printed; 1 the snapshot, config or matrix is unusable (the error names the
+file and the field, section/option or line); 2 bad command-line usage (from argparse).
+See docs/plan.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+__all__ = ["register", "plan_to_json", "format_table"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "plan", help="show what the controller would do for a snapshot (no action taken)",
+        description="Pair, classify, look up the matrix and plan for the snapshot in FILE, and "
+                    "print each node's state tuple, matched rule and planned action.")
+    parser.add_argument("--snapshot", required=True, metavar="FILE",
+                        help="snapshot JSON (see docs/plan.md); - reads standard input")
+    parser.add_argument("--config", metavar="INI",
+                        help="configuration file (sizes, [Daemon] limits); default: built-in defaults")
+    parser.add_argument("--matrix", metavar="FILE",
+                        help="policy matrix file; default: the config's, else the shipped default")
+    parser.add_argument("--now", type=float, metavar="EPOCH",
+                        help="plan as of this time instead of the snapshot's \"now\"")
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.set_defaults(func=_run)
+
+
+def _fail(msg: str) -> int:
+    print(f"nodemanager plan: error: {msg}", file=sys.stderr)
+    return 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    import dataclasses
+    import json
+
+    import policy_matrix
+    from nodemanager import snapshot as snapshot_json
+    from nodemanager.core import plan
+    from nodemanager.settings import Settings
+
+    settings = Settings()
+    if args.config:
+        from nodemanager.config import ConfigError, load
+        try:
+            settings = load(args.config)
+        except ConfigError as e:
+            return _fail(str(e))
+        except OSError as e:
+            return _fail(f"{args.config}: cannot read: {e.strerror or e}")
+    try:
+        snap = snapshot_json.load(args.snapshot)
+    except snapshot_json.SnapshotError as e:
+        return _fail(str(e))
+    if args.now is not None:
+        snap = dataclasses.replace(snap, now=args.now)
+    matrix_file = args.matrix or settings.matrix_file
+    try:
+        matrix = policy_matrix.load(matrix_file) if matrix_file else policy_matrix.load_default()
+    except policy_matrix.MatrixError as e:
+        return _fail(str(e))
+    except OSError as e:
+        return _fail(f"{matrix_file}: cannot read: {e.strerror or e}")
+    escalation = None
+    if settings.drain.escalate_quick or settings.drain.escalate_fast or settings.drain.deadline:
+        try:
+            from nodemanager.core.escalation import make_escalation
+        except ImportError as e:  # the HTCondor bindings are an optional extra
+            return _fail(f"{args.config}: [Drain] escalation needs the htcondor extra ({e})")
+        try:
+            escalation = make_escalation(settings.drain)
+        except ValueError as e:
+            return _fail(f"{args.config}: {e}")
+    result = plan(snap, settings.core, matrix, escalation=escalation)
+    if args.format == "json":
+        json.dump(plan_to_json(result), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(format_table(result))
+    return 0
+
+
+def plan_to_json(p) -> dict:
+    """The JSON form of a :class:`~nodemanager.model.Plan` (the ``--format json`` output)."""
+    return {
+        "now": p.now,
+        "frozen": p.frozen,
+        "nodes": [{
+            "id": e.node_id, "name": e.name, "size": e.size, "worker": e.worker,
+            "raw_state": e.raw_state,
+            "tuple": {"worker_state": e.tuple.worker_state, "window": e.tuple.window,
+                      "boot_grace": e.tuple.boot_grace, "idle_grace": e.tuple.idle_grace},
+            "rule": e.rule, "matrix_action": e.matrix_action.to_json(),
+            "action": e.action.value if e.action else None,
+            "blocked_by": e.blocked_by, "reason": e.reason,
+            "next_change": e.next_change, "next_change_what": e.next_change_what,
+        } for e in p.nodes],
+        "items": [{"kind": i.kind.value, "node": i.node_id, "name": i.node_name,
+                   "worker": i.worker, "cancellable": i.cancellable, "schedule": i.schedule,
+                   "request_id": i.request_id, "reason": i.reason} for i in p.items],
+        "boots": [{"size": b.size, "count": b.count, "reason": b.reason} for b in p.boots],
+        "notes": list(p.notes),
+    }
+
+
+def _short_rule(rule: str) -> str:
+    import os
+    return os.path.basename(rule)
+
+
+def format_table(p) -> str:
+    """A plain-text table of the plan: one line per node, then boots and notes."""
+    head = ("NODE", "NAME", "SIZE", "STATE", "WINDOW", "BOOT", "IDLE", "RULE", "MATRIX",
+            "ACTION", "BLOCKED")
+    rows = [head]
+    for e in p.nodes:
+        rows.append((e.node_id, e.name, e.size, *e.tuple.as_tuple(), _short_rule(e.rule),
+                     str(e.matrix_action), e.action.value if e.action else "-",
+                     e.blocked_by or "-"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    if p.nodes:
+        lines.append("")
+        lines.append("why:")
+        for e in p.nodes:
+            nxt = ""
+            if e.next_change is not None:
+                nxt = f" (next: {e.next_change_what} at {e.next_change:.0f})"
+            lines.append(f"  {e.node_id}: {e.reason}{nxt}")
+    lines.append("")
+    if p.boots:
+        for b in p.boots:
+            lines.append(f"boot {b.count} x {b.size}: {b.reason}")
+    else:
+        lines.append("boot nothing")
+    if p.frozen:
+        lines.append(f"frozen: {p.frozen}")
+    for n in p.notes:
+        lines.append(f"note: {n}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,141 @@
+"""Pair cloud nodes with scheduler workers.
+
+Rules, in order:
+
+1. A worker that advertises a cloud instance id (HTCondor ``CloudInstanceID``, a SLURM node
+   feature or comment...) pairs with the cloud node of that id, and with no other. Two workers
+   advertising the same id: the node stays unpaired (ambiguous).
+2. Otherwise a worker pairs by name: its name (or short name, before the first dot) equals the
+   node's hostname or name (or their short forms), or its address equals the node's private IP.
+   A worker that advertises an instance id is never matched by name (its id names its VM).
+3. A name/address match whose worker record began (``registered_at``) before the VM was launched
+   is refused: the hostname or address was recycled from an older VM.
+4. More than one candidate worker for a node, or one worker claimed by more than one node:
+   unpaired, with the reason.
+
+Workers are indexed once, so pairing is linear in the number of nodes and workers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from nodemanager.model import CloudNode, Worker
+
+__all__ = ["Pairing", "pair", "normalize_address"]
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """``paired`` maps cloud node id → worker; ``reasons`` node id → how it was paired or why it
+    was not; ``orphans`` are workers no cloud node claims (static nodes, or gone VMs)."""
+
+    paired: Mapping[str, Worker]
+    reasons: Mapping[str, str]
+    orphans: tuple[Worker, ...]
+
+
+def normalize_address(addr: str | None) -> str | None:
+    """``<10.0.0.5:9618?...>`` or ``10.0.0.5`` → ``10.0.0.5`` (None stays None)."""
+    if not addr:
+        return None
+    a = addr.strip()
+    if a.startswith("<"):
+        a = a[1:].split(">", 1)[0].split("?", 1)[0]
+        if a.count(":") == 1:
+            a = a.split(":", 1)[0]
+    return a.lower() or None
+
+
+_BY_ID = "paired by the cloud id the worker advertises"
+_BY_NAME = "paired by name or address"
+
+
+def _keys(value: str | None, out: list[str]) -> None:
+    if value:
+        v = value.lower()
+        out.append(v)
+        dot = v.find(".")
+        if dot > 0:
+            out.append(v[:dot])
+
+
+def pair(cloud_nodes: Iterable[CloudNode], workers: Iterable[Worker]) -> Pairing:
+    """Pair nodes and workers by the rules in the module docstring (deterministic)."""
+    nodes = sorted(cloud_nodes, key=lambda n: n.id)
+    wlist = list(workers)
+    by_cloud_id: dict[str, list[int]] = {}
+    by_name: dict[str, list[int]] = {}
+    by_addr: dict[str, list[int]] = {}
+    for i, w in enumerate(wlist):
+        if w.cloud_id:
+            by_cloud_id.setdefault(w.cloud_id, []).append(i)
+            continue
+        keys: list[str] = []
+        # HTCondor slot names look like slot1@host; the host part is what the cloud knows.
+        _keys(w.name.rsplit("@", 1)[-1], keys)
+        for key in keys:
+            by_name.setdefault(key, []).append(i)
+        a = normalize_address(w.address)
+        if a:
+            by_addr.setdefault(a, []).append(i)
+
+    candidate: dict[str, int] = {}      # node id -> worker index
+    owner: dict[int, str] = {}          # worker index -> the first node claiming it
+    contested: dict[int, list[str]] = {}  # worker index -> every node claiming it, if several
+    reasons: dict[str, str] = {}
+    for n in nodes:
+        ids = by_cloud_id.get(n.id)
+        if ids:
+            if len(ids) > 1:
+                names = ", ".join(sorted(wlist[i].name for i in ids))
+                reasons[n.id] = f"ambiguous: workers {names} all advertise cloud id {n.id}"
+                continue
+            i = ids[0]
+            reasons[n.id] = _BY_ID
+        else:
+            keys = []
+            _keys(n.name, keys)
+            _keys(n.hostname, keys)
+            found: set[int] = set()
+            for key in keys:
+                hit = by_name.get(key)
+                if hit:
+                    found.update(hit)
+            if n.private_ip:
+                hit = by_addr.get(normalize_address(n.private_ip) or "")
+                if hit:
+                    found.update(hit)
+            if not found:
+                reasons[n.id] = "no scheduler worker advertises its cloud id, name or address"
+                continue
+            fresh = [i for i in found
+                     if wlist[i].registered_at is None or wlist[i].registered_at >= n.launched_at]
+            if len(fresh) > 1:
+                names = ", ".join(sorted(wlist[i].name for i in fresh))
+                reasons[n.id] = f"ambiguous: workers {names} all match its name or address"
+                continue
+            if not fresh:
+                w = min((wlist[j] for j in found), key=lambda w: w.name)
+                reasons[n.id] = (f"worker {w.name} registered at {w.registered_at:.0f}, before this "
+                                 f"VM was launched at {n.launched_at:.0f} (recycled name)")
+                continue
+            i = fresh[0]
+            reasons[n.id] = _BY_NAME
+        candidate[n.id] = i
+        first = owner.setdefault(i, n.id)
+        if first != n.id:
+            contested.setdefault(i, [first]).append(n.id)
+
+    paired: dict[str, Worker] = {}
+    for node_id, i in candidate.items():
+        if i in contested:
+            reasons[node_id] = (f"ambiguous: worker {wlist[i].name} matches nodes "
+                                f"{', '.join(sorted(contested[i]))}")
+            continue
+        paired[node_id] = wlist[i]
+    used = {i for node_id, i in candidate.items() if i not in contested}
+    orphans = tuple(sorted((w for i, w in enumerate(wlist) if i not in used),
+                           key=lambda w: (w.name, w.cloud_id or "", w.address or "")))
+    return Pairing(paired, reasons, orphans)

@@ -1,0 +1,588 @@
+"""The plan: from a snapshot, the settings and the matrix to drains, destroys, cancels, boots and
+a why for every node. Pure: no I/O, no clock (``snapshot.now`` is the time), deterministic.
+
+Order of reasoning, per cycle:
+
+1. Pair cloud nodes with workers, classify, build each node's state tuple, look up the matrix.
+2. What each node *wants*: the matrix action (START_DRAIN → drain, START_SHUTDOWN → destroy), an
+   operator's forced drain, or for a drain of ours under way: destroy once drained, else maybe
+   cancel (demand) or escalate (the ``escalation`` callback).
+3. Demand is placed on capacity that exists, in this order: free cores of busy nodes, idle nodes
+   the matrix keeps, idle nodes the matrix would give back (which then stay: blocked by demand),
+   booting nodes, nodes we are draining (the drain is cancelled). What is left is packed onto the
+   cheapest sizes that fit (RAM × ``node_mem_scaling``), within ``max_nodes`` (booting and down
+   nodes count), the cloud quota and ``max_total_price``; blocked sizes are skipped.
+4. Gates, in order: paused or stale input (nothing at all is done, not even boots), the
+   operator's hold, a mass of down nodes (no drain/destroy/escalation: probably a scheduler
+   outage; cancels and boots still happen), demand, ``min_nodes``, then the budgets
+   ``max_concurrent_drains`` and ``max_destroys_per_hour``. An operator's forced drain passes
+   min_nodes and the drain budget (but counts in both). When a budget or min_nodes lets fewer
+   nodes go than want to, the victims are chosen by :func:`order_victims`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from nodemanager.cloud.port import TAG_REQUEST
+from nodemanager.core.billing import (Schedule, TimedValue, _window, boot_grace_state,
+                                      idle_grace_state, schedule_for)
+from nodemanager.core.classify import Classification, classify_worker
+from nodemanager.core.pair import Pairing, pair
+from nodemanager.core.victims import Estimator, estimate, order_victims
+from nodemanager.model import (Action, BootRequest, CloudNode, Demand, InFlight, ItemKind,
+                               NodeExplanation, Plan, PlanItem, Size, Snapshot, StateTuple,
+                               VictimCost, Worker)
+from nodemanager.settings import CoreSettings
+from policy_matrix.vocabulary import (BOOT_EXCEEDED, BUSY, DOWN, IDLE, OPEN, UNPAIRED)
+
+__all__ = ["plan", "Escalation", "stale_inputs"]
+
+Escalation = Callable[[Worker, InFlight, float], "str | None"]
+
+_STALE, _PAUSED, _FROZEN, _HELD = "stale", "paused", "frozen", "held"
+_DEMAND, _MIN, _BUDGET, _IN_FLIGHT, _NO_WORKER = "demand", "min_nodes", "budget", "in_flight", "no_worker"
+_KIND_ORDER = {ItemKind.CANCEL_DRAIN: 0, ItemKind.DESTROY: 1, ItemKind.DRAIN: 2, ItemKind.ESCALATE: 3}
+_INPUTS = ("cloud", "scheduler")
+
+
+class _Node:
+    """Working state of one cloud node during planning (internal, mutable)."""
+
+    __slots__ = ("node", "worker", "size", "cls", "tuple", "rule", "maction", "next_change",
+                 "next_what", "want", "forced", "cancellable", "drain", "blocked", "reason",
+                 "needed", "why_needed", "request_id", "schedule", "ours_draining", "drained")
+
+    def __init__(self, node: CloudNode, worker: Worker | None, size: Size | None) -> None:
+        self.node, self.worker, self.size = node, worker, size
+        self.want: ItemKind | None = None
+        self.forced = False
+        self.cancellable = True
+        self.drain: InFlight | None = None
+        self.blocked: str | None = None
+        self.reason = ""
+        self.needed = False
+        self.why_needed = ""
+        self.request_id: str | None = None
+        self.schedule: str | None = None
+        self.ours_draining = False  # a drain of ours is under way (counts in the drain budget)
+        self.drained = False        # ... and it has finished: the worker is drained, ready to go
+
+
+def stale_inputs(snapshot: Snapshot, poll_stale_after: float) -> str | None:
+    """Why the inputs are too old to act on (None: fresh). A missing input counts as stale."""
+    old = []
+    for name in sorted(set(_INPUTS) | set(snapshot.polled_at)):
+        t = snapshot.polled_at.get(name)
+        if t is None:
+            old.append(f"{name} never polled")
+        elif snapshot.now - t > poll_stale_after:
+            old.append(f"{name} poll is {snapshot.now - t:.0f}s old")
+    if not old:
+        return None
+    return f"input is stale ({', '.join(old)}; poll_stale_after {poll_stale_after:.0f}s)"
+
+
+def plan(snapshot: Snapshot, settings: CoreSettings, matrix, *, estimator: Estimator | None = None,
+         escalation: Escalation | None = None) -> Plan:
+    """Decide what to do now. ``matrix`` needs ``lookup(StateTuple) -> Match``; ``estimator``
+    prices victims (default :func:`nodemanager.core.victims.estimate`); ``escalation`` may return
+    ``"quick"`` or ``"fast"`` for a drain of ours that should be made harsher."""
+    now = snapshot.now
+    sizes = {s.name: s for s in settings.sizes}
+    pairing = pair(snapshot.cloud_nodes, snapshot.workers)
+    flights: dict[str, dict[str, InFlight]] = {}
+    for f in sorted(snapshot.in_flight, key=lambda f: (f.node, f.action, f.since)):
+        flights.setdefault(f.node, {})[f.action] = f
+    nodes = _classify(snapshot, settings, matrix, sizes, pairing)
+
+    halt = (f"paused: {snapshot.paused}" if snapshot.paused else None) or stale_inputs(
+        snapshot, settings.poll_stale_after)
+    halt_kind = _PAUSED if snapshot.paused else _STALE
+
+    _wants(nodes, snapshot, flights, settings.node_stale_after)
+    freeze = _mass_down(nodes, settings)
+
+    orphans = [(w, classify_worker(w, now, settings.node_stale_after)) for w in pairing.orphans]
+    listed_requests = {n.tags.get(TAG_REQUEST) for n in snapshot.cloud_nodes if n.tags}
+    boots_in_flight = [f for f in snapshot.in_flight
+                       if f.action == "boot" and f.node not in listed_requests]
+    boots, notes = _place_demand(snapshot, settings, sizes, nodes, orphans, boots_in_flight)
+
+    items: list[PlanItem] = []
+    if halt:
+        for n in nodes:
+            if n.want is not None:
+                n.blocked, n.reason = halt_kind, f"{_verb(n.want)} held back: {halt}"
+                n.want = None
+        boots = []
+        notes.append(f"no action taken: {halt}")
+    else:
+        _gate(nodes, snapshot, settings, freeze, estimator or estimate)
+        _escalate(nodes, escalation, now, freeze)
+        for n in nodes:
+            if n.want is not None:
+                items.append(PlanItem(kind=n.want, node_id=n.node.id, node_name=n.node.name,
+                                      reason=n.reason, worker=n.worker.name if n.worker else None,
+                                      cancellable=n.cancellable, request_id=n.request_id,
+                                      schedule=n.schedule))
+    items.sort(key=lambda i: (_KIND_ORDER[i.kind], i.node_id))
+    return Plan(now=now, items=tuple(items), boots=tuple(boots),
+                nodes=tuple(_explain(n) for n in nodes), frozen=halt or freeze, notes=tuple(notes))
+
+
+def _is_up(n: _Node) -> bool:
+    """Counts towards min_nodes: idle, busy or booting, and not on its way out already."""
+    return not n.ours_draining and n.blocked != _IN_FLIGHT and (
+        n.tuple.worker_state in (IDLE, BUSY)
+        or (n.tuple.worker_state == UNPAIRED and n.tuple.boot_grace != BOOT_EXCEEDED))
+
+
+def _verb(kind: ItemKind) -> str:
+    return {ItemKind.DRAIN: "drain", ItemKind.DESTROY: "destroy", ItemKind.CANCEL_DRAIN:
+            "cancel of drain", ItemKind.ESCALATE: "escalation"}[kind]
+
+
+def _classify(snapshot: Snapshot, settings: CoreSettings, matrix, sizes: dict[str, Size],
+              pairing: Pairing) -> list[_Node]:
+    paired, reasons = pairing.paired, pairing.reasons
+    now = snapshot.now
+    schedules: dict[str, Schedule] = {s: schedule_for(sz) for s, sz in sizes.items()}
+    lookups: dict[tuple[str, str, str, str], tuple[StateTuple, str, Action]] = {}
+    out: list[_Node] = []
+    stale_after = settings.node_stale_after
+    for node in sorted(snapshot.cloud_nodes, key=lambda n: n.id):
+        worker = paired.get(node.id)
+        n = _Node(node, worker, sizes.get(node.size))
+        c = (classify_worker(worker, now, stale_after) if worker is not None
+             else Classification(UNPAIRED, f"unpaired: {reasons.get(node.id, 'no worker')}"))
+        sched = schedules.get(node.size)
+        win = _window(sched, node.launched_at, now) if sched else TimedValue(OPEN, None, None)
+        boot = boot_grace_state(node.launched_at, now, settings.boot_grace)
+        if c.state == IDLE:
+            if not c.idle_since:
+                c = Classification(IDLE, c.why + " (idle-since unknown: counted from launch)",
+                                   node.launched_at)
+            c = Classification(IDLE, f"{c.why}, idle for {now - c.idle_since:.0f}s "
+                                     f"(idle_grace {settings.idle_grace:.0f}s)", c.idle_since)
+        idle = idle_grace_state(c.state, c.idle_since or 0.0, now, settings.idle_grace)
+        key = (c.state, win.value, boot.value, idle.value)
+        found = lookups.get(key)
+        if found is None:
+            st = StateTuple(*key)
+            match = matrix.lookup(st)
+            found = lookups[key] = (st, match.rule.location, match.action)
+        n.cls = c
+        n.tuple, n.rule, n.maction = found
+        nxt, what = None, None
+        for tv in (win, boot, idle):
+            if tv.next_change is not None and (nxt is None or tv.next_change < nxt):
+                nxt, what = tv.next_change, tv.next_what
+        n.next_change, n.next_what = nxt, what
+        out.append(n)
+    return out
+
+
+def _matches(node: CloudNode, worker: Worker | None, names: frozenset[str]) -> bool:
+    return bool(names) and (node.id in names or node.name in names
+                            or (worker is not None and worker.name in names))
+
+
+def _wants(nodes: list[_Node], snapshot: Snapshot, flights: dict[str, dict[str, InFlight]],
+           stale_after: float) -> None:
+    now = snapshot.now
+    for n in nodes:
+        node, ws = n.node, n.tuple.worker_state
+        mine = flights.get(node.id, {})
+        useless = ws in (DOWN, UNPAIRED)
+        n.ours_draining = "drain" in mine and "cancel_drain" not in mine and "destroy" not in mine
+        if "destroy" in mine:
+            n.blocked, n.reason = _IN_FLIGHT, f"destroy under way since {mine['destroy'].since:.0f}"
+            continue
+        if _matches(node, n.worker, snapshot.held):
+            n.blocked, n.reason = _HELD, "held by an operator: no action"
+            continue
+        if "drain" in mine and "cancel_drain" not in mine:
+            n.drain = mine["drain"]
+            n.request_id = n.drain.request_id
+            w = n.worker
+            drained = (ws == DOWN and w is not None and w.running_jobs == 0 and not (
+                w.last_heard > 0 and now - w.last_heard > stale_after))
+            n.drained = drained
+            if drained or (useless and n.maction is Action.START_SHUTDOWN):
+                n.want, n.cancellable = ItemKind.DESTROY, False
+                n.reason = (f"our drain (since {n.drain.since:.0f}) finished: {n.cls.why}" if drained
+                            else f"matrix says START_SHUTDOWN during our drain: {n.cls.why}")
+            else:
+                n.reason = f"our drain under way since {n.drain.since:.0f}: {n.cls.why}"
+            continue
+        if "cancel_drain" in mine:
+            n.reason = f"cancel of our drain under way since {mine['cancel_drain'].since:.0f}"
+            continue
+        if _matches(node, n.worker, snapshot.forced_drains) and not useless:
+            if n.worker is not None and n.worker.draining:
+                n.reason = f"operator asked for a drain; already draining: {n.cls.why}"
+                continue
+            n.want, n.forced = ItemKind.DRAIN, True
+            n.reason = f"operator asked for a drain: {n.cls.why}"
+            continue
+        if n.maction is Action.START_SHUTDOWN:
+            n.want, n.cancellable = ItemKind.DESTROY, not useless
+            n.reason = f"matrix says START_SHUTDOWN: {n.cls.why}"
+        elif n.maction is Action.START_DRAIN:
+            if ws == UNPAIRED:
+                n.blocked, n.reason = _NO_WORKER, "matrix says START_DRAIN but no worker to drain"
+            elif n.worker is not None and n.worker.draining:
+                n.reason = f"matrix says START_DRAIN; already draining (not ours): {n.cls.why}"
+            else:
+                n.want = ItemKind.DRAIN
+                n.reason = f"matrix says START_DRAIN: {n.cls.why}"
+        else:
+            n.reason = f"matrix says no action: {n.cls.why}"
+
+
+def _mass_down(nodes: list[_Node], settings: CoreSettings) -> str | None:
+    bad = sum(1 for n in nodes if n.drain is None and not n.blocked and (
+        n.tuple.worker_state == DOWN
+        or (n.tuple.worker_state == UNPAIRED and n.tuple.boot_grace == BOOT_EXCEEDED)))
+    total = len(nodes)
+    if bad > settings.down_freeze_count and bad > settings.down_freeze_fraction * total:
+        return (f"{bad} of {total} nodes are down or never came up (more than "
+                f"{settings.down_freeze_count} and {settings.down_freeze_fraction:.0%}): "
+                f"drains and destroys frozen, likely a scheduler outage")
+    return None
+
+
+# ---- demand ---------------------------------------------------------------------------------
+
+class _Bins:
+    """Free capacity grouped by (cpus, ram, size); each group holds the owners (node or None)."""
+
+    __slots__ = ("groups",)
+
+    def __init__(self) -> None:
+        self.groups: dict[tuple[int, float, str], list] = {}
+
+    def add(self, cpus: int, ram: float, size: str, owner) -> None:
+        if cpus > 0:
+            self.groups.setdefault((cpus, ram, size), []).append(owner)
+
+    def place(self, d: Demand, want_size: str | None, count: int, taken: Callable) -> int:
+        """Place up to ``count`` jobs of ``d``; return how many were placed."""
+        if count <= 0:
+            return 0
+        placed = 0
+        for key in sorted(k for k in self.groups if k[0] >= d.cpus and k[1] >= d.ram_mb
+                          and (want_size is None or k[2] == want_size)):
+            owners = self.groups[key]
+            cpus, ram, size = key
+            per = cpus // max(d.cpus, 1)
+            if d.ram_mb > 0:
+                per = min(per, int(ram // d.ram_mb))
+            while owners and placed < count:
+                owner = owners.pop()
+                take = min(per, count - placed)
+                placed += take
+                taken(owner, d, take)
+                self.add(cpus - take * d.cpus, ram - take * d.ram_mb, size, owner)
+            if not owners:
+                del self.groups[key]
+            if placed >= count:
+                break
+        return placed
+
+
+def _capacity(n: _Node, settings: CoreSettings) -> tuple[int, float]:
+    w, size = n.worker, n.size
+    cpus = (w.cpus if w and w.cpus else 0) or (size.cores if size else 0)
+    ram = float(w.ram_mb) if w and w.ram_mb else (size.ram_mb * settings.node_mem_scaling
+                                                  if size else 0.0)
+    return cpus, ram
+
+
+def _free(cpus: int, ram: float, w: Worker | None, state: str) -> tuple[int, float]:
+    if state == IDLE or w is None:
+        return cpus, ram
+    if w.cpus_busy <= 0 or cpus <= 0:
+        return 0, 0.0
+    free = max(cpus - w.cpus_busy, 0)
+    return free, ram * free / cpus
+
+
+def _fits(size: Size, d: Demand, scaling: float) -> bool:
+    return (size.cores >= d.cpus and size.ram_mb * scaling >= d.ram_mb
+            and (size.scratch_mb == 0 or size.scratch_mb >= d.scratch_mb))
+
+
+def _size_name(sizes: dict[str, Size], pinned: str | None) -> str | None:
+    if pinned is None:
+        return None
+    if pinned in sizes:
+        return pinned
+    for s in sizes.values():
+        if s.instance_type == pinned:
+            return s.name
+    return pinned
+
+
+def _place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Size],
+                  nodes: list[_Node], orphans: list[tuple[Worker, Classification]],
+                  boots_in_flight: list[InFlight]) -> tuple[list[BootRequest], list[str]]:
+    tiers = [_Bins() for _ in range(6)]  # busy-free, idle kept, idle going, booting, draining, new
+    for n in nodes:
+        ws = n.tuple.worker_state
+        if n.blocked == _IN_FLIGHT:
+            continue
+        cpus, ram = _capacity(n, settings)
+        if n.drain is not None:
+            # a drained worker takes jobs again once the drain is cancelled; a lost one does not
+            if n.drained:
+                tiers[4].add(cpus, ram, n.node.size, n)
+            elif ws in (IDLE, BUSY):
+                free = _free(cpus, ram, n.worker, ws)
+                tiers[4].add(free[0], free[1], n.node.size, n)
+            continue
+        if ws == UNPAIRED and n.tuple.boot_grace != BOOT_EXCEEDED and n.want is None:
+            tiers[3].add(cpus, ram, n.node.size, n)
+        elif ws in (IDLE, BUSY):
+            free = _free(cpus, ram, n.worker, ws)
+            going = n.want is not None and not n.forced
+            tier = 2 if going else (1 if ws == IDLE else 0)
+            if n.forced:
+                continue
+            tiers[tier].add(free[0], free[1], n.node.size, n)
+    for w, c in orphans:
+        if c.state in (IDLE, BUSY):
+            free = _free(w.cpus, float(w.ram_mb), w, c.state)
+            tiers[1 if c.state == IDLE else 0].add(free[0], free[1], "", None)
+    for f in boots_in_flight:
+        s = sizes.get(f.size or "")
+        if s is not None:
+            tiers[3].add(s.cores, s.ram_mb * settings.node_mem_scaling, s.name, None)
+
+    def taken(owner, d: Demand, k: int) -> None:
+        if isinstance(owner, _Node) and not owner.needed:
+            owner.needed = True
+            owner.why_needed = (f"queued jobs need it ({k} job(s) of {d.cpus} cpus, "
+                                f"{d.ram_mb} MB fit here)")
+
+    limit = settings.max_nodes
+    if snapshot.quota is not None:
+        limit = min(limit, snapshot.quota)
+    total = len(snapshot.cloud_nodes) + len(boots_in_flight)
+    price = sum(sizes[n.size].price for n in snapshot.cloud_nodes if n.size in sizes) + sum(
+        sizes[f.size].price for f in boots_in_flight if f.size in sizes)
+    usable = sorted((s for s in sizes.values() if s.name not in snapshot.blocked_sizes
+                     and s.instance_type not in snapshot.blocked_sizes),
+                    key=lambda s: (s.price, s.cores, s.ram_mb, s.name))
+    boots: dict[str, int] = {}
+    why: dict[str, list[str]] = {}
+    notes: list[str] = []
+    scaling = settings.node_mem_scaling
+
+    def cap_room(size: Size) -> tuple[int, str | None]:
+        room = limit - total
+        cause = (f"max_nodes {settings.max_nodes}" if limit == settings.max_nodes
+                 else f"cloud quota {limit}") + f" reached ({total} nodes incl. booting)"
+        if settings.max_total_price > 0 and size.price > 0:
+            by_price = int(math.floor((settings.max_total_price - price) / size.price + 1e-9))
+            if by_price < room:
+                room = by_price
+                cause = (f"max_total_price {settings.max_total_price:g}/h reached "
+                         f"({price:g}/h in use)")
+        return max(room, 0), (cause if room <= 0 else None)
+
+    def boot(size: Size, count: int) -> tuple[int, str | None]:
+        nonlocal total, price
+        room, cause = cap_room(size)
+        k = min(room, count)
+        if k > 0:
+            boots[size.name] = boots.get(size.name, 0) + k
+            total += k
+            price += k * size.price
+        if k < count:
+            _, cause = cap_room(size)
+            return k, cause or "cap reached"
+        return k, None
+
+    demand = sorted((d for d in snapshot.demand if d.count > 0),
+                    key=lambda d: (-d.cpus, -d.ram_mb, d.size or "", d.scratch_mb, d.count,
+                                   d.oldest_submit or 0.0))
+    for d in demand:
+        want = _size_name(sizes, d.size)
+        left = d.count
+        for tier in tiers:
+            left -= tier.place(d, want, left, taken)
+            if left <= 0:
+                break
+        if left <= 0:
+            continue
+        label = f"{left} job(s) of {d.cpus} cpus, {d.ram_mb} MB"
+        fitting = [s for s in sizes.values() if _fits(s, d, scaling)
+                   and (want is None or s.name == want)]
+        choices = [s for s in usable if s in fitting]
+        if not choices:
+            notes.append(f"{label}: no size fits" if not fitting else
+                         f"{label}: every fitting size is blocked ("
+                         f"{', '.join(sorted(s.name for s in fitting))})")
+            continue
+
+        def cost(s: Size) -> tuple:
+            per = s.cores // max(d.cpus, 1)
+            if d.ram_mb > 0:
+                per = min(per, int(s.ram_mb * scaling // d.ram_mb))
+            return (math.ceil(left / max(per, 1)) * s.price, s.price, s.cores, s.ram_mb, s.name)
+        best = min(choices, key=cost)
+        per = best.cores // max(d.cpus, 1)
+        if d.ram_mb > 0:
+            per = min(per, int(best.ram_mb * scaling // d.ram_mb))
+        per = max(per, 1)
+        need = math.ceil(left / per)
+        got, cause = boot(best, need)
+        if got:
+            placed = min(left, got * per)
+            why.setdefault(best.name, []).append(f"{placed} job(s) of {d.cpus} cpus, {d.ram_mb} MB")
+            # what the new nodes have left over serves the smaller jobs that follow
+            full, rest = divmod(placed, per)
+            ram = best.ram_mb * scaling
+            for _ in range(full):
+                tiers[5].add(best.cores - per * d.cpus, ram - per * d.ram_mb, best.name, None)
+            if rest:
+                tiers[5].add(best.cores - rest * d.cpus, ram - rest * d.ram_mb, best.name, None)
+            for _ in range(got - full - (1 if rest else 0)):
+                tiers[5].add(best.cores, ram, best.name, None)
+        if cause:
+            notes.append(f"{label}: {need - got} more node(s) of {best.name} not booted: {cause}")
+
+    up = len(boots_in_flight) + sum(boots.values()) + sum(1 for n in nodes if _is_up(n))
+    if up < settings.min_nodes and usable:
+        cheapest = usable[0]
+        got, cause = boot(cheapest, settings.min_nodes - up)
+        if got:
+            why.setdefault(cheapest.name, []).append(f"min_nodes {settings.min_nodes} ({up} up)")
+        if cause:
+            notes.append(f"min_nodes {settings.min_nodes}: {settings.min_nodes - up - got} "
+                         f"node(s) not booted: {cause}")
+    return ([BootRequest(size=s, count=c, reason="; ".join(why.get(s, ())))
+             for s, c in sorted(boots.items())], notes)
+
+
+# ---- gates and budgets --------------------------------------------------------------------
+
+def _gate(nodes: list[_Node], snapshot: Snapshot, settings: CoreSettings, freeze: str | None,
+          estimator: Estimator) -> None:
+    now = snapshot.now
+    # drains of ours the demand needs are cancelled
+    for n in nodes:
+        if n.drain is not None and n.needed:
+            n.want, n.cancellable = ItemKind.CANCEL_DRAIN, True
+            n.reason = f"cancel our drain: {n.why_needed}"
+
+    if freeze:
+        for n in nodes:
+            if n.want in (ItemKind.DRAIN, ItemKind.DESTROY):
+                n.blocked, n.reason = _FROZEN, f"{_verb(n.want)} held back: {freeze}"
+                n.want = None
+        return
+
+    recent = sum(1 for t in snapshot.recent_destroys if now - t < 3600.0)
+    destroys_left = (max(settings.max_destroys_per_hour - recent, 0)
+                     if settings.max_destroys_per_hour > 0 else math.inf)
+    up = sum(1 for n in nodes if _is_up(n))
+    room = up - settings.min_nodes
+
+    def budget_destroy(n: _Node) -> bool:
+        nonlocal destroys_left
+        if destroys_left <= 0:
+            n.blocked = _BUDGET
+            n.reason = (f"destroy held back: max_destroys_per_hour {settings.max_destroys_per_hour}"
+                        f" reached ({recent} in the last hour); {n.reason}")
+            n.want = None
+            return False
+        destroys_left -= 1
+        return True
+
+    # forced drains first: the operator's word beats min_nodes and the drain budget (counts in it)
+    forced = sum(1 for n in nodes if n.want is ItemKind.DRAIN and n.forced)
+    room -= forced
+
+    # useless nodes next (not cancellable): nothing runs there; a booting one still counts as up
+    for n in nodes:
+        if n.want is ItemKind.DESTROY and not n.cancellable:
+            booting = n.drain is None and n.tuple.boot_grace != BOOT_EXCEEDED and (
+                n.tuple.worker_state == UNPAIRED)
+            if booting and room <= 0:
+                n.blocked = _MIN
+                n.reason = f"destroy held back: min_nodes {settings.min_nodes} ({up} up); {n.reason}"
+                n.want = None
+            elif budget_destroy(n) and booting:
+                room -= 1
+    draining = sum(1 for n in nodes if n.ours_draining and n.want is None)
+    drains_left = max(settings.max_concurrent_drains - draining, 0) - forced
+    started = forced
+
+
+    candidates = [n for n in nodes if n.want in (ItemKind.DRAIN, ItemKind.DESTROY)
+                  and n.cancellable and not n.forced]
+    for n in candidates:
+        if n.needed:
+            n.blocked = _DEMAND
+            n.reason = f"{_verb(n.want)} held back: {n.why_needed}; {n.reason}"
+            n.want = None
+    candidates = [n for n in candidates if n.want is not None]
+    drains = sum(1 for n in candidates if n.want is ItemKind.DRAIN)
+    destroys = len(candidates) - drains
+    if len(candidates) > room or drains > drains_left or destroys > destroys_left:
+        costs = [(n.node.id, estimator(n.worker, now) if n.worker is not None else _FREE)
+                 for n in candidates]
+        order = {nid: i for i, nid in enumerate(order_victims(costs, settings.victim_horizon))}
+        candidates.sort(key=lambda n: order[n.node.id])
+        chosen_note = "; other nodes cost more to give back (seed 003 victim order)"
+    else:
+        chosen_note = ""
+    for n in candidates:
+        if room <= 0:
+            n.blocked = _MIN
+            n.reason = (f"{_verb(n.want)} held back: min_nodes {settings.min_nodes} "
+                        f"({up} up){chosen_note}; {n.reason}")
+            n.want = None
+            continue
+        if n.want is ItemKind.DRAIN:
+            if drains_left <= 0:
+                n.blocked = _BUDGET
+                n.reason = (f"drain held back: max_concurrent_drains "
+                            f"{settings.max_concurrent_drains} reached ({draining} under way, "
+                            f"{started} starting now){chosen_note}; {n.reason}")
+                n.want = None
+                continue
+            drains_left -= 1
+            started += 1
+        elif not budget_destroy(n):
+            n.reason += chosen_note
+            continue
+        room -= 1
+
+
+_FREE = VictimCost()  # an unpaired node: nothing runs there
+
+
+def _escalate(nodes: list[_Node], escalation: Escalation | None, now: float,
+              freeze: str | None) -> None:
+    if escalation is None or freeze:
+        return
+    for n in nodes:
+        if n.drain is not None and n.want is None and n.worker is not None:
+            schedule = escalation(n.worker, n.drain, now)
+            if schedule:
+                n.want, n.schedule = ItemKind.ESCALATE, schedule
+                n.reason = f"escalate our drain to {schedule}: {n.reason}"
+
+
+def _explain(n: _Node) -> NodeExplanation:
+    return NodeExplanation(
+        node_id=n.node.id, name=n.node.name, size=n.node.size, tuple=n.tuple, rule=n.rule,
+        matrix_action=n.maction, action=n.want, blocked_by=n.blocked, reason=n.reason,
+        worker=n.worker.name if n.worker is not None else None,
+        raw_state=n.worker.state if n.worker is not None else None,
+        next_change=n.next_change, next_change_what=n.next_what)

@@ -1,0 +1,298 @@
+"""Snapshots as JSON: read one into a :class:`~nodemanager.model.Snapshot`, write one back.
+
+The format (documented with an example in ``docs/plan.md``)::
+
+    {"now": E, "polled_at": {"cloud": E, "scheduler": E},
+     "cloud_nodes": [{"id": S, "name": S, "size": S, "launched_at": E, "state"?: S,
+                      "private_ip"?: S, "hostname"?: S, "tags"?: {S: S}}],
+     "workers": [{"name": S, "scheduler": "slurm"|"htcondor", "state"?: S, "ad"?: {...},
+                  "cloud_id"?: S, "address"?: S, "last_heard"?: E, "state_since"?: E,
+                  "registered_at"?: E, "cpus"?: N, "cpus_busy"?: N, "ram_mb"?: N,
+                  "running_jobs"?: N, "job_end_times"?: [E], "draining"?: B,
+                  "drain_reason"?: S, "drain_request_id"?: S}],
+     "demand": [{"cpus": N, "ram_mb": N, "count": N, "scratch_mb"?: N, "size"?: S,
+                 "oldest_submit"?: E}],
+     "in_flight": [{"node": S, "action": "drain"|"destroy"|"boot"|"cancel_drain", "since": E,
+                    "size"?: S, "request_id"?: S}],
+     "held"?: [S], "forced_drains"?: [S], "paused"?: S, "quota"?: N, "blocked_sizes"?: [S],
+     "recent_destroys"?: [E]}
+
+For an HTCondor worker, fields missing from the worker object are taken from its ``ad``
+(``State/Activity``, ``CloudInstanceID``, ``LastHeardFrom``, ``EnteredCurrentState``,
+``DaemonStartTime``, cpus, memory, ``NumDynamicSlots``, ``Draining``...).
+
+Errors raise :class:`SnapshotError` naming the JSON field path, e.g.
+``workers[3].last_heard: expected a number``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Callable, Mapping
+
+from nodemanager.core.classify import htcondor_worker_fields
+from nodemanager.model import CloudNode, Demand, InFlight, Snapshot, Worker, frozen_map
+
+__all__ = ["SnapshotError", "from_json", "loads", "load", "to_json", "dumps"]
+
+_IN_FLIGHT_ACTIONS = ("drain", "destroy", "boot", "cancel_drain")
+_SCHEDULERS = ("slurm", "htcondor", "simulated")
+
+
+class SnapshotError(ValueError):
+    """A malformed snapshot; the message starts with the JSON field path (and the file, if any)."""
+
+
+def _fail(path: str, msg: str) -> SnapshotError:
+    return SnapshotError(f"{path}: {msg}" if path else msg)
+
+
+def _number(v: Any, path: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise _fail(path, "expected a number")
+    return float(v)
+
+
+def _int(v: Any, path: str, minimum: int = 0) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        else:
+            raise _fail(path, "expected a whole number")
+    if v < minimum:
+        raise _fail(path, f"expected a number >= {minimum}")
+    return v
+
+
+def _str(v: Any, path: str) -> str:
+    if not isinstance(v, str) or not v:
+        raise _fail(path, "expected a non-empty string")
+    return v
+
+
+def _opt_str(v: Any, path: str) -> str | None:
+    return None if v is None else _str(v, path)
+
+
+def _bool(v: Any, path: str) -> bool:
+    if not isinstance(v, bool):
+        raise _fail(path, "expected true or false")
+    return v
+
+
+def _list(v: Any, path: str) -> list:
+    if not isinstance(v, list):
+        raise _fail(path, "expected a list")
+    return v
+
+
+def _obj(v: Any, path: str) -> Mapping[str, Any]:
+    if not isinstance(v, dict):
+        raise _fail(path, "expected an object")
+    return v
+
+
+class _Fields:
+    """Reads the fields of one JSON object, refusing unknown ones (typos should not pass)."""
+
+    def __init__(self, v: Any, path: str, known: tuple[str, ...]) -> None:
+        self.obj, self.path = _obj(v, path), path
+        for key in self.obj:
+            if key not in known:
+                raise _fail(f"{path}.{key}" if path else key,
+                            f"unknown field (known: {', '.join(known)})")
+
+    def sub(self, key: str) -> str:
+        return f"{self.path}.{key}" if self.path else key
+
+    def req(self, key: str, conv: Callable[[Any, str], Any]) -> Any:
+        if key not in self.obj:
+            raise _fail(self.sub(key), "missing")
+        return conv(self.obj[key], self.sub(key))
+
+    def opt(self, key: str, conv: Callable[[Any, str], Any], default: Any = None) -> Any:
+        v = self.obj.get(key)
+        return default if v is None else conv(v, self.sub(key))
+
+    def has(self, key: str) -> bool:
+        return self.obj.get(key) is not None
+
+
+def _strings(v: Any, path: str) -> frozenset[str]:
+    return frozenset(_str(x, f"{path}[{i}]") for i, x in enumerate(_list(v, path)))
+
+
+def _cloud_node(v: Any, path: str) -> CloudNode:
+    f = _Fields(v, path, ("id", "name", "size", "launched_at", "state", "private_ip", "hostname",
+                          "tags"))
+    tags = f.opt("tags", _obj, {})
+    for k, t in tags.items():
+        _str(t, f"{f.sub('tags')}.{k}")
+    return CloudNode(id=f.req("id", _str), name=f.opt("name", _str) or f.req("id", _str),
+                     size=f.req("size", _str), launched_at=f.req("launched_at", _number),
+                     state=f.opt("state", _str, "running"), private_ip=f.opt("private_ip", _str),
+                     hostname=f.opt("hostname", _str), tags=frozen_map(tags))
+
+
+_WORKER_FIELDS = ("name", "scheduler", "state", "ad", "cloud_id", "address", "last_heard",
+                  "state_since", "registered_at", "cpus", "cpus_busy", "ram_mb", "running_jobs",
+                  "job_end_times", "draining", "drain_reason", "drain_request_id")
+
+
+def _worker(v: Any, path: str) -> Worker:
+    f = _Fields(v, path, _WORKER_FIELDS)
+    scheduler = f.req("scheduler", _str)
+    if scheduler not in _SCHEDULERS:
+        raise _fail(f.sub("scheduler"), f"expected one of {', '.join(_SCHEDULERS)}")
+    ad = dict(f.opt("ad", _obj, {}))
+    derived = htcondor_worker_fields(ad) if ad else {}
+    values: dict[str, Any] = {
+        "state": f.opt("state", _str),
+        "cloud_id": f.opt("cloud_id", _str),
+        "address": f.opt("address", _str),
+        "last_heard": f.opt("last_heard", _number),
+        "state_since": f.opt("state_since", _number),
+        "registered_at": f.opt("registered_at", _number),
+        "cpus": f.opt("cpus", _int),
+        "cpus_busy": f.opt("cpus_busy", _int),
+        "ram_mb": f.opt("ram_mb", _int),
+        "running_jobs": f.opt("running_jobs", _int),
+        "draining": f.opt("draining", _bool),
+        "drain_reason": f.opt("drain_reason", _str),
+        "drain_request_id": f.opt("drain_request_id", _str),
+    }
+    for key, val in list(values.items()):
+        if val is None and key in derived:
+            values[key] = derived[key]
+    kwargs = {k: v for k, v in values.items() if v is not None}
+    ends = f.opt("job_end_times", _list, [])
+    kwargs["job_end_times"] = tuple(_number(t, f"{f.sub('job_end_times')}[{i}]")
+                                    for i, t in enumerate(ends))
+    return Worker(name=f.req("name", _str), scheduler=scheduler, ad=frozen_map(ad), **kwargs)
+
+
+def _demand(v: Any, path: str) -> Demand:
+    f = _Fields(v, path, ("cpus", "ram_mb", "count", "scratch_mb", "size", "oldest_submit"))
+    return Demand(cpus=f.opt("cpus", lambda x, p: _int(x, p, 1), 1),
+                  ram_mb=f.opt("ram_mb", _int, 0), count=f.opt("count", _int, 1),
+                  scratch_mb=f.opt("scratch_mb", _int, 0), size=f.opt("size", _str),
+                  oldest_submit=f.opt("oldest_submit", _number))
+
+
+def _in_flight(v: Any, path: str) -> InFlight:
+    f = _Fields(v, path, ("node", "action", "since", "size", "request_id"))
+    action = f.req("action", _str)
+    if action not in _IN_FLIGHT_ACTIONS:
+        raise _fail(f.sub("action"), f"expected one of {', '.join(_IN_FLIGHT_ACTIONS)}")
+    return InFlight(node=f.req("node", _str), action=action, since=f.req("since", _number),
+                    size=f.opt("size", _str), request_id=f.opt("request_id", _str))
+
+
+def _items(f: _Fields, key: str, conv: Callable[[Any, str], Any]) -> tuple:
+    return tuple(conv(x, f"{key}[{i}]") for i, x in enumerate(f.opt(key, _list, [])))
+
+
+def from_json(data: Any) -> Snapshot:
+    """A :class:`Snapshot` from parsed JSON (raises :class:`SnapshotError` naming the field)."""
+    f = _Fields(data, "", ("now", "polled_at", "cloud_nodes", "workers", "demand", "in_flight",
+                           "held", "forced_drains", "paused", "quota", "blocked_sizes",
+                           "recent_destroys"))
+    polled = f.req("polled_at", _obj)
+    polled_at = {k: _number(t, f"polled_at.{k}") for k, t in polled.items()}
+    nodes = _items(f, "cloud_nodes", _cloud_node)
+    seen: dict[str, int] = {}
+    for i, n in enumerate(nodes):
+        if n.id in seen:
+            raise _fail(f"cloud_nodes[{i}].id", f"duplicate id {n.id!r} (also cloud_nodes[{seen[n.id]}])")
+        seen[n.id] = i
+    return Snapshot(
+        now=f.req("now", _number),
+        polled_at=frozen_map(polled_at),
+        cloud_nodes=nodes,
+        workers=_items(f, "workers", _worker),
+        demand=_items(f, "demand", _demand),
+        in_flight=_items(f, "in_flight", _in_flight),
+        held=f.opt("held", _strings, frozenset()),
+        forced_drains=f.opt("forced_drains", _strings, frozenset()),
+        paused=f.opt("paused", _str),
+        quota=f.opt("quota", _int),
+        blocked_sizes=f.opt("blocked_sizes", _strings, frozenset()),
+        recent_destroys=tuple(_number(t, f"recent_destroys[{i}]")
+                              for i, t in enumerate(f.opt("recent_destroys", _list, []))),
+    )
+
+
+def loads(text: str, source: str = "") -> Snapshot:
+    """Parse snapshot JSON text; errors start with ``source`` (a file name) when given."""
+    prefix = f"{source}: " if source else ""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SnapshotError(f"{prefix}line {e.lineno} column {e.colno}: not valid JSON: {e.msg}") from None
+    try:
+        return from_json(data)
+    except SnapshotError as e:
+        raise SnapshotError(f"{prefix}{e}") from None
+
+
+def load(path: str) -> Snapshot:
+    """Read a snapshot file (``-`` reads standard input)."""
+    if path == "-":
+        import sys
+        return loads(sys.stdin.read(), "<stdin>")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as e:
+        raise SnapshotError(f"{path}: cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise SnapshotError(f"{path}: not UTF-8 text") from None
+    return loads(text, path)
+
+
+def _drop_defaults(d: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if v is not None and defaults.get(k, object()) != v}
+
+
+_WORKER_DEFAULTS = {"last_heard": 0.0, "state_since": 0.0, "cpus": 0, "cpus_busy": 0,
+                    "ram_mb": 0, "running_jobs": 0, "job_end_times": [], "draining": False,
+                    "ad": {}}
+
+
+def to_json(s: Snapshot) -> dict[str, Any]:
+    """The JSON form of ``s`` (``from_json(to_json(s)) == s`` for snapshots without ``ad`` values
+    that JSON cannot hold)."""
+    out: dict[str, Any] = {
+        "now": s.now,
+        "polled_at": dict(s.polled_at),
+        "cloud_nodes": [_drop_defaults({
+            "id": n.id, "name": n.name, "size": n.size, "launched_at": n.launched_at,
+            "state": n.state, "private_ip": n.private_ip, "hostname": n.hostname,
+            "tags": dict(n.tags)}, {"state": "running", "tags": {}}) for n in s.cloud_nodes],
+        "workers": [_drop_defaults({
+            "name": w.name, "scheduler": w.scheduler, "state": w.state, "ad": dict(w.ad),
+            "cloud_id": w.cloud_id, "address": w.address, "last_heard": w.last_heard,
+            "state_since": w.state_since, "registered_at": w.registered_at, "cpus": w.cpus,
+            "cpus_busy": w.cpus_busy, "ram_mb": w.ram_mb, "running_jobs": w.running_jobs,
+            "job_end_times": list(w.job_end_times), "draining": w.draining,
+            "drain_reason": w.drain_reason, "drain_request_id": w.drain_request_id},
+            _WORKER_DEFAULTS) for w in s.workers],
+        "demand": [_drop_defaults({
+            "cpus": d.cpus, "ram_mb": d.ram_mb, "count": d.count, "scratch_mb": d.scratch_mb,
+            "size": d.size, "oldest_submit": d.oldest_submit}, {"scratch_mb": 0})
+            for d in s.demand],
+        "in_flight": [_drop_defaults({
+            "node": f.node, "action": f.action, "since": f.since, "size": f.size,
+            "request_id": f.request_id}, {}) for f in s.in_flight],
+    }
+    extra = {"held": sorted(s.held), "forced_drains": sorted(s.forced_drains),
+             "paused": s.paused, "quota": s.quota, "blocked_sizes": sorted(s.blocked_sizes),
+             "recent_destroys": list(s.recent_destroys)}
+    out.update({k: v for k, v in extra.items() if v not in (None, [])})
+    return out
+
+
+def dumps(s: Snapshot, indent: int | None = 1) -> str:
+    """``to_json`` as text."""
+    return json.dumps(to_json(s), indent=indent, sort_keys=False)

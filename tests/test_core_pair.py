@@ -1,0 +1,96 @@
+"""Pairing cloud nodes with scheduler workers: ids first, then names/addresses; corner cases."""
+
+from nodemanager.core import pair
+from nodemanager.model import CloudNode, Worker
+
+L = 1_000_000.0
+
+
+def node(id, name=None, ip=None, hostname=None, launched=L):
+    return CloudNode(id=id, name=name or id, size="s", launched_at=launched, private_ip=ip,
+                     hostname=hostname)
+
+
+def worker(name, cloud_id=None, address=None, registered=None):
+    return Worker(name=name, scheduler="slurm", state="idle", cloud_id=cloud_id, address=address,
+                  registered_at=registered)
+
+
+def test_pairs_by_advertised_cloud_id_even_when_names_differ():
+    p = pair([node("i-1", "cn-1")], [worker("something-else", cloud_id="i-1")])
+    assert p.paired["i-1"].name == "something-else"
+    assert "cloud id" in p.reasons["i-1"]
+
+
+def test_cloud_id_beats_a_name_match():
+    # w1 advertises i-2 although its name matches i-1's name: it belongs to i-2 only
+    p = pair([node("i-1", "cn-1"), node("i-2", "cn-2")], [worker("cn-1", cloud_id="i-2")])
+    assert p.paired["i-2"].name == "cn-1"
+    assert "i-1" not in p.paired
+
+
+def test_worker_advertising_an_unlisted_id_is_never_paired_by_name():
+    p = pair([node("i-new", "cn-1")], [worker("cn-1", cloud_id="i-old")])
+    assert p.paired == {}
+    assert [w.name for w in p.orphans] == ["cn-1"]
+
+
+def test_pairs_by_name_short_name_hostname_and_address():
+    nodes = [node("i-1", "cn-1"), node("i-2", "vm-2", hostname="cn-2.example.org"),
+             node("i-3", "vm-3", ip="10.0.0.3"), node("i-4", "cn-4")]
+    workers = [worker("cn-1"), worker("cn-2"), worker("x", address="<10.0.0.3:9618?addrs=...>"),
+               worker("slot1@cn-4.example.org")]
+    p = pair(nodes, workers)
+    assert {k: w.name for k, w in p.paired.items()} == {
+        "i-1": "cn-1", "i-2": "cn-2", "i-3": "x", "i-4": "slot1@cn-4.example.org"}
+
+
+def test_recycled_hostname_is_refused():
+    p = pair([node("i-1", "cn-1", launched=L)], [worker("cn-1", registered=L - 3600)])
+    assert p.paired == {}
+    assert "recycled" in p.reasons["i-1"]
+
+
+def test_record_registered_after_launch_pairs():
+    p = pair([node("i-1", "cn-1", launched=L)], [worker("cn-1", registered=L + 30)])
+    assert p.paired["i-1"].name == "cn-1"
+
+
+def test_recycled_record_ignored_when_a_fresh_one_also_matches():
+    p = pair([node("i-1", "cn-1", ip="10.0.0.1", launched=L)],
+             [worker("cn-1", registered=L - 10), worker("cn-1b", address="10.0.0.1", registered=L + 5)])
+    assert p.paired["i-1"].name == "cn-1b"
+
+
+def test_two_workers_with_the_same_cloud_id_is_ambiguous():
+    p = pair([node("i-1")], [worker("a", cloud_id="i-1"), worker("b", cloud_id="i-1")])
+    assert p.paired == {}
+    assert "ambiguous" in p.reasons["i-1"] and "a, b" in p.reasons["i-1"]
+
+
+def test_two_workers_matching_by_name_and_address_is_ambiguous():
+    p = pair([node("i-1", "cn-1", ip="10.0.0.9")], [worker("cn-1"), worker("other", address="10.0.0.9")])
+    assert p.paired == {}
+    assert "ambiguous" in p.reasons["i-1"]
+
+
+def test_one_worker_claimed_by_two_nodes_is_ambiguous_for_both():
+    p = pair([node("i-1", "cn-1"), node("i-2", "x", hostname="cn-1")], [worker("cn-1")])
+    assert p.paired == {}
+    assert "ambiguous" in p.reasons["i-1"] and "ambiguous" in p.reasons["i-2"]
+
+
+def test_no_match_has_a_reason_and_unclaimed_workers_are_orphans():
+    p = pair([node("i-1", "cn-1")], [worker("static-1")])
+    assert p.paired == {}
+    assert "no scheduler worker" in p.reasons["i-1"]
+    assert [w.name for w in p.orphans] == ["static-1"]
+
+
+def test_pairing_does_not_depend_on_input_order():
+    nodes = [node(f"i-{i}", f"cn-{i}") for i in range(50)]
+    workers = [worker(f"cn-{i}") for i in range(0, 50, 2)] + [worker("x", cloud_id="i-7")]
+    a = pair(nodes, workers)
+    b = pair(list(reversed(nodes)), list(reversed(workers)))
+    assert {k: w.name for k, w in a.paired.items()} == {k: w.name for k, w in b.paired.items()}
+    assert a.reasons == b.reasons

@@ -1,0 +1,173 @@
+"""Snapshot JSON (errors name the field) and the `nodemanager plan` command."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from nodemanager import snapshot as sj
+from nodemanager.cli import main
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "docs" / "example-snapshot.json"
+EXAMPLE_INI = REPO / "docs" / "example-plan.ini"
+
+MINIMAL = {"now": 1000, "polled_at": {"cloud": 990, "scheduler": 995},
+           "cloud_nodes": [{"id": "i-1", "name": "n1", "size": "small", "launched_at": 10}],
+           "workers": [{"name": "n1", "scheduler": "slurm", "state": "idle", "last_heard": 990,
+                        "state_since": 100}],
+           "demand": [{"cpus": 2, "ram_mb": 1000, "count": 3}],
+           "in_flight": [{"node": "i-1", "action": "drain", "since": 900}]}
+
+
+def with_(path, value, base=MINIMAL):
+    data = json.loads(json.dumps(base))
+    *parents, last = path
+    target = data
+    for p in parents:
+        target = target[p]
+    if value is KeyError:
+        del target[last]
+    else:
+        target[last] = value
+    return data
+
+
+@pytest.mark.parametrize("path, value, message", [
+    (("workers", 0, "last_heard"), "soon", "workers[0].last_heard: expected a number"),
+    (("workers", 0, "scheduler"), "pbs", "workers[0].scheduler: expected one of slurm"),
+    (("workers", 0, "name"), KeyError, "workers[0].name: missing"),
+    (("workers", 0, "lastheard"), 5, "workers[0].lastheard: unknown field"),
+    (("cloud_nodes", 0, "launched_at"), None, "cloud_nodes[0].launched_at: expected a number"),
+    (("cloud_nodes", 0, "size"), 3, "cloud_nodes[0].size: expected a non-empty string"),
+    (("demand", 0, "count"), 1.5, "demand[0].count: expected a whole number"),
+    (("demand", 0, "cpus"), 0, "demand[0].cpus: expected a number >= 1"),
+    (("in_flight", 0, "action"), "reboot", "in_flight[0].action: expected one of drain"),
+    (("polled_at", "cloud"), True, "polled_at.cloud: expected a number"),
+    (("now",), KeyError, "now: missing"),
+    (("workers",), {}, "workers: expected a list"),
+])
+def test_malformed_snapshot_names_the_field(path, value, message):
+    if value is None:
+        data = with_(path, KeyError)
+        message = message.replace("expected a number", "missing")
+    else:
+        data = with_(path, value)
+    with pytest.raises(sj.SnapshotError) as e:
+        sj.from_json(data)
+    assert str(e.value).startswith(message)
+
+
+def test_duplicate_node_id_is_refused():
+    data = with_(("cloud_nodes",), MINIMAL["cloud_nodes"] * 2)
+    with pytest.raises(sj.SnapshotError, match=r"cloud_nodes\[1\]\.id: duplicate id 'i-1'"):
+        sj.from_json(data)
+
+
+def test_not_json_names_file_and_line(tmp_path):
+    f = tmp_path / "bad.json"
+    f.write_text('{"now": 1,\n "polled_at": }')
+    with pytest.raises(sj.SnapshotError, match=r"bad\.json: line 2 column 15: not valid JSON"):
+        sj.load(str(f))
+
+
+def test_htcondor_worker_fields_come_from_the_ad():
+    data = with_(("workers", 0), {"name": "n1", "scheduler": "htcondor", "ad": {
+        "State": "Unclaimed", "Activity": "Idle", "CloudInstanceID": "i-1", "LastHeardFrom": 990,
+        "EnteredCurrentState": 500, "DaemonStartTime": 20, "TotalSlotCpus": 8, "Cpus": 6,
+        "TotalSlotMemory": 30000, "NumDynamicSlots": 1}})
+    w = sj.from_json(data).workers[0]
+    assert (w.state, w.cloud_id, w.last_heard, w.state_since, w.registered_at) == (
+        "Unclaimed/Idle", "i-1", 990, 500, 20)
+    assert (w.cpus, w.cpus_busy, w.ram_mb, w.running_jobs) == (8, 2, 30000, 1)
+
+
+def test_round_trip():
+    s = sj.loads(EXAMPLE.read_text())
+    assert sj.loads(sj.dumps(s)) == s
+
+
+def test_example_snapshot_loads():
+    s = sj.load(str(EXAMPLE))
+    assert len(s.cloud_nodes) == 9 and {w.scheduler for w in s.workers} == {"slurm", "htcondor"}
+
+
+def test_plan_command_json_output(capsys):
+    assert main(["plan", "--snapshot", str(EXAMPLE), "--config", str(EXAMPLE_INI),
+                 "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    nodes = {n["id"]: n for n in out["nodes"]}
+    assert set(nodes) == {"i-0a01", "i-0a02", "i-0a03", "i-0a04", "i-0a05", "i-0b01", "i-0b02",
+                          "i-0b03", "i-0c01"}
+    assert set(nodes["i-0a01"]) >= {"id", "name", "tuple", "rule", "matrix_action", "action",
+                                    "blocked_by", "reason"}
+    assert nodes["i-0a01"]["tuple"] == {"worker_state": "idle", "window": "open",
+                                        "boot_grace": "boot exceeded", "idle_grace": "idle exceeded"}
+    assert nodes["i-0a01"]["matrix_action"] == "START_DRAIN"
+    assert nodes["i-0a01"]["rule"].rsplit(":", 1)[0].endswith("default.matrix")
+    assert nodes["i-0a03"]["action"] == "destroy"        # down* and not heard from
+    assert nodes["i-0a04"]["action"] is None             # booting
+    assert nodes["i-0b02"]["action"] == "cancel_drain"   # our drained node; 16-core demand wants it
+    assert nodes["i-0c01"]["tuple"]["window"] == "open"      # gpu: minute 55 of the hour
+    assert all(n["action"] in (None, "drain", "destroy", "cancel_drain") for n in nodes.values())
+    assert isinstance(out["boots"], list)
+
+
+def test_plan_command_table_and_now_override(capsys):
+    assert main(["plan", "--snapshot", str(EXAMPLE), "--now", "1767225900"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:4] == ["NODE", "NAME", "SIZE", "STATE"]
+    assert "i-0b01" in out
+
+
+def test_plan_command_other_matrix(tmp_path, capsys):
+    m = tmp_path / "nothing.matrix"
+    m.write_text("* | * | * | * -> None\n")
+    assert main(["plan", "--snapshot", str(EXAMPLE), "--matrix", str(m), "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {n["matrix_action"] for n in out["nodes"]} == {None}
+    assert all(n["rule"].endswith("nothing.matrix:1") for n in out["nodes"])
+
+
+def test_plan_command_errors_name_the_place(tmp_path, capsys):
+    bad = tmp_path / "s.json"
+    bad.write_text(json.dumps(with_(("workers", 0, "last_heard"), "x")))
+    assert main(["plan", "--snapshot", str(bad)]) == 1
+    assert f"{bad}: workers[0].last_heard: expected a number" in capsys.readouterr().err
+    ini = tmp_path / "c.ini"
+    ini.write_text("[Daemon]\nidle_grace = soon\n")
+    assert main(["plan", "--snapshot", str(EXAMPLE), "--config", str(ini)]) == 1
+    err = capsys.readouterr().err
+    assert "idle_grace" in err and "Traceback" not in err
+    m = tmp_path / "bad.matrix"
+    m.write_text("idle | open | * | * -> MAYBE\n")
+    assert main(["plan", "--snapshot", str(EXAMPLE), "--matrix", str(m)]) == 1
+    assert "bad.matrix:1" in capsys.readouterr().err
+    assert main(["plan", "--snapshot", str(tmp_path / "missing.json")]) == 1
+    assert "cannot read" in capsys.readouterr().err
+
+
+def test_plan_command_reads_stdin():
+    r = subprocess.run([sys.executable, "-m", "nodemanager", "plan", "--snapshot", "-",
+                        "--format", "json"], input=json.dumps(MINIMAL), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["nodes"][0]["id"] == "i-1"
+
+
+def test_plan_command_applies_the_configs_drain_escalation(tmp_path, capsys):
+    pytest.importorskip("classad2")
+    snap = with_(("workers", 0, "state"), "drng")
+    snap["workers"][0].update(running_jobs=1, cpus=4, cpus_busy=4)
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps(snap))
+    ini = tmp_path / "c.ini"
+    ini.write_text("[Drain]\ndeadline = 60\n")
+    assert main(["plan", "--snapshot", str(f), "--config", str(ini), "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [(i["kind"], i["schedule"]) for i in out["items"]] == [("escalate", "fast")]
+    ini.write_text("[Drain]\ndeadline = 600\n")
+    assert main(["plan", "--snapshot", str(f), "--config", str(ini), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["items"] == []
