@@ -1,0 +1,106 @@
+"""One controller cycle at scale: CPU time, process RSS and thread count with 1k and 10k nodes.
+
+Runs the real daemon (actors, actuator pool, real core, default matrix) on the embedded default
+world — simulated cloud and simulated HTCondor pool — with an injected clock, after filling the
+world with N running nodes, about 60% of them busy (a long idle grace keeps N constant while
+measuring). Prints a table::
+
+    python benchmarks/bench_cycle.py            # 1000 and 10000 nodes
+    python benchmarks/bench_cycle.py 1000 50000
+
+``cycle CPU`` is the controller's own measurement of one cycle (snapshot, plan, decision log),
+the median of several cycles; ``poll`` columns are one cloud listing and one scheduler poll of
+the simulated backends; ``threads`` is the process's thread count with the daemon running.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import pathlib
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from nodemanager.actors.clock import ManualClock  # noqa: E402
+from nodemanager.config import load  # noqa: E402
+from nodemanager.daemon import Daemon  # noqa: E402
+from nodemanager.sim.pool import Job  # noqa: E402
+from nodemanager.sim.world import SimWorld, world_options  # noqa: E402
+
+
+def rss_mb() -> float:
+    """Resident set size of this process now, in MB (from /proc)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+def measure(n: int, cycles: int = 5) -> dict[str, float]:
+    settings = load(str(REPO / "config.example.ini"))
+    settings = dataclasses.replace(
+        settings, core=dataclasses.replace(settings.core, max_nodes=2 * n, idle_grace=86400.0),
+        manage=dataclasses.replace(settings.manage, port=-1))
+    clock = ManualClock(1_000_000.0)
+    opts = world_options(settings)
+    opts.burst_size = 0
+    opts.boot_delay = 0.0
+    world = SimWorld(settings, clock, options=opts)
+    size = settings.core.sizes[0]
+    for i in range(n):
+        world.sim_cloud.create_node(size, f"bench-{i}", {"nodemanager-request": f"bench{i}"})
+    for i in range(int(n * 0.6) * size.cores):
+        world.pool.submit(Job(id=f"j{i}", cpus=1, ram_mb=1000, runtime=86400.0, submit_time=clock()))
+    clock.advance(60)
+    world.advance()
+    threads_before = threading.active_count()
+    daemon = Daemon(settings, clock=clock, status=False, ports=(world.cloud, world.scheduler, world))
+    daemon.start()
+    daemon.system.settle(600)
+    cpu: list[float] = []
+    for _ in range(cycles):
+        clock.advance(settings.poll.cycle_interval)
+        daemon.system.settle(600)
+        if daemon.last_report is not None:
+            cpu.append(daemon.last_report.cpu_seconds)
+    report = daemon.last_report
+    t0 = time.process_time()
+    nodes = world.cloud.list_nodes()
+    t1 = time.process_time()
+    poll = world.scheduler.poll()
+    t2 = time.process_time()
+    threads = threading.active_count()
+    daemon.stop()
+    return {"nodes": len(nodes), "workers": len(poll.workers), "cycle_cpu": statistics.median(cpu),
+            "list_cpu": t1 - t0, "poll_cpu": t2 - t1, "rss": rss_mb(), "threads": threads,
+            "threads_before": threads_before, "explained": len(report.plan.nodes) if report else 0}
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.WARNING)
+    if argv[:1] == ["--one"]:
+        print(json.dumps(measure(int(argv[1]))))
+        return 0
+    sizes = [int(a) for a in argv] or [1000, 10000]
+    print(f"{'nodes':>7} {'workers':>7} {'cycle CPU s':>11} {'list CPU s':>10} {'poll CPU s':>10} "
+          f"{'RSS MB':>7} {'threads':>7}")
+    for n in sizes:
+        # a fresh process per size, so the RSS is that size's alone
+        out = subprocess.run([sys.executable, __file__, "--one", str(n)], check=True,
+                             capture_output=True, text=True).stdout
+        r = json.loads(out.strip().splitlines()[-1])
+        print(f"{r['nodes']:>7} {r['workers']:>7} {r['cycle_cpu']:>11.3f} {r['list_cpu']:>10.3f} "
+              f"{r['poll_cpu']:>10.3f} {r['rss']:>7.0f} {r['threads']:>7}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,491 @@
+"""Carrying out a plan: boots, drains, drain cancels, escalations and destroys, against the ports.
+
+API note (shared by the daemon's actuator actors and the simulator, which calls it synchronously)::
+
+    act = Actuator(cloud, scheduler, settings, clock=lambda: now)
+    act.observe_listing(cloud_nodes, polled_at)   # after every listing: settles boots/destroys
+    act.observe_poll(scheduler_poll)        # after every poll (the controller does both)
+    state = act.state()                     # ActuatorState: quota, blocked_sizes, recent_destroys,
+                                            #   in_flight (boots requested but not listed yet, and
+                                            #   drains/cancels/destroys done after that listing)
+    outcomes = act.run(Task(item, node, worker))   # item: PlanItem or BootRequest -> [Outcome]
+
+Nothing here sleeps or keeps a thread: a failed call is reported as an :class:`Outcome` with
+result ``failed`` and the same work is refused (``skipped``) until its backoff has passed; the
+controller plans it again next cycle if it is still wanted. Backoff doubles from
+:data:`INITIAL_BACKOFF` up to ``PollSettings.max_backoff``. Cloud errors by kind:
+
+- quota: learn the quota (our node count now) and block that size for ``CloudSettings.quota_backoff``;
+- capacity: block that size for ``quota_backoff``;
+- rate_limit: no cloud call until ``retry_after`` (or the backoff) has passed;
+- transient: retry after the backoff; a create that raised and whose node shows up in a later
+  listing (found by its ``TAG_REQUEST``) is a success;
+- not_found: a destroy of a gone node is a success;
+- permanent: reported, retried only after the backoff.
+
+Safety rules for a destroy: when the node carries a drain of ours (``TAG_DRAIN``, or our reason
+prefix in the scheduler) and its worker is still heard from, the scheduler's
+:meth:`confirm_drained` must say ``ok`` from fresh state first — whatever the plan item says;
+a node without our drain is destroyed only by a non-cancellable item (unpaired or down node),
+and only if the worker, as the latest poll sees it (``latest_worker``), runs nothing. A
+cancellable destroy without our drain is refused. ``TAG_DESTROY`` is written before
+``destroy_node`` so a destroy interrupted by a restart is finished on the next start.
+Thread-safe: several actuator actors may share one instance.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from nodemanager.cloud.port import (TAG_CLUSTER, TAG_DESTROY, TAG_DRAIN, TAG_REQUEST, TAG_SIZE,
+                                    CloudDriver, CloudError, ErrorKind)
+from nodemanager.cloud.reconcile import is_gone
+from nodemanager.model import BootRequest, CloudNode, InFlight, ItemKind, Outcome, PlanItem, Worker
+from nodemanager.scheduler.port import (DRAIN_REASON_PREFIX, DrainRefused, DrainSchedule, DrainTicket,
+                                        Scheduler, SchedulerError, SchedulerPoll)
+from nodemanager.settings import Settings
+
+__all__ = ["Actuator", "ActuatorState", "Task", "INITIAL_BACKOFF", "BOOT_LISTING_TIMEOUT",
+           "drain_tag", "parse_drain_tag", "ticket_for", "worker_is_busy", "is_our_drain"]
+
+INITIAL_BACKOFF = 10.0          # seconds before the first retry of a failed call
+BOOT_LISTING_TIMEOUT = 600.0    # a requested boot not listed after this long is given up
+
+OK, REFUSED, FAILED, SKIPPED = "ok", "refused", "failed", "skipped"
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One piece of actuator work: a plan item with the node and worker it is about (from the
+    snapshot it was planned on), or a boot request."""
+
+    item: PlanItem | BootRequest
+    node: CloudNode | None = None
+    worker: Worker | None = None
+
+    @property
+    def key(self) -> str:
+        """What the task is about, so two tasks on the same node are never run at once."""
+        if isinstance(self.item, BootRequest):
+            return f"boot:{self.item.size}"
+        return self.item.node_id
+
+
+@dataclass(frozen=True)
+class ActuatorState:
+    """What the actuator learned, for the next :class:`~nodemanager.model.Snapshot`."""
+
+    quota: int | None = None
+    blocked_sizes: frozenset[str] = frozenset()
+    recent_destroys: tuple[float, ...] = ()
+    in_flight: tuple[InFlight, ...] = ()   # boots not listed yet; actions newer than the listing
+
+
+def _quote(s: str) -> str:
+    return s.replace("%", "%25").replace(":", "%3A")
+
+
+def _unquote(s: str) -> str:
+    return s.replace("%3A", ":").replace("%25", "%")
+
+
+def drain_tag(ticket: DrainTicket) -> str:
+    """The ``TAG_DRAIN`` value for a drain: ``<epoch>:<request id>[:<daemon start>]``."""
+    value = f"{int(ticket.started_at)}:{_quote(ticket.request_id)}"
+    if ticket.daemon_start is not None:
+        value += f":{int(ticket.daemon_start)}"
+    return value
+
+
+def parse_drain_tag(value: str) -> tuple[float, str, float | None] | None:
+    """``(started_at, request_id, daemon_start)`` from a ``TAG_DRAIN`` value, or None if malformed."""
+    parts = value.split(":")
+    try:
+        started = float(parts[0])
+        daemon_start = float(parts[2]) if len(parts) > 2 and parts[2] else None
+    except ValueError:
+        return None
+    if len(parts) < 2 or not parts[1] or len(parts) > 3:
+        return None
+    return started, _unquote(parts[1]), daemon_start
+
+
+def is_our_drain(worker: Worker | None) -> bool:
+    """True if the scheduler says the worker drains with our reason prefix."""
+    return bool(worker is not None and worker.draining and worker.drain_reason
+                and worker.drain_reason.startswith(DRAIN_REASON_PREFIX))
+
+
+def ticket_for(node: CloudNode | None, worker: Worker | None, worker_name: str | None = None,
+               request_id: str | None = None) -> DrainTicket | None:
+    """Rebuild the ticket of our drain from the node's ``TAG_DRAIN`` (which survives restarts),
+    else from the scheduler's record of a drain with our reason prefix; None if neither."""
+    name = worker_name or (worker.name if worker else None)
+    # empty: the adapter then accepts any reason with our prefix (the exact one is unknown)
+    reason = worker.drain_reason if worker is not None and worker.drain_reason else ""
+    parsed = parse_drain_tag(node.tags.get(TAG_DRAIN, "")) if node is not None else None
+    if parsed is not None and name:
+        started, rid, daemon_start = parsed
+        return DrainTicket(worker=name, request_id=rid, reason=reason, started_at=started,
+                           daemon_start=daemon_start)
+    if name and is_our_drain(worker) and (worker.drain_request_id or request_id):
+        return DrainTicket(worker=name, request_id=worker.drain_request_id or request_id or "",
+                           reason=reason, started_at=worker.state_since)
+    return None
+
+
+def worker_is_busy(worker: Worker | None) -> bool:
+    """True if the worker runs anything (jobs or busy cores)."""
+    return worker is not None and (worker.running_jobs > 0 or worker.cpus_busy > 0)
+
+
+def _new_request_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+class Actuator:
+    """Carries out :class:`Task` s against a :class:`CloudDriver` and a :class:`Scheduler`.
+
+    ``latest_worker(name)`` returns the worker as the most recent scheduler poll saw it (the
+    daemon passes its poller's latest result); by default the task's own worker is used.
+    ``request_ids`` makes boot request ids (default: random), for deterministic simulations.
+    """
+
+    def __init__(self, cloud: CloudDriver, scheduler: Scheduler, settings: Settings, *,
+                 clock: Callable[[], float],
+                 latest_worker: Callable[[str], Worker | None] | None = None,
+                 request_ids: Callable[[], str] = _new_request_id) -> None:
+        self.cloud = cloud
+        self.scheduler = scheduler
+        self.settings = settings
+        self.clock = clock
+        self.latest_worker = latest_worker
+        self.request_ids = request_ids
+        self._lock = threading.Lock()
+        self._quota: tuple[int, float] | None = None          # (count, learned at)
+        self._blocked: dict[str, float] = {}                  # size -> blocked until
+        self._backoff: dict[str, tuple[int, float]] = {}      # key -> (failures, not before)
+        self._cloud_wait_until = 0.0                          # rate limit: no cloud call before
+        self._destroys: list[float] = []
+        self._boots: dict[str, InFlight] = {}                 # request id -> boot not yet listed
+        self._destroying: dict[str, CloudNode] = {}           # destroy raised: settle by listing
+        self._raised: set[str] = set()                        # request ids whose create raised
+        self._recent: dict[str, InFlight] = {}                # node -> action done after the listing
+        self._listed = 0
+        self._freshest_heard: float | None = None                # newest last_heard of the last poll
+
+    # -- state for the controller ---------------------------------------------------------------
+
+    def update_settings(self, settings: Settings) -> None:
+        """Use new settings (a reload) from the next task on."""
+        self.settings = settings
+
+    def state(self, now: float | None = None) -> ActuatorState:
+        """Quota, blocked sizes, recent destroys (last hour) and boots not listed yet, at ``now``."""
+        now = self.clock() if now is None else now
+        with self._lock:
+            quota = None
+            if self._quota is not None and now - self._quota[1] < self.settings.cloud.quota_backoff:
+                quota = self._quota[0]
+            blocked = frozenset(s for s, until in self._blocked.items() if until > now)
+            self._destroys = [t for t in self._destroys if now - t < 3600.0]
+            return ActuatorState(quota=quota, blocked_sizes=blocked,
+                                 recent_destroys=tuple(self._destroys),
+                                 in_flight=tuple(self._boots.values()) + tuple(self._recent.values()))
+
+    def observe_listing(self, nodes: Iterable[CloudNode], polled_at: float | None = None) -> list[Outcome]:
+        """Settle boots and destroys against a listing taken at ``polled_at``: a requested boot
+        whose request id is listed is no longer in flight (a create that raised becomes a success);
+        a destroy that raised whose node is gone is a success; drains, cancels and destroys done
+        before the listing are forgotten (the listing's tags show them). Returns what settled."""
+        now = self.clock()
+        listed_at = now if polled_at is None else polled_at
+        nodes = [n for n in nodes if not is_gone(n)]
+        by_request = {n.tags.get(TAG_REQUEST): n for n in nodes if n.tags.get(TAG_REQUEST)}
+        listed_ids = {n.id for n in nodes}
+        out: list[Outcome] = []
+        with self._lock:
+            self._listed = len(nodes)
+            self._recent = {k: f for k, f in self._recent.items() if f.since >= listed_at}
+            for rid, boot in list(self._boots.items()):
+                node = by_request.get(rid)
+                if node is not None:
+                    del self._boots[rid]
+                    if rid in self._raised:
+                        self._raised.discard(rid)
+                        out.append(Outcome("boot", node.id, OK, f"create of request {rid} raised "
+                                           "but the node is listed", now, boot.size))
+                elif now - boot.since > BOOT_LISTING_TIMEOUT:
+                    del self._boots[rid]
+                    self._raised.discard(rid)
+                    out.append(Outcome("boot", rid, FAILED, f"requested {int(now - boot.since)}s ago and "
+                                       "never listed; given up", now, boot.size))
+            for node_id, node in list(self._destroying.items()):
+                if node_id not in listed_ids:
+                    del self._destroying[node_id]
+                    self._destroys.append(now)
+                    out.append(Outcome("destroy", node_id, OK, "destroy raised but the node is gone "
+                                       "from the listing", now, node.size))
+        return out
+
+    def _remember(self, flight: InFlight) -> None:
+        """Keep an action in flight until a listing taken after it shows its effect."""
+        with self._lock:
+            self._recent[flight.node] = flight
+
+    def observe_poll(self, poll: SchedulerPoll) -> None:
+        """Note the newest ``last_heard`` of a poll: a worker is lost when it was heard from
+        ``node_stale_after`` before that (measured within one poll, so a scheduler clock that runs
+        behind ours does not make every worker look lost)."""
+        heard = [w.last_heard for w in poll.workers if w.last_heard > 0]
+        with self._lock:
+            self._freshest_heard = max(heard) if heard else None
+
+    # -- backoff bookkeeping --------------------------------------------------------------------
+
+    def _wait_reason(self, key: str, now: float, cloud: bool) -> str | None:
+        with self._lock:
+            if cloud and self._cloud_wait_until > now:
+                return f"cloud rate limit: waiting until {self._cloud_wait_until - now:.0f}s from now"
+            failures, not_before = self._backoff.get(key, (0, 0.0))
+            if not_before > now:
+                return f"retry backoff after {failures} failure(s): {not_before - now:.0f}s left"
+        return None
+
+    def _failed(self, key: str, now: float) -> float:
+        with self._lock:
+            failures = self._backoff.get(key, (0, 0.0))[0] + 1
+            delay = min(INITIAL_BACKOFF * 2 ** (failures - 1), self.settings.poll.max_backoff)
+            self._backoff[key] = (failures, now + delay)
+            return delay
+
+    def _succeeded(self, key: str) -> None:
+        with self._lock:
+            self._backoff.pop(key, None)
+
+    def _cloud_error(self, err: CloudError, key: str, now: float, size: str | None = None) -> str:
+        """Apply what a cloud error teaches; return the words for the outcome."""
+        if err.kind is ErrorKind.RATE_LIMIT:
+            delay = err.retry_after if err.retry_after else self._failed(key, now)
+            with self._lock:
+                self._cloud_wait_until = max(self._cloud_wait_until, now + delay)
+            return f"{err}; no cloud call for {delay:.0f}s"
+        if err.kind in (ErrorKind.QUOTA, ErrorKind.CAPACITY) and size is not None:
+            backoff = self.settings.cloud.quota_backoff
+            with self._lock:
+                self._blocked[size] = now + backoff
+                if err.kind is ErrorKind.QUOTA:
+                    self._quota = (self._listed + len(self._boots), now)
+            what = f"quota learned: {self._quota[0]} nodes; " if err.kind is ErrorKind.QUOTA else ""
+            return f"{err}; {what}size {size} not booted for {backoff:.0f}s"
+        delay = self._failed(key, now)
+        return f"{err}; retry in {delay:.0f}s"
+
+    # -- the work -------------------------------------------------------------------------------
+
+    def run(self, task: Task) -> list[Outcome]:
+        """Carry out one task; never raises for cloud or scheduler errors (they become outcomes)."""
+        item = task.item
+        if isinstance(item, BootRequest):
+            return self.boot(item)
+        handler = {ItemKind.DRAIN: self._drain, ItemKind.CANCEL_DRAIN: self._cancel_drain,
+                   ItemKind.DESTROY: self._destroy, ItemKind.ESCALATE: self._escalate}[ItemKind(item.kind)]
+        return [handler(item, task.node, task.worker)]
+
+    def boot(self, req: BootRequest) -> list[Outcome]:
+        """Create ``req.count`` nodes of ``req.size``; stop at the first quota, capacity or rate limit."""
+        now = self.clock()
+        size = self.settings.core.size(req.size)
+        if size is None:
+            return [Outcome("boot", req.size, FAILED, f"no [Size {req.size}] configured", now, req.size)]
+        key = f"boot:{req.size}"
+        out: list[Outcome] = []
+        for _ in range(req.count):
+            with self._lock:
+                blocked = self._blocked.get(req.size, 0.0)
+            if blocked > now:
+                out.append(Outcome("boot", req.size, SKIPPED, f"size {req.size} blocked for "
+                                   f"{blocked - now:.0f}s more after a quota/capacity error", now, req.size))
+                break
+            wait = self._wait_reason(key, now, cloud=True)
+            if wait:
+                out.append(Outcome("boot", req.size, SKIPPED, wait, now, req.size))
+                break
+            base = self.request_ids()
+            rid = f"{base}.{int(now)}"  # carries the request time: boot age never precedes it
+            cs = self.settings.cloud
+            tags = {**cs.tags, TAG_CLUSTER: cs.cluster, TAG_SIZE: size.name, TAG_REQUEST: rid}
+            name = cs.node_name_template.format(cluster=cs.cluster, size=size.name, seq=base)
+            with self._lock:
+                self._boots[rid] = InFlight(node=rid, action="boot", since=now, size=size.name,
+                                            request_id=rid)
+            try:
+                node = self.cloud.create_node(size, name, tags)
+            except CloudError as err:
+                with self._lock:
+                    if err.kind in (ErrorKind.TRANSIENT, ErrorKind.RATE_LIMIT):
+                        # the create may have happened: wait for the listing to tell
+                        self._raised.add(rid)
+                    else:
+                        del self._boots[rid]
+                out.append(Outcome("boot", rid, FAILED, self._cloud_error(err, key, now, size.name),
+                                   now, size.name))
+                break
+            self._succeeded(key)
+            with self._lock:
+                if self._quota is not None and self._listed + len(self._boots) > self._quota[0]:
+                    self._quota = (self._listed + len(self._boots), now)
+            out.append(Outcome("boot", node.id, OK, f"created {node.name} for {req.reason} "
+                               f"(request {rid})", now, size.name))
+        return out
+
+    def _drain(self, item: PlanItem, node: CloudNode | None, worker: Worker | None) -> Outcome:
+        now = self.clock()
+        size = node.size if node else None
+        key = f"drain:{item.node_id}"
+        if worker is None:
+            return Outcome("drain", item.node_id, SKIPPED, "no worker to drain", now, size)
+        wait = self._wait_reason(key, now, cloud=False)
+        if wait:
+            return Outcome("drain", item.node_id, SKIPPED, wait, now, size)
+        schedule = DrainSchedule(item.schedule or self.settings.drain.schedule)
+        reason = item.reason  # the adapter adds our DRAIN_REASON_PREFIX
+        try:
+            ticket = self.scheduler.drain(worker, schedule, reason)
+        except DrainRefused as err:
+            return Outcome("drain", item.node_id, REFUSED, f"scheduler refused: {err}", now, size)
+        except SchedulerError as err:
+            delay = self._failed(key, now)
+            return Outcome("drain", item.node_id, FAILED, f"{err}; retry in {delay:.0f}s", now, size)
+        self._succeeded(key)
+        self._remember(InFlight(node=item.node_id, action="drain", since=now, size=size,
+                                request_id=ticket.request_id))
+        detail = f"{schedule} drain of {worker.name} started (request {ticket.request_id})"
+        if node is not None:
+            try:
+                self.cloud.set_tags(node, {TAG_DRAIN: drain_tag(ticket)})
+            except CloudError as err:
+                # the scheduler still knows the drain is ours (reason prefix), so nothing is lost
+                detail += f"; recording it in the cloud tags failed: {err}"
+        return Outcome("drain", item.node_id, OK, detail, now, size)
+
+    def _cancel_drain(self, item: PlanItem, node: CloudNode | None, worker: Worker | None) -> Outcome:
+        now = self.clock()
+        size = node.size if node else None
+        key = f"cancel:{item.node_id}"
+        wait = self._wait_reason(key, now, cloud=False)
+        if wait:
+            return Outcome("cancel_drain", item.node_id, SKIPPED, wait, now, size)
+        ticket = ticket_for(node, worker, item.worker, item.request_id)
+        if ticket is not None:
+            try:
+                self.scheduler.cancel_drain(ticket)
+            except SchedulerError as err:
+                delay = self._failed(key, now)
+                return Outcome("cancel_drain", item.node_id, FAILED, f"{err}; retry in {delay:.0f}s",
+                               now, size)
+        if node is not None and node.tags.get(TAG_DRAIN):
+            try:
+                self.cloud.set_tags(node, {TAG_DRAIN: ""})
+            except CloudError as err:
+                if err.kind is not ErrorKind.NOT_FOUND:
+                    detail = self._cloud_error(err, key, now)
+                    return Outcome("cancel_drain", item.node_id, FAILED,
+                                   f"drain cancelled but clearing the tag failed: {detail}", now, size)
+        self._succeeded(key)
+        self._remember(InFlight(node=item.node_id, action="cancel_drain", since=now, size=size))
+        what = f"drain {ticket.request_id} cancelled" if ticket else "no drain of ours found; tag cleared"
+        return Outcome("cancel_drain", item.node_id, OK, f"{what} ({item.reason})", now, size)
+
+    def _escalate(self, item: PlanItem, node: CloudNode | None, worker: Worker | None) -> Outcome:
+        now = self.clock()
+        size = node.size if node else None
+        ticket = ticket_for(node, worker, item.worker, item.request_id)
+        if ticket is None:
+            return Outcome("escalate", item.node_id, SKIPPED, "no drain of ours to escalate", now, size)
+        key = f"escalate:{item.node_id}"
+        wait = self._wait_reason(key, now, cloud=False)
+        if wait:
+            return Outcome("escalate", item.node_id, SKIPPED, wait, now, size)
+        schedule = DrainSchedule(item.schedule or DrainSchedule.QUICK.value)
+        try:
+            self.scheduler.escalate(ticket, schedule)
+        except SchedulerError as err:
+            delay = self._failed(key, now)
+            return Outcome("escalate", item.node_id, FAILED, f"{err}; retry in {delay:.0f}s", now, size)
+        self._succeeded(key)
+        return Outcome("escalate", item.node_id, OK, f"drain {ticket.request_id} made {schedule} "
+                       f"({item.reason})", now, size)
+
+    def _destroy(self, item: PlanItem, node: CloudNode | None, worker: Worker | None) -> Outcome:
+        now = self.clock()
+        if node is None:
+            return Outcome("destroy", item.node_id, SKIPPED, "node not in the listing", now)
+        key = f"destroy:{node.id}"
+        wait = self._wait_reason(key, now, cloud=True)
+        if wait:
+            return Outcome("destroy", node.id, SKIPPED, wait, now, node.size)
+        worker_name = item.worker or (worker.name if worker else None)
+        latest = worker
+        if worker_name and self.latest_worker is not None:
+            latest = self.latest_worker(worker_name) or worker
+        # a worker the scheduler still hears from can be asked; a lost one cannot
+        freshest = self._freshest_heard if self._freshest_heard is not None else now
+        alive = latest is not None and not (
+            latest.last_heard > 0 and freshest - latest.last_heard > self.settings.core.node_stale_after)
+        resuming = bool(node.tags.get(TAG_DESTROY))
+        ticket = ticket_for(node, latest, worker_name, item.request_id)
+        if ticket is not None and alive and not resuming:
+            try:
+                confirmation = self.scheduler.confirm_drained(ticket)
+            except SchedulerError as err:
+                delay = self._failed(key, now)
+                return Outcome("destroy", node.id, FAILED, f"could not confirm the drain: {err}; "
+                               f"retry in {delay:.0f}s", now, node.size)
+            if not confirmation.ok:
+                return Outcome("destroy", node.id, REFUSED, f"drain not confirmed: {confirmation.reason}",
+                               now, node.size)
+            why = f"drain confirmed ({confirmation.reason})"
+        elif item.cancellable and not resuming:
+            return Outcome("destroy", node.id, REFUSED, "no drain of ours to confirm; a node that "
+                           "may run jobs is only destroyed after our drain", now, node.size)
+        else:
+            if worker_is_busy(latest):  # never destroy what the latest poll shows running jobs
+                return Outcome("destroy", node.id, REFUSED, f"worker {latest.name} runs "
+                               f"{latest.running_jobs} job(s) in the latest poll", now, node.size)
+            why = ("finishing a destroy started before" if resuming else
+                   "worker lost" if ticket is not None else "nothing to drain")
+        if not resuming:
+            try:
+                self.cloud.set_tags(node, {TAG_DESTROY: str(int(now))})
+            except CloudError as err:
+                if err.kind is ErrorKind.NOT_FOUND:
+                    return self._destroyed(node, worker_name, now, "node already gone")
+                return Outcome("destroy", node.id, FAILED, self._cloud_error(err, key, now), now, node.size)
+        try:
+            self.cloud.destroy_node(node)
+        except CloudError as err:
+            if err.kind is ErrorKind.NOT_FOUND:
+                return self._destroyed(node, worker_name, now, "node already gone")
+            with self._lock:
+                self._destroying[node.id] = node
+            return Outcome("destroy", node.id, FAILED, self._cloud_error(err, key, now), now, node.size)
+        return self._destroyed(node, worker_name, now, f"{why}; {item.reason}")
+
+    def _destroyed(self, node: CloudNode, worker_name: str | None, now: float, why: str) -> Outcome:
+        key = f"destroy:{node.id}"
+        self._succeeded(key)
+        self._remember(InFlight(node=node.id, action="destroy", since=now, size=node.size))
+        with self._lock:
+            self._destroys.append(now)
+            self._destroying.pop(node.id, None)
+        detail = f"destroyed: {why}"
+        if worker_name:
+            try:
+                self.scheduler.node_destroyed(worker_name)
+            except SchedulerError as err:
+                detail += f"; telling the scheduler failed: {err}"
+        return Outcome("destroy", node.id, OK, detail, now, node.size)

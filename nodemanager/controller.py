@@ -1,0 +1,454 @@
+"""The controller cycle, synchronous and thread-free: inputs → Snapshot → core plan → actuator.
+
+API note (the daemon's controller actor and the simulator both drive this)::
+
+    ctl = Controller(settings, matrix, actuator, clock=lambda: now, dry_run=False,
+                     admin=None, escalation=None)     # actuator None: dry-run only
+    report = ctl.cycle(cloud_nodes, cloud_polled_at, scheduler_poll)   # plan + act inline
+    # or, when tasks run elsewhere (the daemon's actuator pool):
+    report, tasks = ctl.prepare(cloud_nodes, cloud_polled_at, scheduler_poll)
+    ...; ctl.record(outcomes)              # log them; they go into the next report
+    ctl.set_matrix(matrix); ctl.update_settings(settings)   # after a reload
+
+``admin`` is a :class:`nodemanager.admin.AdminState` (or anything with ``held``, ``forced_drains``
+and ``paused``): read once per cycle; its pending cancels become CANCEL_DRAIN items for nodes
+that have a drain of ours, and nodes that left the listing are forgotten.
+
+What survives a restart is read back on every cycle, not remembered: drains we started come from
+the nodes' ``TAG_DRAIN`` tags (or, when the tag could not be written, from the scheduler's drain
+reason prefix), destroys in progress from ``TAG_DESTROY`` (such a node is destroyed again until
+it is gone: a destroy is never left half-done), boots from the listing's ``TAG_REQUEST`` (a listed
+node, pending or running, counts as supply; the actuator adds boots it requested that are not
+listed yet). One bad listing or poll is not believed (see :class:`InputMemory`).
+
+Logging (logger ``nodemanager.decisions``), designed so 10,000 nodes do not flood the log: one
+line per node *decision change* — node, tuple, matched rule ``file:line``, matrix action, the
+planned action and what blocked it — at INFO when the matrix action, the planned action or what
+blocks it changes; a change of tuple or rule that leaves the decision as it was (busy → idle wait,
+a billing window opening with nothing to do) and a node first seen with nothing to do or block
+are logged at DEBUG; every planned action is logged at INFO (``dry-run: would ...`` in dry-run);
+one summary line per cycle (node counts per worker state, workers, queued jobs, actions, boots,
+freeze reason, CPU time) at INFO when it differs from the previous cycle's, else at DEBUG; one
+line per actuator outcome (``ok`` at INFO, ``refused``/``failed`` at WARNING, backoff skips at
+DEBUG). A quiet pool logs nothing at INFO. Line format::
+
+    node NAME (ID, SIZE) (idle, open, boot exceeded, idle exceeded) rule default.matrix:24 \
+START_DRAIN -> drain [blocked by budget: ...]
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+from typing import Any, Callable, Iterable, Sequence
+
+from nodemanager.actuate import Actuator, ActuatorState, Task, is_our_drain, parse_drain_tag
+from nodemanager.cloud.port import TAG_DESTROY, TAG_DRAIN, TAG_REQUEST
+from nodemanager.cloud.reconcile import is_gone
+from nodemanager.model import (Action, CloudNode, CycleReport, InFlight, ItemKind, NodeExplanation,
+                               Outcome, Plan, PlanItem, Snapshot, Worker)
+from nodemanager.scheduler.port import SchedulerPoll
+from nodemanager.settings import Settings
+
+__all__ = ["Controller", "InputMemory", "build_in_flight", "decision_line", "requested_at",
+           "MISSING_LISTINGS"]
+
+log = logging.getLogger("nodemanager.decisions")
+
+
+def _short(name: str | None) -> str | None:
+    return name.split(".", 1)[0] if name else None
+
+
+def build_in_flight(nodes: Iterable[CloudNode], poll: SchedulerPoll | None,
+                    boots: Iterable[InFlight] = (), tag_grace: float = 120.0) -> tuple[InFlight, ...]:
+    """In-flight actions as the cloud tags and the scheduler record them (plus unlisted boots).
+
+    A ``TAG_DRAIN`` is believed unless a poll taken more than ``tag_grace`` seconds after the drain
+    began shows the node's worker not draining by us (the drain ended outside the daemon, or a
+    crash came between cancelling it and clearing the tag): such a tag is ignored, so the node is
+    judged afresh. A drain of ours whose tag could not be written comes from the scheduler."""
+    workers = poll.workers if poll is not None else ()
+    by_id = {w.cloud_id: w for w in workers if w.cloud_id}
+    by_name: dict[str, Worker] = {}
+    for w in workers:
+        by_name.setdefault(w.name, w)
+        by_name.setdefault(_short(w.name) or w.name, w)
+    out: list[InFlight] = []
+    tagged: set[str] = set()
+    for n in nodes:
+        if is_gone(n):
+            continue
+        drain = n.tags.get(TAG_DRAIN)
+        parsed = parse_drain_tag(drain) if drain else None
+        if parsed is not None:
+            w = by_id.get(n.id) or by_name.get(n.hostname or "") or by_name.get(n.name) or \
+                by_name.get(_short(n.hostname or n.name) or "")
+            if w is not None and not is_our_drain(w) and poll is not None and poll.polled_at - parsed[0] > tag_grace:
+                log.debug("node %s: drain tag %s outlived the drain (worker %s not draining by us); ignored",
+                          n.id, drain, w.name)
+            else:
+                out.append(InFlight(node=n.id, action="drain", since=parsed[0], size=n.size,
+                                    request_id=parsed[1]))
+                tagged.add(n.id)
+        destroy = n.tags.get(TAG_DESTROY)
+        if destroy:
+            try:
+                since = float(destroy)
+            except ValueError:
+                since = n.launched_at
+            out.append(InFlight(node=n.id, action="destroy", since=since, size=n.size))
+    for w in workers:
+        # a drain of ours whose tag could not be written: the scheduler remembers it
+        if w.cloud_id and w.cloud_id not in tagged and is_our_drain(w):
+            out.append(InFlight(node=w.cloud_id, action="drain", since=w.state_since,
+                                request_id=w.drain_request_id))
+    out.extend(boots)
+    return tuple(out)
+
+
+def decision_line(e: NodeExplanation, dry_run: bool = False) -> str:
+    """The operator's one line for a node decision."""
+    action = e.action.value if e.action is not None else "none"
+    if dry_run and e.action is not None:
+        action = f"dry-run: would {action}"
+    line = (f"node {e.name} ({e.node_id}, {e.size}) {e.tuple} rule {e.rule} "
+            f"{e.matrix_action} -> {action}")
+    if e.blocked_by:
+        line += f" [blocked by {e.blocked_by}: {e.reason}]"
+    elif e.reason:
+        line += f" [{e.reason}]"
+    return line
+
+
+MISSING_LISTINGS = 3   # a listed node absent from this many listings in a row is believed gone
+
+
+def requested_at(request_id: str | None) -> float | None:
+    """The epoch a boot was requested, from a ``TAG_REQUEST`` value ``<id>.<epoch>`` (else None)."""
+    if not request_id:
+        return None
+    _, dot, tail = request_id.rpartition(".")
+    return float(tail) if dot and tail.isdigit() else None
+
+
+class InputMemory:
+    """Smooths over one bad poll without believing it (every rule keeps a node *alive*, never acts):
+
+    - terminated and terminating VMs (the libcloud adapter lists them with their state) are left
+      out: they are neither capacity nor something to act on (the actuator still sees them, to
+      settle destroys);
+    - a node absent from a listing (a failed page, eventual consistency) is kept, as the previous
+      listing showed it, for :data:`MISSING_LISTINGS` listings, and for as long as the scheduler
+      still reports a worker on it; never when it is gone, marked ``TAG_DESTROY`` or we destroyed it;
+    - a worker absent from a poll (a lost ad, a flapping node, a blank poll) is kept, as last seen,
+      while its node is listed and for at most ``node_stale_after`` seconds since we last saw it,
+      so the core judges it by its last-heard time (down after ``node_stale_after``), not as a VM
+      that never joined;
+    - a node's ``launched_at`` is raised to the time we requested its boot (carried in the request
+      tag), so a cloud clock running behind never makes a new VM look boot-exceeded.
+    """
+
+    def __init__(self) -> None:
+        self._listing_at: float | None = None
+        self._nodes: dict[str, CloudNode] = {}
+        self._missing: dict[str, int] = {}
+        self._merged: list[CloudNode] = []
+        self._workers: dict[str, tuple[Worker, float]] = {}
+        self.destroyed: dict[str, float] = {}
+
+    def nodes(self, listing: Sequence[CloudNode], polled_at: float, poll: SchedulerPoll) -> list[CloudNode]:
+        if polled_at == self._listing_at:
+            return self._merged
+        self._listing_at = polled_at
+        self.destroyed = {k: t for k, t in self.destroyed.items() if polled_at - t < 3600.0}
+        listing = [n for n in listing if not is_gone(n)]   # terminated VMs: neither supply nor work
+        current = {n.id: n for n in listing}
+        on_workers = {w.cloud_id for w in poll.workers if w.cloud_id}
+        kept: list[CloudNode] = []
+        missing: dict[str, int] = {}
+        for node_id, node in self._nodes.items():
+            if node_id in current or node_id in self.destroyed or is_gone(node) or node.tags.get(TAG_DESTROY):
+                continue
+            count = self._missing.get(node_id, 0) + 1
+            if count < MISSING_LISTINGS or node_id in on_workers:
+                kept.append(node)
+                missing[node_id] = count
+        if kept:
+            log.info("cloud listing lacks %d node(s) seen before (%s%s); kept as they were",
+                     len(kept), ", ".join(n.id for n in kept[:5]), "..." if len(kept) > 5 else "")
+        self._missing = missing
+        merged = [self._launch_time(n) for n in listing] + kept
+        self._nodes = {n.id: n for n in merged}
+        self._merged = merged
+        return merged
+
+    @staticmethod
+    def _launch_time(node: CloudNode) -> CloudNode:
+        asked = requested_at(node.tags.get(TAG_REQUEST)) if node.tags else None
+        if asked is not None and asked > node.launched_at:
+            return replace(node, launched_at=asked)
+        return node
+
+    def poll(self, poll: SchedulerPoll, nodes: Sequence[CloudNode], stale_after: float) -> SchedulerPoll:
+        now = poll.polled_at
+        present = {w.name for w in poll.workers}
+        listed = {n.id for n in nodes}
+        carried = [w for name, (w, seen) in self._workers.items()
+                   if name not in present and w.cloud_id in listed and now - seen <= stale_after]
+        self._workers = {name: self._workers[name] for name in (w.name for w in carried)}
+        self._workers.update((w.name, (w, now)) for w in poll.workers)
+        if not carried:
+            return poll
+        log.info("scheduler poll lacks %d worker(s) seen before (%s%s); kept as last seen",
+                 len(carried), ", ".join(w.name for w in carried[:5]), "..." if len(carried) > 5 else "")
+        return SchedulerPoll(workers=poll.workers + tuple(carried), demand=poll.demand, polled_at=poll.polled_at)
+
+
+def _admin_view(admin: Any) -> tuple[frozenset[str], frozenset[str], str | None]:
+    if admin is None:
+        return frozenset(), frozenset(), None
+    view = admin() if callable(admin) else admin
+    return (frozenset(getattr(view, "held", ()) or ()), frozenset(getattr(view, "forced_drains", ()) or ()),
+            getattr(view, "paused", None))
+
+
+def _default_planner() -> Callable[..., Plan]:
+    from nodemanager.core import plan
+    return plan
+
+
+def _default_escalation(settings: Settings) -> Any:
+    try:
+        from nodemanager.core.escalation import make_escalation
+    except ImportError:
+        return None
+    return make_escalation(settings.drain)
+
+
+class Controller:
+    """One controller: builds snapshots, runs the core, logs decisions, hands out tasks.
+
+    ``actuator`` may be None in dry-run. ``planner`` defaults to :func:`nodemanager.core.plan`;
+    ``escalation`` to ``make_escalation(settings.drain)`` when that module exists.
+    """
+
+    def __init__(self, settings: Settings, matrix: Any, actuator: Actuator | None, *,
+                 clock: Callable[[], float], dry_run: bool = False, admin: Any = None,
+                 escalation: Any = None, planner: Callable[..., Plan] | None = None,
+                 estimator: Any = None) -> None:
+        self.settings = settings
+        self.matrix = matrix
+        self.actuator = actuator
+        self.clock = clock
+        self.dry_run = dry_run or settings.dry_run
+        self.admin = admin
+        self._escalation_given = escalation
+        self.escalation = escalation if escalation is not None else _default_escalation(settings)
+        self.planner = planner or _default_planner()
+        self.estimator = estimator
+        self.matrix_error: str | None = None
+        self.last_report: CycleReport | None = None
+        self._seen: dict[str, tuple[Any, ...]] = {}
+        self._pending_outcomes: list[Outcome] = []
+        self._last_summary: tuple[Any, ...] | None = None
+        self._just_destroyed: set[str] = set()
+        self.inputs = InputMemory()
+        if actuator is None and not self.dry_run:
+            raise ValueError("a controller that acts needs an actuator")
+
+    # -- reloads --------------------------------------------------------------------------------
+
+    def set_matrix(self, matrix: Any, error: str | None = None) -> None:
+        """Use ``matrix`` from the next cycle on; ``error`` is a rejected reload's message."""
+        self.matrix = matrix
+        self.matrix_error = error
+
+    def update_settings(self, settings: Settings) -> None:
+        self.settings = settings
+        if self._escalation_given is None:
+            self.escalation = _default_escalation(settings)
+        if self.actuator is not None:
+            self.actuator.update_settings(settings)
+
+    # -- the cycle ------------------------------------------------------------------------------
+
+    def snapshot(self, nodes: Sequence[CloudNode], cloud_polled_at: float, poll: SchedulerPoll,
+                 now: float | None = None) -> Snapshot:
+        """The snapshot for these inputs, with admin state and what the actuator learned."""
+        now = self.clock() if now is None else now
+        state = self.actuator.state(now) if self.actuator is not None else ActuatorState()
+        self._just_destroyed = {f.node for f in state.in_flight if f.action == "destroy"}
+        held, forced, paused = _admin_view(self.admin)
+        return Snapshot(
+            now=now,
+            polled_at={"cloud": cloud_polled_at, "scheduler": poll.polled_at},
+            cloud_nodes=tuple(nodes),
+            workers=poll.workers,
+            demand=poll.demand,
+            in_flight=build_in_flight(nodes, poll, state.in_flight,
+                                      tag_grace=max(2 * self.settings.poll.scheduler_interval, 120.0)),
+            held=held, forced_drains=forced, paused=paused,
+            quota=state.quota, blocked_sizes=state.blocked_sizes,
+            recent_destroys=state.recent_destroys,
+        )
+
+    def prepare(self, nodes: Sequence[CloudNode], cloud_polled_at: float,
+                poll: SchedulerPoll) -> tuple[CycleReport, list[Task]]:
+        """Plan one cycle and log its decisions; return the report and the tasks to carry out
+        (none in dry-run). Outcomes recorded since the last report are included in this one."""
+        cpu0 = time.process_time()
+        now = self.clock()
+        settled = self.actuator.observe_listing(nodes, cloud_polled_at) if self.actuator is not None else []
+        if settled:
+            self.record(settled)
+        nodes = self.inputs.nodes(nodes, cloud_polled_at, poll)
+        poll = self.inputs.poll(poll, nodes, self.settings.core.node_stale_after)
+        if self.actuator is not None:
+            self.actuator.observe_poll(poll)
+        snap = self.snapshot(nodes, cloud_polled_at, poll, now)
+        plan = self.planner(snap, self.settings.core, self.matrix, estimator=self.estimator,
+                            escalation=self.escalation or None)
+        plan = self._resume_destroys(snap, plan)
+        plan = self._operator_cancels(snap, plan)
+        gone = self._log_decisions(plan)
+        if gone and hasattr(self.admin, "forget"):
+            self.admin.forget(gone)
+        tasks = [] if self.dry_run else self._tasks(snap, plan)
+        outcomes, self._pending_outcomes = tuple(self._pending_outcomes), []
+        cpu = time.process_time() - cpu0
+        self._log_summary(snap, plan, cpu)
+        report = CycleReport(snapshot=snap, plan=plan, outcomes=outcomes,
+                             matrix_hash=getattr(self.matrix, "sha256", ""),
+                             matrix_error=self.matrix_error, cpu_seconds=cpu)
+        self.last_report = report
+        return report, tasks
+
+    def cycle(self, nodes: Sequence[CloudNode], cloud_polled_at: float, poll: SchedulerPoll) -> CycleReport:
+        """Plan and carry out one cycle inline; the report holds this cycle's outcomes."""
+        report, tasks = self.prepare(nodes, cloud_polled_at, poll)
+        outcomes: list[Outcome] = []
+        for task in tasks:
+            outcomes.extend(self.actuator.run(task))
+        self.record(outcomes)
+        self._pending_outcomes = []
+        report = replace(report, outcomes=report.outcomes + tuple(outcomes))
+        self.last_report = report
+        return report
+
+    def record(self, outcomes: Iterable[Outcome]) -> None:
+        """Log actuator outcomes (one line each) and keep them for the next report."""
+        for o in outcomes:
+            self._pending_outcomes.append(o)
+            if o.kind == "destroy" and o.result == "ok":
+                self.inputs.destroyed[o.node] = o.at
+            size = f", {o.size}" if o.size else ""
+            level = {"ok": logging.INFO, "skipped": logging.DEBUG}.get(o.result, logging.WARNING)
+            log.log(level, "outcome %s %s%s: %s: %s", o.kind, o.node, size, o.result, o.detail)
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _resume_destroys(self, snap: Snapshot, plan: Plan) -> Plan:
+        """Add a destroy for every listed node marked ``TAG_DESTROY`` that the plan does not destroy
+        (a destroy interrupted by a restart or a failed call), unless actions are frozen/paused."""
+        if plan.frozen or snap.paused:
+            return plan
+        planned = {i.node_id for i in plan.items if i.kind == ItemKind.DESTROY}
+        workers = {e.node_id: e.worker for e in plan.nodes}
+        extra = []
+        for n in snap.cloud_nodes:
+            if (n.tags.get(TAG_DESTROY) and n.id not in planned and not is_gone(n)
+                    and n.id not in self._just_destroyed):  # listed before our destroy finished
+                extra.append(PlanItem(kind=ItemKind.DESTROY, node_id=n.id, node_name=n.name,
+                                      reason=f"finishing the destroy recorded at {n.tags[TAG_DESTROY]}",
+                                      worker=workers.get(n.id), cancellable=False))
+        if not extra:
+            return plan
+        items = tuple(i for i in plan.items if i.node_id not in {x.node_id for x in extra}) + tuple(extra)
+        return replace(plan, items=items)
+
+    def _operator_cancels(self, snap: Snapshot, plan: Plan) -> Plan:
+        """A CANCEL_DRAIN for each node whose drain of ours the operator asked to cancel; it
+        replaces whatever the plan had for that node (except finishing a recorded destroy)."""
+        if not hasattr(self.admin, "take_cancels"):
+            return plan
+        cancels = self.admin.take_cancels()
+        if not cancels:
+            return plan
+        draining = {f.node: f for f in snap.in_flight if f.action == "drain"}
+        nodes = {n.id: n for n in snap.cloud_nodes}
+        workers = {e.node_id: e.worker for e in plan.nodes}
+        extra = {}
+        for node_id in sorted(cancels):
+            node = nodes.get(node_id)
+            if node is not None and node_id in draining and not node.tags.get(TAG_DESTROY):
+                extra[node_id] = PlanItem(kind=ItemKind.CANCEL_DRAIN, node_id=node_id, node_name=node.name,
+                                          reason="operator cancelled the drain", worker=workers.get(node_id),
+                                          request_id=draining[node_id].request_id)
+            else:
+                log.info("node %s: operator cancel ignored: no drain of ours in progress", node_id)
+        if not extra:
+            return plan
+        kept = tuple(i for i in plan.items if i.node_id not in extra)
+        return replace(plan, items=kept + tuple(extra.values()))
+
+    def _tasks(self, snap: Snapshot, plan: Plan) -> list[Task]:
+        nodes = {n.id: n for n in snap.cloud_nodes}
+        workers = {w.name: w for w in snap.workers}
+        tasks = [Task(item, nodes.get(item.node_id), workers.get(item.worker) if item.worker else None)
+                 for item in plan.items]
+        tasks.extend(Task(b) for b in plan.boots)
+        return tasks
+
+    def _log_decisions(self, plan: Plan) -> list[str]:
+        """Log decision changes and actions; return the node ids that left the listing."""
+        seen = self._seen
+        current: set[str] = set()
+        acted = {i.node_id for i in plan.items}
+        info, debug = log.isEnabledFor(logging.INFO), log.isEnabledFor(logging.DEBUG)
+        for e in plan.nodes:
+            current.add(e.node_id)
+            sig = (e.matrix_action, e.action, e.blocked_by, e.tuple, e.rule)
+            old = seen.get(e.node_id)
+            if e.action is not None or e.node_id in acted:
+                level = logging.INFO
+            elif old == sig:
+                continue
+            elif old is None:
+                level = logging.INFO if e.blocked_by or e.matrix_action is not Action.NONE else logging.DEBUG
+            else:  # the decision changed (INFO), or only the tuple/rule with the same decision (DEBUG)
+                level = logging.INFO if old[:3] != sig[:3] else logging.DEBUG
+            if debug or (info and level >= logging.INFO):
+                log.log(level, "%s", decision_line(e, self.dry_run))
+            seen[e.node_id] = sig
+        gone = [k for k in seen if k not in current]
+        for node_id in gone:
+            del seen[node_id]
+            log.info("node %s left the cloud listing", node_id)
+        explained = {e.node_id for e in plan.nodes}
+        for item in plan.items:
+            if item.node_id not in explained:
+                prefix = "dry-run: would " if self.dry_run else ""
+                log.info("node %s (%s) -> %s%s [%s]", item.node_name, item.node_id, prefix,
+                         item.kind.value, item.reason)
+        for b in plan.boots:
+            prefix = "dry-run: would " if self.dry_run else ""
+            log.info("boot %s%d x %s [%s]", prefix, b.count, b.size, b.reason)
+        return gone
+
+    def _log_summary(self, snap: Snapshot, plan: Plan, cpu: float) -> None:
+        counts: dict[str, int] = {}
+        for e in plan.nodes:
+            counts[e.tuple.worker_state] = counts.get(e.tuple.worker_state, 0) + 1
+        states = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
+        boots = sum(b.count for b in plan.boots)
+        key = (len(snap.cloud_nodes), states, len(snap.workers), sum(d.count for d in snap.demand),
+               len(plan.items), boots, plan.frozen)
+        level = logging.DEBUG if key == self._last_summary else logging.INFO
+        self._last_summary = key
+        log.log(level, "cycle: %d nodes (%s), %d workers, %d queued, %d action(s), %d boot(s)%s%s, %.3fs CPU",
+                 len(snap.cloud_nodes), states, len(snap.workers), sum(d.count for d in snap.demand),
+                 len(plan.items), boots, f", frozen: {plan.frozen}" if plan.frozen else "",
+                 " (dry-run)" if self.dry_run else "", cpu)
+

@@ -1,0 +1,228 @@
+"""The actuator against the simulated cloud and a scripted scheduler: what an operator would see
+happen to nodes (or refused), with plans built by hand."""
+
+from nodemanager.actuate import (BOOT_LISTING_TIMEOUT, Actuator, Task, drain_tag, parse_drain_tag,
+                                 ticket_for)
+from nodemanager.cloud.port import TAG_DESTROY, TAG_DRAIN, TAG_REQUEST, CloudError, ErrorKind
+from nodemanager.model import BootRequest, ItemKind, PlanItem
+from nodemanager.scheduler.port import DrainTicket, SchedulerError
+from nodemanager.sim.cloud import SimCloud
+from tests.fixtures.daemon import SIZES
+
+SMALL = SIZES[0]
+
+
+def setup(time_now, settings, sched, **cloud_kw):
+    cloud = SimCloud(clock=time_now, sizes=SIZES, cluster="testcluster", boot_delay=0.0, **cloud_kw)
+    ids = iter(f"req{i}" for i in range(1000))
+    act = Actuator(cloud, sched, settings, clock=time_now, request_ids=lambda: next(ids))
+    return cloud, act
+
+
+def running_node(cloud, sched, name="w1", jobs=0):
+    node = cloud.create_node(SMALL, name, {})
+    sched.add(name, node.id, running_jobs=jobs)
+    return cloud.node(node.id)
+
+
+def item(kind, node, worker="w1", cancellable=True, schedule=None):
+    return PlanItem(kind=kind, node_id=node.id, node_name=node.name, reason="test", worker=worker,
+                    cancellable=cancellable, schedule=schedule)
+
+
+def test_boot_tags_nodes_with_cluster_size_and_request(time_now, nm_settings, scripted_scheduler):
+    cloud, act = setup(time_now, nm_settings, scripted_scheduler)
+    outs = act.run(Task(BootRequest("small", 2, "3 jobs queued")))
+    assert [o.result for o in outs] == ["ok", "ok"]
+    nodes = cloud.list_nodes()
+    assert sorted(n.tags[TAG_REQUEST] for n in nodes) == ["req0.1000000", "req1.1000000"]  # id.request time
+    assert all(n.tags["nodemanager-cluster"] == "testcluster" and n.size == "small" for n in nodes)
+    assert len(act.state().in_flight) == 2        # requested, not listed yet
+    act.observe_listing(nodes)
+    assert act.state().in_flight == ()
+
+
+def test_create_that_raised_but_node_listed_is_a_success(time_now, nm_settings, scripted_scheduler):
+    cloud, act = setup(time_now, nm_settings, scripted_scheduler)
+    cloud.create_fails_but_creates()
+    [out] = act.run(Task(BootRequest("small", 1, "demand")))
+    assert out.result == "failed"
+    [flight] = act.state().in_flight
+    assert flight.action == "boot" and flight.size == "small"
+    settled = act.observe_listing(cloud.list_nodes())
+    assert [(o.kind, o.result) for o in settled] == [("boot", "ok")]
+    assert "raised but the node is listed" in settled[0].detail
+    assert act.state().in_flight == ()
+
+
+def test_boot_never_listed_is_given_up(time_now, nm_settings, scripted_scheduler):
+    cloud, act = setup(time_now, nm_settings, scripted_scheduler)
+    cloud.fail_next("create_node", CloudError(ErrorKind.TRANSIENT, "timeout"))
+    act.run(Task(BootRequest("small", 1, "demand")))
+    time_now.advance(BOOT_LISTING_TIMEOUT + 1)
+    settled = act.observe_listing([])
+    assert [(o.kind, o.result) for o in settled] == [("boot", "failed")]
+    assert act.state().in_flight == ()
+
+
+def test_quota_error_learns_quota_and_blocks_size(time_now, nm_settings, scripted_scheduler):
+    cloud, act = setup(time_now, nm_settings, scripted_scheduler, quotas={"small": 2})
+    outs = act.run(Task(BootRequest("small", 5, "demand")))
+    assert [o.result for o in outs] == ["ok", "ok", "failed"]
+    assert "quota" in outs[-1].detail
+    act.observe_listing(cloud.list_nodes())
+    state = act.state()
+    assert state.quota == 2 and state.blocked_sizes == frozenset({"small"})
+    [skip] = act.run(Task(BootRequest("small", 1, "demand")))
+    assert skip.result == "skipped" and cloud.calls["create_node"] == 3
+    time_now.advance(nm_settings.cloud.quota_backoff + 1)
+    assert act.state().blocked_sizes == frozenset() and act.state().quota is None
+
+
+def test_rate_limit_honours_retry_after(time_now, nm_settings, scripted_scheduler):
+    cloud, act = setup(time_now, nm_settings, scripted_scheduler)
+    cloud.fail_next("create_node", CloudError(ErrorKind.RATE_LIMIT, "throttled", retry_after=42))
+    [out] = act.run(Task(BootRequest("small", 1, "demand")))
+    assert out.result == "failed" and "42s" in out.detail
+    time_now.advance(41)
+    [out] = act.run(Task(BootRequest("small", 1, "demand")))
+    assert out.result == "skipped" and "rate limit" in out.detail
+    time_now.advance(2)
+    [out] = act.run(Task(BootRequest("small", 1, "demand")))
+    assert out.result == "ok"
+
+
+def test_transient_errors_back_off_exponentially_up_to_the_cap(time_now, nm_settings, scripted_scheduler):
+    cloud, act = setup(time_now, nm_settings, scripted_scheduler)
+    waits = []
+    for _ in range(8):
+        cloud.fail_next("create_node", CloudError(ErrorKind.TRANSIENT, "503"))
+        [out] = act.run(Task(BootRequest("small", 1, "demand")))
+        assert out.result == "failed"
+        waits.append(float(out.detail.rsplit("retry in ", 1)[1].rstrip("s")))
+        [skip] = act.run(Task(BootRequest("small", 1, "demand")))
+        assert skip.result == "skipped"
+        time_now.advance(waits[-1])
+    assert waits == [10, 20, 40, 80, 160, 300, 300, 300]
+
+
+def test_drain_records_tag_and_destroy_confirms_first(time_now, nm_settings, scripted_scheduler):
+    cloud, act = setup(time_now, nm_settings, scripted_scheduler)
+    node = running_node(cloud, scripted_scheduler)
+    [out] = act.run(Task(item(ItemKind.DRAIN, node), node, scripted_scheduler.workers["w1"]))
+    assert out.result == "ok"
+    tagged = cloud.node(node.id)
+    assert parse_drain_tag(tagged.tags[TAG_DRAIN]) == (1_000_000.0, "1", 1000.0)
+    # a job sneaks in: the confirmation refuses and nothing is destroyed
+    scripted_scheduler.set_jobs("w1", 1)
+    [out] = act.run(Task(item(ItemKind.DESTROY, tagged), tagged, scripted_scheduler.workers["w1"]))
+    assert out.result == "refused" and "still runs" in out.detail
+    assert cloud.node(node.id).state != "terminated" and not cloud.node(node.id).tags.get(TAG_DESTROY)
+    scripted_scheduler.set_jobs("w1", 0)
+    [out] = act.run(Task(item(ItemKind.DESTROY, tagged), tagged, scripted_scheduler.workers["w1"]))
+    assert out.result == "ok"
+    assert cloud.node(node.id).state == "terminated"
+    assert scripted_scheduler.destroyed == ["w1"]
+    calls = [c for c, _ in scripted_scheduler.calls]
+    assert calls.index("confirm_drained") < calls.index("node_destroyed")
+    assert act.state().recent_destroys == (time_now.now,)
+
+
+def test_destroy_without_our_drain_is_refused(time_now, nm_settings, scripted_scheduler):
+    cloud, act = setup(time_now, nm_settings, scripted_scheduler)
+    node = running_node(cloud, scripted_scheduler)
+    [out] = act.run(Task(item(ItemKind.DESTROY, node), node, scripted_scheduler.workers["w1"]))
+    assert out.result == "refused"
+    assert cloud.live_count() == 1
+
+
+def test_noncancellable_destroy_rechecks_latest_poll(time_now, nm_settings, scripted_scheduler):
+    cloud = SimCloud(clock=time_now, sizes=SIZES, boot_delay=0.0)
+    act = Actuator(cloud, scripted_scheduler, nm_settings, clock=time_now,
+                   latest_worker=scripted_scheduler.workers.get)
+    node = running_node(cloud, scripted_scheduler)
+    stale_worker = scripted_scheduler.workers["w1"]
+    scripted_scheduler.set_jobs("w1", 2)      # the latest poll sees jobs; the plan's snapshot did not
+    [out] = act.run(Task(item(ItemKind.DESTROY, node, cancellable=False), node, stale_worker))
+    assert out.result == "refused" and "2 job(s)" in out.detail
+    scripted_scheduler.set_jobs("w1", 0)
+    [out] = act.run(Task(item(ItemKind.DESTROY, node, cancellable=False), node, stale_worker))
+    assert out.result == "ok" and cloud.live_count() == 0
+
+
+def test_destroy_marks_tag_before_the_call_and_settles_by_listing(time_now, nm_settings, scripted_scheduler):
+    cloud, act = setup(time_now, nm_settings, scripted_scheduler)
+    node = cloud.create_node(SMALL, "orphan", {})
+    cloud.fail_next("destroy_node", CloudError(ErrorKind.TRANSIENT, "timeout"))
+    [out] = act.run(Task(item(ItemKind.DESTROY, node, worker=None, cancellable=False), node, None))
+    assert out.result == "failed"
+    assert cloud.node(node.id).tags.get(TAG_DESTROY) == str(int(time_now.now))
+    # the next attempt (a resumed destroy) needs no new confirmation and succeeds
+    time_now.advance(11)
+    resumed = cloud.node(node.id)
+    [out] = act.run(Task(item(ItemKind.DESTROY, resumed, worker=None), resumed, None))
+    assert out.result == "ok" and "started before" in out.detail
+    assert act.observe_listing(cloud.list_nodes()) == []
+
+
+def test_destroy_of_gone_node_is_success(time_now, nm_settings, scripted_scheduler):
+    cloud, act = setup(time_now, nm_settings, scripted_scheduler)
+    node = cloud.create_node(SMALL, "x", {})
+    cloud.fail_next("destroy_node", CloudError(ErrorKind.NOT_FOUND, "gone"))
+    [out] = act.run(Task(item(ItemKind.DESTROY, node, worker=None, cancellable=False), node, None))
+    assert out.result == "ok"
+
+
+def test_cancel_drain_resumes_worker_and_clears_tag(time_now, nm_settings, scripted_scheduler):
+    cloud, act = setup(time_now, nm_settings, scripted_scheduler)
+    node = running_node(cloud, scripted_scheduler)
+    act.run(Task(item(ItemKind.DRAIN, node), node, scripted_scheduler.workers["w1"]))
+    tagged = cloud.node(node.id)
+    [out] = act.run(Task(item(ItemKind.CANCEL_DRAIN, tagged), tagged, scripted_scheduler.workers["w1"]))
+    assert out.result == "ok"
+    assert not scripted_scheduler.workers["w1"].draining
+    assert TAG_DRAIN not in cloud.node(node.id).tags
+
+
+def test_drain_refused_and_scheduler_failure(time_now, nm_settings, scripted_scheduler):
+    cloud, act = setup(time_now, nm_settings, scripted_scheduler)
+    node = running_node(cloud, scripted_scheduler)
+    snapshot_worker = scripted_scheduler.workers["w1"]
+    scripted_scheduler.set_jobs("w1", 1)
+    [out] = act.run(Task(item(ItemKind.DRAIN, node), node, snapshot_worker))
+    assert out.result == "refused" and TAG_DRAIN not in cloud.node(node.id).tags
+    scripted_scheduler.set_jobs("w1", 0)
+    scripted_scheduler.fail["drain"] = [SchedulerError("collector unreachable")]
+    [out] = act.run(Task(item(ItemKind.DRAIN, node), node, snapshot_worker))
+    assert out.result == "failed" and "retry in 10s" in out.detail
+
+
+def test_escalate_uses_ticket_from_tag(time_now, nm_settings, scripted_scheduler):
+    cloud, act = setup(time_now, nm_settings, scripted_scheduler)
+    node = running_node(cloud, scripted_scheduler)
+    act.run(Task(item(ItemKind.DRAIN, node), node, scripted_scheduler.workers["w1"]))
+    tagged = cloud.node(node.id)
+    [out] = act.run(Task(item(ItemKind.ESCALATE, tagged, schedule="fast"), tagged,
+                         scripted_scheduler.workers["w1"]))
+    assert out.result == "ok" and "fast" in out.detail
+    assert ("escalate", "w1") in scripted_scheduler.calls
+
+
+def test_drain_tag_round_trip_with_awkward_request_ids():
+    t = DrainTicket(worker="w", request_id="a:b%c", reason="nodemanager", started_at=12.7, daemon_start=None)
+    assert parse_drain_tag(drain_tag(t)) == (12.0, "a:b%c", None)
+    assert parse_drain_tag("garbage") is None and parse_drain_tag("1:2:3:4") is None
+    assert ticket_for(None, None, "w") is None
+
+
+def test_destroy_that_raised_but_happened_is_settled_by_the_listing(time_now, nm_settings, scripted_scheduler):
+    cloud, act = setup(time_now, nm_settings, scripted_scheduler)
+    node = cloud.create_node(SMALL, "x", {})
+    cloud.fail_next("destroy_node", CloudError(ErrorKind.TRANSIENT, "502 bad gateway"))
+    [out] = act.run(Task(item(ItemKind.DESTROY, node, worker=None, cancellable=False), node, None))
+    assert out.result == "failed"
+    assert act.observe_listing(cloud.list_nodes()) == []      # still listed: not settled
+    cloud.destroy_node(cloud.node(node.id))                   # the cloud finished it after all
+    [settled] = act.observe_listing(cloud.list_nodes())
+    assert (settled.kind, settled.node, settled.result) == ("destroy", node.id, "ok")
+    assert len(act.state().recent_destroys) == 1

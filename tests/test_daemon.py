@@ -1,0 +1,170 @@
+"""The daemon wired from a config file: the embedded default on an injected clock, dry-run,
+reload (good and bad files), clean stop with a call under way, and the status server."""
+
+import json
+import logging
+import pathlib
+import threading
+import urllib.request
+
+import pytest
+
+from nodemanager.actors.clock import ManualClock
+from nodemanager.cloud.port import TAG_DESTROY
+from nodemanager.config import load
+from nodemanager.daemon import Daemon
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def write_config(path, *, port="-1", idle_grace="60s", matrix="", extra=""):
+    text = (REPO / "config.example.ini").read_text()
+    text = text.replace("port = 8989", f"port = {port}").replace("idle_grace = 60s", f"idle_grace = {idle_grace}")
+    text = text.replace("\nmatrix =\n", f"\nmatrix = {matrix}\n")
+    path.write_text(text + extra)
+    return str(path)
+
+
+@pytest.fixture
+def daemons():
+    made = []
+
+    def make(cfg, **kw):
+        clock = kw.pop("clock", None) or ManualClock(1_000_000.0)
+        d = Daemon(load(cfg), config_path=cfg, clock=clock, stop_timeout=kw.pop("stop_timeout", 5.0), **kw)
+        made.append(d)
+        return d
+    yield make
+    for d in made:
+        d.stop()
+
+
+def run_for(d, seconds, step=5.0):
+    for _ in range(int(seconds / step)):
+        d.clock.advance(step)
+        assert d.system.settle(10.0)
+
+
+def test_embedded_default_boots_drains_and_destroys(tmp_path, daemons, caplog):
+    caplog.set_level(logging.INFO, "nodemanager")
+    d = daemons(write_config(tmp_path / "nm.ini")).start()
+    assert d.system.settle(10.0)
+    run_for(d, 600)
+    text = caplog.text
+    assert "outcome boot" in text and "outcome drain" in text and "outcome destroy" in text
+    assert "rule " in text and "default.matrix:" in text
+    assert d.world.pool.stats.completed >= 12
+    assert d.counters["cycles"] >= 100
+
+
+def test_dry_run_never_acts(tmp_path, daemons, caplog):
+    caplog.set_level(logging.INFO, "nodemanager")
+    d = daemons(write_config(tmp_path / "nm.ini"), dry_run=True).start()
+    run_for(d, 120)
+    assert set(d.world.sim_cloud.calls) == {"list_nodes"}
+    assert "dry-run: would" in caplog.text and "DRY RUN" in caplog.text
+
+
+def test_reload_applies_good_files_and_rejects_bad_ones(tmp_path, daemons, caplog):
+    matrix = tmp_path / "my.matrix"
+    matrix.write_text((REPO / "policy_matrix" / "default.matrix").read_text())
+    cfg = write_config(tmp_path / "nm.ini", matrix=str(matrix))
+    d = daemons(cfg).start()
+    assert d.settings.core.idle_grace == 60
+    write_config(tmp_path / "nm.ini", matrix=str(matrix), idle_grace="2m")
+    assert d.reload() is True
+    assert d.controller.settings.core.idle_grace == 120
+    # a config with an error: rejected as a whole, the error names section and option
+    write_config(tmp_path / "nm.ini", matrix=str(matrix), idle_grace="soon")
+    caplog.set_level(logging.ERROR, "nodemanager.daemon")
+    assert d.reload() is False
+    assert d.controller.settings.core.idle_grace == 120
+    assert "[Daemon] idle_grace" in caplog.text
+    # a broken matrix: the running matrix stays, the error is logged and reported
+    good_hash = d.controller.matrix.sha256
+    write_config(tmp_path / "nm.ini", matrix=str(matrix))
+    matrix.write_text("this is not a matrix\n")
+    assert d.reload() is False
+    assert d.controller.matrix.sha256 == good_hash
+    assert d.controller.matrix_error and "my.matrix" in d.controller.matrix_error
+    run_for(d, 10)
+    assert d.last_report.matrix_error == d.controller.matrix_error
+
+
+def test_stop_abandons_a_stuck_call_safely_and_next_start_finishes_the_destroy(tmp_path, daemons):
+    cfg = write_config(tmp_path / "nm.ini")
+    clock = ManualClock(1_000_000.0)
+    d = daemons(cfg, clock=clock, stop_timeout=0.5).start()
+    run_for(d, 100)                                        # nodes booted and running jobs
+    entered, release = threading.Event(), threading.Event()
+    real_destroy = d.world.cloud.destroy_node
+
+    cut_off = []
+
+    def slow_destroy(node):          # a cloud call that hangs (outside the world's lock)
+        entered.set()
+        release.wait(10)
+        if not cut_off:              # the process died during the call: it never reached the cloud
+            real_destroy(node)
+
+    d.world.cloud.destroy_node = slow_destroy
+    for _ in range(200):
+        clock.advance(5)
+        d.system.settle(0.5)             # returns early unless the destroy is stuck
+        if entered.is_set():
+            break
+    assert entered.is_set(), "no destroy happened"
+    marked = [n for n in d.world.sim_cloud.list_nodes() if n.tags.get(TAG_DESTROY)]
+    assert len(marked) == 1
+    abandoned = d.stop()
+    assert len(abandoned) == 1 and abandoned[0].startswith("actuator-")
+    # the process would exit here; the destroy never reached the cloud
+    cut_off.append(True)
+    release.set()
+    assert d.world.sim_cloud.node(marked[0].id).state != "terminated"
+    del d.world.cloud.destroy_node
+    again = daemons(cfg, clock=clock, ports=(d.world.cloud, d.world.scheduler, d.world)).start()
+    assert again.system.settle(10.0)
+    assert d.world.sim_cloud.node(marked[0].id).state == "terminated"
+
+
+def test_status_server_shows_the_last_cycle(tmp_path, daemons):
+    d = daemons(write_config(tmp_path / "nm.ini", port="0")).start()
+    run_for(d, 60)
+    with urllib.request.urlopen(d.status_server.url + "/status.json", timeout=5) as resp:
+        doc = json.load(resp)
+    text = json.dumps(doc)
+    assert "demo-small-" in text and "default.matrix:" in text
+    with urllib.request.urlopen(d.status_server.url + "/metrics", timeout=5) as resp:
+        assert b"nodemanager_call_duration_seconds" in resp.read()
+
+
+def test_constant_thread_count(tmp_path, daemons):
+    before = threading.active_count()
+    d = daemons(write_config(tmp_path / "nm.ini", extra="")).start()
+    started = threading.active_count()
+    assert started - before <= 8            # 2 pollers, 1 controller, 4 actuators (manual clock)
+    size = d.settings.core.sizes[0]
+    for i in range(2000):
+        d.world.sim_cloud.create_node(size, f"extra-{i}", {})
+    run_for(d, 60)
+    assert threading.active_count() == started
+
+
+def test_fatal_error_stops_the_daemon_with_a_clear_message(tmp_path, daemons, caplog):
+    import signal as _signal
+    d = daemons(write_config(tmp_path / "nm.ini"))
+
+    def out_of_memory(*args, **kwargs):
+        raise MemoryError("simulated: cannot allocate")
+
+    d.controller.planner = out_of_memory
+    saved = {s: _signal.getsignal(s) for s in (_signal.SIGHUP, _signal.SIGTERM, _signal.SIGINT)}
+    caplog.set_level(logging.CRITICAL, "nodemanager")
+    try:
+        assert d.run() == 70
+    finally:
+        for s, h in saved.items():
+            _signal.signal(s, h)
+    assert "fatal: actor controller hit a fatal error: MemoryError" in caplog.text
+    assert "nodemanager stopped by a fatal error" in caplog.text

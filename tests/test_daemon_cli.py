@@ -1,0 +1,86 @@
+"""`nodemanager run` as a process: signals (SIGHUP reload, SIGTERM clean stop) and config errors."""
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from tests.test_daemon import write_config
+
+
+class Proc:
+    def __init__(self, *args):
+        self.p = subprocess.Popen([sys.executable, "-m", "nodemanager", *args], stderr=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True)
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.p.stderr:
+            self.lines.put(line)
+
+    def wait_for(self, text, timeout=30.0):
+        """Wait until a line containing ``text`` was logged (at any time so far)."""
+        for line in self.seen:
+            if text in line:
+                return line
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            self.seen.append(line)
+            if text in line:
+                return line
+        raise AssertionError(f"{text!r} not logged; got:\n{''.join(self.seen[-20:])}")
+
+
+def test_sighup_reloads_and_sigterm_stops_cleanly(tmp_path):
+    cfg = write_config(tmp_path / "nm.ini", port="0")
+    os.chmod(cfg, 0o600)
+    proc = Proc("run", "--config", cfg)
+    try:
+        proc.wait_for("outcome boot")                       # the embedded default at work
+        proc.wait_for("nodemanager.daemon: started")
+        write_config(tmp_path / "nm.ini", port="0", idle_grace="bad")
+        proc.p.send_signal(signal.SIGHUP)
+        proc.wait_for("reload rejected")
+        proc.seen.clear()
+        write_config(tmp_path / "nm.ini", port="0", idle_grace="2m")
+        proc.p.send_signal(signal.SIGHUP)
+        proc.wait_for("reload: configuration")
+        proc.p.send_signal(signal.SIGTERM)
+        proc.wait_for("stopped cleanly")
+        assert proc.p.wait(timeout=30) == 0
+    finally:
+        if proc.p.poll() is None:
+            proc.p.kill()
+            proc.p.wait()
+
+
+def test_bad_config_is_refused_before_anything_starts(tmp_path):
+    cfg = write_config(tmp_path / "nm.ini", idle_grace="soon")
+    r = subprocess.run([sys.executable, "-m", "nodemanager", "run", "--config", cfg],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert "[Daemon] idle_grace" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_mismatched_simulated_ports_are_refused(tmp_path):
+    cfg = write_config(tmp_path / "nm.ini")
+    with open(cfg) as f:
+        content = f.read().replace("type = simulated", "type = slurm")
+    content = "\n".join(line for line in content.splitlines()
+                        if not line.split("=")[0].strip() in ("boot_delay", "join_delay", "burst_every",
+                                                               "burst_size", "job_runtime", "job_cpus", "seed"))
+    with open(cfg, "w") as f:
+        f.write(content)
+    r = subprocess.run([sys.executable, "-m", "nodemanager", "run", "--config", cfg],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert "simulated" in r.stderr and "Traceback" not in r.stderr
