@@ -175,6 +175,8 @@ class Actuator:
         self._raised: set[str] = set()                        # request ids whose create raised
         self._recent: dict[str, InFlight] = {}                # node -> action done after the listing
         self._listed = 0
+        self._names: set[str] = set()                         # node names in the last listing
+        self._boot_names: dict[str, str] = {}                 # request id -> name of a boot not listed
         self._freshest_heard: float | None = None                # newest last_heard of the last poll
 
     # -- state for the controller ---------------------------------------------------------------
@@ -209,17 +211,20 @@ class Actuator:
         out: list[Outcome] = []
         with self._lock:
             self._listed = len(nodes)
+            self._names = {n.name for n in nodes}
             self._recent = {k: f for k, f in self._recent.items() if f.since >= listed_at}
             for rid, boot in list(self._boots.items()):
                 node = by_request.get(rid)
                 if node is not None:
                     del self._boots[rid]
+                    self._boot_names.pop(rid, None)
                     if rid in self._raised:
                         self._raised.discard(rid)
                         out.append(Outcome("boot", node.id, OK, f"create of request {rid} raised "
                                            "but the node is listed", now, boot.size))
                 elif now - boot.since > BOOT_LISTING_TIMEOUT:
                     del self._boots[rid]
+                    self._boot_names.pop(rid, None)
                     self._raised.discard(rid)
                     out.append(Outcome("boot", rid, FAILED, f"requested {int(now - boot.since)}s ago and "
                                        "never listed; given up", now, boot.size))
@@ -230,6 +235,16 @@ class Actuator:
                     out.append(Outcome("destroy", node_id, OK, "destroy raised but the node is gone "
                                        "from the listing", now, node.size))
         return out
+
+    def _free_name(self, size: str) -> str:
+        """The node name template filled with the lowest ``{seq}`` no listed or booting node uses,
+        so names stay within a fixed set (SLURM declares ``NodeName=<cluster>-<size>-[1-N]``)."""
+        cs = self.settings.cloud
+        used = self._names | set(self._boot_names.values())
+        seq = 1
+        while (name := cs.node_name_template.format(cluster=cs.cluster, size=size, seq=seq)) in used:
+            seq += 1
+        return name
 
     def _remember(self, flight: InFlight) -> None:
         """Keep an action in flight until a listing taken after it shows its effect."""
@@ -318,10 +333,11 @@ class Actuator:
             rid = f"{base}.{int(now)}"  # carries the request time: boot age never precedes it
             cs = self.settings.cloud
             tags = {**cs.tags, TAG_CLUSTER: cs.cluster, TAG_SIZE: size.name, TAG_REQUEST: rid}
-            name = cs.node_name_template.format(cluster=cs.cluster, size=size.name, seq=base)
             with self._lock:
+                name = self._free_name(size.name)
                 self._boots[rid] = InFlight(node=rid, action="boot", since=now, size=size.name,
                                             request_id=rid)
+                self._boot_names[rid] = name
             try:
                 node = self.cloud.create_node(size, name, tags)
             except CloudError as err:
@@ -331,6 +347,7 @@ class Actuator:
                         self._raised.add(rid)
                     else:
                         del self._boots[rid]
+                        self._boot_names.pop(rid, None)
                 out.append(Outcome("boot", rid, FAILED, self._cloud_error(err, key, now, size.name),
                                    now, size.name))
                 break

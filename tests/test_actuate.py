@@ -226,3 +226,19 @@ def test_destroy_that_raised_but_happened_is_settled_by_the_listing(time_now, nm
     [settled] = act.observe_listing(cloud.list_nodes())
     assert (settled.kind, settled.node, settled.result) == ("destroy", node.id, "ok")
     assert len(act.state().recent_destroys) == 1
+
+
+def test_new_nodes_take_the_lowest_free_name(time_now, nm_settings, scripted_scheduler):
+    """Names stay within a fixed set, so a SLURM slurm.conf can declare them in advance."""
+    cloud, act = setup(time_now, nm_settings, scripted_scheduler)
+    template = nm_settings.cloud.node_name_template
+    name = lambda seq: template.format(cluster=nm_settings.cloud.cluster, size="small", seq=seq)
+    act.run(Task(BootRequest("small", 3, "jobs queued")))
+    assert sorted(n.name for n in cloud.list_nodes()) == [name(1), name(2), name(3)]
+    act.observe_listing(cloud.list_nodes())
+    second = next(n for n in cloud.list_nodes() if n.name == name(2))
+    cloud.destroy_node(second)
+    act.observe_listing(cloud.list_nodes())
+    act.run(Task(BootRequest("small", 2, "more jobs")))
+    assert sorted(n.name for n in cloud.list_nodes() if n.state != "terminated") == [
+        name(1), name(2), name(3), name(4)]
