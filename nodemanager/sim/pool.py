@@ -1,0 +1,485 @@
+"""The simulated HTCondor pool: partitionable-slot startds on simulated VMs, a job queue, a negotiator.
+
+API (used by the embedded default world, the simulator and the tests)::
+
+    pool = SimPool(clock, join_delay=60.0, negotiation_interval=60.0, max_retirement=0.0,
+                   vacate_time=600.0, kill_time=0.0, mem_scaling=0.95, requeue_killed=True,
+                   update_interval=300.0)
+    pool.submit(Job(id="1", cpus=1, ram_mb=2000, runtime=3600.0, submit_time=t, walltime=7200.0))
+                                     # (advances to clock() first; the job queues at clock())
+    pool.vm_started(node, size)      # a CloudNode of a Size booted now: its startd joins after join_delay
+    pool.vm_stopped(node.id)         # the VM is gone: its running jobs are killed (and requeued)
+    pool.restart_startd(node.id)     # fault: the startd restarts (jobs killed, drain gone, ids reset)
+    pool.advance(now)                # run everything due up to now (jobs end, drains progress, matching)
+    pool.next_event_time()           # -> float | None: when something next happens by itself
+    pool.stats                       # -> PoolStats (frozen): jobs, waits, badput, drain counts
+    pool.job_waits()                 # -> list[float]: submit-to-first-start wait of every started job
+    pool.draining_stats()            # -> DrainingStats (per node and total, for the metrics)
+    pool.demand()                    # -> idle jobs grouped by (cpus, ram_mb), as poll() reports them
+    pool.startd(node_id)             # -> SimStartd | None: alive, dslots, cpus, free_cpus, draining...
+
+    # the Scheduler port (name "simulated"); every call first advances to clock()
+    pool.poll() -> SchedulerPoll     # workers (scheduler="htcondor", ad = the p-slot ad), demand
+    pool.drain(worker, schedule, reason) -> DrainTicket   (DrainRefused if busy since the snapshot)
+    pool.cancel_drain(ticket); pool.confirm_drained(ticket) -> Confirmation
+    pool.escalate(ticket, schedule); pool.node_destroyed(name)
+
+The port methods are the HTCondor adapter's own code (:class:`HTCondorScheduler`) running over
+in-process bindings to the simulated startds (:mod:`nodemanager.sim.startd`), so drains here have
+exactly the adapter's semantics: check expression, our reason, request id + DaemonStartTime.
+As in HTCondor, a startd's ad reaches the collector when its state changes and every
+``update_interval`` seconds (UPDATE_INTERVAL): state is current, ``LastHeardFrom`` and the
+time-dependent estimates may be up to ``update_interval`` old (and unchanged ads are reused, which
+keeps long replays fast). Confirmations query the startds directly (live).
+
+Matching: every ``negotiation_interval`` seconds (0: at once), idle jobs in queue order (submit
+order; a killed job keeps its place) go first-fit to the startds in join order whose START accepts
+them (START is false while draining). Jobs bigger than any node stay idle and show up as demand.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Mapping, Sequence
+
+from nodemanager.model import CloudNode, Demand, Size, Worker
+from nodemanager.scheduler.draining_stats import DrainingStats
+from nodemanager.scheduler.htcondor import DEFAULT_CONSTRAINT, HTCondorScheduler, worker_from_ad
+from nodemanager.scheduler.port import Confirmation, DrainSchedule, DrainTicket, SchedulerPoll
+from nodemanager.sim.startd import DrainError, Job, JobEnd, SimStartd
+
+__all__ = ["SimPool", "PoolStats", "Job", "JobEnd"]
+
+_INF = float("inf")
+
+
+@dataclass(frozen=True, slots=True)
+class PoolStats:
+    """What happened in the pool so far. Core-seconds are cores x seconds."""
+
+    submitted: int = 0
+    started: int = 0
+    completed: int = 0
+    killed: int = 0
+    killed_by_drain: int = 0
+    idle: int = 0
+    running: int = 0
+    wait_total: float = 0.0
+    wait_max: float = 0.0
+    badput: float = 0.0              # core-seconds of every killed job's lost run time
+    drain_badput: float = 0.0        # ... of jobs killed by drains (incl. escalations)
+    used: float = 0.0                # core-seconds of completed jobs
+    drains_started: int = 0
+    drains_refused: int = 0
+    drains_cancelled: int = 0
+    drains_completed: int = 0
+    drains_escalated: int = 0
+
+    @property
+    def wait_mean(self) -> float:
+        return self.wait_total / self.started if self.started else 0.0
+
+
+class _PoolBindings:
+    """The adapter's :class:`~nodemanager.scheduler.htcondor.Bindings`, answered by the pool's startds
+    with plain dict ads and the bindings' generic exceptions."""
+
+    def __init__(self, pool: "SimPool") -> None:
+        import htcondor2
+
+        self._pool = pool
+        self._exc = htcondor2.HTCondorException
+        self.error_types = (htcondor2.HTCondorException, OSError)
+
+    def _startd(self, location: Mapping[str, Any], message: str) -> SimStartd:
+        st = self._pool._by_address.get(location.get("MyAddress"))
+        if st is None or not st.alive:
+            raise self._exc(message)
+        return st
+
+    def query_slots(self, constraint: str, projection: Sequence[str]) -> list[dict[str, Any]]:
+        now = self._pool.now
+        if constraint == DEFAULT_CONSTRAINT:
+            return [st.pslot_ad(now) for st in self._pool._joined.values() if st.alive]
+        from nodemanager.classad_eval import evaluate, is_true
+
+        return [ad for st in self._pool._joined.values() if st.alive for ad in st.slot_ads(now)
+                if is_true(evaluate(constraint, ad, now))]
+
+    def query_startd(self, location: Mapping[str, Any], projection: Sequence[str]) -> list[dict[str, Any]]:
+        return self._startd(location, "Failed communication with collector.").slot_ads(self._pool.now)
+
+    def query_idle_jobs(self, projection: Sequence[str]) -> list[dict[str, Any]]:
+        return [{"RequestCpus": j.cpus, "RequestMemory": j.ram_mb, "QDate": int(j.submit_time)}
+                for _, j in self._pool._idle_jobs()]
+
+    def drain_jobs(self, location: Mapping[str, Any], schedule: str, check_expr: str, start_expr: str,
+                   reason: str) -> str:
+        st = self._startd(location, "Startd failed to start draining jobs.")
+        try:
+            rid = st.drain(self._pool.now, schedule, on_completion="nothing", check_expr=check_expr,
+                           start_expr=start_expr, reason=reason)
+        except DrainError:
+            raise self._exc("Startd failed to start draining jobs.") from None
+        self._pool._touch(st)
+        return rid
+
+    def cancel_drain_jobs(self, location: Mapping[str, Any], request_id: str) -> None:
+        st = self._startd(location, "Startd failed to cancel draining jobs.")
+        try:
+            st.cancel(self._pool.now, request_id)
+        except DrainError:
+            raise self._exc("Startd failed to cancel draining jobs.") from None
+        self._pool._touch(st, freed=True)
+
+    def vacate(self, location: Mapping[str, Any], fast: bool) -> None:
+        st = self._startd(location, "Startd failed to vacate.")
+        st.vacate(self._pool.now, fast=fast)
+        self._pool._touch(st)
+
+
+class SimPool:
+    """A simulated HTCondor pool (see the module doc for the API)."""
+
+    def __init__(self, clock: Callable[[], float], *, join_delay: float = 60.0,
+                 negotiation_interval: float = 60.0, max_retirement: float = 0.0,
+                 vacate_time: float = 600.0, kill_time: float = 0.0, mem_scaling: float = 0.95,
+                 requeue_killed: bool = True, update_interval: float = 300.0,
+                 id_attribute: str = "CloudInstanceID",
+                 domain: str = "sim.internal", name: str = "simulated") -> None:
+        self.name = name
+        self._clock = clock
+        self.now = clock()
+        self.join_delay = join_delay
+        self.negotiation_interval = negotiation_interval
+        self.max_retirement = max_retirement
+        self.vacate_time = vacate_time
+        self.kill_time = kill_time
+        self.mem_scaling = mem_scaling
+        self.requeue_killed = requeue_killed
+        self.update_interval = update_interval
+        self._version: dict[str, int] = {}                         # node id -> change counter
+        self._rendered: dict[str, tuple[int, float, Worker]] = {}   # node id -> (version, at, worker)
+        self.id_attribute = id_attribute
+        self.domain = domain
+        self._pending: list[tuple[float, int, str]] = []          # (join time, seq, node id)
+        self._pending_nodes: dict[str, tuple[CloudNode, Size]] = {}
+        self._joined: dict[str, SimStartd] = {}                     # node id -> startd, join order
+        self._by_address: dict[str, SimStartd] = {}
+        self._node_of: dict[str, str] = {}                          # machine name -> node id
+        self._events: list[tuple[float, int, str]] = []             # (startd next event, seq, node id)
+        self._seq = 0
+        self._queue: dict[tuple[int, int], list[tuple[int, Job]]] = {}   # shape -> heap of (order, job)
+        self._order: dict[str, int] = {}
+        self._first_start: dict[str, float] = {}
+        self._waits: list[float] = []
+        self._idle_count = 0
+        self._dirty = False
+        self._neg_at: float | None = None
+        self._c = dict(submitted=0, started=0, completed=0, killed=0, killed_by_drain=0)
+        self._badput = 0.0
+        self._drain_badput = 0.0
+        self._used = 0.0
+        self._wait_total = 0.0
+        self._wait_max = 0.0
+        self.adapter = HTCondorScheduler(_PoolBindings(self), clock=lambda: self.now, name=name,
+                                         id_attribute=id_attribute)
+
+    # ---------------------------------------------------------------- inputs
+
+    def submit(self, job: Job) -> None:
+        """Queue ``job`` now (idle until matched). Its queue place is its submit order."""
+        self.advance(self._clock())            # what was due before it arrived happens first
+        self._c["submitted"] += 1
+        self._seq += 1
+        self._order[job.id] = self._seq
+        self._enqueue(job)
+
+    def _enqueue(self, job: Job) -> None:
+        heapq.heappush(self._queue.setdefault((job.cpus, job.ram_mb), []), (self._order[job.id], job))
+        self._idle_count += 1
+        self._mark_dirty()
+
+    def vm_started(self, node: CloudNode, size: Size) -> None:
+        """``node`` (of ``size``) booted now; its startd joins the pool ``join_delay`` seconds later."""
+        self._seq += 1
+        heapq.heappush(self._pending, (self._clock() + self.join_delay, self._seq, node.id))
+        self._pending_nodes[node.id] = (node, size)
+
+    def restart_startd(self, node_id: str) -> None:
+        """The node's startd restarts now (fault injection): its jobs are killed (and requeued), its
+        drain is gone, request ids start again at 1 and ``DaemonStartTime`` is new."""
+        self.advance(self._clock())
+        st = self._joined.get(node_id)
+        if st is None or not st.alive:
+            return
+        st.restart(self.now)
+        self._touch(st, freed=True)
+
+    def vm_stopped(self, node_id: str) -> None:
+        """The VM is gone: its startd leaves at once and its running jobs are killed."""
+        self.advance(self._clock())
+        self._pending_nodes.pop(node_id, None)
+        st = self._joined.pop(node_id, None)
+        if st is None:
+            return
+        self._by_address.pop(st.address, None)
+        self._node_of.pop(st.name, None)
+        self._version.pop(node_id, None)
+        self._rendered.pop(node_id, None)
+        st.stop(self.now)
+        self._collect(st)
+
+    # ---------------------------------------------------------------- time
+
+    def next_event_time(self) -> float | None:
+        """When the pool next changes by itself (a join, a job end, a drain step, a negotiation)."""
+        t = _INF
+        if self._pending:
+            t = self._pending[0][0]
+        e = self._next_startd_event()
+        if e < t:
+            t = e
+        if self._neg_at is not None and self._neg_at < t:
+            t = self._neg_at
+        return None if t == _INF else max(t, self.now)
+
+    def _next_startd_event(self) -> float:
+        ev = self._events
+        while ev:
+            t, _, nid = ev[0]
+            st = self._joined.get(nid)
+            if st is not None and st.alive and st.next_event == t:
+                return t
+            heapq.heappop(ev)
+        return _INF
+
+    def advance(self, now: float | None = None) -> None:
+        """Run everything due up to ``now`` (default ``clock()``) in time order."""
+        now = self._clock() if now is None else now
+        if now < self.now:
+            return
+        while True:
+            t = _INF
+            if self._pending:
+                t = self._pending[0][0]
+            e = self._next_startd_event()
+            if e < t:
+                t = e
+            if self._neg_at is not None and self._neg_at < t:
+                t = self._neg_at
+            if t > now:
+                break
+            self.now = max(self.now, t)
+            while self._pending and self._pending[0][0] <= t:
+                _, _, nid = heapq.heappop(self._pending)
+                self._join(nid)
+            while True:
+                e = self._next_startd_event()
+                if e > t:
+                    break
+                _, _, nid = heapq.heappop(self._events)
+                st = self._joined[nid]
+                st.advance(t)
+                self._touch(st)
+            if self._neg_at is not None and self._neg_at <= t:
+                self._neg_at = None
+                self._negotiate()
+            elif self.negotiation_interval <= 0 and self._dirty:
+                self._negotiate()
+        self.now = now
+        if self.negotiation_interval <= 0 and self._dirty:
+            self._negotiate()
+
+    def _join(self, node_id: str) -> None:
+        entry = self._pending_nodes.pop(node_id, None)
+        if entry is None:
+            return
+        node, size = entry
+        machine = node.hostname or f"{node.name}.{self.domain}"
+        ip = node.private_ip or "127.0.0.1"
+        address = f"<{ip}:9618?addrs={ip}-9618&alias={machine}>"
+        st = SimStartd(machine, size.cores, int(size.ram_mb * self.mem_scaling), self.now, address=address,
+                       max_retirement=self.max_retirement, vacate_time=self.vacate_time,
+                       kill_time=self.kill_time, attrs={self.id_attribute: node.id})
+        self._joined[node_id] = st
+        self._version[node_id] = 0
+        self._by_address[address] = st
+        self._node_of[machine] = node_id
+        self._mark_dirty()
+
+    def _touch(self, st: SimStartd, freed: bool = False) -> None:
+        """A startd changed: collect its finished jobs and schedule its next event."""
+        nid = self._node_of.get(st.name)
+        if nid is not None:
+            self._version[nid] += 1
+        if st.ended:
+            freed = True
+            self._collect(st)
+        if st.alive and st.next_event < _INF:
+            self._seq += 1
+            if nid is not None:
+                heapq.heappush(self._events, (st.next_event, self._seq, nid))
+        if freed:
+            self._mark_dirty()
+
+    def _collect(self, st: SimStartd) -> None:
+        ended, st.ended = st.ended, []
+        for e in ended:
+            if e.killed:
+                self._c["killed"] += 1
+                lost = e.job.cpus * (e.end - e.start)
+                self._badput += lost
+                if e.by_drain:
+                    self._c["killed_by_drain"] += 1
+                    self._drain_badput += lost
+                if self.requeue_killed:
+                    self._enqueue(e.job)
+            else:
+                self._c["completed"] += 1
+                self._used += e.job.cpus * (e.end - e.start)
+        if ended:
+            self._mark_dirty()
+
+    def _mark_dirty(self) -> None:
+        self._dirty = True
+        if self._neg_at is None and self._idle_count and self.negotiation_interval > 0:
+            k = math.floor(self.now / self.negotiation_interval) + 1
+            self._neg_at = k * self.negotiation_interval
+
+    # ---------------------------------------------------------------- matching
+
+    def _negotiate(self) -> None:
+        self._dirty = False
+        if not self._idle_count:
+            return
+        now = self.now
+        nodes = [st for st in self._joined.values() if st.alive and st.free_cpus > 0 and
+                 (not st.draining or (st.start_expr or "false").strip().lower() not in ("false", "0"))]
+        if not nodes:
+            return
+        heads = [(q[0][0], shape) for shape, q in self._queue.items() if q]
+        heapq.heapify(heads)
+        while heads and nodes:
+            _, shape = heapq.heappop(heads)
+            q = self._queue[shape]
+            job = q[0][1]
+            target = None
+            for st in nodes:
+                if st.free_cpus >= job.cpus and st.free_memory >= job.ram_mb and st.accepts(job, now):
+                    target = st
+                    break
+            if target is None:
+                continue
+            heapq.heappop(q)
+            self._idle_count -= 1
+            target.start_job(job, now)
+            self._touch(target)
+            self._c["started"] += 1
+            if job.id not in self._first_start:
+                self._first_start[job.id] = now
+                wait = now - job.submit_time
+                self._waits.append(wait)
+                self._wait_total += wait
+                if wait > self._wait_max:
+                    self._wait_max = wait
+            if target.free_cpus <= 0:
+                nodes.remove(target)
+            if q:
+                heapq.heappush(heads, (q[0][0], shape))
+            else:
+                del self._queue[shape]
+        self._dirty = False
+
+    def _idle_jobs(self) -> list[tuple[int, Job]]:
+        return sorted(item for q in self._queue.values() for item in q)
+
+    # ---------------------------------------------------------------- reporting
+
+    @property
+    def stats(self) -> PoolStats:
+        d = self.adapter.draining_stats()
+        return PoolStats(
+            submitted=self._c["submitted"], started=self._c["started"], completed=self._c["completed"],
+            killed=self._c["killed"], killed_by_drain=self._c["killed_by_drain"], idle=self._idle_count,
+            running=sum(len(st.dslots) for st in self._joined.values()),
+            wait_total=self._wait_total, wait_max=self._wait_max, badput=self._badput,
+            drain_badput=self._drain_badput, used=self._used, drains_started=d.started,
+            drains_refused=d.refused, drains_cancelled=d.cancelled, drains_completed=d.completed,
+            drains_escalated=d.escalated)
+
+    def job_waits(self) -> list[float]:
+        """Submit-to-first-start wait of every job started so far, in start order."""
+        return list(self._waits)
+
+    def draining_stats(self) -> DrainingStats:
+        """Draining badput and unclaimed time per node and in total, and our drain counts."""
+        return self.adapter.draining_stats()
+
+    def startd(self, node_id: str) -> SimStartd | None:
+        """The startd of a cloud node, once it joined (for tests and the demo)."""
+        return self._joined.get(node_id)
+
+    def demand(self) -> tuple[Demand, ...]:
+        """Idle jobs grouped by (cpus, ram_mb), largest groups first."""
+        # the heap's head is the earliest queue place, which is the earliest submitted job
+        out = [Demand(cpus=c, ram_mb=m, count=len(q), oldest_submit=q[0][1].submit_time)
+               for (c, m), q in self._queue.items() if q]
+        out.sort(key=lambda d: (-d.count, d.cpus, d.ram_mb))
+        return tuple(out)
+
+    # ---------------------------------------------------------------- the Scheduler port
+
+    def poll(self) -> SchedulerPoll:
+        """Workers as the collector has them: a startd's ad is sent again when its state changed or
+        ``update_interval`` seconds passed (HTCondor's UPDATE_INTERVAL), so ``LastHeardFrom`` and
+        the time-dependent estimates are up to ``update_interval`` old, state changes are not."""
+        self.advance(self._clock())
+        now = self.now
+        workers = []
+        for nid, st in self._joined.items():
+            if not st.alive:
+                continue
+            cached = self._rendered.get(nid)
+            version = self._version[nid]
+            if cached is not None and cached[0] == version and now - cached[1] < self.update_interval:
+                workers.append(cached[2])
+                continue
+            ad = st.pslot_ad(now)
+            ad["LastHeardFrom"] = int(now)
+            w = self._with_job_ends(worker_from_ad(ad, id_attribute=self.id_attribute), st)
+            self._rendered[nid] = (version, now, w)
+            workers.append(w)
+        out = tuple(workers)
+        self.adapter.observe(out)
+        return SchedulerPoll(workers=out, demand=self.demand(), polled_at=now)
+
+    @staticmethod
+    def _with_job_ends(w: Worker, st: SimStartd) -> Worker:
+        if not st.dslots:
+            return w
+        ends = tuple(sorted(start + job.walltime for job, start in st.running() if job.walltime))
+        return replace(w, job_end_times=ends) if ends else w
+
+    def drain(self, worker: Worker, schedule: DrainSchedule, reason: str) -> DrainTicket:
+        self.advance(self._clock())
+        return self.adapter.drain(worker, schedule, reason)
+
+    def cancel_drain(self, ticket: DrainTicket) -> None:
+        self.advance(self._clock())
+        self.adapter.cancel_drain(ticket)
+        if self.negotiation_interval <= 0:
+            self.advance(self.now)
+
+    def confirm_drained(self, ticket: DrainTicket) -> Confirmation:
+        self.advance(self._clock())
+        return self.adapter.confirm_drained(ticket)
+
+    def escalate(self, ticket: DrainTicket, schedule: DrainSchedule) -> None:
+        self.advance(self._clock())
+        self.adapter.escalate(ticket, schedule)
+
+    def node_destroyed(self, worker_name: str) -> None:
+        self.adapter.node_destroyed(worker_name)

@@ -1,0 +1,584 @@
+"""A simulated HTCondor startd with one partitionable slot, following seed 000 and the draining notes.
+
+It is a plain state machine on an injected time: every method takes ``now`` and first runs the
+startd forward to it (:meth:`SimStartd.advance`). Jobs run in dynamic slots carved out of the
+partitionable slot (p-slot); a drain (graceful / quick / fast) retires, vacates and kills them on
+HTCondor's schedule; the ``ExpectedMachine*`` estimates and the ``TotalMachineDraining*`` totals are
+those of ``ResMgr::compute_draining_attrs`` / ``publish_draining_attrs``.
+
+What the simulation assumes where HTCondor leaves it open (documented in docs/htcondor.md):
+
+* a soft-killed (vacating) job ignores SIGTERM: it runs on until the vacate time ends and is then
+  hard-killed, unless it finishes on its own first (the estimates make the same assumption);
+* a hard kill takes ``kill_time`` seconds (default 0: the dynamic slot is gone at once);
+* jobs are never suspended; a claim runs one job (no claim reuse: a finished job's dynamic slot is
+  deleted and its resources go back to the p-slot);
+* the badput of jobs killed while the startd drains (by the drain or by a vacate that escalates it)
+  is drain badput, in core-seconds of their whole run time.
+
+Refusals raise :class:`DrainError` with HTCondor's error codes; the simulated collector
+(``nodemanager.sim.collector``) turns them into the bindings' generic exception.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+from nodemanager.classad_eval import evaluate, is_true
+
+__all__ = [
+    "Job", "JobEnd", "SimStartd", "DrainError",
+    "GRACEFUL", "QUICK", "FAST", "SCHEDULES", "COMPLETIONS",
+    "DRAINING_ALREADY_IN_PROGRESS", "DRAINING_NO_MATCHING_REQUEST_ID", "DRAINING_CHECK_EXPR_FAILED",
+]
+
+GRACEFUL, QUICK, FAST = "graceful", "quick", "fast"
+SCHEDULES = (GRACEFUL, QUICK, FAST)
+# CompletionType names, in the bindings' order (Nothing=0 ... Reconfig=4).
+COMPLETIONS = ("nothing", "resume", "exit", "restart", "reconfig")
+
+# condor_error_codes.h
+DRAINING_ALREADY_IN_PROGRESS = 10001
+DRAINING_NO_MATCHING_REQUEST_ID = 10002
+DRAINING_CHECK_EXPR_FAILED = 10003
+
+_INF = float("inf")
+
+# Dynamic-slot phases: (State, Activity).
+_BUSY, _RETIRING, _VACATING, _KILLING = 0, 1, 2, 3
+_PHASE_STATE = {
+    _BUSY: ("Claimed", "Busy"),
+    _RETIRING: ("Claimed", "Retiring"),
+    _VACATING: ("Preempting", "Vacating"),
+    _KILLING: ("Preempting", "Killing"),
+}
+
+
+class DrainError(Exception):
+    """The startd refused a drain or cancel request (``code`` is HTCondor's error code)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A batch job: ``runtime`` is how long it really runs; ``walltime`` the user's estimate (if any).
+
+    ``max_retirement`` is the job's own ``MaxJobRetirementTime``, which can only lower the machine's.
+    """
+
+    id: str
+    cpus: int = 1
+    ram_mb: int = 0
+    runtime: float = 0.0
+    submit_time: float = 0.0
+    walltime: float | None = None
+    max_retirement: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobEnd:
+    """A job left a startd at ``end``: finished (``killed`` False) or killed (``by_drain``: by a drain)."""
+
+    job: Job
+    node: str
+    start: float
+    end: float
+    killed: bool
+    by_drain: bool = False
+
+
+class _DSlot:
+    """A dynamic slot running one job."""
+
+    __slots__ = ("n", "job", "start", "end", "phase", "entered", "retire_end", "evict_at", "kill_at",
+                 "gone_at", "awd", "vacate", "event")
+
+    def __init__(self, n: int, job: Job, start: float, mjrt: float, vacate: float) -> None:
+        self.n = n
+        self.job = job
+        self.start = start
+        self.end = start + job.runtime          # natural completion
+        self.phase = _BUSY
+        self.entered = start
+        retire = mjrt if job.max_retirement is None else min(mjrt, job.max_retirement)
+        self.retire_end = start + max(0.0, retire)  # when its own retirement promise runs out
+        self.evict_at = _INF
+        self.kill_at = _INF
+        self.gone_at = _INF
+        self.awd = False                        # AcceptedWhileDraining
+        self.vacate = vacate
+        self.event = self.end
+
+    def refresh(self) -> None:
+        p = self.phase
+        if p == _BUSY:
+            self.event = self.end
+        elif p == _RETIRING:
+            self.event = min(self.end, self.evict_at)
+        elif p == _VACATING:
+            self.event = min(self.end, self.kill_at)
+        else:
+            self.event = self.gone_at
+
+
+class SimStartd:
+    """One startd with a partitionable slot of ``cpus`` cores and ``memory`` MB.
+
+    ``name`` is the machine name (``Machine``; the p-slot is ``slot1@name``). ``max_retirement`` and
+    ``vacate_time`` are the machine's ``MaxJobRetirementTime`` / ``MachineMaxVacateTime``.
+    ``attrs`` are extra attributes published in every slot ad (e.g. ``CloudInstanceID`` or a
+    pilot's ``.pilot.ad`` values). Jobs that leave are appended to :attr:`ended` (callers pop them).
+    """
+
+    def __init__(self, name: str, cpus: int, memory: int, now: float, *, address: str | None = None,
+                 max_retirement: float = 0.0, vacate_time: float = 600.0, kill_time: float = 0.0,
+                 attrs: Mapping[str, Any] | None = None) -> None:
+        self.name = name
+        self.address = address or f"<127.0.0.1:9618?alias={name}&sock=startd>"
+        self.cpus = int(cpus)
+        self.memory = int(memory)
+        self.max_retirement = float(max_retirement)
+        self.vacate_time = float(vacate_time)
+        self.kill_time = float(kill_time)
+        self.attrs: dict[str, Any] = dict(attrs or {})
+        self.alive = True
+        self.ended: list[JobEnd] = []
+        self.jobs_killed_by_drain = 0
+        self._boot(now)
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def _boot(self, now: float) -> None:
+        self.now = now
+        self.last_change = now                  # when the state last changed (collector updates)
+        self.daemon_start = now
+        self.free_cpus = self.cpus
+        self.free_memory = self.memory
+        self.dslots: dict[int, _DSlot] = {}
+        self._next_n = 1
+        self.next_event = _INF
+        self.state, self.activity = "Unclaimed", "Idle"
+        self.entered_state = now
+        self.entered_activity = now
+        self.job_starts = 0
+        self.draining = False
+        self.drain_id = 0                       # per-process counter: restarts at 0
+        self.drain_how = ""
+        self.drain_reason: str | None = None
+        self.drain_request: str | None = None
+        self.drain_completion = "nothing"
+        self.start_expr: str | None = None
+        self.drain_complete = False
+        self.last_drain_start: float | None = None
+        self.last_drain_stop: float | None = None
+        self.graceful_end = _INF                # coordinated retirement end of a graceful drain
+        self.total_badput = 0.0
+        self.total_unclaimed = 0.0
+        self._unclaimed_mark = now
+        self._grace_done: float | None = None
+        self._quick_done: float | None = None
+        self._estimate(now)
+
+    def restart(self, now: float) -> list[JobEnd]:
+        """Restart the startd: running jobs are killed, a new ``DaemonStartTime``, drain ids from 1."""
+        self.advance(now)
+        killed = self._kill_all(now)
+        self._boot(now)
+        return killed
+
+    def stop(self, now: float) -> list[JobEnd]:
+        """The VM went away: running jobs are killed and the startd is gone."""
+        self.advance(now)
+        killed = self._kill_all(now)
+        self.alive = False
+        self.next_event = _INF
+        return killed
+
+    def _kill_all(self, now: float) -> list[JobEnd]:
+        out = [JobEnd(s.job, self.name, s.start, now, True, False) for s in self.dslots.values()]
+        self.ended.extend(out)
+        self.dslots.clear()
+        return out
+
+    # ---------------------------------------------------------------- time
+
+    def advance(self, now: float) -> None:
+        """Run every transition due up to ``now``, in time order."""
+        if now < self.now:
+            return
+        while self.next_event <= now and self.alive:
+            s = min(self.dslots.values(), key=lambda s: (s.event, s.n))
+            self._fire(s, s.event)
+            self._refresh_next()
+        self.now = now
+
+    def _refresh_next(self) -> None:
+        self.next_event = min((s.event for s in self.dslots.values()), default=_INF)
+
+    def _fire(self, s: _DSlot, t: float) -> None:
+        p = s.phase
+        if p != _KILLING and s.end <= t and s.end <= s.event:
+            self._remove(s, s.end, killed=False)
+        elif p == _RETIRING:
+            self._evict(s, t)
+        elif p == _VACATING:
+            self._to_killing(s, t)
+        elif p == _KILLING:
+            self._remove(s, t, killed=True)
+
+    def _evict(self, s: _DSlot, t: float) -> None:
+        """Soft-kill: Preempting/Vacating for the vacate time (hard-kill at once if it is 0)."""
+        if s.vacate <= 0:
+            self._to_killing(s, t)
+            return
+        s.phase, s.entered = _VACATING, t
+        self.last_change = t
+        s.kill_at = t + s.vacate
+        s.refresh()
+
+    def _to_killing(self, s: _DSlot, t: float) -> None:
+        if self.kill_time <= 0:
+            self._remove(s, t, killed=True)
+            return
+        s.phase, s.entered = _KILLING, t
+        self.last_change = t
+        s.gone_at = t + self.kill_time
+        s.refresh()
+
+    def _remove(self, s: _DSlot, t: float, *, killed: bool) -> None:
+        self._estimate(t)                       # last recompute with the claim active (freeze rule)
+        self._integrate(t)
+        self.last_change = t
+        del self.dslots[s.n]
+        self.free_cpus += s.job.cpus
+        self.free_memory += s.job.ram_mb
+        by_drain = killed and self.draining
+        if by_drain:
+            self.total_badput += s.job.cpus * (t - s.start)
+            self.jobs_killed_by_drain += 1
+        self.ended.append(JobEnd(s.job, self.name, s.start, t, killed, by_drain))
+        if not self.dslots:
+            self._estimate(t)
+        if self.draining:
+            if self.drain_how == GRACEFUL and not s.awd:
+                self._recoordinate(t)
+            if not self.dslots and not self.drain_complete:
+                self._complete_drain(t)
+        self._refresh_next()
+
+    def _integrate(self, t: float) -> None:
+        """TotalMachineDrainingUnclaimedTime: unclaimed core-seconds while draining."""
+        if self.draining and t > self._unclaimed_mark:
+            self.total_unclaimed += self.free_cpus * (t - self._unclaimed_mark)
+        self._unclaimed_mark = t
+
+    # ---------------------------------------------------------------- jobs
+
+    def accepts(self, job: Job, now: float) -> bool:
+        """Would START accept ``job`` now and do its resources fit? (Drains force START false, or
+        to the drain's ``start_expr`` for a graceful drain.)"""
+        if not self.alive or job.cpus > self.free_cpus or job.ram_mb > self.free_memory:
+            return False
+        if not self.draining:
+            return True
+        if self.drain_how != GRACEFUL or self.start_expr is None or self.drain_complete:
+            return False
+        text = self.start_expr.strip()
+        if text.lower() in ("false", "0"):
+            return False
+        job_ad = {"RequestCpus": job.cpus, "RequestMemory": job.ram_mb, "ClusterId": job.id}
+        return is_true(evaluate(text, self.pslot_ad(now), now, target=job_ad))
+
+    def start_job(self, job: Job, now: float) -> int:
+        """Start ``job`` in a new dynamic slot; returns the slot number. Caller checked :meth:`accepts`."""
+        self.advance(now)
+        self._integrate(now)
+        n = self._next_n
+        self._next_n += 1
+        s = _DSlot(n, job, now, self.max_retirement, self.vacate_time)
+        if self.draining:
+            s.awd = True                        # accepted while draining: no retirement of its own
+            s.retire_end = now
+            s.phase = _RETIRING
+            s.evict_at = max(now, self.graceful_end - s.vacate)
+            s.refresh()
+        self.dslots[n] = s
+        self.last_change = now
+        self.free_cpus -= job.cpus
+        self.free_memory -= job.ram_mb
+        self.job_starts += 1
+        if s.event < self.next_event:
+            self.next_event = s.event
+        return n
+
+    # ---------------------------------------------------------------- draining
+
+    def drain(self, now: float, how: str = GRACEFUL, *, on_completion: str = "nothing",
+              check_expr: str | None = None, start_expr: str | None = None,
+              reason: str | None = None) -> str:
+        """Start draining (seed 000); returns the request id. Raises :class:`DrainError` 10001 when a
+        drain is in progress and 10003 when ``check_expr`` is not true on every slot ad."""
+        if how not in SCHEDULES:
+            raise ValueError(f"unknown drain schedule {how!r}")
+        if on_completion not in COMPLETIONS:
+            raise ValueError(f"unknown drain completion {on_completion!r}")
+        self.advance(now)
+        if self.draining:
+            raise DrainError(DRAINING_ALREADY_IN_PROGRESS, "Draining already in progress.")
+        if check_expr is not None:
+            for ad in self.slot_ads(now):
+                try:
+                    ok = is_true(evaluate(check_expr, ad, now))
+                except ValueError:
+                    ok = False
+                if not ok:
+                    raise DrainError(DRAINING_CHECK_EXPR_FAILED,
+                                     f"Draining check expression ({check_expr}) is not true on {ad['Name']}.")
+        self._integrate(now)
+        self.drain_id += 1
+        self.draining = True
+        self.drain_complete = False
+        self.drain_how = how
+        self.drain_completion = on_completion
+        self.drain_reason = reason if reason is not None else "by command"
+        self.drain_request = str(self.drain_id)
+        self.start_expr = start_expr if how == GRACEFUL else None
+        self.last_drain_start = now
+        self.last_change = now
+        self.state, self.activity = "Drained", "Retiring"
+        self.entered_state = self.entered_activity = now
+        if how == GRACEFUL:
+            for s in self.dslots.values():
+                s.phase, s.entered = _RETIRING, now
+            self._recoordinate(now)
+        else:
+            for s in list(self.dslots.values()):
+                if s.n not in self.dslots:
+                    continue
+                if how == QUICK:
+                    self._evict(s, now)
+                else:
+                    self._to_killing(s, now)
+        self._refresh_next()
+        if not self.dslots and not self.drain_complete:
+            self._complete_drain(now)
+        return str(self.drain_id)
+
+    def _recoordinate(self, now: float) -> None:
+        """Graceful drains retire together: every job may run until the longest remaining retirement
+        of the original jobs ends, and is soft-killed early enough to be gone by then."""
+        originals = [s.retire_end for s in self.dslots.values() if not s.awd and s.phase == _RETIRING]
+        self.graceful_end = max([now, *originals])
+        for s in list(self.dslots.values()):
+            if s.phase == _RETIRING and s.n in self.dslots:
+                s.evict_at = max(now, self.graceful_end - s.vacate)
+                s.refresh()
+                if s.evict_at <= now and s.end > now:
+                    self._evict(s, now)
+
+    def _complete_drain(self, t: float) -> None:
+        self.drain_complete = True
+        self.last_change = t
+        self.state, self.activity = "Drained", "Idle"
+        self.entered_activity = t
+        if self.drain_completion in ("resume", "reconfig"):
+            self._stop_draining(t)
+        elif self.drain_completion == "restart":
+            self._boot(t)
+        elif self.drain_completion == "exit":
+            self.alive = False
+            self.next_event = _INF
+
+    def cancel(self, now: float, request_id: str | None = None) -> None:
+        """Cancel the drain (a no-op when not draining). A ``request_id`` that is not the current one
+        raises :class:`DrainError` 10002. Retiring jobs go back to Busy; evictions under way go on."""
+        self.advance(now)
+        if not self.draining:
+            return
+        if request_id and request_id != self.drain_request:
+            raise DrainError(DRAINING_NO_MATCHING_REQUEST_ID,
+                             f"No matching draining request id {request_id}.")
+        self._stop_draining(now)
+
+    def _stop_draining(self, now: float) -> None:
+        self._integrate(now)
+        self.draining = False
+        self.drain_complete = False
+        self.drain_reason = None
+        self.drain_request = None
+        self.start_expr = None
+        self.graceful_end = _INF
+        self.last_drain_stop = now
+        self.last_change = now
+        self.state, self.activity = "Unclaimed", "Idle"
+        self.entered_state = self.entered_activity = now
+        for s in self.dslots.values():
+            if s.phase == _RETIRING:
+                s.phase, s.entered, s.evict_at = _BUSY, now, _INF
+                s.refresh()
+        self._refresh_next()
+
+    def vacate(self, now: float, *, fast: bool = False) -> None:
+        """``condor_vacate`` of every claim: soft-kill (graceful) or hard-kill (fast) all jobs now.
+
+        On a draining startd this escalates the drain without ending it (same request id).
+        """
+        self.advance(now)
+        for s in list(self.dslots.values()):
+            if s.n not in self.dslots:
+                continue
+            if s.phase in (_BUSY, _RETIRING):
+                if fast:
+                    self._to_killing(s, now)
+                else:
+                    self._evict(s, now)
+            elif s.phase == _VACATING and fast:
+                self._to_killing(s, now)
+        self._refresh_next()
+
+    # ---------------------------------------------------------------- estimates and ads
+
+    def _estimate(self, now: float) -> tuple[float, float]:
+        """``compute_draining_attrs``: returns (graceful badput, quick badput) and updates the
+        completion times (frozen at the idle-since time while no claim is active)."""
+        if not self.dslots:
+            if self._grace_done is None or self._grace_done > now:
+                self._grace_done = now
+            if self._quick_done is None or self._quick_done > now:
+                self._quick_done = now
+            return 0.0, 0.0
+        gb = qb = 0.0
+        gmax = qmax = 0.0
+        for s in self.dslots.values():
+            runtime = now - s.start
+            p = s.phase
+            if p == _BUSY or p == _RETIRING:
+                r = 0.0 if s.awd else max(0.0, s.retire_end - now)
+                v = s.vacate
+            elif p == _VACATING:
+                r, v = 0.0, max(0.0, s.kill_at - now)
+            else:
+                r = v = 0.0
+            c = s.job.cpus
+            qb += c * (runtime + v)
+            rv = r if r > v else v
+            gb += c * (runtime + rv)
+            if rv > gmax:
+                gmax = rv
+            if v > qmax:
+                qmax = v
+        self._grace_done = now + gmax
+        self._quick_done = now + qmax
+        return gb, qb
+
+    def pslot_ad(self, now: float) -> dict[str, Any]:
+        """The partitionable slot's ad as of ``now`` (the startd's live copy), as a plain dict."""
+        self.advance(now)
+        gb, qb = self._estimate(now)
+        unclaimed = self.total_unclaimed
+        if self.draining and now > self._unclaimed_mark:
+            unclaimed += self.free_cpus * (now - self._unclaimed_mark)
+        children = sorted(self.dslots.values(), key=lambda s: s.n) if self.dslots else ()
+        ad = self._static_ad()
+        ad["State"] = self.state
+        ad["Activity"] = self.activity
+        ad["EnteredCurrentState"] = int(self.entered_state)
+        ad["EnteredCurrentActivity"] = int(self.entered_activity)
+        ad["MyCurrentTime"] = int(now)
+        ad["DaemonStartTime"] = int(self.daemon_start)
+        ad["Cpus"] = self.free_cpus
+        ad["Memory"] = self.free_memory
+        ad["NumDynamicSlots"] = len(children)
+        ad["ChildState"] = [_PHASE_STATE[s.phase][0] for s in children]
+        ad["ChildActivity"] = [_PHASE_STATE[s.phase][1] for s in children]
+        ad["Start"] = self._start_value()
+        ad["JobStarts"] = self.job_starts
+        ad["ExpectedMachineGracefulDrainingCompletion"] = int(self._grace_done or now)
+        ad["ExpectedMachineQuickDrainingCompletion"] = int(self._quick_done or now)
+        ad["ExpectedMachineGracefulDrainingBadput"] = int(gb)
+        ad["ExpectedMachineQuickDrainingBadput"] = int(qb)
+        if self.total_badput > 0:
+            ad["TotalMachineDrainingBadput"] = int(self.total_badput)
+        if unclaimed > 0:
+            ad["TotalMachineDrainingUnclaimedTime"] = int(unclaimed)
+        if self.last_drain_start is not None:
+            ad["LastDrainStartTime"] = int(self.last_drain_start)
+        if self.last_drain_stop is not None:
+            ad["LastDrainStopTime"] = int(self.last_drain_stop)
+        if self.draining:
+            ad["Draining"] = True
+            ad["DrainReason"] = self.drain_reason
+            ad["DrainingRequestId"] = self.drain_request
+        ad.update(self.attrs)
+        return ad
+
+    def _static_ad(self) -> dict[str, Any]:
+        """A fresh copy of the attributes that do not change while the startd runs."""
+        base = self.__dict__.get("_static")
+        if base is None:
+            base = self._static = {
+                "MyType": "Machine",
+                "Name": f"slot1@{self.name}",
+                "Machine": self.name,
+                "MyAddress": self.address,
+                "SlotID": 1,
+                "SlotType": "Partitionable",
+                "PartitionableSlot": True,
+                "TotalSlotCpus": self.cpus,
+                "TotalCpus": self.cpus,
+                "TotalSlotMemory": self.memory,
+                "TotalMemory": self.memory,
+                "MaxJobRetirementTime": int(self.max_retirement),
+                "MachineMaxVacateTime": int(self.vacate_time),
+            }
+        return base.copy()
+
+    def _start_value(self) -> Any:
+        if not self.draining:
+            return True
+        if self.drain_how == GRACEFUL and self.start_expr is not None and not self.drain_complete:
+            return self.start_expr
+        return False
+
+    def slot_ads(self, now: float) -> list[dict[str, Any]]:
+        """Every slot ad of this startd as of ``now``: the p-slot first, then each dynamic slot."""
+        p = self.pslot_ad(now)
+        out = [p]
+        shared = {k: p[k] for k in p if k.startswith(("ExpectedMachine", "TotalMachineDraining",
+                                                        "LastDrain", "Drain"))}
+        for s in sorted(self.dslots.values(), key=lambda s: s.n):
+            st, act = _PHASE_STATE[s.phase]
+            r = 0.0 if s.awd or s.phase not in (_BUSY, _RETIRING) else max(0.0, s.retire_end - now)
+            ad = {
+                "MyType": "Machine",
+                "Name": f"slot1_{s.n}@{self.name}",
+                "Machine": self.name,
+                "MyAddress": self.address,
+                "SlotID": 1,
+                "SlotType": "Dynamic",
+                "DynamicSlot": True,
+                "State": st,
+                "Activity": act,
+                "EnteredCurrentState": int(s.entered),
+                "MyCurrentTime": int(now),
+                "DaemonStartTime": int(self.daemon_start),
+                "Cpus": s.job.cpus,
+                "Memory": s.job.ram_mb,
+                "RemoteOwner": "user@sim",
+                "GlobalJobId": f"sim#{s.job.id}",
+                "JobStart": int(s.start),
+                "RetirementTimeRemaining": int(r),
+                "AcceptedWhileDraining": s.awd,
+                **shared,
+                **self.attrs,
+            }
+            out.append(ad)
+        return out
+
+    def running(self) -> Iterable[tuple[Job, float]]:
+        """The jobs running now, with their start times."""
+        return ((s.job, s.start) for s in self.dslots.values())

@@ -1,0 +1,188 @@
+"""The HTCondor adapter's polling against the simulated collector: workers, demand, collector lag."""
+
+from __future__ import annotations
+
+import logging
+
+import classad2
+import htcondor2
+import pytest
+
+from nodemanager.core.classify import classify_htcondor
+from nodemanager.scheduler.htcondor import (PILOT_ATTRIBUTES, Htcondor2Bindings, HTCondorScheduler,
+                                            demand_from_jobs, worker_from_ad)
+from nodemanager.scheduler.port import SchedulerError
+from policy_matrix.vocabulary import BUSY, IDLE
+
+
+def test_poll_reports_each_startd_once_with_its_pslot_ad(condor):
+    condor.add("a.example")
+    condor.add("b.example", cpus=4)
+    condor.run_job("b.example", cpus=3)
+    poll = condor.htc.poll()
+    workers = {w.name: w for w in poll.workers}
+    assert set(workers) == {"a.example", "b.example"}
+    b = workers["b.example"]
+    assert (b.scheduler, b.state, b.cloud_id) == ("htcondor", "Unclaimed/Idle", "i-b.example")
+    assert (b.cpus, b.cpus_busy, b.running_jobs) == (4, 3, 1)
+    assert b.address == condor.sim.startd("b.example").address
+    assert b.registered_at == condor.clock() and b.last_heard == condor.clock()
+    assert b.ad["NumDynamicSlots"] == 1 and b.ad["ChildState"] == ["Claimed"]
+    # the core's classifier reads these ads: a p-slot with a dynamic slot is busy, not idle
+    assert classify_htcondor(b.ad, condor.clock()).state == BUSY
+    assert classify_htcondor(workers["a.example"].ad, condor.clock()).state == IDLE
+
+
+def test_poll_is_one_collector_query_with_a_projection(condor):
+    seen = []
+
+    class Recording(Htcondor2Bindings):
+        def query_slots(self, constraint, projection):
+            seen.append((constraint, tuple(projection)))
+            return super().query_slots(constraint, projection)
+
+    condor.add("a.example")
+    condor.add("b.example")
+    htc = HTCondorScheduler(Recording(module=condor.sim), clock=condor.clock,
+                            extra_attributes=["MyPolicyAttr"])
+    htc.poll()
+    assert len(seen) == 1
+    constraint, projection = seen[0]
+    assert constraint == "PartitionableSlot =?= true"
+    for attr in ("MyAddress", "Name", "Machine", "State", "Activity", "NumDynamicSlots", "Draining",
+                 "DrainingRequestId", "DaemonStartTime", "LastHeardFrom", "MyCurrentTime",
+                 "ExpectedMachineGracefulDrainingBadput", "TotalMachineDrainingBadput",
+                 "CloudInstanceID", "MyPolicyAttr", *PILOT_ATTRIBUTES):
+        assert attr in projection
+    # the projection is applied: attributes outside it do not reach the worker ad
+    ad = htc.poll().workers[0].ad
+    assert "SlotID" not in ad and "MaxJobRetirementTime" in ad
+
+
+def test_pilot_attributes_reach_the_worker_ad(condor):
+    condor.add("p.example", attrs={"CloudInstanceID": "i-p", "LAST_EXP_JOB_END": 1_000_500,
+                                   "USED_FRACTION1k": 512, "CAN_POSTPONE_LAST_JOB": False})
+    ad = condor.worker("p.example").ad
+    assert (ad["LAST_EXP_JOB_END"], ad["USED_FRACTION1k"], ad["CAN_POSTPONE_LAST_JOB"]) == (1_000_500, 512, False)
+
+
+def test_demand_groups_idle_jobs_by_request(condor):
+    condor.sim.submit(RequestCpus=1, RequestMemory=2048, RequestDisk=1024 * 1024)
+    condor.sim.submit(RequestCpus=1, RequestMemory=2048, RequestDisk=1024 * 1024)
+    condor.sim.submit(RequestCpus=4, RequestMemory=classad2.ExprTree("2 * 4000"))   # an expression
+    condor.sim.submit(RequestCpus=8, RequestMemory=100, JobStatus=2)                # running: no demand
+    demand = {(d.cpus, d.ram_mb, d.scratch_mb): d.count for d in condor.htc.poll().demand}
+    assert demand == {(1, 2048, 1024): 2, (4, 8000, 0): 1}
+
+
+def test_demand_defaults_for_missing_requests():
+    (d,) = demand_from_jobs([{"QDate": 5}, {"RequestCpus": 1, "QDate": 3}])
+    assert (d.cpus, d.ram_mb, d.count, d.oldest_submit) == (1, 0, 2, 3)
+
+
+def test_collector_copy_lags_state_changes_by_the_update_latency():
+    from tests.fixtures.htcondor import CondorWorld
+
+    world = CondorWorld(change_delay=30.0)
+    world.add("a.example")
+    assert world.worker("a.example").running_jobs == 0
+    world.run_job("a.example")
+    world.advance(10)
+    assert world.worker("a.example").running_jobs == 0       # the collector has not heard yet
+    world.advance(25)
+    w = world.worker("a.example")
+    assert w.running_jobs == 1 and w.last_heard == world.clock()
+
+
+def test_collector_refreshes_on_the_update_interval(condor):
+    condor.add("a.example", max_retirement=3600.0)
+    condor.run_job("a.example")
+    first = condor.worker("a.example")
+    condor.advance(200)
+    same = condor.worker("a.example")                # no state change: the same copy
+    assert same.last_heard == first.last_heard
+    assert same.ad["ExpectedMachineGracefulDrainingBadput"] == first.ad["ExpectedMachineGracefulDrainingBadput"]
+    condor.advance(100)
+    fresh = condor.worker("a.example")
+    assert fresh.last_heard == first.last_heard + 300
+    assert fresh.ad["ExpectedMachineQuickDrainingBadput"] == first.ad["ExpectedMachineQuickDrainingBadput"] + 300
+
+
+def test_ads_of_a_killed_vm_linger_until_classad_lifetime(condor):
+    condor.add("gone.example")
+    condor.add("clean.example")
+    condor.htc.poll()
+    condor.sim.vanish("gone.example")
+    condor.sim.vanish("clean.example", clean=True)
+    condor.advance(899)
+    names = {w.name for w in condor.htc.poll().workers}
+    assert names == {"gone.example"}
+    assert condor.worker("gone.example").last_heard == condor.clock() - 899
+    condor.advance(1)
+    assert condor.htc.poll().workers == ()
+
+
+def test_collector_failure_is_a_scheduler_error(condor):
+    condor.add("a.example")
+    condor.sim.collector_down = True
+    with pytest.raises(SchedulerError, match="Failed communication with collector"):
+        condor.htc.poll()
+
+
+def test_a_bad_slot_ad_is_skipped_with_a_warning(condor, caplog):
+    condor.add("ok.example")
+    condor.add("bad.example", attrs={"CloudInstanceID": "i-bad", "TotalSlotCpus": "eight"})
+    with caplog.at_level(logging.WARNING):
+        workers = condor.htc.poll().workers
+    assert [w.name for w in workers] == ["ok.example"]
+    assert "slot1@bad.example" in caplog.text and "TotalSlotCpus" in caplog.text
+
+
+def test_worker_from_ad_names_the_slot_when_the_ad_is_unusable():
+    with pytest.raises(ValueError, match="without Name or Machine"):
+        worker_from_ad({"State": "Unclaimed"})
+
+
+def test_bindings_speak_htcondor2_types(condor):
+    """The simulated module checks arguments as htcondor2 does; so does the real one."""
+    condor.add("a.example")
+    location = classad2.ClassAd({"MyAddress": condor.sim.startd("a.example").address})
+    with pytest.raises(TypeError):
+        condor.sim.Startd({"MyAddress": "x"})
+    with pytest.raises(TypeError):
+        condor.sim.Startd(location).drainJobs(check_expr=classad2.ExprTree("true"))
+    with pytest.raises(TypeError):
+        htcondor2.Startd({"MyAddress": "x"})
+    assert [t.name for t in htcondor2.DrainType] == ["Graceful", "Quick", "Fast"]
+    assert htcondor2.CompletionType.Nothing == 0
+
+
+def test_production_bindings_on_the_real_wheel_report_an_unreachable_pool():
+    """The real htcondor2 module, a collector and a startd that are not there: clean errors, fast."""
+    import socket
+
+    from nodemanager.model import Worker
+    from nodemanager.scheduler.port import DrainRefused, DrainSchedule
+    from nodemanager.settings import SchedulerSettings
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    htc = HTCondorScheduler.from_settings(SchedulerSettings(kind="htcondor", options={
+        "collector": f"127.0.0.1:{port}", "drain_check": "TotalSlotCpus <= 64"}))
+    with pytest.raises(SchedulerError, match="Failed communication with collector"):
+        htc.poll()
+    worker = Worker(name="x.example", scheduler="htcondor",
+                    ad={"MyAddress": f"<127.0.0.1:{port}>", "Name": "slot1@x.example", "NumDynamicSlots": 0})
+    with pytest.raises(DrainRefused, match="cannot be queried"):
+        htc.drain(worker, DrainSchedule.GRACEFUL, "idle exceeded")
+    assert htc.draining_stats().refused == 1
+
+
+def test_a_hung_collector_fails_the_poll_after_query_timeout(condor):
+    condor.add("a.example")
+    condor.sim.collector_hung = True
+    before = condor.clock()
+    with pytest.raises(SchedulerError, match="collector query failed"):
+        condor.htc.poll()
+    assert condor.clock() - before == 60.0
