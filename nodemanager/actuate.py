@@ -122,17 +122,21 @@ def is_our_drain(worker: Worker | None) -> bool:
 def ticket_for(node: CloudNode | None, worker: Worker | None, worker_name: str | None = None,
                request_id: str | None = None) -> DrainTicket | None:
     """Rebuild the ticket of our drain from the node's ``TAG_DRAIN`` (which survives restarts),
-    else from the scheduler's record of a drain with our reason prefix; None if neither."""
+    else from the scheduler's record of a drain with our reason prefix; None if neither.
+
+    When the scheduler shows a drain of ours under another request id than the tag, the tag is
+    stale (a crash between a drain's end and clearing its tag): the scheduler's record wins."""
     name = worker_name or (worker.name if worker else None)
     # empty: the adapter then accepts any reason with our prefix (the exact one is unknown)
     reason = worker.drain_reason if worker is not None and worker.drain_reason else ""
+    current = worker.drain_request_id if is_our_drain(worker) else None
     parsed = parse_drain_tag(node.tags.get(TAG_DRAIN, "")) if node is not None else None
-    if parsed is not None and name:
+    if parsed is not None and name and (current is None or current == parsed[1]):
         started, rid, daemon_start = parsed
         return DrainTicket(worker=name, request_id=rid, reason=reason, started_at=started,
                            daemon_start=daemon_start)
-    if name and is_our_drain(worker) and (worker.drain_request_id or request_id):
-        return DrainTicket(worker=name, request_id=worker.drain_request_id or request_id or "",
+    if name and worker is not None and is_our_drain(worker) and (current or request_id):
+        return DrainTicket(worker=name, request_id=current or request_id or "",
                            reason=reason, started_at=worker.state_since)
     return None
 

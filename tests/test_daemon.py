@@ -114,18 +114,19 @@ def test_stop_abandons_a_stuck_call_safely_and_next_start_finishes_the_destroy(t
         if entered.is_set():
             break
     assert entered.is_set(), "no destroy happened"
+    # several actuators may be stuck in destroys at once; each one must be finished later
     marked = [n for n in d.world.sim_cloud.list_nodes() if n.tags.get(TAG_DESTROY)]
-    assert len(marked) == 1
+    assert marked
     abandoned = d.stop()
-    assert len(abandoned) == 1 and abandoned[0].startswith("actuator-")
-    # the process would exit here; the destroy never reached the cloud
+    assert abandoned and all(a.startswith("actuator-") for a in abandoned)
+    # the process would exit here; the destroys never reached the cloud
     cut_off.append(True)
     release.set()
-    assert d.world.sim_cloud.node(marked[0].id).state != "terminated"
+    assert all(d.world.sim_cloud.node(n.id).state != "terminated" for n in marked)
     del d.world.cloud.destroy_node
     again = daemons(cfg, clock=clock, ports=(d.world.cloud, d.world.scheduler, d.world)).start()
     assert again.system.settle(10.0)
-    assert d.world.sim_cloud.node(marked[0].id).state == "terminated"
+    assert all(d.world.sim_cloud.node(n.id).state == "terminated" for n in marked)
 
 
 def test_status_server_shows_the_last_cycle(tmp_path, daemons):
