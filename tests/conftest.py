@@ -5,7 +5,7 @@ import pathlib
 
 import pytest
 
-pytest_plugins: list[str] = []
+pytest_plugins: list[str] = ["tests.fixtures.observability", "tests.fixtures.daemon", "tests.fixtures.moto", "tests.fixtures.slurm", "tests.fixtures.htcondor"]
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
