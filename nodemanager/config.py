@@ -21,7 +21,7 @@ from nodemanager.settings import (CloudSettings, CoreSettings, DrainSettings, Ma
                                   PollSettings, SchedulerSettings, Settings)
 
 __all__ = ["ConfigError", "Problem", "load", "loads", "parse_duration", "credential_warnings",
-           "SCHEDULER_OPTIONS", "SECRET_OPTIONS", "with_overrides"]
+           "SCHEDULER_OPTIONS", "SECRET_OPTIONS", "with_overrides", "parse_bool"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -76,7 +76,8 @@ def parse_duration(text: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2).lower()]
 
 
-def _parse_bool(text: str) -> bool:
+def parse_bool(text: str) -> bool:
+    """True for yes/true/on/1, False for no/false/off/0; ValueError otherwise."""
     v = text.strip().lower()
     if v in ("1", "yes", "true", "on"):
         return True
@@ -143,7 +144,7 @@ _DAEMON: dict[str, tuple[str, Callable[[str], Any]]] = {
     "node_mem_scaling": ("node_mem_scaling", _nonneg(_parse_float)),
     "victim_horizon": ("victim_horizon", parse_duration),
 }
-_DAEMON_SHELL: dict[str, Callable[[str], Any]] = {"matrix": str, "dry_run": _parse_bool,
+_DAEMON_SHELL: dict[str, Callable[[str], Any]] = {"matrix": str, "dry_run": parse_bool,
                  "log_level": _choice("debug", "info", "warning", "error")}
 _POLL: dict[str, Callable[[str], Any]] = {
     "cloud_interval": parse_duration, "scheduler_interval": parse_duration,
@@ -272,7 +273,7 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None) -
         if expr:
             error = _expression_error(expr)
             if error:
-                r.problem("Drain", option, f"bad ClassAd expression {expr!r}: {error}")
+                r.problem("Drain", option, error)
     drain = DrainSettings(**drain_values)
     manage = ManageSettings(**r.typed("Manage", _MANAGE))
 
@@ -292,15 +293,14 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None) -
 
 
 def _expression_error(expr: str) -> str | None:
-    """Why a ClassAd expression does not parse, or None (skipped when classad2 is absent)."""
+    """Why an escalation expression is unusable, or None."""
     try:
-        import classad2
+        from nodemanager.core.escalation import validate_expression
+        validate_expression(expr)
     except ImportError:
-        return None
-    try:
-        classad2.ExprTree(expr)
-    except Exception as exc:  # classad2 raises plain exceptions for syntax errors
-        return str(exc) or type(exc).__name__
+        return "needs the HTCondor bindings (classad2): pip install 'nodemanager[htcondor]'"
+    except ValueError as exc:
+        return str(exc)
     return None
 
 
@@ -319,7 +319,7 @@ def _cloud(r: _Reader) -> CloudSettings:
                 if option in _CLOUD_INT_ARGS:
                     args[option] = _parse_int(raw)
                 elif option in _CLOUD_BOOL_ARGS:
-                    args[option] = _parse_bool(raw)
+                    args[option] = parse_bool(raw)
                 else:
                     args[option] = raw
             except ValueError as exc:

@@ -78,8 +78,11 @@ def test_scheduler_options_are_checked_per_type():
 
 def test_bad_escalation_expression_shows_its_text():
     problems = _problems("[Drain]\nescalate_fast = (time() - LastDrainStartTime >\n")
-    assert problems[0].startswith("site.ini:2: [Drain] escalate_fast: bad ClassAd expression "
+    assert problems[0].startswith("site.ini:2: [Drain] escalate_fast: not a valid ClassAd expression: "
                                   "'(time() - LastDrainStartTime >'")
+    problems = _problems("[Drain]\nescalate_quick = \"later\"\n")
+    assert problems == ["site.ini:2: [Drain] escalate_quick: ClassAd expression '\"later\"' is a "
+                        "constant str, not a condition (true/false)"]
 
 
 def test_secret_values_never_appear_in_errors():

@@ -53,6 +53,7 @@ from nodemanager.cloud.ec2compat import tolerant_ec2_driver
 from nodemanager.cloud.errors import classify
 from nodemanager.cloud.port import TAG_CLUSTER, TAG_REQUEST, TAG_SIZE, CloudError, ErrorKind
 from nodemanager.cloud.ratelimit import TokenBucket
+from nodemanager.config import parse_bool
 from nodemanager.model import CloudNode, Size, frozen_map
 from nodemanager.settings import CloudSettings
 
@@ -70,21 +71,12 @@ def _text(value: str) -> str:
     return value
 
 
-def _bool(value: str) -> bool:
-    low = value.strip().lower()
-    if low in ("1", "yes", "true", "on"):
-        return True
-    if low in ("0", "no", "false", "off"):
-        return False
-    raise ValueError(f"expected yes/no, got {value!r}")
-
-
 def _list(value: str) -> list[str]:
     return [v for v in re.split(r"[,\s]+", value) if v]
 
 
 _DRIVER_ARG_TYPES: Mapping[str, Callable[[str], Any]] = {
-    "port": int, "secure": _bool, "timeout": float, "retry_delay": float, "backoff": float,
+    "port": int, "secure": parse_bool, "timeout": float, "retry_delay": float, "backoff": float,
 }
 
 # [Cloud Create] option -> (libcloud create_node keyword, converter), per provider. ``image`` and
@@ -98,15 +90,15 @@ CREATE_OPTIONS: Mapping[str, Mapping[str, tuple[str, Callable[[str], Any]]]] = {
         "user_data": ("ex_userdata", _text),
         "iam_profile": ("ex_iamprofile", _text),
         "placement_group": ("ex_placement_group", _text),
-        "spot": ("ex_spot", _bool),
+        "spot": ("ex_spot", parse_bool),
         "spot_max_price": ("ex_spot_max_price", float),
-        "ebs_optimized": ("ex_ebs_optimized", _bool),
-        "assign_public_ip": ("ex_assign_public_ip", _bool),
+        "ebs_optimized": ("ex_ebs_optimized", parse_bool),
+        "assign_public_ip": ("ex_assign_public_ip", parse_bool),
     },
     "gce": {
         "network": ("ex_network", _text),
         "subnet": ("ex_subnetwork", _text),
-        "preemptible": ("ex_preemptible", _bool),
+        "preemptible": ("ex_preemptible", parse_bool),
         "disk_size": ("ex_disk_size", int),
         "service_account": ("ex_service_accounts", lambda v: [{"email": v, "scopes": ["cloud-platform"]}]),
     },
@@ -119,7 +111,7 @@ CREATE_OPTIONS: Mapping[str, Mapping[str, tuple[str, Callable[[str], Any]]]] = {
         "user_name": ("ex_user_name", _text),
         "user_data": ("ex_customdata", _text),
         "ssh_key": ("auth", _text),
-        "use_managed_disks": ("ex_use_managed_disks", _bool),
+        "use_managed_disks": ("ex_use_managed_disks", parse_bool),
     },
     "openstack": {
         "key_name": ("ex_keyname", _text),
