@@ -25,7 +25,9 @@ def test_poll_reports_each_startd_once_with_its_pslot_ad(condor):
     b = workers["b.example"]
     assert (b.scheduler, b.state, b.cloud_id) == ("htcondor", "Unclaimed/Idle", "i-b.example")
     assert (b.cpus, b.cpus_busy, b.running_jobs) == (4, 3, 1)
-    assert b.address == condor.sim.startd("b.example").address
+    # the bare IP pairs with the VM's private address; drains use the full MyAddress from the ad
+    assert b.address == "127.0.0.1"
+    assert b.ad["MyAddress"] == condor.sim.startd("b.example").address
     assert b.registered_at == condor.clock() and b.last_heard == condor.clock()
     assert b.ad["NumDynamicSlots"] == 1 and b.ad["ChildState"] == ["Claimed"]
     # the core's classifier reads these ads: a p-slot with a dynamic slot is busy, not idle

@@ -35,6 +35,7 @@ import time
 from collections import defaultdict
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
+from nodemanager.core.classify import htcondor_worker_fields
 from nodemanager.model import Demand, Worker, frozen_map
 from nodemanager.scheduler.draining_stats import DrainingStats, DrainingStatsRecorder
 from nodemanager.scheduler.port import (DRAIN_REASON_PREFIX, Confirmation, DrainRefused, DrainSchedule,
@@ -210,38 +211,16 @@ def worker_from_ad(ad: Mapping[str, Any], *, id_attribute: str = "CloudInstanceI
         raise ValueError(f"slot ad without Name or Machine: {sorted(ad)[:8]}")
     machine = get("Machine")
     name = machine if isinstance(machine, str) and machine else slot.split("@", 1)[-1]
-    counts = []
     for key in ("TotalSlotCpus", "Cpus", "TotalSlotMemory", "Memory", "NumDynamicSlots"):
         v = get(key)
         if v is not None and v.__class__ not in _NUMBER_TYPES:
             raise ValueError(f"slot {slot}: {key} is not a number: {v!r}")
-        counts.append(v)
-    total_cpus, free_cpus, total_mem, mem, dslots = counts
-    total = int(total_cpus if total_cpus is not None else (free_cpus or 0))
-    free = int(free_cpus if free_cpus is not None else total)
-    state, activity = get("State"), get("Activity")
+    fields = htcondor_worker_fields(ad)  # the one mapping of ad attributes to Worker fields
+    fields.pop("cloud_id", None)
+    fields.setdefault("last_heard", _num(ad, "MyCurrentTime", 0.0) or 0.0)
     cloud_id = get(id_attribute)
-    reason = get("DrainReason")
-    rid = get("DrainingRequestId")
-    heard = _num(ad, "LastHeardFrom")
-    return Worker(
-        name=name,
-        scheduler="htcondor",
-        state=f"{state}/{activity}" if state is not None else None,
-        cloud_id=str(cloud_id) if cloud_id not in (None, "") else None,
-        address=get("MyAddress"),
-        last_heard=heard if heard is not None else (_num(ad, "MyCurrentTime", 0.0) or 0.0),
-        state_since=_num(ad, "EnteredCurrentState", 0.0) or 0.0,
-        registered_at=_num(ad, "DaemonStartTime"),
-        cpus=total,
-        cpus_busy=max(0, total - free),
-        ram_mb=int(total_mem if total_mem is not None else (mem or 0)),
-        running_jobs=int(dslots or 0),
-        draining=get("Draining") is True,
-        drain_reason=reason if isinstance(reason, str) else None,
-        drain_request_id=str(rid) if rid is not None else None,
-        ad=frozen_map(ad),
-    )
+    return Worker(name=name, scheduler="htcondor", ad=frozen_map(ad),
+                  cloud_id=str(cloud_id) if cloud_id not in (None, "") else None, **fields)
 
 
 def demand_from_jobs(jobs: Iterable[Mapping[str, Any]]) -> tuple[Demand, ...]:
