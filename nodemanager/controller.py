@@ -23,10 +23,10 @@ listed yet). One bad listing or poll is not believed (see :class:`InputMemory`).
 
 Logging (logger ``nodemanager.decisions``), designed so 10,000 nodes do not flood the log: one
 line per node *decision change* — node, tuple, matched rule ``file:line``, matrix action, the
-planned action and what blocked it — at INFO when the matrix action, the planned action or what
-blocks it changes; a change of tuple or rule that leaves the decision as it was (busy → idle wait,
-a billing window opening with nothing to do) and a node first seen with nothing to do or block
-are logged at DEBUG; every planned action is logged at INFO (``dry-run: would ...`` in dry-run);
+planned action and what blocked it — at INFO when a node is first seen, when its worker state
+changes (unpaired → busy → idle → down: a few lines per node lifetime) and when the matrix action,
+the planned action or what blocks it changes; a change of window, grace or rule that leaves the
+decision as it was (a billing window opening with nothing to do) is logged at DEBUG; every planned action is logged at INFO (``dry-run: would ...`` in dry-run);
 one summary line per cycle (node counts per worker state, workers, queued jobs, actions, boots,
 freeze reason, CPU time) at INFO when it differs from the previous cycle's, else at DEBUG; one
 line per actuator outcome (``ok`` at INFO, ``refused``/``failed`` at WARNING, backoff skips at
@@ -415,10 +415,10 @@ class Controller:
                 level = logging.INFO
             elif old == sig:
                 continue
-            elif old is None:
-                level = logging.INFO if e.blocked_by or e.matrix_action is not Action.NONE else logging.DEBUG
-            else:  # the decision changed (INFO), or only the tuple/rule with the same decision (DEBUG)
-                level = logging.INFO if old[:3] != sig[:3] else logging.DEBUG
+            elif old is None or old[:3] != sig[:3] or old[3].worker_state != e.tuple.worker_state:
+                level = logging.INFO  # first seen, a new decision, or a new worker state
+            else:  # only the window, a grace or the rule changed, with the same decision
+                level = logging.DEBUG
             if debug or (info and level >= logging.INFO):
                 log.log(level, "%s", decision_line(e, self.dry_run))
             seen[e.node_id] = sig
