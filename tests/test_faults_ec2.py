@@ -1,0 +1,203 @@
+"""The daemon's cloud adapter under faults: libcloud's real EC2 driver against moto, through the
+fault-injecting proxy (real HTTP error replies), driven by the real Controller and Actuator for a
+few cycles on a virtual clock. The scheduler side is scripted: a worker joins for each instance.
+
+What a user would notice is checked: how many RunInstances/TerminateInstances reached the cloud
+(no retry storm, no second VM for the same demand, no second destroy), and that the pool ends
+the right size.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import pytest
+
+from nodemanager.actuate import Actuator
+from nodemanager.controller import Controller
+from nodemanager.model import Demand, Size
+from nodemanager.settings import CloudSettings, CoreSettings, PollSettings, Settings
+from tests.fixtures.daemon import ScriptedScheduler, Time
+
+pytestmark = pytest.mark.ec2
+
+SIZE = Size("small", cores=2, ram_mb=4096, price=0.1, instance_type="t3.small")
+STEP = 5.0
+
+
+class Ec2Loop:
+    """Controller + Actuator over LibcloudCloud (EC2 on moto via the proxy) and a scripted scheduler
+    that registers a worker for every running instance; a joining worker takes one queued job
+    (busy) if there is one, and its jobs end after ``job_seconds``."""
+
+    def __init__(self, ec2_cloud, proxy, *, max_nodes: int = 4, job_seconds: float = 30.0) -> None:
+        import policy_matrix
+        self.time = Time(time.time())            # moto stamps launch times with the real clock
+        self.proxy = proxy
+        self.settings = Settings(core=CoreSettings(sizes=(SIZE,), max_nodes=max_nodes, boot_grace=600.0,
+                                                   idle_grace=60.0, poll_stale_after=120.0),
+                                 cloud=CloudSettings(quota_backoff=300.0),
+                                 poll=PollSettings(max_backoff=60.0))
+        self.cloud = ec2_cloud(clock=self.time, sleep=lambda s: self.time.advance(s))
+        self.sched = ScriptedScheduler(self.time)
+        self.actuator = Actuator(self.cloud, self.sched, self.settings, clock=self.time)
+        self.ctl = Controller(self.settings, policy_matrix.load_default(), self.actuator, clock=self.time)
+        self.reports = []
+        self.job_seconds = job_seconds
+        self.job_end: dict[str, float] = {}
+
+    def live(self):
+        return [n for n in self.cloud.list_nodes() if n.state in ("pending", "running")]
+
+    def cycle(self):
+        from nodemanager.cloud.port import CloudError
+        try:
+            nodes = self.cloud.list_nodes()
+        except CloudError:
+            nodes = self.reports[-1].snapshot.cloud_nodes if self.reports else []
+        for n in nodes:
+            if n.state == "running" and n.name not in self.sched.workers:
+                queued = sum(d.count for d in self.sched.demand)
+                self.sched.add(n.name, n.id, running_jobs=1 if queued else 0)
+                if queued:
+                    d = self.sched.demand[0]
+                    self.sched.demand = ([replace(d, count=d.count - 1)] if d.count > 1 else []) + self.sched.demand[1:]
+                    self.job_end[n.name] = self.time.now + self.job_seconds
+        for name, w in list(self.sched.workers.items()):
+            if w.draining and not w.running_jobs and w.state != "drain":
+                self.sched.workers[name] = replace(w, state="drain")     # SLURM: IDLE+DRAIN
+        for name, end in list(self.job_end.items()):
+            if end <= self.time.now and name in self.sched.workers:
+                self.sched.set_jobs(name, 0)
+                del self.job_end[name]
+        live = {n.name for n in nodes if n.state in ("pending", "running")}
+        for name in [w for w in self.sched.workers if w not in live]:
+            del self.sched.workers[name]
+        report = self.ctl.cycle(nodes, self.time.now, self.sched.poll())
+        self.reports.append(report)
+        return report
+
+    def run(self, cycles: int) -> None:
+        for _ in range(cycles):
+            self.cycle()
+            self.time.advance(STEP)
+
+    def outcomes(self, kind: str, result: str | None = None):
+        return [o for r in self.reports for o in r.outcomes if o.kind == kind and (result is None or o.result == result)]
+
+
+@pytest.fixture
+def loop(ec2_cloud, ec2_proxy):
+    return Ec2Loop(ec2_cloud, ec2_proxy)
+
+
+@pytest.mark.parametrize("status, code", [(500, "InternalError"), (503, "Unavailable")])
+def test_server_errors_on_create_are_not_hammered_and_the_demand_is_met_later(loop, status, code):
+    """A 5xx on RunInstances may or may not have created the VM: the actuator backs off, waits
+    for a listing to show it (up to BOOT_LISTING_TIMEOUT), and boots again only after that."""
+    from nodemanager.actuate import BOOT_LISTING_TIMEOUT
+    loop.sched.demand = [Demand(cpus=2, ram_mb=1000, count=2)]
+    loop.proxy.fail("RunInstances", status, code, times=2)
+    loop.run(6)                                        # 30 s: backoff 10 s, then 20 s
+    assert loop.proxy.count("RunInstances") == 2
+    assert all("transient" in o.detail for o in loop.outcomes("boot", "failed"))
+    loop.run(int(BOOT_LISTING_TIMEOUT / STEP) + 10)
+    assert len(loop.outcomes("boot", "ok")) == 2
+    assert loop.proxy.count("RunInstances") == 2 + 2
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG (throttling stall): a create refused with 429/RequestLimitExceeded is treated like a "
+    "timeout that may have created the VM (Actuator.boot adds it to _raised for RATE_LIMIT): the "
+    "boot stays 'in flight' until BOOT_LISTING_TIMEOUT (600 s), so the queued jobs wait 10 "
+    "minutes instead of Retry-After (30 s). A throttled request was not processed; only TRANSIENT "
+    "errors should wait for the listing (and EC2 ClientToken would make even those safe to retry)."))
+def test_throttled_create_is_retried_after_retry_after(loop):
+    loop.sched.demand = [Demand(cpus=2, ram_mb=1000, count=1)]
+    loop.proxy.fail("RunInstances", 429, "RequestLimitExceeded", headers={"Retry-After": "30"})
+    loop.run(12)                                       # 60 s: twice the Retry-After
+    assert loop.proxy.count("RunInstances") == 2 and len(loop.live()) == 1
+
+
+def test_throttling_with_retry_after_is_obeyed(loop):
+    loop.sched.demand = [Demand(cpus=2, ram_mb=1000, count=1)]
+    loop.proxy.fail("RunInstances", 429, "RequestLimitExceeded", headers={"Retry-After": "30"})
+    loop.cycle()
+    assert loop.proxy.count("RunInstances") == 1
+    failed = loop.outcomes("boot", "failed")
+    assert failed and "rate_limit" in failed[0].detail and "30s" in failed[0].detail
+    for _ in range(5):                                 # 25 s < Retry-After: no call at all
+        loop.time.advance(STEP)
+        loop.cycle()
+    assert loop.proxy.count("RunInstances") == 1
+
+
+@pytest.mark.parametrize("status, code, kind", [(400, "InstanceLimitExceeded", "quota"),
+                                                (500, "InsufficientInstanceCapacity", "capacity")])
+def test_quota_and_capacity_errors_stop_booting_that_size_for_a_while(loop, status, code, kind):
+    loop.sched.demand = [Demand(cpus=2, ram_mb=1000, count=3)]
+    loop.proxy.fail("RunInstances", status, code, times=0)         # every time
+    loop.run(30)                                                    # 150 s < quota_backoff 300 s
+    assert loop.proxy.count("RunInstances") == 1
+    report = loop.reports[-1]
+    assert SIZE.name in report.snapshot.blocked_sizes
+    assert kind in loop.outcomes("boot", "failed")[0].detail
+    loop.proxy.faults.clear()
+    loop.run(40)                                                    # past the backoff: boots again
+    assert len(loop.live()) == 3
+
+
+def test_create_that_fails_but_creates_is_adopted_not_booted_twice(loop):
+    loop.sched.demand = [Demand(cpus=2, ram_mb=1000, count=1)]
+    loop.proxy.fail("RunInstances", 500, "InternalError", forward=True)
+    loop.run(10)
+    assert len(loop.live()) == 1
+    assert loop.proxy.count("RunInstances") == 1
+    assert any("raised but the node is listed" in o.detail for o in loop.outcomes("boot", "ok"))
+
+
+def test_destroy_that_fails_but_destroys_is_settled_by_the_listing(loop):
+    loop.sched.demand = [Demand(cpus=2, ram_mb=1000, count=1)]
+    loop.run(3)
+    assert len(loop.live()) == 1
+    loop.sched.demand = []
+    loop.proxy.fail("TerminateInstances", 503, "Unavailable", forward=True)
+    loop.run(40)                                       # idle grace 60 s, drain, destroy
+    assert loop.live() == []
+    assert loop.proxy.count("TerminateInstances") >= 1
+    assert loop.outcomes("destroy", "ok")
+
+
+def test_a_destroyed_instance_is_terminated_once(loop):
+    """Was: terminated instances still in the EC2 listing were destroyed again every cycle."""
+    loop.sched.demand = [Demand(cpus=2, ram_mb=1000, count=2)]
+    loop.run(3)
+    loop.sched.demand = []
+    loop.run(160)                                      # past boot_grace (600 s) of the dead VMs
+    assert loop.live() == []
+    assert loop.proxy.count("TerminateInstances") == 2
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG (config x cloud adapter): `[Cloud] secure = no` makes `nodemanager run` die with a "
+    "traceback: config.py parses `secure` to a bool (_CLOUD_BOOL_ARGS) and passes it in "
+    "CloudSettings.driver_args; libcloud_driver._parse_options converts it again with _bool(), "
+    "which calls .strip() on the bool -> AttributeError. Any EC2-compatible endpoint without TLS "
+    "(moto, a private cloud) cannot be configured; the closed-loop test cannot start the daemon."))
+def test_an_ec2_endpoint_without_tls_can_be_configured(tmp_path, moto_server):
+    import subprocess
+    import sys
+    config = tmp_path / "nm.ini"
+    config.write_text(f"""[Cloud]\ndriver = ec2\nkey = AKID\nsecret = x\nregion = us-east-1
+host = 127.0.0.1\nport = {moto_server.port}\nsecure = no\n[Cloud Create]\nimage = ami-12c6146b
+[Scheduler]\ntype = slurm\n[Manage]\nport = -1\n[Size small]\ncores = 2\nram_mb = 1000\n""")
+    config.chmod(0o600)
+    proc = subprocess.Popen([sys.executable, "-m", "nodemanager", "run", "--dry-run", "--config", str(config)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        out, _ = proc.communicate(timeout=4)
+    except subprocess.TimeoutExpired:               # still running after 4 s: it started
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    assert "Traceback" not in out, out[-800:]

@@ -1,0 +1,56 @@
+"""A bounded, seeded version of ``benchmarks/soak.py``: a few virtual days of a development trace
+with every fault class and random restarts, and the embedded default daemon on the real clock for
+a few seconds. The full-length runs are documented in docs/reliability.md."""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _soak():
+    spec = importlib.util.spec_from_file_location("nm_soak", REPO / "benchmarks" / "soak.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# The fault classes the open bugs need (see docs/reliability.md, "Bugs found"): with them on, the
+# soak kills jobs; the xfail run below keeps them on so it fails loudly once they are fixed.
+OPEN_BUG_FAULTS = frozenset({"partial_listing", "missing_ad", "flapping"})
+
+
+def test_two_virtual_days_of_a_trace_with_faults_and_restarts(traces_dir):
+    soak = _soak()
+    result = soak.soak_trace(str(traces_dir / soak.DEFAULT_TRACE), days=2, seed=7, restarts_per_day=6,
+                             without=OPEN_BUG_FAULTS)
+    assert result["violations"] == [] and result["invariants_broken"] == 0
+    assert result["jobs_submitted"] > 500 and result["jobs_killed"] == 0
+    assert result["jobs_completed"] >= result["jobs_submitted"] - 20     # the last hour's still run
+    assert result["faults_injected"] > 200 and result["restarts"] >= 5
+    assert result["boots"] > 10 and result["destroys"] > 10
+    rss = result["rss_mb"]
+    assert max(rss) - rss[0] < 15, rss                                   # flat, not growing per cycle
+    assert max(result["threads"]) == 1
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "open bugs: duplicate VM names under partial listings, and a worker's absence trusted after an "
+    "outage or a restart (tests/test_faults.py, tests/test_crash_restart.py xfails): jobs killed"))
+def test_two_virtual_days_with_every_fault_class(traces_dir):
+    soak = _soak()
+    result = soak.soak_trace(str(traces_dir / soak.DEFAULT_TRACE), days=2, seed=7, restarts_per_day=6)
+    assert result["violations"] == [] and result["jobs_killed"] == 0
+
+
+def test_the_embedded_default_daemon_for_a_few_seconds():
+    soak = _soak()
+    result = soak.soak_realtime(minutes=0.2, sample_every=1.0)
+    assert result["violations"] == []
+    assert result["cycles"] >= 2 and result["actor_restarts"] == 0
+    threads = result["threads"]
+    assert max(threads) - min(threads) <= 1, threads      # a fixed set of actors, whatever happens
