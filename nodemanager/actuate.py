@@ -53,6 +53,7 @@ __all__ = ["Actuator", "ActuatorState", "Task", "INITIAL_BACKOFF", "BOOT_LISTING
 
 INITIAL_BACKOFF = 10.0          # seconds before the first retry of a failed call
 BOOT_LISTING_TIMEOUT = 600.0    # a requested boot not listed after this long is given up
+DESTROY_SETTLE = 300.0          # a node destroyed this recently is not destroyed again
 
 OK, REFUSED, FAILED, SKIPPED = "ok", "refused", "failed", "skipped"
 
@@ -176,6 +177,7 @@ class Actuator:
         self._destroys: list[float] = []
         self._boots: dict[str, InFlight] = {}                 # request id -> boot not yet listed
         self._destroying: dict[str, CloudNode] = {}           # destroy raised: settle by listing
+        self._destroyed_at: dict[str, float] = {}             # node id -> destroy succeeded at
         self._raised: set[str] = set()                        # request ids whose create raised
         self._recent: dict[str, InFlight] = {}                # node -> action done after the listing
         self._listed = 0
@@ -232,6 +234,8 @@ class Actuator:
                     self._raised.discard(rid)
                     out.append(Outcome("boot", rid, FAILED, f"requested {int(now - boot.since)}s ago and "
                                        "never listed; given up", now, boot.size))
+            self._destroyed_at = {k: t for k, t in self._destroyed_at.items()
+                                  if k in listed_ids or now - t < DESTROY_SETTLE}
             for node_id, node in list(self._destroying.items()):
                 if node_id not in listed_ids:
                     del self._destroying[node_id]
@@ -346,8 +350,9 @@ class Actuator:
                 node = self.cloud.create_node(size, name, tags)
             except CloudError as err:
                 with self._lock:
-                    if err.kind in (ErrorKind.TRANSIENT, ErrorKind.RATE_LIMIT):
-                        # the create may have happened: wait for the listing to tell
+                    if err.kind is ErrorKind.TRANSIENT:
+                        # a timeout or 5xx may have created the VM: wait for the listing to tell
+                        # (a throttled request was not processed, so it is retried after Retry-After)
                         self._raised.add(rid)
                     else:
                         del self._boots[rid]
@@ -449,6 +454,12 @@ class Actuator:
         wait = self._wait_reason(key, now, cloud=True)
         if wait:
             return Outcome("destroy", node.id, SKIPPED, wait, now, node.size)
+        with self._lock:
+            done = self._destroyed_at.get(node.id)
+        if done is not None and now - done < DESTROY_SETTLE:
+            # listings are eventually consistent: a node destroyed moments ago may still show
+            return Outcome("destroy", node.id, SKIPPED, f"destroyed {now - done:.0f}s ago; waiting "
+                           "for the listing to show it gone", now, node.size)
         worker_name = item.worker or (worker.name if worker else None)
         latest = worker
         if worker_name and self.latest_worker is not None:
@@ -499,10 +510,12 @@ class Actuator:
     def _destroyed(self, node: CloudNode, worker_name: str | None, now: float, why: str) -> Outcome:
         key = f"destroy:{node.id}"
         self._succeeded(key)
-        self._remember(InFlight(node=node.id, action="destroy", since=now, size=node.size))
+        done = self.clock()  # after the call: a listing started before it may still show the node
+        self._remember(InFlight(node=node.id, action="destroy", since=done, size=node.size))
         with self._lock:
             self._destroys.append(now)
             self._destroying.pop(node.id, None)
+            self._destroyed_at[node.id] = done
         detail = f"destroyed: {why}"
         if worker_name:
             try:

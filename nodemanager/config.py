@@ -42,8 +42,6 @@ SCHEDULER_OPTIONS: Mapping[str, frozenset[str]] = {
 
 _CLOUD_OWN = frozenset({"driver", "cluster", "node_name_template", "calls_per_second",
                         "quota_backoff"})
-_CLOUD_INT_ARGS = frozenset({"port", "timeout"})
-_CLOUD_BOOL_ARGS = frozenset({"secure"})
 
 
 @dataclass(frozen=True)
@@ -310,20 +308,10 @@ def _cloud(r: _Reader) -> CloudSettings:
         "calls_per_second": _nonneg(_parse_float), "quota_backoff": parse_duration,
     }
     own = r.typed("Cloud", own_schema, open_ended=True)
-    args: dict[str, Any] = {}
-    if r.cp.has_section("Cloud"):
-        for option, raw in r.cp.items("Cloud", raw=True):
-            if option in _CLOUD_OWN:
-                continue
-            try:
-                if option in _CLOUD_INT_ARGS:
-                    args[option] = _parse_int(raw)
-                elif option in _CLOUD_BOOL_ARGS:
-                    args[option] = parse_bool(raw)
-                else:
-                    args[option] = raw
-            except ValueError as exc:
-                r.problem("Cloud", option, str(exc))
+    # libcloud constructor arguments stay text: the cloud adapter knows their types and checks
+    # them when it is built, before anything starts
+    args = {option: raw for option, raw in r.cp.items("Cloud", raw=True)
+            if option not in _CLOUD_OWN} if r.cp.has_section("Cloud") else {}
     create: dict[str, str] = {}
     tags: dict[str, str] = {}
     if r.cp.has_section("Cloud Create"):

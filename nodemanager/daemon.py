@@ -72,7 +72,7 @@ def build_ports(settings: Settings, clock: Callable[[], float]) -> tuple[CloudDr
     cloud = LibcloudCloud(settings.cloud)
     if settings.scheduler.kind == "slurm":
         from nodemanager.scheduler.slurm import SlurmScheduler
-        return cloud, SlurmScheduler.from_settings(settings.scheduler), None
+        return cloud, SlurmScheduler.from_settings(settings.scheduler, source=source), None
     from nodemanager.scheduler.htcondor import HTCondorScheduler
     return cloud, HTCondorScheduler.from_settings(settings.scheduler), None
 

@@ -242,3 +242,19 @@ def test_new_nodes_take_the_lowest_free_name(time_now, nm_settings, scripted_sch
     act.run(Task(BootRequest("small", 2, "more jobs")))
     assert sorted(n.name for n in cloud.list_nodes() if n.state != "terminated") == [
         name(1), name(2), name(3), name(4)]
+
+
+def test_a_destroyed_node_still_in_a_late_listing_is_not_destroyed_twice(time_now, nm_settings,
+                                                                         scripted_scheduler):
+    """A listing taken while the destroy was under way still shows the node with its destroy tag;
+    the next plan says "finish the destroy", and the actuator must not call the cloud again."""
+    cloud, act = setup(time_now, nm_settings, scripted_scheduler)
+    node = running_node(cloud, scripted_scheduler)
+    stale = cloud.node(node.id)
+    first = act.run(Task(item(ItemKind.DESTROY, node, worker=None, cancellable=False), node, None))
+    assert [o.result for o in first] == ["ok"]
+    tagged = stale.__class__(**{**{f: getattr(stale, f) for f in stale.__slots__},
+                                "tags": {**stale.tags, TAG_DESTROY: "1"}})
+    again = act.run(Task(item(ItemKind.DESTROY, tagged, worker=None, cancellable=False), tagged, None))
+    assert [o.result for o in again] == ["skipped"] and "waiting for the listing" in again[0].detail
+    assert cloud.calls.get("destroy_node", 0) == 1

@@ -60,12 +60,12 @@ def test_real_cloud_needs_a_size():
     assert problems == ["site.ini:2: [Cloud] driver: a real cloud needs at least one [Size NAME] section"]
 
 
-def test_cloud_constructor_arguments_pass_through_typed():
+def test_cloud_constructor_arguments_pass_through():
     settings = loads("[Cloud]\ndriver = EC2\nkey = AK\nsecret = s3cr3t\nport = 5000\nsecure = no\n"
                      "[Size m5.large]\ncores = 2\nram_mb = 8000\n")
     assert settings.cloud.driver == "ec2"
-    assert dict(settings.cloud.driver_args) == {"key": "AK", "secret": "s3cr3t", "port": 5000,
-                                                "secure": False}
+    assert dict(settings.cloud.driver_args) == {"key": "AK", "secret": "s3cr3t", "port": "5000",
+                                                "secure": "no"}
 
 
 def test_scheduler_options_are_checked_per_type():

@@ -94,3 +94,17 @@ def test_pairing_does_not_depend_on_input_order():
     b = pair(list(reversed(nodes)), list(reversed(workers)))
     assert {k: w.name for k, w in a.paired.items()} == {k: w.name for k, w in b.paired.items()}
     assert a.reasons == b.reasons
+
+
+def test_a_scheduler_record_that_never_registered_does_not_pair():
+    """SLURM declares node names in advance: a fresh VM must not pair with the idle record of a
+    name whose slurmd never registered (it would be classed down and shut down during boot)."""
+    from nodemanager.core.pair import pair
+    from nodemanager.model import CloudNode, Worker
+    node = CloudNode(id="i-1", name="c-small-1", size="small", launched_at=1000.0)
+    never = Worker(name="c-small-1", scheduler="slurm", state="unk", registered_at=0.0)
+    result = pair([node], [never])
+    assert "i-1" not in result.paired
+    assert "has not registered since this VM was launched" in result.reasons["i-1"]
+    joined = Worker(name="c-small-1", scheduler="slurm", state="idle", registered_at=1010.0)
+    assert pair([node], [joined]).paired["i-1"].name == "c-small-1"

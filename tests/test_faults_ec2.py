@@ -107,12 +107,6 @@ def test_server_errors_on_create_are_not_hammered_and_the_demand_is_met_later(lo
     assert loop.proxy.count("RunInstances") == 2 + 2
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG (throttling stall): a create refused with 429/RequestLimitExceeded is treated like a "
-    "timeout that may have created the VM (Actuator.boot adds it to _raised for RATE_LIMIT): the "
-    "boot stays 'in flight' until BOOT_LISTING_TIMEOUT (600 s), so the queued jobs wait 10 "
-    "minutes instead of Retry-After (30 s). A throttled request was not processed; only TRANSIENT "
-    "errors should wait for the listing (and EC2 ClientToken would make even those safe to retry)."))
 def test_throttled_create_is_retried_after_retry_after(loop):
     loop.sched.demand = [Demand(cpus=2, ram_mb=1000, count=1)]
     loop.proxy.fail("RunInstances", 429, "RequestLimitExceeded", headers={"Retry-After": "30"})
@@ -179,12 +173,6 @@ def test_a_destroyed_instance_is_terminated_once(loop):
     assert loop.proxy.count("TerminateInstances") == 2
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG (config x cloud adapter): `[Cloud] secure = no` makes `nodemanager run` die with a "
-    "traceback: config.py parses `secure` to a bool (_CLOUD_BOOL_ARGS) and passes it in "
-    "CloudSettings.driver_args; libcloud_driver._parse_options converts it again with _bool(), "
-    "which calls .strip() on the bool -> AttributeError. Any EC2-compatible endpoint without TLS "
-    "(moto, a private cloud) cannot be configured; the closed-loop test cannot start the daemon."))
 def test_an_ec2_endpoint_without_tls_can_be_configured(tmp_path, moto_server):
     import subprocess
     import sys

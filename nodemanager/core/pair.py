@@ -9,7 +9,8 @@ Rules, in order:
    node's hostname or name (or their short forms), or its address equals the node's private IP.
    A worker that advertises an instance id is never matched by name (its id names its VM).
 3. A name/address match whose worker record began (``registered_at``) before the VM was launched
-   is refused: the hostname or address was recycled from an older VM.
+   is refused: the hostname or address was recycled from an older VM, or (``registered_at`` 0)
+   no daemon has registered under that name yet. ``None`` means the scheduler does not say.
 4. More than one candidate worker for a node, or one worker claimed by more than one node:
    unpaired, with the reason.
 
@@ -118,8 +119,12 @@ def pair(cloud_nodes: Iterable[CloudNode], workers: Iterable[Worker]) -> Pairing
                 continue
             if not fresh:
                 w = min((wlist[j] for j in found), key=lambda w: w.name)
-                reasons[n.id] = (f"worker {w.name} registered at {w.registered_at:.0f}, before this "
-                                 f"VM was launched at {n.launched_at:.0f} (recycled name)")
+                if not w.registered_at:
+                    reasons[n.id] = (f"worker {w.name} is known to the scheduler but has not "
+                                     "registered since this VM was launched")
+                else:
+                    reasons[n.id] = (f"worker {w.name} registered at {w.registered_at:.0f}, before "
+                                     f"this VM was launched at {n.launched_at:.0f} (recycled name)")
                 continue
             i = fresh[0]
             reasons[n.id] = _BY_NAME

@@ -263,7 +263,8 @@ class SlurmScheduler:
             address=node.address or node.hostname,
             last_heard=heard,
             state_since=node.last_busy or node.slurmd_start_time or state.at,
-            registered_at=node.slurmd_start_time or node.boot_time or None,
+            # 0: no slurmd ever registered this name, so it pairs with no VM yet (not "unknown")
+            registered_at=node.slurmd_start_time or node.boot_time or 0.0,
             cpus=node.cpus,
             cpus_busy=node.alloc_cpus,
             ram_mb=node.real_memory,
