@@ -1,0 +1,260 @@
+"""``nodemanager simulate``: replay an SWF workload through the real core, against baselines.
+
+Exit codes: 0 success; 1 bad input (trace, config, matrix), with the file:line or option named;
+2 bad command-line usage (from argparse).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+__all__ = ["register"]
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "simulate", help="replay an SWF job trace and report what a policy costs",
+        description="Replay a Parallel Workloads Archive trace (SWF, optionally .gz) through the "
+                    "same decision core and actuator as the daemon, on a simulated cloud and "
+                    "pool with a virtual clock. Prints paid node-hours against lower bounds, job "
+                    "waits and actions; --compare adds the peers' policies (static, Arvados, "
+                    "cluster-autoscaler, Slurm power saving). How each figure is computed: "
+                    "docs/simulator.md.")
+    p.add_argument("--trace", required=True, metavar="FILE", help="SWF trace (.swf or .swf.gz)")
+    p.add_argument("--config", metavar="INI", help="configuration file (default: embedded defaults; "
+                   "with a config, its [Daemon] max_nodes applies)")
+    p.add_argument("--matrix", metavar="FILE", action="append", default=[],
+                   help="policy matrix (repeat to compare matrices on the same trace)")
+    p.add_argument("--days", type=float, metavar="N", help="replay only N days of submissions")
+    p.add_argument("--skip-days", type=float, default=0.0, metavar="N",
+                   help="skip the first N days (counted from the first job)")
+    p.add_argument("--compare", action="store_true", help="also run the baseline policies")
+    p.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2,...",
+                   help="run each policy once per value (e.g. idle_grace=60,300,900); repeatable, "
+                        "each sweep on its own; durations take s/m/h suffixes")
+    p.add_argument("--cores-per-node", type=int, metavar="N",
+                   help="the one node size's cores (default: the config's size, else 8)")
+    p.add_argument("--max-nodes", type=int, metavar="N",
+                   help="node cap (default: the config's max_nodes with --config, else the peak of "
+                        "the no-wait schedule)")
+    p.add_argument("--boot-delay", default="90", metavar="SECONDS",
+                   help="cloud: create to running (default 90)")
+    p.add_argument("--join-delay", default="30", metavar="SECONDS",
+                   help="pool: running to the worker joining (default 30)")
+    p.add_argument("--billing", choices=("config", "per-second", "hourly"), default="config",
+                   help="billing of the simulated cloud (default: the size's; embedded: per-second, "
+                        "60 s minimum)")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.add_argument("--report", metavar="DIR", help="write an HTML report with PNG plots into DIR")
+    p.add_argument("--jobs", type=int, default=0, metavar="N",
+                   help="replays run in parallel (default: the number of CPUs)")
+    p.set_defaults(func=_run)
+
+
+def _fail(message: str) -> int:
+    print(f"nodemanager simulate: {message}", file=sys.stderr)
+    return 1
+
+
+class _Bad(Exception):
+    """Bad input: the message names the option, file:line or section."""
+
+
+def _duration(option: str, text: str) -> float:
+    from nodemanager.config import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise _Bad(f"{option} {text!r}: {exc}") from None
+
+
+def _sweeps(specs: list[str]) -> list[tuple[str, list[float]]]:
+    from nodemanager.sim.baselines import SWEEPABLE
+
+    out = []
+    for spec in specs:
+        key, sep, values = spec.partition("=")
+        key = key.strip()
+        if not sep or not values.strip():
+            raise _Bad(f"--sweep {spec!r}: expected KEY=V1,V2,... (e.g. idle_grace=60,300,900)")
+        if key not in SWEEPABLE:
+            raise _Bad(f"--sweep {spec!r}: unknown setting {key!r}; one of: {', '.join(SWEEPABLE)}")
+        out.append((key, [_duration(f"--sweep {key}", v.strip()) for v in values.split(",") if v.strip()]))
+    return out
+
+
+def _settings(args: argparse.Namespace):
+    from dataclasses import replace
+
+    from nodemanager.config import ConfigError, load, loads
+    from nodemanager.sim.baselines import default_size
+
+    try:
+        settings = load(args.config) if args.config else loads("", "<embedded defaults>")
+    except ConfigError as exc:
+        raise _Bad("bad configuration:\n" + "\n".join(f"  {p}" for p in exc.problems)) from None
+    sizes = settings.core.sizes
+    if args.cores_per_node is not None and args.cores_per_node <= 0:
+        raise _Bad("--cores-per-node must be at least 1")
+    if args.cores_per_node or not sizes:
+        base = sizes[0] if sizes else None
+        cores = args.cores_per_node or (base.cores if base else 8)
+        size = default_size(cores)
+        if base is not None:
+            size = replace(base, cores=cores, ram_mb=base.ram_mb * cores // max(base.cores, 1))
+        sizes = (size,)
+    if args.billing == "per-second":
+        sizes = tuple(replace(s, billing_period=0, min_charge=60, shutdown_windows=()) for s in sizes)
+    elif args.billing == "hourly":
+        sizes = tuple(replace(s, billing_period=3600, shutdown_windows=()) for s in sizes)
+    return replace(settings, core=replace(settings.core, sizes=sizes))
+
+
+def _matrices(args: argparse.Namespace, settings) -> list[tuple[str, object]]:
+    import os
+
+    import policy_matrix
+
+    paths = list(args.matrix) or ([settings.matrix_file] if settings.matrix_file else [])
+    if not paths:
+        return [("nodemanager", policy_matrix.load_default())]
+    out = []
+    for path in paths:
+        try:
+            m = policy_matrix.load(path)
+        except policy_matrix.MatrixError as exc:
+            raise _Bad(f"bad matrix:\n{exc}") from None
+        except OSError as exc:
+            raise _Bad(f"{path}: cannot read the matrix: {exc}") from None
+        name = "nodemanager" if len(paths) == 1 else f"nodemanager[{os.path.basename(path)}]"
+        out.append((name, m))
+    return out
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        return _simulate(args)
+    except _Bad as exc:
+        return _fail(str(exc))
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    import json
+    import os
+    import time
+    from dataclasses import asdict, replace
+
+    from nodemanager.sim import baselines as B
+    from nodemanager.sim.figures import figures_json, format_table, lower_bounds, verdicts
+    from nodemanager.sim.replay import run_many
+    from nodemanager.sim.swf import SwfError, read_jobs
+
+    t_start = time.perf_counter()
+    settings = _settings(args)
+    matrices = _matrices(args, settings)
+    sweeps = _sweeps(args.sweep)
+    sim = B.SimParams(boot_delay=_duration("--boot-delay", args.boot_delay),
+                      join_delay=_duration("--join-delay", args.join_delay))
+    try:
+        jobs, reader = read_jobs(args.trace, skip_days=args.skip_days, days=args.days)
+    except (SwfError, ValueError) as exc:
+        raise _Bad(str(exc)) from None
+    except OSError as exc:
+        raise _Bad(f"{args.trace}: {exc}") from None
+    if not jobs:
+        raise _Bad(f"{args.trace}: no usable jobs in the chosen window")
+    sizes = settings.core.sizes
+    cpn = max(s.cores for s in sizes)
+    bounds = lower_bounds(jobs, cpn)
+    if args.max_nodes is not None:
+        max_nodes = args.max_nodes
+    elif args.config:
+        max_nodes = settings.core.max_nodes
+    else:
+        max_nodes = max(1, bounds.nowait_peak_nodes)
+    settings = replace(settings, core=replace(settings.core, max_nodes=max_nodes,
+                                              min_nodes=min(settings.core.min_nodes, max_nodes)))
+    static_nodes = max(1, min(bounds.nowait_peak_nodes, max_nodes))
+
+    mains = [B.ours(settings, m, name) for name, m in matrices]
+    if args.compare:
+        mains += B.baselines(settings, static_nodes)
+    variants = []
+    for policy in mains:
+        for key, values in sweeps:
+            for v in values:
+                p = B.apply_param(policy, key, v)
+                if p is not None:
+                    variants.append(p)
+    if sweeps and args.compare and not any(k == "nodes" for k, _ in sweeps):
+        static = next(p for p in mains if p.baseline == "static")
+        for n in sorted({max(1, round(static_nodes * f)) for f in (0.25, 0.5, 0.75)}):
+            if n < static_nodes:
+                variants.append(B.apply_param(static, "nodes", n))
+
+    window = (f"days {args.skip_days:g}-{args.skip_days + args.days:g}" if args.days
+              else f"days {args.skip_days:g}-end")
+    trace = os.path.basename(args.trace)
+    runs = [(p, True) for p in mains] + [(p, False) for p in variants]
+    processes = args.jobs or os.cpu_count() or 1
+    if not args.json:
+        print(f"replaying {len(jobs)} jobs of {trace} ({window}) under {len(runs)} "
+              f"configuration(s), {min(processes, len(runs))} at a time...", file=sys.stderr)
+    results = run_many(jobs, runs, sim, bounds, trace=trace, window=window, processes=processes)
+    rows = [r.figures for r in results[:len(mains)]]
+    sweep_rows = [r.figures for r in results[len(mains):]]
+    groups: dict[str, list] = {}
+    for f in rows + sweep_rows:
+        groups.setdefault(f.params.get("baseline", f.policy), []).append(f)
+    ours_rows = [f for f in rows if f.params.get("baseline", "").startswith("nodemanager")]
+    judged = []
+    if args.compare:
+        for f in ours_rows:
+            judged += verdicts(f, {k: v for k, v in groups.items() if not k.startswith("nodemanager")})
+    killed = [f for f in ours_rows if f.jobs_killed and not f.escalations]
+    notes = [f"{v} jobs skipped: {k}" for k, v in reader.skipped.items()]
+    notes.append(f"cloud: boot {sim.boot_delay:g}s, join {sim.join_delay:g}s; "
+                 + "; ".join(f"size {s.name}: {s.cores} cores, {s.ram_mb} MB, "
+                             + (f"billed per {s.billing_period}s" if s.billing_period
+                                else f"per second, {s.min_charge}s minimum") for s in sizes)
+                 + f"; max_nodes {max_nodes}")
+    if reader.header.acknowledge:
+        notes.append("trace provided by " + "; ".join(reader.header.acknowledge)
+                     + " (Parallel Workloads Archive)")
+    wall = time.perf_counter() - t_start
+
+    if args.json:
+        out = {"trace": trace, "window": window, "jobs": len(jobs), "cores_per_node": cpn,
+               "bounds": asdict(bounds), "max_nodes": max_nodes, "sim": asdict(sim),
+               "runs": json.loads(figures_json(rows)), "sweep": json.loads(figures_json(sweep_rows)),
+               "verdicts": [{"ours": v.ours, "baseline": v.baseline, "on_front": v.on_front,
+                             "dominated_by": [d.params.get("sweep", {}) for d in v.by]}
+                            for v in judged],
+               "skipped_jobs": reader.skipped, "wall_seconds": round(wall, 2)}
+        print(json.dumps(out, indent=2))
+    else:
+        print(format_table(rows))
+        if sweep_rows:
+            print("\nsweep:")
+            print(format_table(sweep_rows).split("\n", 2)[-1])
+        for n in notes:
+            print(n)
+        for v in judged:
+            print(v.line())
+        for f in killed:
+            print(f"WARNING: {f.policy} killed {f.jobs_killed} job(s) without an escalation")
+        print(f"total wall time {wall:.1f}s")
+    if args.report:
+        from nodemanager.sim.report import write_report
+
+        sweep_groups: dict[str, list] = {}
+        for f in sweep_rows:
+            sweep_groups.setdefault(f.params.get("baseline", f.policy), []).append(f)
+        path = write_report(args.report, rows, {r.figures.policy: r.series for r in results[:len(mains)]
+                                                if r.series is not None},
+                            sweep_groups, title=f"nodemanager simulate: {trace} ({window})",
+                            notes=notes + [v.line() for v in judged])
+        print(f"report written to {path}", file=sys.stderr)
+    return 0

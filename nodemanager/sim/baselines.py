@@ -1,0 +1,244 @@
+"""The policies a replay compares: ours, and the peers' as configurations of the same engine.
+
+Every baseline runs through the same replay (same trace, simulated cloud, simulated pool, core
+and actuator); a baseline differs only in its matrix, its settings and, for cluster-autoscaler,
+one gate the core has no setting for. Each is described from its project's own documentation
+as summarised in ``../shared/notes/`` (see ``docs/simulator.md`` for the sources):
+
+* ``static``: the peak node count of the no-wait schedule kept up for the whole window
+  (``min_nodes = max_nodes = peak``, nothing idle is ever drained).
+* ``arvados``: Arvados Node Manager's defaults: its final ``transitions`` table (not the seed's:
+  ``down`` in boot wait is shut down only while the window is open), ``poll_time`` 60 s,
+  ``consecutive_idle_count`` 2 (idle is "exceeded" on the second consecutive idle poll, i.e. after
+  one poll period of idleness: ``idle_grace = (2 - 1) x 60 s``), billing windows ``54, 5, 1``
+  (open in minutes 54-59 of each hour of uptime), ``boot_fail_after`` 1800 s; paired nodes are
+  drained before shutdown (its SLURM shutdown actor).
+* ``cluster-autoscaler``: a node is removed after ``--scale-down-unneeded-time`` 10 min unneeded
+  (empty), drained before removal, ``--max-drain-parallelism`` 1, no scale-down for
+  ``--scale-down-delay-after-add`` 10 min after any scale-up, ``--scan-interval`` 10 s,
+  ``--max-node-provision-time`` 15 min, no billing-window awareness.
+* ``slurm-power-save``: power down after ``SuspendTime`` idle (300 s, slurm-gcp's generated
+  value; Slurm's own default is off), without draining; resume on demand; ``ResumeTimeout`` 300 s
+  (slurm-gcp) as the boot grace; ``power_save_interval`` 10 s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Mapping
+
+import policy_matrix
+from nodemanager.model import Size
+from nodemanager.settings import CoreSettings, PollSettings, Settings
+from policy_matrix import Matrix
+
+__all__ = ["Policy", "SimParams", "default_size", "ours", "static", "arvados", "cluster_autoscaler",
+           "slurm_power_save", "baselines", "apply_param", "SWEEPABLE", "ARVADOS_MATRIX",
+           "SLURM_POWER_SAVE_MATRIX", "CLUSTER_AUTOSCALER_MATRIX", "STATIC_MATRIX"]
+
+# Arvados Node Manager's final transitions table (services/nodemanager/.../transitions.py, see
+# arvados-node-manager.md §1.6), in our four-state vocabulary; its extra `fail` state is `down` here.
+ARVADOS_MATRIX = """\
+# Arvados Node Manager's transitions table (2017-12, before its removal in 2020).
+unpaired | *      | boot wait     | *             -> None
+unpaired | *      | boot exceeded | *             -> START_SHUTDOWN
+busy     | *      | *             | *             -> None
+idle     | open   | *             | idle exceeded -> START_DRAIN
+idle     | *      | *             | *             -> None
+down     | *      | boot exceeded | *             -> START_SHUTDOWN
+down     | open   | boot wait     | *             -> START_SHUTDOWN
+down     | closed | boot wait     | *             -> None
+"""
+
+# cluster-autoscaler: an unneeded (empty) node is drained and removed whatever the billing phase.
+CLUSTER_AUTOSCALER_MATRIX = """\
+# cluster-autoscaler-like: remove nodes unneeded for scale-down-unneeded-time, any time.
+unpaired | * | boot wait     | *             -> None
+unpaired | * | boot exceeded | *             -> START_SHUTDOWN
+busy     | * | *             | *             -> None
+idle     | * | *             | idle exceeded -> START_DRAIN
+idle     | * | *             | *             -> None
+down     | * | *             | *             -> START_SHUTDOWN
+"""
+
+# Slurm power saving: an idle node is powered down after SuspendTime, whatever the billing phase.
+# Slurm marks it POWERING_DOWN atomically so no job lands on it; here the same guarantee comes
+# from a drain of the idle node, which completes at once (no job to wait for), and the actuator's
+# confirm-before-destroy (a START_SHUTDOWN of a paired node is refused without our drain).
+SLURM_POWER_SAVE_MATRIX = """\
+# Slurm power saving: SuspendProgram on nodes idle for SuspendTime; down nodes too.
+unpaired | * | boot wait     | *             -> None
+unpaired | * | boot exceeded | *             -> START_SHUTDOWN
+busy     | * | *             | *             -> None
+idle     | * | *             | idle exceeded -> START_DRAIN
+idle     | * | *             | *             -> None
+down     | * | *             | *             -> START_SHUTDOWN
+"""
+
+# Static: nodes stay up; only broken ones are replaced.
+STATIC_MATRIX = """\
+# static pool: never give an idle node back; replace broken ones.
+unpaired | * | boot wait     | * -> None
+unpaired | * | boot exceeded | * -> START_SHUTDOWN
+busy     | * | *             | * -> None
+idle     | * | *             | * -> None
+down     | * | *             | * -> START_SHUTDOWN
+"""
+
+
+@dataclass(frozen=True)
+class SimParams:
+    """The simulated world, the same for every policy of a run.
+
+    ``boot_delay``: seconds from create to a running VM; ``join_delay``: from running to the
+    worker's first appearance in the pool; ``negotiation_interval``: how often the pool matches
+    queued jobs to free slots (HTCondor's ``NEGOTIATOR_INTERVAL`` default, 60 s); ``tail``: after
+    the last job ends, how long the replay goes on letting policies give their nodes back (nodes
+    still up then are paid until then); ``sample_every``: the nodes-over-time plot's resolution.
+    """
+
+    boot_delay: float = 90.0
+    join_delay: float = 30.0
+    negotiation_interval: float = 60.0
+    tail: float = 6 * 3600.0
+    sample_every: float = 300.0
+
+
+def default_size(cores: int = 8, *, billing_period: int = 0, min_charge: int = 60) -> Size:
+    """The simulator's one node size when the configuration has none: ``cores`` cores, 4 GB per
+    core, an on-demand-like price, per-second billing with a one-minute minimum."""
+    return Size(name=f"sim{cores}", cores=cores, ram_mb=4096 * cores, price=0.0425 * cores,
+                billing_period=billing_period, min_charge=min_charge)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """One row of the comparison: settings and matrix for the shared replay engine.
+
+    ``scale_down_delay_after_boot`` (cluster-autoscaler's ``--scale-down-delay-after-add``)
+    holds back drains and destroys of idle nodes for that long after any boot; 0 = no gate.
+    ``params`` are the knobs that define the row, shown in reports and sweeps.
+    """
+
+    name: str
+    settings: Settings
+    matrix: Matrix
+    scale_down_delay_after_boot: float = 0.0
+    baseline: str = ""
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def cycle_interval(self) -> float:
+        return self.settings.poll.cycle_interval
+
+
+def _with(settings: Settings, *, poll: Mapping[str, Any] | None = None,
+          sizes: tuple[Size, ...] | None = None, **core: Any) -> Settings:
+    new_core = replace(settings.core, **core)
+    if sizes is not None:
+        new_core = replace(new_core, sizes=sizes)
+    return replace(settings, core=new_core,
+                   poll=replace(settings.poll, **(poll or {})) if poll else settings.poll)
+
+
+def _parse(text: str, name: str) -> Matrix:
+    return policy_matrix.parse(text, f"<{name} baseline matrix>")
+
+
+def ours(settings: Settings, matrix: Matrix | None = None, name: str = "nodemanager") -> Policy:
+    """Our policy as configured (default: the shipped matrix and the embedded defaults)."""
+    m = matrix if matrix is not None else policy_matrix.load_default()
+    c = settings.core
+    return Policy(name=name, settings=settings, matrix=m, baseline=name,
+                  params={"idle_grace": c.idle_grace, "boot_grace": c.boot_grace,
+                          "cycle_interval": settings.poll.cycle_interval,
+                          "max_concurrent_drains": c.max_concurrent_drains})
+
+
+def static(settings: Settings, nodes: int) -> Policy:
+    s = _with(settings, min_nodes=nodes, max_nodes=nodes)
+    return Policy(name="static", settings=s, matrix=_parse(STATIC_MATRIX, "static"),
+                  baseline="static", params={"nodes": nodes})
+
+
+def arvados(settings: Settings, *, poll_time: float = 60.0, consecutive_idle_count: int = 2,
+            windows: tuple[int, ...] = (54, 5, 1), boot_fail_after: float = 1800.0) -> Policy:
+    sizes = tuple(replace(s, shutdown_windows=windows) for s in settings.core.sizes)
+    s = _with(settings, sizes=sizes, idle_grace=(consecutive_idle_count - 1) * poll_time,
+              boot_grace=boot_fail_after, poll={"cycle_interval": poll_time})
+    return Policy(name="arvados", settings=s, matrix=_parse(ARVADOS_MATRIX, "arvados"),
+                  baseline="arvados",
+                  params={"poll_time": poll_time, "consecutive_idle_count": consecutive_idle_count,
+                          "shutdown_windows": ",".join(map(str, windows))})
+
+
+def cluster_autoscaler(settings: Settings, *, unneeded_time: float = 600.0,
+                       delay_after_add: float = 600.0, max_drain_parallelism: int = 1,
+                       scan_interval: float = 10.0, provision_time: float = 900.0) -> Policy:
+    s = _with(settings, idle_grace=unneeded_time, max_concurrent_drains=max_drain_parallelism,
+              boot_grace=provision_time, poll={"cycle_interval": scan_interval})
+    return Policy(name="cluster-autoscaler", settings=s,
+                  matrix=_parse(CLUSTER_AUTOSCALER_MATRIX, "cluster-autoscaler"),
+                  scale_down_delay_after_boot=delay_after_add, baseline="cluster-autoscaler",
+                  params={"scale_down_unneeded_time": unneeded_time,
+                          "scale_down_delay_after_add": delay_after_add,
+                          "max_drain_parallelism": max_drain_parallelism})
+
+
+def slurm_power_save(settings: Settings, *, suspend_time: float = 300.0,
+                     resume_timeout: float = 300.0, interval: float = 10.0,
+                     suspend_rate: int = 60) -> Policy:
+    # SuspendRate nodes per minute, over power_save_interval: this many per cycle
+    per_cycle = max(1, int(suspend_rate * interval / 60.0))
+    s = _with(settings, idle_grace=suspend_time, boot_grace=resume_timeout,
+              max_concurrent_drains=per_cycle, poll={"cycle_interval": interval})
+    return Policy(name="slurm-power-save", settings=s,
+                  matrix=_parse(SLURM_POWER_SAVE_MATRIX, "slurm-power-save"),
+                  baseline="slurm-power-save",
+                  params={"suspend_time": suspend_time, "resume_timeout": resume_timeout})
+
+
+def baselines(settings: Settings, static_nodes: int) -> list[Policy]:
+    """The four peer baselines, on ``settings``' sizes and limits."""
+    return [static(settings, static_nodes), arvados(settings), cluster_autoscaler(settings),
+            slurm_power_save(settings)]
+
+
+_CORE_FIELDS = {f.name for f in fields(CoreSettings)} - {"sizes"}
+_POLL_FIELDS = {f.name for f in fields(PollSettings)}
+SWEEPABLE: tuple[str, ...] = tuple(sorted(_CORE_FIELDS | _POLL_FIELDS | {"nodes", "scale_down_delay"}))
+
+
+def apply_param(policy: Policy, key: str, value: float) -> Policy | None:
+    """``policy`` with one knob changed (for ``--sweep``), or None if the knob means nothing to it.
+
+    ``nodes`` is the static pool's size (only static has it); ``idle_grace`` is what each
+    baseline calls its idle timeout (Arvados: one poll period per extra consecutive idle poll,
+    cluster-autoscaler: scale-down-unneeded-time, Slurm: SuspendTime); the static pool has none.
+    ``scale_down_delay`` is cluster-autoscaler's delay after add. Other keys are CoreSettings or
+    PollSettings fields.
+    """
+    if key not in SWEEPABLE:
+        raise ValueError(f"cannot sweep {key!r}; choose from: {', '.join(SWEEPABLE)}")
+    sweep = {**policy.params.get("sweep", {}), key: value}
+    policy = replace(policy, name=f"{policy.baseline} {key}={value:g}")
+    if key == "nodes":
+        if policy.baseline != "static":
+            return None
+        n = int(value)
+        s = _with(policy.settings, min_nodes=n, max_nodes=n)
+        return replace(policy, settings=s, params={**policy.params, "nodes": n, "sweep": sweep})
+    if key == "scale_down_delay":
+        if policy.baseline != "cluster-autoscaler":
+            return None
+        return replace(policy, scale_down_delay_after_boot=float(value),
+                       params={**policy.params, "sweep": sweep})
+    if policy.baseline == "static" and key in ("idle_grace", "max_concurrent_drains"):
+        return None
+    if key in _POLL_FIELDS:
+        s = replace(policy.settings, poll=replace(policy.settings.poll, **{key: float(value)}))
+    else:
+        current = getattr(policy.settings.core, key)
+        cast = type(current) if isinstance(current, (int, float)) else float
+        s = _with(policy.settings, **{key: cast(value)})
+    return replace(policy, settings=s, params={**policy.params, "sweep": sweep})

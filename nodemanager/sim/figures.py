@@ -1,0 +1,259 @@
+"""The figures a replay reports, the lower bounds it is measured against, and their printing.
+
+Every figure is documented in ``docs/simulator.md``; in short:
+
+* ``lower_bound_work_node_hours`` = Σ cores × runtime / cores_per_node (perfect packing, no
+  boot, no idle: the work itself);
+* ``lower_bound_nowait_node_hours`` = ∫ ceil(running cores(t) / cores_per_node) dt with every job
+  started at its submit time (the least a pool can pay if no job ever waits);
+* ``cost_ratio`` = paid_node_hours / lower_bound_nowait_node_hours;
+* waits are per trace job (a job split over several nodes waits until its last piece starts),
+  percentiles by the nearest-rank method.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Sequence
+
+from nodemanager.sim.swf import SwfJob
+
+__all__ = ["Bounds", "Figures", "Series", "lower_bounds", "percentile", "format_table",
+           "figures_json", "TABLE_COLUMNS", "dominates", "pareto_front", "cost_wait", "Verdict", "verdicts"]
+
+HOUR = 3600.0
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Lower bounds on node-hours for a set of jobs and one node size.
+
+    ``nowait_peak_nodes`` is the largest ceil(running cores / cores_per_node) over time with every
+    job started at submit: the node count a static pool needs so that no job waits (on perfect
+    packing). ``first_submit``/``last_end`` delimit that no-wait schedule.
+    """
+
+    cores_per_node: int
+    work_core_hours: float
+    work_node_hours: float
+    nowait_node_hours: float
+    nowait_peak_nodes: int
+    first_submit: float
+    last_end: float
+
+
+def lower_bounds(jobs: Iterable[SwfJob], cores_per_node: int) -> Bounds:
+    """The work and no-wait lower bounds (see the module docstring) for ``jobs``."""
+    if cores_per_node <= 0:
+        raise ValueError("cores_per_node must be positive")
+    events: list[tuple[float, int]] = []
+    work = 0.0
+    first, last = math.inf, -math.inf
+    for j in jobs:
+        work += j.cores * j.runtime
+        first = min(first, j.submit)
+        end = j.submit + j.runtime
+        last = max(last, end)
+        if j.runtime > 0:
+            events.append((j.submit, j.cores))
+            events.append((end, -j.cores))
+    # Ends sort before starts at the same instant: a job ending frees its cores for one starting.
+    events.sort(key=lambda e: (e[0], e[1]))
+    running = 0
+    nowait = 0.0
+    peak = 0
+    prev_t = events[0][0] if events else 0.0
+    nodes = 0
+    for t, delta in events:
+        if t > prev_t:
+            nowait += nodes * (t - prev_t)
+            prev_t = t
+        running += delta
+        nodes = -(-running // cores_per_node)
+        peak = max(peak, nodes)
+    if first == math.inf:
+        first = last = 0.0
+    return Bounds(
+        cores_per_node=cores_per_node,
+        work_core_hours=work / HOUR,
+        work_node_hours=work / cores_per_node / HOUR,
+        nowait_node_hours=nowait / HOUR,
+        nowait_peak_nodes=peak,
+        first_submit=first,
+        last_end=last,
+    )
+
+
+def percentile(sorted_values: Sequence[float], p: float) -> float:
+    """Nearest-rank percentile of already sorted values (0 for an empty sequence)."""
+    if not sorted_values:
+        return 0.0
+    rank = max(1, math.ceil(p / 100.0 * len(sorted_values)))
+    return float(sorted_values[min(rank, len(sorted_values)) - 1])
+
+
+@dataclass(frozen=True)
+class Figures:
+    """What one replay of one policy cost and how long jobs waited. Hours are node-hours."""
+
+    policy: str
+    trace: str
+    window: str
+    cores_per_node: int
+    paid_node_hours: float
+    busy_node_hours: float
+    idle_paid_node_hours: float
+    lower_bound_work_node_hours: float
+    lower_bound_nowait_node_hours: float
+    cost_ratio: float
+    wait_p50: float
+    wait_p95: float
+    wait_p99: float
+    wait_max: float
+    wait_mean: float
+    jobs_submitted: int
+    jobs_completed: int
+    jobs_killed: int
+    jobs_unfinished: int
+    badput_core_hours: float
+    boots: int
+    drains: int
+    drain_cancels: int
+    destroys: int
+    peak_nodes: int
+    wall_seconds: float
+    wide_jobs_split: int = 0
+    pieces: int = 0
+    cycles: int = 0
+    cycles_skipped: int = 0
+    escalations: int = 0
+    waste: dict[str, float] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
+    skipped_jobs: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k, v in d.items():
+            if isinstance(v, float):
+                d[k] = round(v, 4)
+        return d
+
+
+# (column header, attribute, format)
+TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("policy", "policy", "{}"),
+    ("paid nh", "paid_node_hours", "{:.1f}"),
+    ("busy nh", "busy_node_hours", "{:.1f}"),
+    ("idle nh", "idle_paid_node_hours", "{:.1f}"),
+    ("cost/nowait", "cost_ratio", "{:.3f}"),
+    ("wait p50", "wait_p50", "{:.0f}"),
+    ("p95", "wait_p95", "{:.0f}"),
+    ("p99", "wait_p99", "{:.0f}"),
+    ("max", "wait_max", "{:.0f}"),
+    ("done", "jobs_completed", "{}"),
+    ("killed", "jobs_killed", "{}"),
+    ("badput ch", "badput_core_hours", "{:.1f}"),
+    ("boots", "boots", "{}"),
+    ("drains", "drains", "{}"),
+    ("cancels", "drain_cancels", "{}"),
+    ("destroys", "destroys", "{}"),
+    ("peak", "peak_nodes", "{}"),
+    ("wall s", "wall_seconds", "{:.1f}"),
+)
+
+
+def format_table(rows: Sequence[Figures]) -> str:
+    """One line per policy, plus a header naming the trace, window, node size and bounds."""
+    if not rows:
+        return "(no results)"
+    first = rows[0]
+    head = (f"trace {first.trace}  window {first.window}  {first.jobs_submitted} jobs"
+            f"  cores_per_node {first.cores_per_node}\n"
+            f"lower bounds: work {first.lower_bound_work_node_hours:.1f} node-hours, "
+            f"no-wait {first.lower_bound_nowait_node_hours:.1f} node-hours"
+            f"  (waits in seconds; nh = node-hours, ch = core-hours)")
+    if first.wide_jobs_split:
+        head += (f"\n{first.wide_jobs_split} jobs wider than a node were split into "
+                 f"{first.pieces} node-sized pieces")
+    cells = [[h for h, _, _ in TABLE_COLUMNS]]
+    for r in rows:
+        cells.append([fmt.format(getattr(r, attr)) for _, attr, fmt in TABLE_COLUMNS])
+    widths = [max(len(row[i]) for row in cells) for i in range(len(TABLE_COLUMNS))]
+    lines = []
+    for n, row in enumerate(cells):
+        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                               for i, (c, w) in enumerate(zip(row, widths))))
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return head + "\n" + "\n".join(lines)
+
+
+def figures_json(rows: Sequence[Figures]) -> str:
+    return json.dumps([r.as_dict() for r in rows], indent=2, sort_keys=False)
+
+
+
+@dataclass
+class Series:
+    """A policy's pool over time, sampled by the replay: nodes up (launched, not destroyed),
+    nodes running at least one job, and demand in nodes (cores of running plus queued jobs
+    divided by cores_per_node)."""
+
+    t: list[float] = field(default_factory=list)
+    up: list[int] = field(default_factory=list)
+    busy: list[int] = field(default_factory=list)
+    demand: list[float] = field(default_factory=list)
+
+    def add(self, t: float, up: int, busy: int, demand: float) -> None:
+        self.t.append(t)
+        self.up.append(up)
+        self.busy.append(busy)
+        self.demand.append(demand)
+
+
+def dominates(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """``a`` is at least as good as ``b`` on both axes (lower is better) and better on one."""
+    return a[0] <= b[0] and a[1] <= b[1] and (a[0] < b[0] or a[1] < b[1])
+
+
+def pareto_front(points: Sequence[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The points no other point dominates, sorted by the first axis."""
+    front = [p for p in points if not any(dominates(q, p) for q in points)]
+    return sorted(set(front))
+
+
+def cost_wait(f: Figures) -> tuple[float, float]:
+    """The point a result occupies on the cost/wait plane: (paid node-hours, p95 wait seconds)."""
+    return (f.paid_node_hours, f.wait_p95)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Is ``ours`` on or beyond ``baseline``'s Pareto front (cost, p95 wait)? ``by`` are the
+    baseline's points that dominate it (cheaper and no longer p95 wait, better in one)."""
+
+    ours: str
+    baseline: str
+    on_front: bool
+    by: tuple[Figures, ...] = ()
+
+    def line(self) -> str:
+        if self.on_front:
+            return (f"{self.ours} is on or beyond the cost/p95-wait front of {self.baseline} "
+                    f"(no {self.baseline} setting is both cheaper and faster)")
+        worst = min(self.by, key=lambda f: (f.paid_node_hours, f.wait_p95))
+        knobs = ", ".join(f"{k}={v}" for k, v in worst.params.get("sweep", {}).items()) or "defaults"
+        return (f"{self.ours} is DOMINATED by {self.baseline} ({knobs}): "
+                f"{worst.paid_node_hours:.1f} node-hours, p95 wait {worst.wait_p95:.0f}s")
+
+
+def verdicts(ours: Figures, groups: dict[str, Sequence[Figures]]) -> list[Verdict]:
+    """One :class:`Verdict` of ``ours`` against each group of baseline points."""
+    me = cost_wait(ours)
+    out = []
+    for name, points in groups.items():
+        by = tuple(f for f in points if dominates(cost_wait(f), me))
+        out.append(Verdict(ours.policy, name, not by, by))
+    return out

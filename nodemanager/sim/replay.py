@@ -1,0 +1,449 @@
+"""The discrete-event replay: an SWF trace through the daemon's own controller, core and actuator.
+
+One replay wires, on a virtual clock:
+
+* :class:`~nodemanager.sim.cloud.SimCloud` (boot delay, billing) whose booted VMs start
+  :class:`~nodemanager.sim.pool.SimPool` startds (HTCondor partitionable slots, seed-000 drains);
+* :class:`~nodemanager.actuate.Actuator` and :class:`~nodemanager.controller.Controller`, the
+  same synchronous cycle the daemon runs: list the cloud, poll the pool, plan with
+  :func:`nodemanager.core.plan`, carry the plan out.
+
+Events, in time order: job submissions, pool events (joins, job ends, drain steps, negotiation),
+cloud events (boots finishing), and controller cycles on the fixed grid ``t0 + k x
+cycle_interval``. A cycle is skipped only when it cannot decide anything new: the previous
+cycle planned nothing, the pool and cloud look the same in every way the plan reads (each
+node's busy/idle/draining/drained state and, while jobs queue, the queue and free cores), and no
+node's state tuple changes by time alone before then (:attr:`NodeExplanation.next_change`).
+
+Jobs wider than one node are split into node-sized pieces that the pool schedules
+independently (no co-scheduling); the trace job's wait is its last piece's wait. Memory
+requests are rounded up to 256 MB and capped at the node's usable memory (both counted).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Sequence
+
+from nodemanager.actuate import Actuator
+from nodemanager.controller import Controller
+from nodemanager.model import ItemKind, Plan, PlanItem
+from nodemanager.sim.baselines import Policy, SimParams
+from nodemanager.sim.cloud import SimCloud
+from nodemanager.sim.figures import HOUR, Bounds, Figures, Series, percentile
+from nodemanager.sim.pool import Job, SimPool
+from nodemanager.sim.swf import SwfJob
+
+__all__ = ["ReplayResult", "Piece", "split_jobs", "replay", "MEMORY_QUANTUM"]
+
+MEMORY_QUANTUM = 256          # MB: job memory requests are rounded up to this
+MAX_RETIREMENT = 30 * 86400.0  # startds honour running jobs this long under a graceful drain
+_INF = math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """One pool job: a whole trace job, or one node-sized piece of a wider one."""
+
+    index: int          # position of the trace job in the replayed list
+    job: Job
+
+
+@dataclass
+class ReplayResult:
+    figures: Figures
+    series: Series | None = None
+
+
+@dataclass
+class _Split:
+    pieces: list[Piece]
+    wide_jobs: int = 0
+    memory_capped: int = 0
+
+
+def split_jobs(jobs: Sequence[SwfJob], cores_per_node: int, usable_ram_mb: int) -> _Split:
+    """Pool jobs for ``jobs``: one per job, or ceil(cores / cores_per_node) pieces for wider ones,
+    each asking for its share of the memory (rounded up to :data:`MEMORY_QUANTUM`, at most
+    ``usable_ram_mb``)."""
+    out: list[Piece] = []
+    wide = capped = 0
+    cap = max(MEMORY_QUANTUM, usable_ram_mb // MEMORY_QUANTUM * MEMORY_QUANTUM)
+    for i, j in enumerate(jobs):
+        n = -(-j.cores // cores_per_node)
+        if n > 1:
+            wide += 1
+        left = j.cores
+        for k in range(n):
+            cores = min(cores_per_node, left)
+            left -= cores
+            mem = 0
+            if j.mem_mb > 0:
+                mem = -(-int(math.ceil(j.mem_mb * cores / j.cores)) // MEMORY_QUANTUM) * MEMORY_QUANTUM
+                if mem > cap:
+                    mem = cap
+                    capped += 1
+            jid = f"{j.id}" if n == 1 else f"{j.id}.{k}"
+            out.append(Piece(i, Job(id=jid, cpus=cores, ram_mb=mem, runtime=j.runtime,
+                                    submit_time=j.submit,
+                                    walltime=j.requested_time if j.requested_time > 0 else None)))
+    return _Split(out, wide, capped)
+
+
+def _gated(delay: float, last_boot: list[float]) -> Callable[..., Plan]:
+    """cluster-autoscaler's ``--scale-down-delay-after-add``: the core's plan, without drains or
+    destroys of working nodes until ``delay`` seconds after the latest boot."""
+    from nodemanager.core import plan as core_plan
+
+    def planner(snapshot, settings, matrix, **kw) -> Plan:
+        p = core_plan(snapshot, settings, matrix, **kw)
+        if snapshot.now >= last_boot[0] + delay:
+            return p
+        held = {i.node_id for i in p.items
+                if i.kind is ItemKind.DRAIN or (i.kind is ItemKind.DESTROY and i.cancellable)}
+        if not held:
+            return p
+        items: tuple[PlanItem, ...] = tuple(i for i in p.items if i.node_id not in held)
+        nodes = tuple(replace(e, action=None, blocked_by="delay_after_add",
+                              reason=f"scale-down delay after add ({delay:.0f}s); {e.reason}")
+                      if e.node_id in held else e for e in p.nodes)
+        return replace(p, items=items, nodes=nodes)
+
+    return planner
+
+
+class _World:
+    """The cloud, the pool and the bookkeeping the figures need."""
+
+    def __init__(self, policy: Policy, sim: SimParams, t0: float) -> None:
+        self.now = t0
+        settings = policy.settings
+        self.pool = SimPool(self.clock, join_delay=sim.join_delay,
+                            negotiation_interval=sim.negotiation_interval,
+                            max_retirement=MAX_RETIREMENT, mem_scaling=settings.core.node_mem_scaling)
+        self.cloud = SimCloud(clock=self.clock, sizes=settings.core.sizes, boot_delay=sim.boot_delay,
+                              on_running=self._running, on_terminated=self._terminated,
+                              cluster=settings.cloud.cluster)
+        self.running: dict[str, float] = {}       # node id -> when its VM came up (live ones)
+        self.came_up: dict[str, float] = {}       # node id -> when its VM came up (all)
+        self.launched: dict[str, float] = {}      # node id -> launch time (every node ever)
+        self.gone: dict[str, float] = {}          # node id -> destroy time
+        self.last_busy: dict[str, float] = {}     # node id -> last time it was seen with a job
+        self.pool_changed = True
+
+    def clock(self) -> float:
+        return self.now
+
+    def _running(self, node, size) -> None:
+        self.running[node.id] = self.now
+        self.came_up[node.id] = self.now
+        self.pool.vm_started(node, size)
+
+    def _terminated(self, node_id: str) -> None:
+        self.running.pop(node_id, None)
+        self.gone[node_id] = self.now
+        self.pool.vm_stopped(node_id)
+        self.pool_changed = True
+
+    @property
+    def up(self) -> int:
+        return len(self.launched) - len(self.gone)
+
+    def load(self) -> tuple[int, int]:
+        """(nodes running at least one job, cores in use), from the live startds."""
+        n = cores = 0
+        startd = self.pool.startd
+        now = self.now
+        for nid in self.running:
+            st = startd(nid)
+            if st is not None and st.dslots:
+                n += 1
+                cores += st.cpus - st.free_cpus
+                self.last_busy[nid] = now
+        return n, cores
+
+    def signature(self) -> tuple:
+        """Everything about the pool the plan reads, coarsely: per node busy/idle/draining state,
+        and while jobs queue, the queue and free cores."""
+        demand = self.pool.demand()
+        startd = self.pool.startd
+        nodes = []
+        for nid in self.launched:
+            if nid in self.gone:
+                continue
+            st = startd(nid)
+            if st is None:
+                nodes.append((nid, nid in self.running))
+            else:
+                nodes.append((nid, bool(st.dslots), st.draining, st.drain_complete,
+                              st.free_cpus if demand else 0))
+        return (tuple(nodes), tuple((d.cpus, d.ram_mb, d.count) for d in demand))
+
+
+def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bounds, *,
+           trace: str = "", window: str = "", record_series: bool = True,
+           split: _Split | None = None, skip_cycles: bool = True) -> ReplayResult:
+    """Replay ``jobs`` under ``policy``; returns the figures (and the nodes-over-time series).
+
+    ``skip_cycles`` False runs every cycle of the grid (for checking that skipping changes
+    nothing)."""
+    wall0 = time.perf_counter()
+    settings = policy.settings
+    sizes = settings.core.sizes
+    if not sizes:
+        raise ValueError("the simulation needs at least one node size")
+    cpn = bounds.cores_per_node
+    if split is None:
+        big = max(sizes, key=lambda s: s.cores)
+        split = split_jobs(jobs, cpn, int(big.ram_mb * settings.core.node_mem_scaling))
+    pieces = split.pieces
+    interval = max(1.0, settings.poll.cycle_interval)
+    first = pieces[0].job.submit_time if pieces else 0.0
+    t0 = first - (sim.boot_delay + sim.join_delay + 2 * interval)
+    w = _World(policy, sim, t0)
+    pool, cloud = w.pool, w.cloud
+    seq = [0]
+
+    def request_id() -> str:
+        seq[0] += 1
+        return f"r{seq[0]:07d}"
+
+    delay = policy.scale_down_delay_after_boot
+    last_boot = [-_INF]
+    planner = _gated(delay, last_boot) if delay > 0 else None
+    actuator = Actuator(cloud, pool, settings, clock=w.clock, request_ids=request_id)
+    controller = Controller(settings, policy.matrix, actuator, clock=w.clock, planner=planner)
+
+    counts = dict(boots=0, drains=0, drain_cancels=0, destroys=0, escalations=0, cycles=0, skipped=0)
+    drained_at: dict[str, float] = {}
+    series = Series() if record_series else None
+    next_sample = t0
+    n_pieces = len(pieces)
+    i = 0
+    next_tick = t0
+    last_sig: tuple | None = None
+    dirty_since: float | None = None     # first event since the last cycle
+    active = True
+    wake = _INF
+    busy = peak = running_cores = 0
+    alive_s = busy_s = 0.0
+    prev_t = t0
+    done_at: float | None = None
+    queued_cores = 0
+    # the replay's decisions are counted, not logged (a 30-day window makes ~10^5 lines)
+    decisions = logging.getLogger("nodemanager")
+    old_level = decisions.level
+    decisions.setLevel(logging.ERROR)
+    try:
+        while True:
+            ts = pieces[i].job.submit_time if i < n_pieces else _INF
+            tp = pool.next_event_time()
+            tc = cloud.next_event_time()
+            t_event = min(ts, _INF if tp is None else tp, _INF if tc is None else tc)
+            if active or not skip_cycles:
+                tick = next_tick
+            else:
+                target = wake if dirty_since is None else min(wake, dirty_since)
+                if target == _INF:
+                    tick = _INF
+                else:
+                    k = max(0, math.ceil((target - t0) / interval - 1e-9))
+                    tick = max(next_tick, t0 + k * interval)
+            t = min(t_event, tick)
+            up = w.up
+            if done_at is not None:
+                if up <= settings.core.min_nodes:
+                    break
+                if t > done_at + sim.tail:
+                    t = done_at + sim.tail
+                    alive_s += up * (t - prev_t)
+                    busy_s += busy * (t - prev_t)
+                    prev_t = t
+                    break
+            if t == _INF:
+                break
+            dt = t - prev_t
+            if dt > 0:
+                alive_s += up * dt
+                busy_s += busy * dt
+                if series is not None and t >= next_sample:
+                    series.add(prev_t - first, up, busy, (running_cores + queued_cores) / cpn)
+                    while next_sample <= t:
+                        next_sample += sim.sample_every
+            prev_t = t
+            w.now = t
+            changed = False
+            if tc is not None and tc <= t:
+                cloud.advance(t)
+                changed = True
+            if changed or (tp is not None and tp <= t) or ts <= t:
+                pool.advance(t)
+                changed = True
+            while i < n_pieces and pieces[i].job.submit_time <= t:
+                # after the pool reached t, so that its next negotiation is not before the submit
+                pool.submit(pieces[i].job)
+                queued_cores += pieces[i].job.cpus
+                i += 1
+            if changed and dirty_since is None:
+                dirty_since = t
+            if t >= tick:
+                next_tick = tick + interval
+                dirty_since = None
+                if skip_cycles and not active and t < wake and w.signature() == last_sig:
+                    counts["skipped"] += 1
+                else:
+                    report = controller.cycle(cloud.list_nodes(), t, pool.poll())
+                    counts["cycles"] += 1
+                    plan = report.plan
+                    active = bool(plan.items or plan.boots)
+                    # a change due now (e.g. a window opening at this very instant, which is
+                    # still "closed" by the strict test) is looked at on the next tick
+                    wake = min((max(e.next_change, t + 1e-6) for e in plan.nodes
+                                if e.next_change is not None), default=_INF)
+                    if delay > 0 and last_boot[0] + delay > t:
+                        wake = min(wake, last_boot[0] + delay)
+                    for o in report.outcomes:
+                        if o.result != "ok":
+                            active = True
+                        elif o.kind == "boot":
+                            counts["boots"] += 1
+                            last_boot[0] = t
+                            w.launched[o.node] = t
+                        elif o.kind == "drain":
+                            counts["drains"] += 1
+                            drained_at[o.node] = t
+                        elif o.kind == "cancel_drain":
+                            counts["drain_cancels"] += 1
+                            drained_at.pop(o.node, None)
+                        elif o.kind == "destroy":
+                            counts["destroys"] += 1
+                        elif o.kind == "escalate":
+                            counts["escalations"] += 1
+                    if skip_cycles:
+                        last_sig = w.signature()
+                    changed = True
+            if changed or w.pool_changed:
+                w.pool_changed = False
+                busy, running_cores = w.load()
+                queued_cores = sum(d.cpus * d.count for d in pool.demand())
+                if i >= n_pieces and done_at is None and queued_cores == 0 and running_cores == 0:
+                    done_at = t
+            peak = max(peak, w.up)
+    finally:
+        decisions.setLevel(old_level)
+    end = prev_t
+    w.now = end
+    if series is not None:
+        series.add(end - first, w.up, busy, (running_cores + queued_cores) / cpn)
+    return ReplayResult(_figures(jobs, split, policy, bounds, w, counts, drained_at, end,
+                                 alive_s, busy_s, peak, trace, window, time.perf_counter() - wall0),
+                        series)
+
+
+def _figures(jobs: Sequence[SwfJob], split: _Split, policy: Policy, bounds: Bounds, w: _World,
+             counts: dict[str, int], drained_at: dict[str, float], end: float, alive_s: float,
+             busy_s: float, peak: int, trace: str, window: str, wall: float) -> Figures:
+    pool, cloud = w.pool, w.cloud
+    st = pool.stats
+    starts: dict[str, float] = getattr(pool, "_first_start", {})
+    job_start: list[float] = [-_INF] * len(jobs)
+    started = [0] * len(jobs)
+    for p in split.pieces:
+        s = starts.get(p.job.id)
+        if s is not None:
+            started[p.index] += 1
+            if s > job_start[p.index]:
+                job_start[p.index] = s
+    need = [0] * len(jobs)
+    for p in split.pieces:
+        need[p.index] += 1
+    waits = sorted(job_start[k] - jobs[k].submit for k in range(len(jobs)) if started[k] == need[k])
+    unfinished = len(jobs) - len(waits)
+    paid = sum(cloud.billing_by_size(end).values())
+    booting = 0.0
+    for nid, launched in w.launched.items():
+        gone = w.gone.get(nid, end)
+        up_at = w.came_up.get(nid)
+        joined = _INF if up_at is None else up_at + w.pool.join_delay
+        booting += max(0.0, min(gone, joined) - launched)
+    draining = 0.0
+    for nid, t in drained_at.items():
+        gone = w.gone.get(nid)
+        if gone is not None:
+            draining += max(0.0, gone - max(t, w.last_busy.get(nid, t)))
+    idle = max(0.0, alive_s - busy_s - booting - draining)
+    waste = {"busy": busy_s / HOUR, "idle": idle / HOUR, "booting": booting / HOUR,
+             "draining": draining / HOUR, "billing": max(0.0, paid - alive_s) / HOUR}
+    paid_h = paid / HOUR
+    return Figures(
+        policy=policy.name, trace=trace, window=window, cores_per_node=bounds.cores_per_node,
+        paid_node_hours=paid_h, busy_node_hours=busy_s / HOUR,
+        idle_paid_node_hours=paid_h - busy_s / HOUR,
+        lower_bound_work_node_hours=bounds.work_node_hours,
+        lower_bound_nowait_node_hours=bounds.nowait_node_hours,
+        cost_ratio=paid_h / bounds.nowait_node_hours if bounds.nowait_node_hours else 0.0,
+        wait_p50=percentile(waits, 50), wait_p95=percentile(waits, 95),
+        wait_p99=percentile(waits, 99), wait_max=waits[-1] if waits else 0.0,
+        wait_mean=sum(waits) / len(waits) if waits else 0.0,
+        jobs_submitted=len(jobs), jobs_completed=len(jobs) - unfinished, jobs_killed=st.killed,
+        jobs_unfinished=unfinished, badput_core_hours=st.badput / HOUR,
+        boots=counts["boots"], drains=counts["drains"], drain_cancels=counts["drain_cancels"],
+        destroys=counts["destroys"], peak_nodes=peak, wall_seconds=wall,
+        wide_jobs_split=split.wide_jobs, pieces=len(split.pieces), cycles=counts["cycles"],
+        cycles_skipped=counts["skipped"], escalations=counts["escalations"], waste=waste,
+        params={**{k: v for k, v in policy.params.items()}, "baseline": policy.baseline,
+                "memory_capped": split.memory_capped},
+    )
+
+
+
+# ---- many replays: policies, sweeps, in parallel ------------------------------------------------
+
+_SHARED: dict[str, Any] = {}
+
+
+def _run_one(k: int) -> tuple[int, ReplayResult]:
+    s = _SHARED
+    policy, record = s["runs"][k]
+    return k, replay(s["jobs"], policy, s["sim"], s["bounds"], trace=s["trace"], window=s["window"],
+                     record_series=record, split=s["split"])
+
+
+def run_many(jobs: Sequence[SwfJob], runs: Sequence[tuple[Policy, bool]], sim: SimParams,
+             bounds: Bounds, *, trace: str = "", window: str = "", processes: int = 1,
+             progress: Callable[[ReplayResult], None] | None = None) -> list[ReplayResult]:
+    """Replay ``jobs`` once per ``(policy, record_series)``, in ``processes`` worker processes
+    (forked, so the trace is read once); results in the order of ``runs``."""
+    sizes = runs[0][0].settings.core.sizes if runs else ()
+    big = max(sizes, key=lambda s: s.cores) if sizes else None
+    split = split_jobs(jobs, bounds.cores_per_node,
+                       int(big.ram_mb * runs[0][0].settings.core.node_mem_scaling) if big else 0)
+    # the workers are forked: they read the trace, the split and the policies from here
+    _SHARED.update(jobs=jobs, sim=sim, bounds=bounds, trace=trace, window=window, split=split,
+                   runs=list(runs))
+    tasks = list(range(len(runs)))
+    out: list[ReplayResult | None] = [None] * len(tasks)
+    try:
+        if processes <= 1 or len(tasks) <= 1:
+            for task in tasks:
+                k, res = _run_one(task)
+                out[k] = res
+                if progress:
+                    progress(res)
+        else:
+            import multiprocessing
+
+            ctx = multiprocessing.get_context("fork")
+            # longest first: cycle intervals differ, the 10 s ones take longest
+            order = sorted(tasks, key=lambda k: runs[k][0].settings.poll.cycle_interval)
+            with ctx.Pool(processes) as pool:
+                for k, res in pool.imap_unordered(_run_one, order):
+                    out[k] = res
+                    if progress:
+                        progress(res)
+    finally:
+        _SHARED.clear()
+    return [r for r in out if r is not None]

@@ -1,0 +1,230 @@
+"""Read workload traces in the Standard Workload Format (SWF) of the Parallel Workloads Archive.
+
+A trace is ``;`` header lines (``; Key: value``) followed by one job per line, 18
+whitespace-separated numeric fields (-1 means unknown). The replay uses:
+
+====  ===================  ==============================================================
+ #     field                used as
+====  ===================  ==============================================================
+ 2     submit time          :attr:`SwfJob.submit` (seconds since the header's UnixStartTime)
+ 3     wait time            :attr:`SwfJob.trace_wait` (what the original cluster made it wait)
+ 4     run time             :attr:`SwfJob.runtime`
+ 5     allocated procs      :attr:`SwfJob.cores` (else field 8, requested procs)
+ 7     used memory (KB/proc) :attr:`SwfJob.mem_mb` when field 10 is unknown
+ 9     requested time       :attr:`SwfJob.requested_time`
+ 10    requested memory     :attr:`SwfJob.mem_mb` (KB per processor, times the cores)
+ 11    status               :attr:`SwfJob.status`
+====  ===================  ==============================================================
+
+Files may be gzip-compressed (``.gz``). :class:`SwfReader` streams: it never holds the whole
+trace. Lines that cannot be parsed raise :class:`SwfError` naming ``file:line``; jobs that are
+well-formed but unusable (unknown run time, no processor count) are skipped and counted in
+:attr:`SwfReader.skipped`.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import math
+import os
+from dataclasses import dataclass, field
+from typing import IO, Iterator
+
+__all__ = ["SwfJob", "SwfHeader", "SwfReader", "SwfError", "read_jobs", "DAY"]
+
+DAY = 86400.0
+_FIELDS = 18
+
+
+class SwfError(ValueError):
+    """A trace line that is not valid SWF; the message starts with ``file:line:``."""
+
+    def __init__(self, path: str, line: int, message: str) -> None:
+        super().__init__(f"{path}:{line}: {message}")
+        self.path = path
+        self.line = line
+
+
+@dataclass(frozen=True, slots=True)
+class SwfJob:
+    """One job of the trace. Times are seconds; ``submit`` is relative to the trace start.
+
+    ``mem_mb`` is the whole job's memory (0 when the trace does not say); ``requested_time`` is
+    -1 when unknown.
+    """
+
+    id: int
+    submit: float
+    runtime: float
+    cores: int
+    mem_mb: int = 0
+    requested_time: float = -1.0
+    trace_wait: float = -1.0
+    status: int = 1
+
+
+@dataclass
+class SwfHeader:
+    """The ``; Key: value`` header lines, in order (a key may repeat, e.g. ``Note``)."""
+
+    fields: list[tuple[str, str]] = field(default_factory=list)
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        """The first value for ``key`` (case-insensitive), without a trailing ``# comment``."""
+        lk = key.lower()
+        for k, v in self.fields:
+            if k.lower() == lk:
+                return v.split("#", 1)[0].strip()
+        return default
+
+    def all(self, key: str) -> list[str]:
+        lk = key.lower()
+        return [v for k, v in self.fields if k.lower() == lk]
+
+    @property
+    def unix_start_time(self) -> float | None:
+        v = self.get("UnixStartTime")
+        try:
+            return float(v) if v is not None else None
+        except ValueError:
+            return None
+
+    @property
+    def acknowledge(self) -> list[str]:
+        """Who provided the log (the archive asks users to acknowledge them)."""
+        return self.all("Acknowledge")
+
+
+def _open(path: str) -> IO[str]:
+    if path.endswith(".gz"):
+        return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="replace")
+    return open(path, encoding="utf-8", errors="replace")
+
+
+@dataclass
+class SwfReader:
+    """Stream the jobs of one SWF file, optionally a window of days.
+
+    Days count from the first job's submit time (cleaned traces often start weeks after the
+    header's ``UnixStartTime``). ``skip_days`` drops jobs submitted in the first that many days;
+    ``days`` keeps only jobs submitted within that many days after the skipped part. Iteration
+    stops once past the window (SWF traces are sorted by submit time; an out-of-order line is an
+    error, since the replay depends on it). ``window_start``/``window_end`` are set once the
+    first job is read (seconds, in the trace's time base).
+    """
+
+    path: str
+    skip_days: float = 0.0
+    days: float | None = None
+    header: SwfHeader = field(default_factory=SwfHeader)
+    skipped: dict[str, int] = field(default_factory=dict)
+    lines_read: int = 0
+    first_submit: float | None = None
+
+    def __post_init__(self) -> None:
+        if not os.path.exists(self.path):
+            raise FileNotFoundError(f"{self.path}: no such trace file")
+        if self.skip_days < 0 or (self.days is not None and self.days <= 0):
+            raise ValueError("--skip-days must be >= 0 and --days > 0")
+
+    @property
+    def window_start(self) -> float:
+        return (self.first_submit or 0.0) + self.skip_days * DAY
+
+    @property
+    def window_end(self) -> float:
+        if self.days is None:
+            return math.inf
+        return (self.first_submit or 0.0) + (self.skip_days + self.days) * DAY
+
+    def _skip(self, why: str) -> None:
+        self.skipped[why] = self.skipped.get(why, 0) + 1
+
+    def __iter__(self) -> Iterator[SwfJob]:
+        last_submit = -math.inf
+        start = end = math.inf
+        try:
+            fh = _open(self.path)
+        except OSError as exc:
+            raise SwfError(self.path, 0, f"cannot open: {exc}") from exc
+        with fh:
+            lineno = 0
+            try:
+                for lineno, raw in enumerate(fh, 1):
+                    self.lines_read = lineno
+                    line = raw.strip()
+                    if not line:
+                        continue
+                    if line.startswith(";"):
+                        body = line[1:].strip()
+                        if ":" in body:
+                            k, v = body.split(":", 1)
+                            self.header.fields.append((k.strip(), v.strip()))
+                        continue
+                    job = self._parse(line, lineno)
+                    if job.submit < last_submit:
+                        raise SwfError(self.path, lineno,
+                                       f"submit time {job.submit:g} is before the previous job's "
+                                       f"{last_submit:g}; SWF jobs must be sorted by submit time")
+                    last_submit = job.submit
+                    if self.first_submit is None:
+                        self.first_submit = job.submit
+                        start, end = self.window_start, self.window_end
+                    if job.submit < start:
+                        continue
+                    if job.submit >= end:
+                        return
+                    if job.runtime < 0:
+                        self._skip("unknown run time")
+                        continue
+                    if job.cores <= 0:
+                        self._skip("no processor count")
+                        continue
+                    yield job
+            except (OSError, EOFError, gzip.BadGzipFile) as exc:
+                raise SwfError(self.path, lineno, f"cannot read: {exc}") from exc
+
+    def _parse(self, line: str, lineno: int) -> SwfJob:
+        parts = line.split()
+        if len(parts) != _FIELDS:
+            raise SwfError(self.path, lineno,
+                           f"expected {_FIELDS} whitespace-separated fields, found {len(parts)}")
+        try:
+            v = [float(p) for p in parts]
+        except ValueError:
+            bad = next(p for p in parts if not _is_number(p))
+            col = parts.index(bad) + 1
+            raise SwfError(self.path, lineno, f"field {col} is not a number: {bad!r}") from None
+        if not all(math.isfinite(x) for x in v):
+            raise SwfError(self.path, lineno, "fields must be finite numbers")
+        submit = v[1]
+        if submit < 0:
+            raise SwfError(self.path, lineno, f"field 2 (submit time) is negative: {parts[1]}")
+        procs = int(v[4]) if v[4] > 0 else int(v[7]) if v[7] > 0 else 0
+        mem_kb = v[9] if v[9] > 0 else v[6] if v[6] > 0 else 0.0
+        return SwfJob(
+            id=int(v[0]),
+            submit=submit,
+            runtime=v[3],
+            cores=procs,
+            mem_mb=int(math.ceil(mem_kb * max(procs, 1) / 1024.0)) if mem_kb > 0 else 0,
+            requested_time=v[8] if v[8] > 0 else -1.0,
+            trace_wait=v[2],
+            status=int(v[10]),
+        )
+
+
+def _is_number(s: str) -> bool:
+    try:
+        float(s)
+    except ValueError:
+        return False
+    return True
+
+
+def read_jobs(path: str, *, skip_days: float = 0.0,
+              days: float | None = None) -> tuple[list[SwfJob], SwfReader]:
+    """All usable jobs of the window as a list, and the reader (for its header and counts)."""
+    reader = SwfReader(path, skip_days=skip_days, days=days)
+    return list(reader), reader

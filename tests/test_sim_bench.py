@@ -1,0 +1,23 @@
+"""`nodemanager bench` on small pools: one listing and one poll per cycle, whatever the size."""
+
+import json
+
+from nodemanager.cli import main
+
+
+def test_bench_reports_cpu_rss_and_calls_per_cycle(capsys):
+    assert main(["bench", "--nodes", "200,400", "--repeat", "2", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [r["nodes"] for r in rows] == [200, 400]
+    for r in rows:
+        assert r["cloud_call_detail"]["list_nodes"] == 1
+        assert r["scheduler_call_detail"]["poll"] == 1
+        assert r["actions"] > 0                       # drained nodes destroyed, idle ones drained
+        assert 0 < r["cycle_cpu_s"] < 5 and r["rss_mb"] > 0
+        # new drains are capped by max_concurrent_drains (10, with 3 % of the nodes draining)
+        assert r["scheduler_call_detail"].get("drain", 0) == max(0, 10 - r["nodes"] * 3 // 100)
+
+
+def test_bench_rejects_bad_sizes(capsys):
+    assert main(["bench", "--nodes", "ten"]) == 1
+    assert "--nodes 'ten'" in capsys.readouterr().err
