@@ -35,6 +35,7 @@ Thread-safe: several actuator actors may share one instance.
 
 from __future__ import annotations
 
+import re
 import threading
 import uuid
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ __all__ = ["Actuator", "ActuatorState", "Task", "INITIAL_BACKOFF", "BOOT_LISTING
 INITIAL_BACKOFF = 10.0          # seconds before the first retry of a failed call
 BOOT_LISTING_TIMEOUT = 600.0    # a requested boot not listed after this long is given up
 DESTROY_SETTLE = 300.0          # a node destroyed this recently is not destroyed again
+NAME_QUARANTINE = 600.0         # a node name listed this recently is not given to a new VM
 
 OK, REFUSED, FAILED, SKIPPED = "ok", "refused", "failed", "skipped"
 
@@ -181,7 +183,8 @@ class Actuator:
         self._raised: set[str] = set()                        # request ids whose create raised
         self._recent: dict[str, InFlight] = {}                # node -> action done after the listing
         self._listed = 0
-        self._names: set[str] = set()                         # node names in the last listing
+        self._name_seen: dict[str, float] = {}                # node name -> last listed at
+        self._started = clock()
         self._boot_names: dict[str, str] = {}                 # request id -> name of a boot not listed
         self._freshest_heard: float | None = None                # newest last_heard of the last poll
 
@@ -217,7 +220,8 @@ class Actuator:
         out: list[Outcome] = []
         with self._lock:
             self._listed = len(nodes)
-            self._names = {n.name for n in nodes}
+            self._name_seen.update((n.name, listed_at) for n in nodes)
+            self._name_seen = {k: t for k, t in self._name_seen.items() if now - t < NAME_QUARANTINE}
             self._recent = {k: f for k, f in self._recent.items() if f.since >= listed_at}
             for rid, boot in list(self._boots.items()):
                 node = by_request.get(rid)
@@ -244,15 +248,22 @@ class Actuator:
                                        "from the listing", now, node.size))
         return out
 
-    def _free_name(self, size: str) -> str:
-        """The node name template filled with the lowest ``{seq}`` no listed or booting node uses,
-        so names stay within a fixed set (SLURM declares ``NodeName=<cluster>-<size>-[1-N]``)."""
+    def _free_name(self, size: str, now: float) -> str:
+        """The node name template filled with a ``{seq}`` no VM uses, so names stay within a small
+        set (SLURM declares ``NodeName=<cluster>-<size>-[1-N]``): the lowest number not listed in
+        the last :data:`NAME_QUARANTINE` seconds (one listing may miss a VM) nor booting; in the
+        first :data:`NAME_QUARANTINE` seconds after a start, a number above every one seen (a boot
+        of the previous process may not be listed yet)."""
         cs = self.settings.cloud
-        used = self._names | set(self._boot_names.values())
-        seq = 1
-        while (name := cs.node_name_template.format(cluster=cs.cluster, size=size, seq=seq)) in used:
-            seq += 1
-        return name
+        fill = cs.node_name_template.format(cluster=cs.cluster, size=size, seq="{SEQ}")
+        pattern = re.compile(re.escape(fill).replace(re.escape("{SEQ}"), r"(\d+)"))
+        used = set(self._name_seen) | set(self._boot_names.values())
+        seqs = {int(m.group(1)) for name in used if (m := pattern.fullmatch(name))}
+        if now - self._started < NAME_QUARANTINE:
+            seq = max(seqs, default=0) + 1
+        else:
+            seq = next(i for i in range(1, len(seqs) + 2) if i not in seqs)
+        return fill.replace("{SEQ}", str(seq))
 
     def _remember(self, flight: InFlight) -> None:
         """Keep an action in flight until a listing taken after it shows its effect."""
@@ -342,7 +353,7 @@ class Actuator:
             cs = self.settings.cloud
             tags = {**cs.tags, TAG_CLUSTER: cs.cluster, TAG_SIZE: size.name, TAG_REQUEST: rid}
             with self._lock:
-                name = self._free_name(size.name)
+                name = self._free_name(size.name, now)
                 self._boots[rid] = InFlight(node=rid, action="boot", since=now, size=size.name,
                                             request_id=rid)
                 self._boot_names[rid] = name

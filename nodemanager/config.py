@@ -229,9 +229,9 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None) -
         raise ConfigError([Problem(source, exc.lineno, "-", None,
                                    "an option before any [section] header")]) from None
     except configparser.ParsingError as exc:
-        # configparser keeps each bad line as its repr()
-        raise ConfigError([Problem(source, n, "-", None, f"not 'option = value' nor [section]: {line}")
-                           for n, line in exc.errors]) from None
+        # the line itself is not quoted: a stray line is often a pasted secret
+        raise ConfigError([Problem(source, n, "-", None, "neither 'option = value' nor a [section] "
+                                   "header") for n, _line in exc.errors]) from None
     except configparser.Error as exc:
         message = str(exc).splitlines()[0].split(": ", 1)[-1]
         raise ConfigError([Problem(source, getattr(exc, "lineno", None),
@@ -326,6 +326,10 @@ def _cloud(r: _Reader) -> CloudSettings:
     except (KeyError, IndexError, ValueError) as exc:
         r.problem("Cloud", "node_name_template",
                   f"may use only {{cluster}}, {{size}} and {{seq}} ({exc})")
+    else:
+        if "{seq}" not in template:
+            r.problem("Cloud", "node_name_template", "must contain {seq}, or every VM of a size "
+                      "would get the same name")
     return CloudSettings(driver_args=frozen_map(args), create_args=frozen_map(create),
                          tags=frozen_map(tags), **own)
 

@@ -50,6 +50,7 @@ from nodemanager.model import (Action, CloudNode, CycleReport, InFlight, ItemKin
                                Outcome, Plan, PlanItem, Snapshot, Worker)
 from nodemanager.scheduler.port import SchedulerPoll
 from nodemanager.settings import Settings
+from policy_matrix.vocabulary import UNPAIRED
 
 __all__ = ["Controller", "InputMemory", "build_in_flight", "decision_line", "requested_at",
            "MISSING_LISTINGS"]
@@ -122,7 +123,8 @@ def decision_line(e: NodeExplanation, dry_run: bool = False) -> str:
     return line
 
 
-MISSING_LISTINGS = 3   # a listed node absent from this many listings in a row is believed gone
+MISSING_LISTINGS = 3   # a listed node absent from this many listings in a row...
+MISSING_SECONDS = 120.0  # ...and for this long is believed gone (until then it counts for the caps)
 
 
 def requested_at(request_id: str | None) -> float | None:
@@ -140,7 +142,8 @@ class InputMemory:
       out: they are neither capacity nor something to act on (the actuator still sees them, to
       settle destroys);
     - a node absent from a listing (a failed page, eventual consistency) is kept, as the previous
-      listing showed it, for :data:`MISSING_LISTINGS` listings, and for as long as the scheduler
+      listing showed it, for :data:`MISSING_LISTINGS` listings and :data:`MISSING_SECONDS`
+      (so it still counts for ``max_nodes`` and ``max_total_price``), and for as long as the scheduler
       still reports a worker on it; never when it is gone, marked ``TAG_DESTROY`` or we destroyed it;
     - a worker absent from a poll (a lost ad, a flapping node, a blank poll) is kept, as last seen,
       while its node is listed and for at most ``node_stale_after`` seconds since we last saw it,
@@ -153,7 +156,7 @@ class InputMemory:
     def __init__(self) -> None:
         self._listing_at: float | None = None
         self._nodes: dict[str, CloudNode] = {}
-        self._missing: dict[str, int] = {}
+        self._missing: dict[str, tuple[int, float]] = {}   # node id -> (listings missed, since)
         self._merged: list[CloudNode] = []
         self._workers: dict[str, tuple[Worker, float]] = {}
         self.destroyed: dict[str, float] = {}
@@ -167,14 +170,15 @@ class InputMemory:
         current = {n.id: n for n in listing}
         on_workers = {w.cloud_id for w in poll.workers if w.cloud_id}
         kept: list[CloudNode] = []
-        missing: dict[str, int] = {}
+        missing: dict[str, tuple[int, float]] = {}
         for node_id, node in self._nodes.items():
             if node_id in current or node_id in self.destroyed or is_gone(node) or node.tags.get(TAG_DESTROY):
                 continue
-            count = self._missing.get(node_id, 0) + 1
-            if count < MISSING_LISTINGS or node_id in on_workers:
+            count, since = self._missing.get(node_id, (0, polled_at))
+            count += 1
+            if count < MISSING_LISTINGS or polled_at - since < MISSING_SECONDS or node_id in on_workers:
                 kept.append(node)
-                missing[node_id] = count
+                missing[node_id] = (count, since)
         if kept:
             log.info("cloud listing lacks %d node(s) seen before (%s%s); kept as they were",
                      len(kept), ", ".join(n.id for n in kept[:5]), "..." if len(kept) > 5 else "")
@@ -254,6 +258,7 @@ class Controller:
         self._pending_outcomes: list[Outcome] = []
         self._last_summary: tuple[Any, ...] | None = None
         self._just_destroyed: set[str] = set()
+        self._unpaired_since: dict[str, float] = {}   # node id -> first cycle this process saw it unpaired
         self.inputs = InputMemory()
         if actuator is None and not self.dry_run:
             raise ValueError("a controller that acts needs an actuator")
@@ -281,6 +286,12 @@ class Controller:
         state = self.actuator.state(now) if self.actuator is not None else ActuatorState()
         self._just_destroyed = {f.node for f in state.in_flight if f.action == "destroy"}
         held, forced, paused = _admin_view(self.admin)
+        # a missing worker is believed only once this process has missed it for node_stale_after
+        # (after a restart or an outage, ads may just be late): until then no failed-boot shutdown;
+        # never longer than boot_grace, so a VM watched since its launch goes when boot grace ends
+        confirm = min(self.settings.core.node_stale_after, self.settings.core.boot_grace)
+        since = self._unpaired_since
+        unconfirmed = frozenset(n.id for n in nodes if now - since.get(n.id, now) < confirm)
         return Snapshot(
             now=now,
             polled_at={"cloud": cloud_polled_at, "scheduler": poll.polled_at},
@@ -292,6 +303,7 @@ class Controller:
             held=held, forced_drains=forced, paused=paused,
             quota=state.quota, blocked_sizes=state.blocked_sizes,
             recent_destroys=state.recent_destroys,
+            unconfirmed=unconfirmed,
         )
 
     def prepare(self, nodes: Sequence[CloudNode], cloud_polled_at: float,
@@ -312,6 +324,8 @@ class Controller:
                             escalation=self.escalation or None)
         plan = self._resume_destroys(snap, plan)
         plan = self._operator_cancels(snap, plan)
+        self._unpaired_since = {e.node_id: self._unpaired_since.get(e.node_id, now) for e in plan.nodes
+                                if e.tuple.worker_state == UNPAIRED}
         gone = self._log_decisions(plan)
         if gone and hasattr(self.admin, "forget"):
             self.admin.forget(gone)

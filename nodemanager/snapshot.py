@@ -14,7 +14,7 @@ The format (documented with an example in ``docs/plan.md``)::
                  "oldest_submit"?: E}],
      "in_flight": [{"node": S, "action": "drain"|"destroy"|"boot"|"cancel_drain", "since": E,
                     "size"?: S, "request_id"?: S}],
-     "held"?: [S], "forced_drains"?: [S], "paused"?: S, "quota"?: N, "blocked_sizes"?: [S],
+     "held"?: [S], "forced_drains"?: [S], "paused"?: S, "quota"?: N, "blocked_sizes"?: [S], "unconfirmed"?: [S],
      "recent_destroys"?: [E]}
 
 For an HTCondor worker, fields missing from the worker object are taken from its ``ad``
@@ -197,7 +197,7 @@ def from_json(data: Any) -> Snapshot:
     """A :class:`Snapshot` from parsed JSON (raises :class:`SnapshotError` naming the field)."""
     f = _Fields(data, "", ("now", "polled_at", "cloud_nodes", "workers", "demand", "in_flight",
                            "held", "forced_drains", "paused", "quota", "blocked_sizes",
-                           "recent_destroys"))
+                           "recent_destroys", "unconfirmed"))
     polled = f.req("polled_at", _obj)
     polled_at = {k: _number(t, f"polled_at.{k}") for k, t in polled.items()}
     nodes = _items(f, "cloud_nodes", _cloud_node)
@@ -220,6 +220,7 @@ def from_json(data: Any) -> Snapshot:
         blocked_sizes=f.opt("blocked_sizes", _strings, frozenset()),
         recent_destroys=tuple(_number(t, f"recent_destroys[{i}]")
                               for i, t in enumerate(f.opt("recent_destroys", _list, []))),
+        unconfirmed=f.opt("unconfirmed", _strings, frozenset()),
     )
 
 
@@ -288,7 +289,7 @@ def to_json(s: Snapshot) -> dict[str, Any]:
     }
     extra = {"held": sorted(s.held), "forced_drains": sorted(s.forced_drains),
              "paused": s.paused, "quota": s.quota, "blocked_sizes": sorted(s.blocked_sizes),
-             "recent_destroys": list(s.recent_destroys)}
+             "recent_destroys": list(s.recent_destroys), "unconfirmed": sorted(s.unconfirmed)}
     out.update({k: v for k, v in extra.items() if v not in (None, [])})
     return out
 

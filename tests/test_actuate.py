@@ -1,7 +1,7 @@
 """The actuator against the simulated cloud and a scripted scheduler: what an operator would see
 happen to nodes (or refused), with plans built by hand."""
 
-from nodemanager.actuate import (BOOT_LISTING_TIMEOUT, Actuator, Task, drain_tag, parse_drain_tag,
+from nodemanager.actuate import (BOOT_LISTING_TIMEOUT, NAME_QUARANTINE, Actuator, Task, drain_tag, parse_drain_tag,
                                  ticket_for)
 from nodemanager.cloud.port import TAG_DESTROY, TAG_DRAIN, TAG_REQUEST, CloudError, ErrorKind
 from nodemanager.model import BootRequest, ItemKind, PlanItem
@@ -229,19 +229,25 @@ def test_destroy_that_raised_but_happened_is_settled_by_the_listing(time_now, nm
 
 
 def test_new_nodes_take_the_lowest_free_name(time_now, nm_settings, scripted_scheduler):
-    """Names stay within a fixed set, so a SLURM slurm.conf can declare them in advance."""
+    """Names stay within a fixed set, so a SLURM slurm.conf can declare them in advance; a name
+    is reused only once no listing has shown it for NAME_QUARANTINE (a listing may miss a VM),
+    and a freshly started actuator numbers above every name it has seen (it may have forgotten
+    boots of the process before it that are not listed yet)."""
     cloud, act = setup(time_now, nm_settings, scripted_scheduler)
     template = nm_settings.cloud.node_name_template
     name = lambda seq: template.format(cluster=nm_settings.cloud.cluster, size="small", seq=seq)
+    live = lambda: sorted(n.name for n in cloud.list_nodes() if n.state != "terminated")
     act.run(Task(BootRequest("small", 3, "jobs queued")))
-    assert sorted(n.name for n in cloud.list_nodes()) == [name(1), name(2), name(3)]
+    assert live() == [name(1), name(2), name(3)]
     act.observe_listing(cloud.list_nodes())
-    second = next(n for n in cloud.list_nodes() if n.name == name(2))
-    cloud.destroy_node(second)
+    cloud.destroy_node(next(n for n in cloud.list_nodes() if n.name == name(2)))
     act.observe_listing(cloud.list_nodes())
+    act.run(Task(BootRequest("small", 1, "more jobs")))     # just started: above every name seen
+    assert live() == [name(1), name(3), name(4)]
+    time_now.advance(NAME_QUARANTINE + 1)
+    act.observe_listing(cloud.list_nodes())                  # name 2 not listed for the quarantine
     act.run(Task(BootRequest("small", 2, "more jobs")))
-    assert sorted(n.name for n in cloud.list_nodes() if n.state != "terminated") == [
-        name(1), name(2), name(3), name(4)]
+    assert live() == [name(1), name(2), name(3), name(4), name(5)]
 
 
 def test_a_destroyed_node_still_in_a_late_listing_is_not_destroyed_twice(time_now, nm_settings,

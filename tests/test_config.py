@@ -116,3 +116,9 @@ def test_credentials_readable_by_others_are_warned(tmp_path):
 def test_relative_matrix_path_resolves_against_the_config_file(tmp_path):
     (tmp_path / "site.ini").write_text("[Daemon]\nmatrix = policy.matrix\n")
     assert load(str(tmp_path / "site.ini")).matrix_file == str(tmp_path / "policy.matrix")
+
+
+def test_node_names_need_a_sequence_number():
+    assert _problems("[Cloud]\nnode_name_template = {cluster}-{size}\n") == [
+        "site.ini:2: [Cloud] node_name_template: must contain {seq}, or every VM of a size would "
+        "get the same name"]

@@ -4,7 +4,7 @@ from dataclasses import replace
 
 from nodemanager.actuate import Actuator, Task
 from nodemanager.cloud.port import TAG_DRAIN, TAG_REQUEST
-from nodemanager.controller import MISSING_LISTINGS, InputMemory, build_in_flight, requested_at
+from nodemanager.controller import MISSING_LISTINGS, MISSING_SECONDS, InputMemory, build_in_flight, requested_at
 from nodemanager.model import CloudNode, ItemKind, PlanItem, Worker
 from nodemanager.scheduler.port import DRAIN_REASON_PREFIX, SchedulerPoll
 from nodemanager.sim.cloud import SimCloud
@@ -24,9 +24,11 @@ def test_node_missing_from_a_listing_is_kept_for_a_while_or_while_its_worker_liv
     mem = InputMemory()
     a, b = node(1), node(2)
     assert mem.nodes([a, b], 10.0, poll(10.0)) == [a, b]
-    for i in range(1, MISSING_LISTINGS):
+    for i in range(1, MISSING_LISTINGS + 1):                  # missed several times, but briefly
         assert [n.id for n in mem.nodes([a], 10.0 + i, poll(10.0 + i))] == ["n1", "n2"]
-    assert [n.id for n in mem.nodes([a], 20.0, poll(20.0))] == ["n1"]          # believed gone now
+    # missed for MISSING_SECONDS too (counted from the first miss): believed gone now
+    gone_at = 11.0 + MISSING_SECONDS
+    assert [n.id for n in mem.nodes([a], gone_at, poll(gone_at))] == ["n1"]
     # a node whose worker the scheduler still reports stays however long the listing lacks it
     mem = InputMemory()
     mem.nodes([a, b], 10.0, poll(10.0))

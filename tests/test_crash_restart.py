@@ -201,15 +201,6 @@ def test_a_drain_tag_naming_an_older_drain_does_not_leak_the_vm():
     assert run.world.sim_cloud.live_count() == 0, run.reports[-1].outcomes
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG (jobs killed after a restart): the memory that keeps a worker missing from one poll "
-    "(InputMemory) lives only in the process. A freshly started controller whose first poll lacks "
-    "some ads (a flapping node; a collector restarted along with the host) takes those running "
-    "VMs for VMs that never joined (unpaired + boot exceeded -> START_SHUTDOWN) and destroys them "
-    "with their jobs at once (8 jobs here; 2-node pool, below the mass-down freeze). Found by the "
-    "14-day soak. A new process should not act on a worker's absence until it has had a few fresh "
-    "polls (or the cloud should carry a 'joined' tag, as the design says: state that must survive "
-    "a restart lives in the cloud or the scheduler)."))
 def test_a_restart_followed_by_a_poll_without_ads_does_not_kill_jobs():
     run = CheckedRun(sim_settings(burst_size="8", job_runtime="1800s"), seed=1)
     run.run(400)

@@ -2,9 +2,8 @@
 each fault class on its own, the safety invariants checked after every cycle.
 
 Each scenario runs an hour of virtual time with the fault on (jobs keep arriving), then the faults
-stop and the world runs until the queue is empty and every VM is gone. Tests marked ``xfail(strict)``
-are bugs found here and not fixed yet (see the reason); the regressions at the end were bugs
-found here and fixed since.
+stop and the world runs until the queue is empty and every VM is gone. The regressions at the end
+were bugs found here and fixed since.
 """
 
 from __future__ import annotations
@@ -223,19 +222,6 @@ def test_faulty_cloud_classifies_like_the_adapters():
         assert (info.value.retry_after is not None) == (fault == "throttle")
 
 
-DUPLICATE_NAMES = (
-    "BUG (jobs killed, cost cap): two live VMs get the same name. Actuator._free_name picks the "
-    "lowest {seq} not used by the LAST RAW LISTING (plus its own unlisted boots); a listing that "
-    "misses a node (a failed page, EC2 eventual consistency right after RunInstances, or a restart "
-    "that forgot its unlisted boots) frees that node's name, and the next boot reuses it. The two "
-    "VMs' workers then collide (one startd/slurmd name): the scheduler keeps one, the other VM "
-    "looks unpaired and is destroyed with its jobs (seed 3 below: 4 jobs killed), and the "
-    "collision hides capacity so boots pass max_total_price (seed 2: 1.02/h with a 1.00/h cap). "
-    "Take the names in use from the merged listing (InputMemory), and never reuse the name of a "
-    "node seen in the last MISSING_LISTINGS listings.")
-
-
-@pytest.mark.xfail(strict=True, reason=DUPLICATE_NAMES)
 def test_partial_listings_never_give_two_vms_the_same_name():
     run = CheckedRun(sim_settings(burst_every="5m", jobs_per_hour="200", job_runtime="300s"), seed=1,
                      cloud_faults=CloudFaults(partial_listing=0.3))
@@ -243,7 +229,6 @@ def test_partial_listings_never_give_two_vms_the_same_name():
     assert [v for v in run.inv.violations if "share the name" in v] == []
 
 
-@pytest.mark.xfail(strict=True, reason=DUPLICATE_NAMES)
 @pytest.mark.parametrize("seed", [2, 3])
 def test_every_fault_at_once_under_a_price_cap(seed):
     from dataclasses import replace
@@ -257,17 +242,6 @@ def test_every_fault_at_once_under_a_price_cap(seed):
     assert run.inv.violations == [], run.inv.violations[:3]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG (jobs killed after an outage): InputMemory.poll keeps a worker missing from a poll only "
-    "while now - last_seen <= node_stale_after, and the time the scheduler could not be polled at "
-    "all counts. After an outage longer than node_stale_after (11 min here), the first poll that "
-    "answers without some ads (a collector that just restarted: startds re-advertise over minutes; "
-    "a flapping node) makes those nodes unpaired + boot exceeded -> START_SHUTDOWN; the destroy "
-    "re-check finds no worker in that poll, so both VMs are destroyed with their 8 running jobs "
-    "(a pool of <= down_freeze_count nodes does not trigger the mass-down freeze). Found by the "
-    "14-day soak (60 jobs killed). Count a worker's absence only over polls that succeeded (or "
-    "require it absent from a few consecutive fresh polls) before a node that was paired is "
-    "treated as gone."))
 def test_a_long_outage_followed_by_a_blank_poll_does_not_kill_jobs():
     run = CheckedRun(sim_settings(burst_size="8", job_runtime="1800s"), seed=1)
     run.run(400)

@@ -217,12 +217,6 @@ def test_admin_token_is_compared_in_constant_time_and_only_from_the_header(runni
         server.stop()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG (secret leak): a config line that is not 'option = value' is quoted verbatim in the error "
-    "(config.py: \"/x.ini:5: [-]: not 'option = value' nor [section]: '<the line>'\"), at start on "
-    "stderr and on SIGHUP in the log. The usual such line is a secret: the second half of a wrapped "
-    "key, or a key pasted without 'secret ='. Name the line, do not quote it (or quote it only "
-    "outside [Cloud]/[Manage])."))
 def test_a_stray_secret_line_is_not_quoted_in_the_config_error(tmp_path):
     config = tmp_path / "nm.ini"
     config.write_text(f"[Cloud]\ndriver = ec2\nkey = {KEY}\nsecret =\n{SECRET}\n[Size a]\ncores = 1\nram_mb = 1\n")

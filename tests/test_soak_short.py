@@ -19,8 +19,8 @@ def _soak():
     return module
 
 
-# The fault classes the open bugs need (see docs/reliability.md, "Bugs found"): with them on, the
-# soak kills jobs; the xfail run below keeps them on so it fails loudly once they are fixed.
+# The fault classes that killed jobs before the fixes listed in docs/reliability.md ("Bugs found"):
+# the first run leaves them out, the second keeps every fault class on.
 OPEN_BUG_FAULTS = frozenset({"partial_listing", "missing_ad", "flapping"})
 
 
@@ -38,9 +38,6 @@ def test_two_virtual_days_of_a_trace_with_faults_and_restarts(traces_dir):
     assert max(result["threads"]) == 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "open bugs: duplicate VM names under partial listings, and a worker's absence trusted after an "
-    "outage or a restart (tests/test_faults.py, tests/test_crash_restart.py xfails): jobs killed"))
 def test_two_virtual_days_with_every_fault_class(traces_dir):
     soak = _soak()
     result = soak.soak_trace(str(traces_dir / soak.DEFAULT_TRACE), days=2, seed=7, restarts_per_day=6)

@@ -43,6 +43,7 @@ Escalation = Callable[[Worker, InFlight, float], "str | None"]
 
 _STALE, _PAUSED, _FROZEN, _HELD = "stale", "paused", "frozen", "held"
 _DEMAND, _MIN, _BUDGET, _IN_FLIGHT, _NO_WORKER = "demand", "min_nodes", "budget", "in_flight", "no_worker"
+_UNCONFIRMED = "unconfirmed"
 _KIND_ORDER = {ItemKind.CANCEL_DRAIN: 0, ItemKind.DESTROY: 1, ItemKind.DRAIN: 2, ItemKind.ESCALATE: 3}
 _INPUTS = ("cloud", "scheduler")
 
@@ -226,6 +227,11 @@ def _wants(nodes: list[_Node], snapshot: Snapshot, flights: dict[str, dict[str, 
                 continue
             n.want, n.forced = ItemKind.DRAIN, True
             n.reason = f"operator asked for a drain: {n.cls.why}"
+            continue
+        if n.maction is Action.START_SHUTDOWN and ws == UNPAIRED and node.id in snapshot.unconfirmed:
+            n.blocked = _UNCONFIRMED
+            n.reason = ("matrix says START_SHUTDOWN, but the missing scheduler record is not "
+                        f"confirmed yet (node_stale_after not passed since it was first missed): {n.cls.why}")
             continue
         if n.maction is Action.START_SHUTDOWN:
             n.want, n.cancellable = ItemKind.DESTROY, not useless
