@@ -72,8 +72,8 @@ class SchedulerSettings:
 @dataclass(frozen=True)
 class PollSettings:
     cloud_interval: float = 60.0
-    scheduler_interval: float = 30.0
-    cycle_interval: float = 30.0
+    scheduler_interval: float = 10.0
+    cycle_interval: float = 10.0
     max_backoff: float = 300.0
     watchdog: float = 600.0
 

@@ -34,13 +34,15 @@ def trace(tmp_path):
     return path
 
 
-def test_synthetic_trace_figures_match_hand_computation(trace, capsys):
-    code, out, err = run(["--trace", str(trace), "--cores-per-node", "4", "--boot-delay", "60",
-                          "--join-delay", "30", "--jobs", "1", "--json"], capsys)
+def test_synthetic_trace_figures_match_hand_computation(trace, tmp_path, capsys):
+    ini = tmp_path / "30s.ini"
+    ini.write_text("[Polling]\ncycle_interval = 30s\n")
+    code, out, err = run(["--trace", str(trace), "--config", str(ini), "--cores-per-node", "4",
+                          "--boot-delay", "60", "--join-delay", "30", "--jobs", "1", "--json"], capsys)
     assert code == 0, err
     doc = json.loads(out)
     f = doc["runs"][0]
-    # Defaults: cycles every 30 s on the grid t0 + 30k with t0 = 1000 - (60 + 30 + 2*30) = 850;
+    # Cycles every 30 s (the config above) on the grid t0 + 30k with t0 = 1000 - (60 + 30 + 2*30) = 850;
     # the pool negotiates at multiples of 60 s; idle_grace 300 s; per-second billing.
     # Jobs 1+2 (2 cores each) queue at 1000: one node booted at 1000, running 1060, joined 1090,
     # both jobs start at the next negotiation, 1140 (waits 140). Job 2 ends 1440, job 1 1740.
