@@ -122,3 +122,19 @@ def test_node_names_need_a_sequence_number():
     assert _problems("[Cloud]\nnode_name_template = {cluster}-{size}\n") == [
         "site.ini:2: [Cloud] node_name_template: must contain {seq}, or every VM of a size would "
         "get the same name"]
+
+
+def test_every_option_is_documented():
+    """docs/configuration.md names every option the loader accepts, so operators never meet an
+    undocumented one (and a new option cannot be added without its line there)."""
+    from nodemanager import config
+    doc = (REPO / "docs" / "configuration.md").read_text()
+    options = (list(config._DAEMON) + list(config._DAEMON_SHELL) + list(config._POLL)
+               + list(config._DRAIN) + list(config._MANAGE) + list(config._SIZE)
+               + sorted(config._CLOUD_OWN) + sorted(set().union(*config.SCHEDULER_OPTIONS.values())))
+    missing = [o for o in options if f"`{o}`" not in doc]
+    assert missing == []
+    example = (REPO / "config.example.ini").read_text()
+    shown = [o for o in list(config._DAEMON) + list(config._DAEMON_SHELL) + list(config._POLL)
+             + list(config._DRAIN) + list(config._MANAGE) if f"\n{o} =" not in example]
+    assert shown == []
