@@ -296,7 +296,7 @@ def _expression_error(expr: str) -> str | None:
         from nodemanager.core.escalation import validate_expression
         validate_expression(expr)
     except ImportError:
-        return "needs the HTCondor bindings (classad2): pip install 'nodemanager[htcondor]'"
+        return "needs the HTCondor bindings (classad2): pip install htcondor"
     except ValueError as exc:
         return str(exc)
     return None
