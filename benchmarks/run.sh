@@ -1,13 +1,14 @@
 #!/bin/sh
 # Reproduce the numbers in BENCHMARKS.md. Run from the repository root; the traces are read from
 # ../shared/traces (override with TRACES=...). Each command is independent; outputs go to $OUT.
+# Replays run one at a time (--jobs 1), as they were measured; drop it to use every CPU.
 set -e
 TRACES=${TRACES:-../shared/traces}
 OUT=${OUT:-/tmp/nodemanager-benchmarks}
 mkdir -p "$OUT"
 LPC="$TRACES/LPC-EGEE-2004-1.2-cln.swf.gz"
 HPC="$TRACES/HPC2N-2002-2.2-cln.swf.gz"
-SWEEP="--compare --sweep idle_grace=60,120,600,1200"
+SWEEP="--compare --sweep idle_grace=60,120,600,1200 --jobs 1"
 
 case "${1:-all}" in
   lpc30|all)  nodemanager simulate --trace "$LPC" --days 30 $SWEEP --report "$OUT/lpc30" ;;
@@ -22,10 +23,9 @@ case "${1:-all}" in
   hpc30h|all) nodemanager simulate --trace "$HPC" --skip-days 300 --days 30 $SWEEP --billing hourly --report "$OUT/hpc30h" ;;
 esac
 case "${1:-all}" in
-  cycle10|all)
-    # our policy with a 10 s cycle instead of the default 30 s (see BENCHMARKS.md)
-    nodemanager simulate --trace "$LPC" --days 30 --config benchmarks/cycle10.ini --max-nodes 9
-    nodemanager simulate --trace "$HPC" --skip-days 300 --days 30 --config benchmarks/cycle10.ini --max-nodes 112 ;;
+  lpc30h-cycle|all)
+    # our default under hourly billing with the controller cycle at 10 (the default), 30 and 60 s
+    nodemanager simulate --trace "$LPC" --days 30 --billing hourly --sweep cycle_interval=10,30,60 --jobs 1 ;;
 esac
 case "${1:-all}" in
   lpcfull|all) nodemanager simulate --trace "$LPC" --jobs 1 ;;

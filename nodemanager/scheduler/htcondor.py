@@ -642,4 +642,4 @@ class HTCondorScheduler:
     def node_destroyed(self, worker_name: str) -> None:
         """Nothing to tell HTCondor (the startd's ads go with the VM); forget its address."""
         with self._lock:
-            self._ads = {k: v for k, v in self._ads.items() if k != worker_name}
+            self._ads.pop(worker_name, None)

@@ -410,6 +410,10 @@ class SimPool:
             drains_refused=d.refused, drains_cancelled=d.cancelled, drains_completed=d.completed,
             drains_escalated=d.escalated)
 
+    def first_starts(self) -> Mapping[str, float]:
+        """Job id -> the time the job first started (a requeued job keeps its first start)."""
+        return self._first_start
+
     def job_waits(self) -> list[float]:
         """Submit-to-first-start wait of every job started so far, in start order."""
         return list(self._waits)

@@ -348,7 +348,7 @@ def _figures(jobs: Sequence[SwfJob], split: _Split, policy: Policy, bounds: Boun
              busy_s: float, peak: int, trace: str, window: str, wall: float) -> Figures:
     pool, cloud = w.pool, w.cloud
     st = pool.stats
-    starts: dict[str, float] = getattr(pool, "_first_start", {})
+    starts = pool.first_starts()
     job_start: list[float] = [-_INF] * len(jobs)
     started = [0] * len(jobs)
     for p in split.pieces:
