@@ -392,7 +392,8 @@ class HTCondorScheduler:
         self.recorder = DrainingStatsRecorder()
         self._lock = threading.Lock()          # actuator threads and the poller share the counters
         self._ads: dict[str, Mapping[str, Any]] = {}
-        self._counted: set[tuple[Any, ...]] = set()    # completions/escalations already counted
+        # (action, worker) -> the last ticket counted, so a repeated completion/escalation counts once
+        self._counted: dict[tuple[str, str], tuple[Any, ...]] = {}
 
     @classmethod
     def from_settings(cls, settings: SchedulerSettings, *, clock: Callable[[], float] = time.time,
@@ -456,9 +457,10 @@ class HTCondorScheduler:
         """Count one drain action; with ``once``, only the first time for that key."""
         with self._lock:
             if once is not None:
-                if (what, *once) in self._counted:
+                key = (what, str(once[0]))
+                if self._counted.get(key) == once:
                     return
-                self._counted.add((what, *once))
+                self._counted[key] = once
             setattr(self.recorder, what, getattr(self.recorder, what) + 1)
 
     def draining_stats(self) -> DrainingStats:
@@ -643,3 +645,5 @@ class HTCondorScheduler:
         """Nothing to tell HTCondor (the startd's ads go with the VM); forget its address."""
         with self._lock:
             self._ads.pop(worker_name, None)
+            for what in ("completed", "escalated"):
+                self._counted.pop((what, worker_name), None)
