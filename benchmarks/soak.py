@@ -1,14 +1,18 @@
-"""Soak runs: weeks of virtual time on a development trace with faults on, and the embedded
-default daemon in real time for N minutes. Memory (RSS) and thread count are sampled and printed;
-the safety invariants (:mod:`nodemanager.sim.invariants`) are checked throughout.
+"""Soak runs: weeks of virtual time on a development trace with faults on, the embedded default
+daemon in real time for N minutes, and the crash-restart sweep over many seeds. Memory (RSS) and
+thread count are sampled and printed; the safety invariants (:mod:`nodemanager.sim.invariants`)
+are checked throughout.
 
     python benchmarks/soak.py trace --days 14 --seed 1          # the longer seeded run
     python benchmarks/soak.py realtime --minutes 10              # the embedded default, real clock
+    python benchmarks/soak.py crash --seeds 1-15,2024 --crashes 120   # the crash-restart sweep
+    python benchmarks/soak.py crash --seeds 1-8 --faults 1          # crashes with every fault class on
     python benchmarks/soak.py trace --days 0.5 --json            # figures as JSON
     python benchmarks/soak.py trace --without partial_listing,missing_ad   # some fault classes off
 
 Traces are read from ``../shared/traces`` relative to the repository (``--trace`` or
-``NODEMANAGER_TRACES`` to change it), never copied. Exit status 1 if an invariant broke.
+``NODEMANAGER_TRACES`` to change it), never copied. Exit status 1 if an invariant broke (or, for
+``crash``, any check of ``tests/test_crash_restart.py`` failed).
 """
 
 from __future__ import annotations
@@ -78,18 +82,22 @@ def _mix(scale: float):
                             flapping=0.01 * scale))
 
 
-def soak_trace(trace: str, *, days: float = 14.0, seed: int = 1, step: float = 30.0, faults: float = 1.0,
+def soak_trace(trace: str, *, days: float = 14.0, seed: int = 1, step: float | None = None, faults: float = 1.0,
                restarts_per_day: float = 2.0, max_nodes: int = 40, sample_every: float = DAY / 4,
                without: frozenset[str] = frozenset(), progress: bool = False) -> dict[str, Any]:
-    """Replay ``days`` of ``trace`` through the real controller with faults and random restarts;
-    return the figures (and every invariant violation)."""
+    """Replay ``days`` of ``trace`` through the real controller with faults and random restarts,
+    one cycle every ``step`` virtual seconds (default: the daemon's ``cycle_interval``); return
+    the figures (and every invariant violation)."""
     import random
+
+    from nodemanager.settings import PollSettings
 
     from nodemanager.sim.invariants import CheckedRun
     from nodemanager.sim.pool import Job
     from nodemanager.sim.swf import read_jobs
 
     settings = trace_settings(max_nodes)
+    step = PollSettings().cycle_interval if step is None else step
     size = settings.core.sizes[0]
     jobs, reader = read_jobs(trace, days=days)
     cloud_faults, scheduler_faults = soak_faults(faults, without)
@@ -128,7 +136,7 @@ def soak_trace(trace: str, *, days: float = 14.0, seed: int = 1, step: float = 3
         run.clock.advance(step)
     stats = run.world.pool.stats
     return {
-        "trace": os.path.basename(trace), "days": days, "seed": seed, "jobs_in_window": len(jobs),
+        "trace": os.path.basename(trace), "days": days, "seed": seed, "step_seconds": step, "jobs_in_window": len(jobs),
         "jobs_submitted": stats.submitted, "jobs_completed": stats.completed, "jobs_killed": stats.killed,
         "cycles": run.inv.counts["checks"], "restarts": run.restarts,
         "faults_injected": sum(run.injected.values()), "fault_kinds": len(run.injected),
@@ -178,6 +186,51 @@ def soak_realtime(minutes: float = 10.0, *, sample_every: float = 10.0, progress
     }
 
 
+def parse_seeds(text: str) -> list[int]:
+    """``"1-15,2024"`` -> [1, 2, ..., 15, 2024]."""
+    seeds: list[int] = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        low, _, high = part.partition("-")
+        seeds.extend(range(int(low), int(high or low) + 1))
+    return seeds
+
+
+def soak_crashes(seeds: list[int], crashes: int = 120, *, faults: float = 0.0,
+                 progress: bool = False) -> dict[str, Any]:
+    """The crash-restart sweep: for each seed, ``crashes`` SIGKILL-like crashes at random points
+    (``tests/test_crash_restart.py``: crash_run), then the same checks as that test. ``faults``
+    > 0 also turns the soak's fault mix on (scaled), during the crashes."""
+    from tests.test_crash_restart import crash_problems, crash_run
+
+    mix = soak_faults(faults) if faults else None
+    wall0 = time.perf_counter()
+    per_seed, problems, by_point = [], [], {}
+    for seed in seeds:
+        run, points = crash_run(seed=seed, crashes_wanted=crashes, faults=mix)
+        found, figures = crash_problems(run, points, seed, faults=mix is not None)
+        per_seed.append(figures)
+        problems.extend(f"seed {seed}: {p}" for p in found)
+        for k, v in points.items():
+            by_point[k] = by_point.get(k, 0) + v
+        if progress:
+            print(f"  seed {seed}: {figures['restarts']} restarts, {figures['creates']} creates "
+                  f"({figures['creates_without_crashes']} without crashes), {figures['drains']} drains, "
+                  f"{len(found)} problems", file=sys.stderr)
+    total = lambda key: sum(f[key] for f in per_seed)   # noqa: E731
+    return {
+        "seeds": seeds, "crashes_per_seed": crashes, "faults": faults, "restarts": total("restarts"),
+        "faults_injected": total("faults_injected"), "of_which_terminated_listed": total("terminated_listed"),
+        "restarts_by_point": dict(sorted(by_point.items())),
+        "jobs_submitted": total("jobs_submitted"), "jobs_completed": total("jobs_completed"),
+        "jobs_killed": total("jobs_killed"), "creates": total("creates"),
+        "creates_without_crashes": total("creates_without_crashes"),
+        "seeds_with_extra_creates": sum(1 for f in per_seed if f["creates"] > f["creates_without_crashes"]),
+        "drains": total("drains"), "drains_forgotten": total("drains_forgotten"), "leaked": total("leaked"),
+        "invariants_broken": total("invariants_broken"), "problems": len(problems),
+        "violations": problems[:20], "wall_seconds": round(time.perf_counter() - wall0, 1),
+    }
+
+
 def _print(result: dict[str, Any]) -> None:
     for key, value in result.items():
         if key in ("rss_mb", "threads") and value:
@@ -198,27 +251,36 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--seed", type=int, default=1)
     t.add_argument("--faults", type=float, default=1.0, help="scale every fault rate (0: none)")
     t.add_argument("--restarts-per-day", type=float, default=2.0)
+    t.add_argument("--step", type=float, default=None,
+                   help="virtual seconds between cycles (default: the daemon's cycle_interval, 10)")
     t.add_argument("--without", default="", metavar="FAULT,...",
                    help="switch these fault classes off (field names of CloudFaults/SchedulerFaults)")
     t.add_argument("--json", action="store_true")
     r = sub.add_parser("realtime", help="the embedded default daemon on the real clock")
     r.add_argument("--minutes", type=float, default=10.0)
     r.add_argument("--json", action="store_true")
+    c = sub.add_parser("crash", help="crash-restart sweep over the simulator")
+    c.add_argument("--seeds", default="1-15,2024", help="seeds, e.g. 1-15,2024")
+    c.add_argument("--crashes", type=int, default=120, help="crashes (restarts) per seed")
+    c.add_argument("--faults", type=float, default=0.0, help="also inject the soak's fault mix, scaled (0: none)")
+    c.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.ERROR)    # the daemon's decision lines would drown the figures
     if args.mode == "trace":
         traces = pathlib.Path(os.environ.get("NODEMANAGER_TRACES", REPO.parent / "shared" / "traces"))
         path = args.trace or str(traces / DEFAULT_TRACE)
         result = soak_trace(path, days=args.days, seed=args.seed, faults=args.faults,
-                            restarts_per_day=args.restarts_per_day, progress=not args.json,
+                            restarts_per_day=args.restarts_per_day, step=args.step, progress=not args.json,
                             without=frozenset(w.strip() for w in args.without.split(",") if w.strip()))
+    elif args.mode == "crash":
+        result = soak_crashes(parse_seeds(args.seeds), args.crashes, faults=args.faults, progress=not args.json)
     else:
         result = soak_realtime(args.minutes, progress=not args.json)
     if args.json:
         print(json.dumps(result, indent=1))
     else:
         _print(result)
-    return 1 if result["invariants_broken"] else 0
+    return 1 if result["invariants_broken"] or result.get("problems") else 0
 
 
 if __name__ == "__main__":

@@ -184,6 +184,7 @@ class Actuator:
         self._recent: dict[str, InFlight] = {}                # node -> action done after the listing
         self._listed = 0
         self._name_seen: dict[str, float] = {}                # node name -> last listed at
+        self._worker_names: set[str] = set()                  # short names of workers heard from
         self._started = clock()
         self._boot_names: dict[str, str] = {}                 # request id -> name of a boot not listed
         self._freshest_heard: float | None = None                # newest last_heard of the last poll
@@ -251,13 +252,14 @@ class Actuator:
     def _free_name(self, size: str, now: float) -> str:
         """The node name template filled with a ``{seq}`` no VM uses, so names stay within a small
         set (SLURM declares ``NodeName=<cluster>-<size>-[1-N]``): the lowest number not listed in
-        the last :data:`NAME_QUARANTINE` seconds (one listing may miss a VM) nor booting; in the
+        the last :data:`NAME_QUARANTINE` seconds (one listing may miss a VM), not booting and not
+        the name of a worker the scheduler still hears from (a VM no listing shows yet); in the
         first :data:`NAME_QUARANTINE` seconds after a start, a number above every one seen (a boot
         of the previous process may not be listed yet)."""
         cs = self.settings.cloud
         fill = cs.node_name_template.format(cluster=cs.cluster, size=size, seq="{SEQ}")
         pattern = re.compile(re.escape(fill).replace(re.escape("{SEQ}"), r"(\d+)"))
-        used = set(self._name_seen) | set(self._boot_names.values())
+        used = set(self._name_seen) | set(self._boot_names.values()) | self._worker_names
         seqs = {int(m.group(1)) for name in used if (m := pattern.fullmatch(name))}
         if now - self._started < NAME_QUARANTINE:
             seq = max(seqs, default=0) + 1
@@ -275,8 +277,14 @@ class Actuator:
         ``node_stale_after`` before that (measured within one poll, so a scheduler clock that runs
         behind ours does not make every worker look lost)."""
         heard = [w.last_heard for w in poll.workers if w.last_heard > 0]
+        freshest = max(heard) if heard else None
+        stale = self.settings.core.node_stale_after
+        # a worker still heard from holds its name, even when a listing misses its VM
+        alive = {w.name.split(".", 1)[0] for w in poll.workers
+                 if freshest is not None and w.last_heard > 0 and freshest - w.last_heard <= stale}
         with self._lock:
-            self._freshest_heard = max(heard) if heard else None
+            self._freshest_heard = freshest
+            self._worker_names = alive
 
     # -- backoff bookkeeping --------------------------------------------------------------------
 

@@ -50,7 +50,7 @@ from nodemanager.model import (Action, CloudNode, CycleReport, InFlight, ItemKin
                                Outcome, Plan, PlanItem, Snapshot, Worker)
 from nodemanager.scheduler.port import SchedulerPoll
 from nodemanager.settings import Settings
-from policy_matrix.vocabulary import UNPAIRED
+from policy_matrix.vocabulary import DOWN, UNPAIRED
 
 __all__ = ["Controller", "InputMemory", "build_in_flight", "decision_line", "requested_at",
            "MISSING_LISTINGS"]
@@ -258,7 +258,9 @@ class Controller:
         self._pending_outcomes: list[Outcome] = []
         self._last_summary: tuple[Any, ...] | None = None
         self._just_destroyed: set[str] = set()
-        self._unpaired_since: dict[str, float] = {}   # node id -> first cycle this process saw it unpaired
+        # node id -> seconds of fresh scheduler polls in a row that showed it unpaired or down
+        self._suspect_for: dict[str, float] = {}
+        self._suspect_poll: float | None = None       # polled_at of the last poll counted
         self.inputs = InputMemory()
         if actuator is None and not self.dry_run:
             raise ValueError("a controller that acts needs an actuator")
@@ -286,12 +288,12 @@ class Controller:
         state = self.actuator.state(now) if self.actuator is not None else ActuatorState()
         self._just_destroyed = {f.node for f in state.in_flight if f.action == "destroy"}
         held, forced, paused = _admin_view(self.admin)
-        # a missing worker is believed only once this process has missed it for node_stale_after
-        # (after a restart or an outage, ads may just be late): until then no failed-boot shutdown;
-        # never longer than boot_grace, so a VM watched since its launch goes when boot grace ends
+        # a missing or silent worker is believed only once fresh polls of this process showed it so
+        # for node_stale_after (after a restart or an outage, ads may just be late or old); never
+        # longer than boot_grace, so a VM watched since its launch goes when boot grace ends
         confirm = min(self.settings.core.node_stale_after, self.settings.core.boot_grace)
-        since = self._unpaired_since
-        unconfirmed = frozenset(n.id for n in nodes if now - since.get(n.id, now) < confirm)
+        seen = self._suspect_for
+        unconfirmed = frozenset(n.id for n in nodes if seen.get(n.id, 0.0) < confirm)
         return Snapshot(
             now=now,
             polled_at={"cloud": cloud_polled_at, "scheduler": poll.polled_at},
@@ -324,8 +326,7 @@ class Controller:
                             escalation=self.escalation or None)
         plan = self._resume_destroys(snap, plan)
         plan = self._operator_cancels(snap, plan)
-        self._unpaired_since = {e.node_id: self._unpaired_since.get(e.node_id, now) for e in plan.nodes
-                                if e.tuple.worker_state == UNPAIRED}
+        self._watch_suspects(plan, poll.polled_at, now)
         gone = self._log_decisions(plan)
         if gone and hasattr(self.admin, "forget"):
             self.admin.forget(gone)
@@ -338,6 +339,24 @@ class Controller:
                              matrix_error=self.matrix_error, cpu_seconds=cpu)
         self.last_report = report
         return report, tasks
+
+    def _watch_suspects(self, plan: Plan, polled_at: float, now: float) -> None:
+        """Add the time since the last counted poll to each node a new, fresh poll shows unpaired
+        or down; a node shown otherwise starts again from 0, and so does every node after a gap in
+        the polls longer than poll_stale_after (an outage is no evidence of absence)."""
+        last = self._suspect_poll
+        if now - polled_at > self.settings.core.poll_stale_after:
+            self._suspect_for, self._suspect_poll = {}, None
+            return
+        if last is not None and polled_at <= last:
+            return
+        gap = polled_at - last if last is not None else 0.0
+        if gap > self.settings.core.poll_stale_after:
+            self._suspect_for, gap = {}, 0.0
+        before = self._suspect_for
+        self._suspect_for = {e.node_id: before.get(e.node_id, -gap) + gap for e in plan.nodes
+                             if e.tuple.worker_state in (UNPAIRED, DOWN)}
+        self._suspect_poll = polled_at
 
     def cycle(self, nodes: Sequence[CloudNode], cloud_polled_at: float, poll: SchedulerPoll) -> CycleReport:
         """Plan and carry out one cycle inline; the report holds this cycle's outcomes."""

@@ -170,9 +170,9 @@ class Snapshot:
     ``quota`` is a node count the cloud taught us (None: unknown); ``blocked_sizes`` sizes the cloud
     refused recently (quota or capacity) that must not be booted now.
     ``recent_destroys`` are the times of destroys in the last hour (for ``max_destroys_per_hour``).
-    ``unconfirmed`` are node ids whose lack of a scheduler worker the controller has not yet seen
-    for ``min(node_stale_after, boot_grace)`` (after a restart or an outage an ad may just be
-    late): such an unpaired node is not shut down as a failed boot yet.
+    ``unconfirmed`` are node ids the controller's own fresh polls have not yet shown unpaired or
+    down for ``min(node_stale_after, boot_grace)`` (after a restart or an outage an ad may just be
+    late or old): such a node, unpaired or down for silence, is not shut down yet.
     """
 
     now: float

@@ -254,6 +254,41 @@ def test_a_long_outage_followed_by_a_blank_poll_does_not_kill_jobs():
     assert_healthy(run)
 
 
+def test_a_long_outage_followed_by_lagging_ads_does_not_kill_jobs():
+    from dataclasses import replace
+
+    from nodemanager.sim.pool import Job
+    run = CheckedRun(sim_settings(burst_size="4", job_runtime="300s"), seed=1)
+    while run.world.pool.stats.completed < 4:                # one VM ran the burst; now it is idle
+        run.run(run.step)
+    assert run.world.sim_cloud.live_count() == 1
+    start = run.clock()
+    scheduler = run.faulty_scheduler
+    scheduler.outage(start, start + 660)                     # we cannot see the scheduler...
+    for i in range(4):                                       # ...while it starts new jobs on the VM
+        run.world.pool.submit(Job(id=f"during-{i}", cpus=1, ram_mb=1000, runtime=1800.0, submit_time=start))
+    run.run(660)
+    calm = scheduler.faults
+    scheduler.faults = replace(calm, lagging_ads=1.0)       # the first poll after the outage lags
+    run.run(run.step)
+    scheduler.faults = calm
+    run.run(60)
+    settle(run, 3600)
+    assert_healthy(run)
+
+
+def test_a_vm_booted_just_before_an_outage_is_not_destroyed_by_the_first_poll_after():
+    run = CheckedRun(sim_settings(burst_size="4", job_runtime="1800s"), seed=1)
+    while run.world.sim_cloud.calls["create_node"] < 1:
+        run.run(run.step)
+    start = run.clock()
+    run.faulty_scheduler.outage(start, start + 660)
+    run.faulty_scheduler.blank(start + 660, start + 665)
+    run.run(700)
+    settle(run, 3600)
+    assert_healthy(run)
+
+
 # -- regressions: each was a bug this file found (fixed since; the docstring says what it was) ----
 
 @pytest.mark.parametrize("faults", [SchedulerFaults(missing_ad=0.2), SchedulerFaults(flapping=1.0)],

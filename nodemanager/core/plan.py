@@ -228,10 +228,13 @@ def _wants(nodes: list[_Node], snapshot: Snapshot, flights: dict[str, dict[str, 
             n.want, n.forced = ItemKind.DRAIN, True
             n.reason = f"operator asked for a drain: {n.cls.why}"
             continue
-        if n.maction is Action.START_SHUTDOWN and ws == UNPAIRED and node.id in snapshot.unconfirmed:
+        silent = (ws == DOWN and n.worker is not None and n.worker.last_heard > 0
+                  and now - n.worker.last_heard > stale_after)
+        if n.maction is Action.START_SHUTDOWN and (ws == UNPAIRED or silent) and node.id in snapshot.unconfirmed:
             n.blocked = _UNCONFIRMED
-            n.reason = ("matrix says START_SHUTDOWN, but the missing scheduler record is not "
-                        f"confirmed yet (node_stale_after not passed since it was first missed): {n.cls.why}")
+            what = "silence of its worker" if silent else "missing scheduler record"
+            n.reason = (f"matrix says START_SHUTDOWN, but the {what} is not confirmed yet by this "
+                        f"process's fresh polls (node_stale_after): {n.cls.why}")
             continue
         if n.maction is Action.START_SHUTDOWN:
             n.want, n.cancellable = ItemKind.DESTROY, not useless
