@@ -356,3 +356,25 @@ def test_a_drain_whose_worker_vanished_is_not_cancelled_for_demand():
     p = run(s)
     assert acts(p) == {"d": "destroy"}
     assert [(b.size, b.count) for b in p.boots] == [("small", 1)]
+
+
+def test_our_drain_never_turns_a_late_ad_into_a_destroy():
+    """Was (crash sweep with faults, seed 3): a node under our drain whose ad went missing was
+    destroyed at once as "START_SHUTDOWN during our drain", with the 4 jobs it ran. While this
+    process has not confirmed the absence (Snapshot.unconfirmed), nothing is destroyed."""
+    import policy_matrix
+    from nodemanager.core import plan
+    from nodemanager.model import CloudNode, InFlight, Size, Snapshot
+    from nodemanager.settings import CoreSettings
+    now = 10_000.0
+    node = CloudNode(id="i-1", name="c-small-1", size="small", launched_at=now - 7200)
+    snap = Snapshot(now=now, polled_at={"cloud": now, "scheduler": now}, cloud_nodes=(node,),
+                    in_flight=(InFlight(node="i-1", action="drain", since=now - 300, request_id="1"),),
+                    unconfirmed=frozenset({"i-1"}))
+    settings = CoreSettings(sizes=(Size("small", 4, 16000),))
+    result = plan(snap, settings, policy_matrix.load_default())
+    assert result.items == ()
+    assert result.nodes[0].blocked_by == "unconfirmed"
+    confirmed = plan(Snapshot(**{**snap.__dict__, "unconfirmed": frozenset()}), settings,
+                     policy_matrix.load_default())
+    assert [i.kind.value for i in confirmed.items] == ["destroy"]

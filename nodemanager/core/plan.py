@@ -204,6 +204,16 @@ def _wants(nodes: list[_Node], snapshot: Snapshot, flights: dict[str, dict[str, 
         if _matches(node, n.worker, snapshot.held):
             n.blocked, n.reason = _HELD, "held by an operator: no action"
             continue
+        silent = (ws == DOWN and n.worker is not None and n.worker.last_heard > 0
+                  and now - n.worker.last_heard > stale_after)
+        if (n.maction is Action.START_SHUTDOWN and (ws == UNPAIRED or silent)
+                and node.id in snapshot.unconfirmed):
+            # a late or old ad is no proof the node is gone: this process's fresh polls must show it
+            n.blocked = _UNCONFIRMED
+            what = "silence of its worker" if silent else "missing scheduler record"
+            n.reason = (f"matrix says START_SHUTDOWN, but the {what} is not confirmed yet by this "
+                        f"process's fresh polls (node_stale_after): {n.cls.why}")
+            continue
         if "drain" in mine and "cancel_drain" not in mine:
             n.drain = mine["drain"]
             n.request_id = n.drain.request_id
@@ -227,14 +237,6 @@ def _wants(nodes: list[_Node], snapshot: Snapshot, flights: dict[str, dict[str, 
                 continue
             n.want, n.forced = ItemKind.DRAIN, True
             n.reason = f"operator asked for a drain: {n.cls.why}"
-            continue
-        silent = (ws == DOWN and n.worker is not None and n.worker.last_heard > 0
-                  and now - n.worker.last_heard > stale_after)
-        if n.maction is Action.START_SHUTDOWN and (ws == UNPAIRED or silent) and node.id in snapshot.unconfirmed:
-            n.blocked = _UNCONFIRMED
-            what = "silence of its worker" if silent else "missing scheduler record"
-            n.reason = (f"matrix says START_SHUTDOWN, but the {what} is not confirmed yet by this "
-                        f"process's fresh polls (node_stale_after): {n.cls.why}")
             continue
         if n.maction is Action.START_SHUTDOWN:
             n.want, n.cancellable = ItemKind.DESTROY, not useless
