@@ -236,6 +236,10 @@ class SimPool:
 
     def next_event_time(self) -> float | None:
         """When the pool next changes by itself (a join, a job end, a drain step, a negotiation)."""
+        t = self._next_due()
+        return None if t == _INF else max(t, self.now)
+
+    def _next_due(self) -> float:
         t = _INF
         if self._pending:
             t = self._pending[0][0]
@@ -244,7 +248,7 @@ class SimPool:
             t = e
         if self._neg_at is not None and self._neg_at < t:
             t = self._neg_at
-        return None if t == _INF else max(t, self.now)
+        return t
 
     def _next_startd_event(self) -> float:
         ev = self._events
@@ -262,14 +266,7 @@ class SimPool:
         if now < self.now:
             return
         while True:
-            t = _INF
-            if self._pending:
-                t = self._pending[0][0]
-            e = self._next_startd_event()
-            if e < t:
-                t = e
-            if self._neg_at is not None and self._neg_at < t:
-                t = self._neg_at
+            t = self._next_due()
             if t > now:
                 break
             self.now = max(self.now, t)
