@@ -19,7 +19,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, Info
 from prometheus_client.core import GaugeMetricFamily
@@ -98,6 +98,15 @@ class _CycleGauges:
     last_cycle: float | None = None
 
 
+def _labelled(name: str, doc: str, labels: list[str],
+              values: Mapping[Any, float]) -> GaugeMetricFamily:
+    """A gauge family with one sample per key (a label value, or a tuple of them), sorted."""
+    g = GaugeMetricFamily(name, doc, labels=labels)
+    for key, v in sorted(values.items()):
+        g.add_metric(list(key) if isinstance(key, tuple) else [key], v)
+    return g
+
+
 class _CycleCollector(Collector):
     def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
@@ -105,45 +114,23 @@ class _CycleCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         s = self.state
-        g = GaugeMetricFamily("nodemanager_nodes", "Cloud nodes by state tuple and size.",
-                              labels=["worker_state", "window", "boot_grace", "idle_grace", "size"])
-        for key, n in sorted(s.nodes.items()):
-            g.add_metric(list(key), n)
-        yield g
-        g = GaugeMetricFamily("nodemanager_workers", "Scheduler workers by raw scheduler state.",
-                              labels=["state"])
-        for key, n in sorted(s.raw_states.items()):
-            g.add_metric([key], n)
-        yield g
-        g = GaugeMetricFamily("nodemanager_nodes_blocked",
-                              "Nodes whose matrix action is held back, by what blocks it.",
-                              labels=["blocked_by", "matrix_action"])
-        for key, n in sorted(s.blocked.items()):
-            g.add_metric(list(key), n)
-        yield g
-        g = GaugeMetricFamily("nodemanager_nodes_planned",
-                              "Nodes with an action planned in the last cycle, by action.",
-                              labels=["action"])
-        for key, n in sorted(s.planned.items()):
-            g.add_metric([key], n)
-        yield g
-        g = GaugeMetricFamily("nodemanager_paid_nodes",
-                              "Paid cloud nodes by what they are doing and size.",
-                              labels=["state", "size"])
-        for key, n in sorted(s.paid_nodes.items()):
-            g.add_metric(list(key), n)
-        yield g
-        g = GaugeMetricFamily("nodemanager_estimated_spend_per_hour",
-                              "Estimated spend per hour of the paid nodes (sizes' prices), by size.",
-                              labels=["size"])
-        for key, v in sorted(s.spend.items()):
-            g.add_metric([key], v)
-        yield g
-        g = GaugeMetricFamily("nodemanager_in_flight", "Actions under way, by action.",
-                              labels=["action"])
-        for key, n in sorted(s.in_flight.items()):
-            g.add_metric([key], n)
-        yield g
+        yield _labelled("nodemanager_nodes", "Cloud nodes by state tuple and size.",
+                        ["worker_state", "window", "boot_grace", "idle_grace", "size"], s.nodes)
+        yield _labelled("nodemanager_workers", "Scheduler workers by raw scheduler state.",
+                        ["state"], s.raw_states)
+        yield _labelled("nodemanager_nodes_blocked",
+                        "Nodes whose matrix action is held back, by what blocks it.",
+                        ["blocked_by", "matrix_action"], s.blocked)
+        yield _labelled("nodemanager_nodes_planned",
+                        "Nodes with an action planned in the last cycle, by action.",
+                        ["action"], s.planned)
+        yield _labelled("nodemanager_paid_nodes", "Paid cloud nodes by what they are doing and size.",
+                        ["state", "size"], s.paid_nodes)
+        yield _labelled("nodemanager_estimated_spend_per_hour",
+                        "Estimated spend per hour of the paid nodes (sizes' prices), by size.",
+                        ["size"], s.spend)
+        yield _labelled("nodemanager_in_flight", "Actions under way, by action.",
+                        ["action"], s.in_flight)
         yield GaugeMetricFamily("nodemanager_drains_in_progress",
                                 "Drains of ours under way.", value=s.drains)
         yield GaugeMetricFamily("nodemanager_drain_oldest_age_seconds",

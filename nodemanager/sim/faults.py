@@ -183,14 +183,19 @@ class FaultyCloud:
             self.injected["list_nodes_reordered"] += 1
         return nodes
 
-    def create_node(self, size: Size, name: str, tags: Mapping[str, str]) -> CloudNode:
-        self._crash("create_node", False)
-        fault = self._fault("create_node", self.faults.error_rate, _CREATE_ERRORS)
-        if fault is None and self.enabled and self.faults.create_but_fails and \
-                self.rng.random() < self.faults.create_but_fails:
+    def _fault_or_effect(self, call: str, errors: tuple[str, ...], effect_rate: float) -> str | None:
+        """Raise an injected error for ``call`` before it happens; or return "effect" (scripted or
+        drawn) when the call should happen and then look failed to the caller; else None."""
+        fault = self._fault(call, self.faults.error_rate, errors)
+        if fault is None and self.enabled and effect_rate and self.rng.random() < effect_rate:
             fault = "effect"
         if fault and fault != "effect":
-            self._raise("create_node", fault)
+            self._raise(call, fault)
+        return fault
+
+    def create_node(self, size: Size, name: str, tags: Mapping[str, str]) -> CloudNode:
+        self._crash("create_node", False)
+        fault = self._fault_or_effect("create_node", _CREATE_ERRORS, self.faults.create_but_fails)
         node = self.inner.create_node(size, name, tags)
         self._crash("create_node", True)
         if fault == "effect":
@@ -200,12 +205,7 @@ class FaultyCloud:
 
     def destroy_node(self, node: CloudNode) -> None:
         self._crash("destroy_node", False)
-        fault = self._fault("destroy_node", self.faults.error_rate, _RANDOM_ERRORS)
-        if fault is None and self.enabled and self.faults.destroy_but_fails and \
-                self.rng.random() < self.faults.destroy_but_fails:
-            fault = "effect"
-        if fault and fault != "effect":
-            self._raise("destroy_node", fault)
+        fault = self._fault_or_effect("destroy_node", _RANDOM_ERRORS, self.faults.destroy_but_fails)
         self.inner.destroy_node(node)
         if self.faults.keep_terminated and self.clock is not None:
             self._terminated.setdefault(node.id, (self._skewed(node), self.clock()))
