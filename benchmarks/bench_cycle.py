@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 
 from nodemanager.actors.clock import ManualClock  # noqa: E402
 from nodemanager.config import load  # noqa: E402
-from nodemanager.daemon import Daemon  # noqa: E402
+from nodemanager.daemon import Daemon, tune_gc  # noqa: E402
 from nodemanager.sim.pool import Job  # noqa: E402
 from nodemanager.sim.world import SimWorld, world_options  # noqa: E402
 
@@ -44,7 +44,7 @@ def rss_mb() -> float:
     return float("nan")
 
 
-def measure(n: int, cycles: int = 5) -> dict[str, float]:
+def measure(n: int, cycles: int = 10) -> dict[str, float]:
     settings = load(str(REPO / "config.example.ini"))
     settings = dataclasses.replace(
         settings, core=dataclasses.replace(settings.core, max_nodes=2 * n, idle_grace=86400.0),
@@ -63,8 +63,10 @@ def measure(n: int, cycles: int = 5) -> dict[str, float]:
     world.advance()
     threads_before = threading.active_count()
     daemon = Daemon(settings, clock=clock, status=False, ports=(world.cloud, world.scheduler, world))
+    tune_gc()  # as `nodemanager run` does before it starts the actors
     daemon.start()
     daemon.system.settle(600)
+    first = daemon.last_report.cpu_seconds if daemon.last_report is not None else float("nan")
     cpu: list[float] = []
     for _ in range(cycles):
         clock.advance(settings.poll.cycle_interval)
@@ -80,6 +82,7 @@ def measure(n: int, cycles: int = 5) -> dict[str, float]:
     threads = threading.active_count()
     daemon.stop()
     return {"nodes": len(nodes), "workers": len(poll.workers), "cycle_cpu": statistics.median(cpu),
+            "first_cpu": first, "mean_cpu": statistics.fmean(cpu), "max_cpu": max(cpu),
             "list_cpu": t1 - t0, "poll_cpu": t2 - t1, "rss": rss_mb(), "threads": threads,
             "threads_before": threads_before, "explained": len(report.plan.nodes) if report else 0}
 
@@ -90,14 +93,15 @@ def main(argv: list[str]) -> int:
         print(json.dumps(measure(int(argv[1]))))
         return 0
     sizes = [int(a) for a in argv] or [1000, 10000]
-    print(f"{'nodes':>7} {'workers':>7} {'cycle CPU s':>11} {'list CPU s':>10} {'poll CPU s':>10} "
-          f"{'RSS MB':>7} {'threads':>7}")
+    print(f"{'nodes':>7} {'workers':>7} {'cycle CPU s':>11} {'mean s':>7} {'max s':>6} {'first s':>7} "
+          f"{'list CPU s':>10} {'poll CPU s':>10} {'RSS MB':>7} {'threads':>7}")
     for n in sizes:
         # a fresh process per size, so the RSS is that size's alone
         out = subprocess.run([sys.executable, __file__, "--one", str(n)], check=True,
                              capture_output=True, text=True).stdout
         r = json.loads(out.strip().splitlines()[-1])
-        print(f"{r['nodes']:>7} {r['workers']:>7} {r['cycle_cpu']:>11.3f} {r['list_cpu']:>10.3f} "
+        print(f"{r['nodes']:>7} {r['workers']:>7} {r['cycle_cpu']:>11.3f} {r['mean_cpu']:>7.3f} "
+              f"{r['max_cpu']:>6.3f} {r['first_cpu']:>7.3f} {r['list_cpu']:>10.3f} "
               f"{r['poll_cpu']:>10.3f} {r['rss']:>7.0f} {r['threads']:>7}", flush=True)
     return 0
 

@@ -46,7 +46,7 @@ from typing import Any, Callable, Iterable, Sequence
 from nodemanager.actuate import Actuator, ActuatorState, Task, is_our_drain, parse_drain_tag
 from nodemanager.cloud.port import TAG_DESTROY, TAG_DRAIN, TAG_REQUEST
 from nodemanager.cloud.reconcile import is_gone
-from nodemanager.model import (Action, CloudNode, CycleReport, InFlight, ItemKind, NodeExplanation,
+from nodemanager.model import (CloudNode, CycleReport, InFlight, ItemKind, NodeExplanation,
                                Outcome, Plan, PlanItem, Snapshot, Worker)
 from nodemanager.scheduler.port import SchedulerPoll
 from nodemanager.settings import Settings
@@ -71,11 +71,8 @@ def build_in_flight(nodes: Iterable[CloudNode], poll: SchedulerPoll | None,
     crash came between cancelling it and clearing the tag): such a tag is ignored, so the node is
     judged afresh. A drain of ours whose tag could not be written comes from the scheduler."""
     workers = poll.workers if poll is not None else ()
-    by_id = {w.cloud_id: w for w in workers if w.cloud_id}
+    by_id: dict[str, Worker] = {}
     by_name: dict[str, Worker] = {}
-    for w in workers:
-        by_name.setdefault(w.name, w)
-        by_name.setdefault(_short(w.name) or w.name, w)
     out: list[InFlight] = []
     tagged: set[str] = set()
     for n in nodes:
@@ -84,6 +81,11 @@ def build_in_flight(nodes: Iterable[CloudNode], poll: SchedulerPoll | None,
         drain = n.tags.get(TAG_DRAIN)
         parsed = parse_drain_tag(drain) if drain else None
         if parsed is not None:
+            if not by_id and not by_name:  # indexed only when some node carries a drain tag
+                by_id = {w.cloud_id: w for w in workers if w.cloud_id}
+                for w in workers:
+                    by_name.setdefault(w.name, w)
+                    by_name.setdefault(_short(w.name) or w.name, w)
             w = by_id.get(n.id) or by_name.get(n.hostname or "") or by_name.get(n.name) or \
                 by_name.get(_short(n.hostname or n.name) or "")
             if w is not None and not is_our_drain(w) and poll is not None and poll.polled_at - parsed[0] > tag_grace:
@@ -168,12 +170,14 @@ class InputMemory:
         self.destroyed = {k: t for k, t in self.destroyed.items() if polled_at - t < 3600.0}
         listing = [n for n in listing if not is_gone(n)]   # terminated VMs: neither supply nor work
         current = {n.id: n for n in listing}
-        on_workers = {w.cloud_id for w in poll.workers if w.cloud_id}
+        on_workers: set[str] | None = None
         kept: list[CloudNode] = []
         missing: dict[str, tuple[int, float]] = {}
         for node_id, node in self._nodes.items():
             if node_id in current or node_id in self.destroyed or is_gone(node) or node.tags.get(TAG_DESTROY):
                 continue
+            if on_workers is None:
+                on_workers = {w.cloud_id for w in poll.workers if w.cloud_id}
             count, since = self._missing.get(node_id, (0, polled_at))
             count += 1
             if count < MISSING_LISTINGS or polled_at - since < MISSING_SECONDS or node_id in on_workers:
@@ -388,17 +392,17 @@ class Controller:
         if plan.frozen or snap.paused:
             return plan
         planned = {i.node_id for i in plan.items if i.kind == ItemKind.DESTROY}
-        workers = {e.node_id: e.worker for e in plan.nodes}
-        extra = []
-        for n in snap.cloud_nodes:
-            if (n.tags.get(TAG_DESTROY) and n.id not in planned and not is_gone(n)
-                    and n.id not in self._just_destroyed):  # listed before our destroy finished
-                extra.append(PlanItem(kind=ItemKind.DESTROY, node_id=n.id, node_name=n.name,
-                                      reason=f"finishing the destroy recorded at {n.tags[TAG_DESTROY]}",
-                                      worker=workers.get(n.id), cancellable=False))
-        if not extra:
+        resume = [n for n in snap.cloud_nodes
+                  if n.tags.get(TAG_DESTROY) and n.id not in planned and not is_gone(n)
+                  and n.id not in self._just_destroyed]  # listed before our destroy finished
+        if not resume:
             return plan
-        items = tuple(i for i in plan.items if i.node_id not in {x.node_id for x in extra}) + tuple(extra)
+        workers = {e.node_id: e.worker for e in plan.nodes}
+        extra = [PlanItem(kind=ItemKind.DESTROY, node_id=n.id, node_name=n.name,
+                          reason=f"finishing the destroy recorded at {n.tags[TAG_DESTROY]}",
+                          worker=workers.get(n.id), cancellable=False) for n in resume]
+        resumed = {n.id for n in resume}
+        items = tuple(i for i in plan.items if i.node_id not in resumed) + tuple(extra)
         return replace(plan, items=items)
 
     def _operator_cancels(self, snap: Snapshot, plan: Plan) -> Plan:
@@ -427,6 +431,8 @@ class Controller:
         return replace(plan, items=kept + tuple(extra.values()))
 
     def _tasks(self, snap: Snapshot, plan: Plan) -> list[Task]:
+        if not plan.items:
+            return [Task(b) for b in plan.boots]
         nodes = {n.id: n for n in snap.cloud_nodes}
         workers = {w.name: w for w in snap.workers}
         tasks = [Task(item, nodes.get(item.node_id), workers.get(item.worker) if item.worker else None)

@@ -15,6 +15,7 @@ call names; never node names. ``docs/metrics.md`` lists every metric.
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 import time
@@ -41,6 +42,7 @@ _CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 
 _BADPUT_ATTR = "TotalDrainingBadputTime"  # HTCondor startd statistic (seed 000)
 
 
+@functools.lru_cache(maxsize=4096)  # a few distinct values, asked for once per node per cycle
 def _label(value: object, default: str = "unknown") -> str:
     """A bounded label value: lower case, short, from a small alphabet, else ``other``."""
     if value is None or value == "":
@@ -307,8 +309,10 @@ class Metrics:
             price = sizes[node.size].price if node.size in sizes else 0.0
             spend[size] = spend.get(size, 0.0) + price
             if interval:
-                self._paid.labels(state, size).inc(interval)
                 cost[state] = cost.get(state, 0.0) + price * interval / 3600.0
+        if interval:
+            for (state, size), count in paid_nodes.items():
+                self._paid.labels(state, size).inc(count * interval)
         for state, amount in cost.items():
             self._cost.labels(state).inc(amount)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from policy_matrix.vocabulary import Action, StateTuple
 
@@ -224,14 +224,15 @@ class BootRequest:
     reason: str
 
 
-@dataclass(frozen=True, slots=True)
-class NodeExplanation:
+class NodeExplanation(NamedTuple):
     """Why a node gets (or does not get) an action: the operator-facing answer per node.
 
     ``rule`` is ``file:line`` of the matrix rule that matched; ``action`` is what the plan does
     (None: nothing); ``blocked_by`` names what stopped the matrix action (``stale``, ``min_nodes``,
     ``demand``, ``budget``, ``cap``, ``held``, ``paused``, ``frozen``...) and ``reason`` says it in words;
     ``next_change`` is when the tuple will next change by time alone (e.g. idle grace ends), if known.
+    Immutable like the dataclasses here, but a named tuple: the core builds one per node per cycle
+    and a tuple is built in less than half the time.
     """
 
     node_id: str

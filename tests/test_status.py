@@ -55,7 +55,7 @@ def test_next_change_says_the_date_when_not_today() -> None:
 
 def test_html_page_has_one_row_per_node_and_escapes_text() -> None:
     report = sample_report()
-    nasty = dataclasses.replace(report.plan.nodes[0], reason="<script>alert(1)</script>")
+    nasty = report.plan.nodes[0]._replace(reason="<script>alert(1)</script>")
     plan = dataclasses.replace(report.plan, nodes=(nasty,) + report.plan.nodes[1:])
     view = StatusView(report=dataclasses.replace(report, plan=plan), last_cycle_at=T0)
     page = render_html(status_document(view, None, T0))

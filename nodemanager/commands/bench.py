@@ -33,9 +33,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="pool sizes (default 1000,10000,50000)")
     p.add_argument("--repeat", type=int, default=3, metavar="K",
                    help="cycles run per size: the first is reported, the rest averaged (default 3)")
-    p.add_argument("--gc-freeze", action="store_true",
-                   help="gc.freeze() once the pool is built (moves the long-lived objects out of "
-                        "the garbage collector's way, as a daemon could after start-up)")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.set_defaults(func=_run)
 
@@ -74,7 +71,7 @@ def _rss_mb() -> float:
     return 0.0
 
 
-def measure(n: int, repeat: int = 3, gc_freeze: bool = False) -> dict:
+def measure(n: int, repeat: int = 3) -> dict:
     """Build a pool of ``n`` nodes and time its controller cycles (see the module docstring)."""
     import logging
     import time
@@ -85,6 +82,7 @@ def measure(n: int, repeat: int = 3, gc_freeze: bool = False) -> dict:
     from nodemanager.cloud.port import TAG_DRAIN
     from nodemanager.config import loads
     from nodemanager.controller import Controller
+    from nodemanager.daemon import tune_gc
     from nodemanager.sim.baselines import default_size
     from nodemanager.sim.cloud import SimCloud
     from nodemanager.sim.pool import Job, SimPool
@@ -154,10 +152,7 @@ def measure(n: int, repeat: int = 3, gc_freeze: bool = False) -> dict:
     c_sched = _Counting(pool, _SCHEDULER_CALLS)
     actuator = Actuator(c_cloud, c_sched, settings, clock=now)
     controller = Controller(settings, matrix, actuator, clock=now)
-    if gc_freeze:
-        import gc
-        gc.collect()
-        gc.freeze()
+    tune_gc()  # as `nodemanager run` does once it has started up
     rows = []
     for _ in range(max(1, repeat)):
         clock[0] += 5.0
@@ -200,9 +195,9 @@ def measure(n: int, repeat: int = 3, gc_freeze: bool = False) -> dict:
     return best
 
 
-def _child(n: int, repeat: int, gc_freeze: bool, conn) -> None:
+def _child(n: int, repeat: int, conn) -> None:
     try:
-        conn.send(measure(n, repeat, gc_freeze))
+        conn.send(measure(n, repeat))
     except BaseException as exc:  # report, do not hang the parent
         conn.send({"nodes": n, "error": f"{type(exc).__name__}: {exc}"})
     finally:
@@ -226,7 +221,7 @@ def _run(args: argparse.Namespace) -> int:
     rows = []
     for n in sizes:
         parent, child = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_child, args=(n, args.repeat, args.gc_freeze, child))
+        proc = ctx.Process(target=_child, args=(n, args.repeat, child))
         proc.start()
         child.close()
         rows.append(parent.recv())

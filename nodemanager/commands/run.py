@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     import policy_matrix
     from nodemanager import config
-    from nodemanager.daemon import Daemon
+    from nodemanager.daemon import Daemon, tune_gc
 
     try:
         settings = config.load(args.config)
@@ -48,4 +48,5 @@ def _run(args: argparse.Namespace) -> int:
     except (config.ConfigError, ValueError) as exc:
         print(f"nodemanager run: {exc}", file=sys.stderr)
         return 2
+    tune_gc()
     return daemon.run()

@@ -46,6 +46,10 @@ class TimedValue(NamedTuple):
     next_what: str | None
 
 
+
+# values that never change by time alone, built once (they are returned for most nodes every cycle)
+_ALWAYS = {v: TimedValue(v, None, None) for v in (OPEN, NOT_IDLE, BOOT_EXCEEDED, IDLE_EXCEEDED)}
+
 class Schedule(NamedTuple):
     """A billing window schedule in seconds: closed for ``first_closed`` after launch, then the
     ``(open, closed)`` pairs of ``cycle`` repeat for ever."""
@@ -87,7 +91,7 @@ def window_state(size: Size | None, launched_at: float, now: float) -> TimedValu
     An unknown size (None) has no billing information: its window is always open.
     """
     if size is None:
-        return TimedValue(OPEN, None, None)
+        return _ALWAYS[OPEN]
     return _window(schedule_for(size), launched_at, now)
 
 
@@ -97,7 +101,7 @@ def _window(schedule: Schedule, launched_at: float, now: float) -> TimedValue:
         return TimedValue(CLOSED, start if math.isfinite(start) else None, WINDOW_OPENS)
     pairs = schedule.cycle
     if len(pairs) == 1 and math.isinf(pairs[0][0]):
-        return TimedValue(OPEN, None, None)
+        return _ALWAYS[OPEN]
     cycle_len = sum(o + c for o, c in pairs)
     elapsed = now - start
     n = math.floor(elapsed / cycle_len)
@@ -121,15 +125,15 @@ def boot_grace_state(launched_at: float, now: float, grace: float) -> TimedValue
     ends = launched_at + grace
     if now < ends:
         return TimedValue(BOOT_WAIT, ends, BOOT_GRACE_ENDS)
-    return TimedValue(BOOT_EXCEEDED, None, None)
+    return _ALWAYS[BOOT_EXCEEDED]
 
 
 def idle_grace_state(worker_state: str, idle_since: float, now: float, grace: float) -> TimedValue:
     """``not idle`` unless ``worker_state`` is idle; then ``idle wait`` while the scheduler's
     idle-since time is less than ``grace`` ago, else ``idle exceeded``."""
     if worker_state != IDLE:
-        return TimedValue(NOT_IDLE, None, None)
+        return _ALWAYS[NOT_IDLE]
     ends = idle_since + grace
     if now < ends:
         return TimedValue(IDLE_WAIT, ends, IDLE_GRACE_ENDS)
-    return TimedValue(IDLE_EXCEEDED, None, None)
+    return _ALWAYS[IDLE_EXCEEDED]

@@ -136,6 +136,8 @@ def _classify_slurm(state: str | None, has_jobs: bool) -> Classification:
 def ad_number(ad: Mapping[str, Any], key: str) -> float | None:
     """A numeric ad attribute, or None when absent or not a number (booleans are not numbers)."""
     v = ad.get(key)
+    if type(v) is float:  # the common case, checked first: this runs for every ad every cycle
+        return v
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
     return float(v)
@@ -166,13 +168,20 @@ def classify_htcondor(ad: Mapping[str, Any], now: float, *, state: str | None = 
     act = ad.get("Activity")
     if st is None and state:
         st, _, act = state.partition("/")
-    st = str(st) if st is not None else ""
-    act = str(act) if act is not None else ""
-    label = f"{st}/{act}" if act else st
     dslots = ad_number(ad, "NumDynamicSlots") or 0.0
-    draining = _ad_true(ad, "Draining")
-    jobs = dslots > 0 or running_jobs > 0 or _children_claimed(ad) or st in (
-        "Claimed", "Preempting", "Matched")
+    jobs = dslots > 0 or running_jobs > 0 or _children_claimed(ad)
+    c = _classify_htcondor(str(st) if st is not None else "", str(act) if act is not None else "",
+                           jobs, _ad_true(ad, "Draining"))
+    if c.state == IDLE:
+        return Classification(IDLE, c.why, _htcondor_idle_since(ad, now, state_since))
+    return c
+
+
+@functools.lru_cache(maxsize=1024)
+def _classify_htcondor(st: str, act: str, jobs: bool, draining: bool) -> Classification:
+    """Everything but the idle-since time depends on these four only: computed once per pool."""
+    label = f"{st}/{act}" if act else st
+    jobs = jobs or st in ("Claimed", "Preempting", "Matched")
     if not st:
         return Classification(UNPAIRED, "htcondor ad has no State yet (starting)")
     if st == "Drained" and act == "Idle" and not jobs:
@@ -186,7 +195,7 @@ def classify_htcondor(ad: Mapping[str, Any], now: float, *, state: str | None = 
         why = {"Unclaimed": "no jobs",
                "Owner": "not accepting jobs (START is false); idle grace applies",
                "Backfill": "backfill work only"}[st]
-        return Classification(IDLE, f"htcondor {label}: {why}", _htcondor_idle_since(ad, now, state_since))
+        return Classification(IDLE, f"htcondor {label}: {why}")
     return Classification(BUSY, f"htcondor {label}: state not recognised; left alone")
 
 

@@ -26,8 +26,8 @@ import math
 from typing import Callable
 
 from nodemanager.cloud.port import TAG_REQUEST
-from nodemanager.core.billing import (Schedule, TimedValue, _window, boot_grace_state,
-                                      idle_grace_state, schedule_for)
+from nodemanager.core.billing import (Schedule, _window, boot_grace_state, idle_grace_state,
+                                      schedule_for, window_state)
 from nodemanager.core.classify import Classification, classify_worker
 from nodemanager.core.pair import Pairing, pair
 from nodemanager.core.victims import Estimator, estimate, order_victims
@@ -35,7 +35,7 @@ from nodemanager.model import (Action, BootRequest, CloudNode, Demand, InFlight,
                                NodeExplanation, Plan, PlanItem, Size, Snapshot, StateTuple,
                                VictimCost, Worker)
 from nodemanager.settings import CoreSettings
-from policy_matrix.vocabulary import (BOOT_EXCEEDED, BUSY, DOWN, IDLE, OPEN, UNPAIRED)
+from policy_matrix.vocabulary import (BOOT_EXCEEDED, BUSY, DOWN, IDLE, UNPAIRED)
 
 __all__ = ["plan", "Escalation", "stale_inputs"]
 
@@ -152,22 +152,23 @@ def _classify(snapshot: Snapshot, settings: CoreSettings, matrix, sizes: dict[st
     schedules: dict[str, Schedule] = {s: schedule_for(sz) for s, sz in sizes.items()}
     lookups: dict[tuple[str, str, str, str], tuple[StateTuple, str, Action]] = {}
     out: list[_Node] = []
-    stale_after = settings.node_stale_after
+    stale_after, boot_grace, idle_grace = settings.node_stale_after, settings.boot_grace, settings.idle_grace
+    grace_note = f" (idle_grace {idle_grace:.0f}s)"
+    always_open = window_state(None, 0.0, now)
     for node in sorted(snapshot.cloud_nodes, key=lambda n: n.id):
         worker = paired.get(node.id)
         n = _Node(node, worker, sizes.get(node.size))
         c = (classify_worker(worker, now, stale_after) if worker is not None
              else Classification(UNPAIRED, f"unpaired: {reasons.get(node.id, 'no worker')}"))
         sched = schedules.get(node.size)
-        win = _window(sched, node.launched_at, now) if sched else TimedValue(OPEN, None, None)
-        boot = boot_grace_state(node.launched_at, now, settings.boot_grace)
+        launched = node.launched_at
+        win = _window(sched, launched, now) if sched else always_open
+        boot = boot_grace_state(launched, now, boot_grace)
         if c.state == IDLE:
-            if not c.idle_since:
-                c = Classification(IDLE, c.why + " (idle-since unknown: counted from launch)",
-                                   node.launched_at)
-            c = Classification(IDLE, f"{c.why}, idle for {now - c.idle_since:.0f}s "
-                                     f"(idle_grace {settings.idle_grace:.0f}s)", c.idle_since)
-        idle = idle_grace_state(c.state, c.idle_since or 0.0, now, settings.idle_grace)
+            since = c.idle_since or launched
+            unknown = "" if c.idle_since else " (idle-since unknown: counted from launch)"
+            c = Classification(IDLE, f"{c.why}{unknown}, idle for {now - since:.0f}s{grace_note}", since)
+        idle = idle_grace_state(c.state, c.idle_since or 0.0, now, idle_grace)
         key = (c.state, win.value, boot.value, idle.value)
         found = lookups.get(key)
         if found is None:
@@ -176,8 +177,9 @@ def _classify(snapshot: Snapshot, settings: CoreSettings, matrix, sizes: dict[st
             found = lookups[key] = (st, match.rule.location, match.action)
         n.cls = c
         n.tuple, n.rule, n.maction = found
-        nxt, what = None, None
-        for tv in (win, boot, idle):
+        # the earliest of the three times at which the tuple changes by time alone
+        nxt, what = win.next_change, win.next_what
+        for tv in (boot, idle):
             if tv.next_change is not None and (nxt is None or tv.next_change < nxt):
                 nxt, what = tv.next_change, tv.next_what
         n.next_change, n.next_what = nxt, what

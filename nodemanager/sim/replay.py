@@ -107,8 +107,8 @@ def _gated(delay: float, last_boot: list[float]) -> Callable[..., Plan]:
         if not held:
             return p
         items: tuple[PlanItem, ...] = tuple(i for i in p.items if i.node_id not in held)
-        nodes = tuple(replace(e, action=None, blocked_by="delay_after_add",
-                              reason=f"scale-down delay after add ({delay:.0f}s); {e.reason}")
+        nodes = tuple(e._replace(action=None, blocked_by="delay_after_add",
+                                 reason=f"scale-down delay after add ({delay:.0f}s); {e.reason}")
                       if e.node_id in held else e for e in p.nodes)
         return replace(p, items=items, nodes=nodes)
 
