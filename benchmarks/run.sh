@@ -31,5 +31,8 @@ case "${1:-all}" in
   lpcfull|all) nodemanager simulate --trace "$LPC" --jobs 1 ;;
 esac
 case "${1:-all}" in
+  startup|all) python benchmarks/bench_startup.py ;;
+esac
+case "${1:-all}" in
   bench|all)  nodemanager bench --repeat 11; python benchmarks/bench_cycle.py 1000 10000 50000 ;;
 esac
