@@ -153,6 +153,7 @@ class Daemon:
         cloud, scheduler, self.world = ports or build_ports(settings, self.clock)
         self.cloud = _Timed("cloud", cloud, self.metrics.observe_call)
         self.scheduler = _Timed("scheduler", scheduler, self.metrics.observe_call)
+        self._draining_stats = scheduler.draining_stats  # local bookkeeping: not a timed call
         self.admin = AdminState(clock=self.clock)
         self._latest_workers: dict[str, Worker] = {}
         self.actuator = Actuator(self.cloud, self.scheduler, settings, clock=self.clock,
@@ -181,6 +182,7 @@ class Daemon:
     def _poll_scheduler(self) -> Any:
         poll = self.scheduler.poll()
         self._latest_workers = {w.name: w for w in poll.workers}  # swapped whole: readers never see half
+        self.metrics.observe_draining(self._draining_stats())
         return poll
 
     def _on_report(self, report: CycleReport) -> None:

@@ -27,6 +27,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from nodemanager.model import CycleReport, NodeExplanation, Size, Snapshot
+from nodemanager.scheduler.draining_stats import DrainingStats
 
 __all__ = ["Metrics", "PAID_STATES", "FROZEN_REASONS", "CALL_TARGETS", "paid_state",
            "frozen_reason"]
@@ -39,7 +40,6 @@ _DRAIN_REASON_PREFIX = "nodemanager"  # same as nodemanager.scheduler.port.DRAIN
 _LABEL_OK = re.compile(r"[a-z0-9_.:*~#!%$@^+/-]{1,40}")
 _CALL_OK = re.compile(r"[a-z][a-z0-9_]{0,39}")
 _CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
-_BADPUT_ATTR = "TotalDrainingBadputTime"  # HTCondor startd statistic (seed 000)
 
 
 @functools.lru_cache(maxsize=4096)  # a few distinct values, asked for once per node per cycle
@@ -194,7 +194,7 @@ class Metrics:
         self._max_interval = max_interval
         self._lock = threading.Lock()
         self._last_now: float | None = None
-        self._badput_seen: dict[str, float] = {}
+        self._badput_total: float | None = None  # the adapter's total when last seen
         r = self.registry
         self._cycles = Counter("nodemanager_cycles", "Controller cycles completed.", registry=r)
         self._cycle_cpu = Counter("nodemanager_cycle_cpu_seconds",
@@ -214,8 +214,9 @@ class Metrics:
         self._unclaimed = Counter("nodemanager_drain_unclaimed_core_seconds",
                                   "Idle core-seconds on workers while we drain them.", registry=r)
         self._badput = Counter("nodemanager_drain_badput_seconds",
-                               "Job runtime lost to drain deadlines (startd "
-                               "TotalDrainingBadputTime; HTCondor only).", registry=r)
+                               "Core-seconds of job runtime lost to drains (HTCondor: the startds' "
+                               "TotalMachineDrainingBadput; SLURM: jobs our escalations requeued "
+                               "or cancelled).", registry=r)
         self._boots = Counter("nodemanager_boots", "Nodes booted, by size.", ["size"], registry=r)
         self._boot_failures = Counter("nodemanager_boot_failures",
                                       "Boot requests that failed or were refused, by size.",
@@ -320,7 +321,6 @@ class Metrics:
             idle_cores = sum(max(0, w.cpus - w.cpus_busy) for w in snap.workers
                              if w.draining and _is_ours(w.drain_reason))
             self._unclaimed.inc(idle_cores * interval)
-        self._badput.inc(self._badput_delta(snap))
 
         in_flight: dict[str, int] = {}
         for f in snap.in_flight:
@@ -362,21 +362,14 @@ class Metrics:
             polled_at=dict(snap.polled_at), last_cycle=self._clock(),
         )
 
-    def _badput_delta(self, snap: Snapshot) -> float:
-        """Growth of the startds' cumulative badput since the last cycle (first sight counts 0)."""
-        delta = 0.0
-        seen: dict[str, float] = {}
-        for w in snap.workers:
-            value = w.ad.get(_BADPUT_ATTR) if w.ad else None
-            if not isinstance(value, (int, float)):
-                continue
-            seen[w.name] = float(value)
-            before = self._badput_seen.get(w.name)
-            if before is not None and value > before:
-                delta += value - before
-        self._badput_seen = seen
-        return delta
-
+    def observe_draining(self, stats: DrainingStats) -> None:
+        """The scheduler adapter's draining totals (call after each poll): the badput counter grows
+        by what the total grew since the last call; the first call only sets the baseline (history
+        before we looked), and a total that went down (a new adapter) sets it again."""
+        with self._lock:
+            last, self._badput_total = self._badput_total, stats.badput
+        if last is not None and stats.badput > last:
+            self._badput.inc(stats.badput - last)
 
 def _is_ours(reason: str | None) -> bool:
     return bool(reason) and reason.startswith(_DRAIN_REASON_PREFIX)

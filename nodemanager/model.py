@@ -48,7 +48,9 @@ class Size:
 
     Billing: ``billing_period`` 0 means per-second billing, with ``min_charge`` seconds charged at
     least. Otherwise the node is charged per started period, and the shutdown window is the last
-    ``shutdown_window`` seconds of each period, counted from the cloud's launch time.
+    ``shutdown_window`` seconds of each period, counted from the cloud's launch time (default 120:
+    the period is paid anyway, so a node is kept for demand until just enough time is left to
+    drain and destroy it).
     ``shutdown_windows`` (minutes, Arvados style: closed, open, closed, ...) overrides both.
     """
 
@@ -59,7 +61,7 @@ class Size:
     scratch_mb: int = 0
     billing_period: int = 0
     min_charge: int = 60
-    shutdown_window: int = 300
+    shutdown_window: int = 120
     shutdown_windows: tuple[int, ...] = ()
     instance_type: str = ""
 

@@ -13,6 +13,8 @@ from nodemanager.actors.clock import ManualClock
 from nodemanager.cloud.port import TAG_DESTROY
 from nodemanager.config import load
 from nodemanager.daemon import Daemon
+from nodemanager.sim.cloud import SimCloud
+from tests.fixtures.daemon import ScriptedScheduler
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -169,3 +171,18 @@ def test_fatal_error_stops_the_daemon_with_a_clear_message(tmp_path, daemons, ca
             _signal.signal(s, h)
     assert "fatal: actor controller hit a fatal error: MemoryError" in caplog.text
     assert "nodemanager stopped by a fatal error" in caplog.text
+
+
+def test_the_scheduler_adapters_drain_badput_is_exported_after_each_poll(tmp_path, daemons):
+    cfg = write_config(tmp_path / "nm.ini")
+    clock = ManualClock(1_000_000.0)
+    sched = ScriptedScheduler(clock)
+    cloud = SimCloud(clock=clock, sizes=load(cfg).core.sizes, boot_delay=0.0)
+    sched.badput = 300.0           # before the first poll: history, not counted
+    d = daemons(cfg, clock=clock, ports=(cloud, sched, None)).start()
+    assert d.system.settle(10.0)
+    run_for(d, 30)
+    assert d.metrics.registry.get_sample_value("nodemanager_drain_badput_seconds_total") == 0.0
+    sched.badput = 1020.0          # an escalation requeued jobs that had run 720 core-seconds
+    run_for(d, 30)
+    assert d.metrics.registry.get_sample_value("nodemanager_drain_badput_seconds_total") == 720.0

@@ -11,6 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from nodemanager.cloud.port import ErrorKind
 from nodemanager.metrics import Metrics, frozen_reason
 from nodemanager.model import CloudNode, Outcome, Worker
+from nodemanager.scheduler.draining_stats import DrainingStats
 from tests.fixtures.observability import SIZES, T0, Clock, sample_report
 
 
@@ -152,17 +153,23 @@ def test_spend_per_hour_sums_the_prices_of_running_nodes(metrics: Metrics) -> No
 
 
 def test_drains_their_age_and_waste(metrics: Metrics) -> None:
-    metrics.observe(sample_report(T0, badput=1000))
+    metrics.observe(sample_report(T0))
     assert value(metrics, "nodemanager_drains_in_progress") == 1
     assert value(metrics, "nodemanager_drain_oldest_age_seconds") == 1800
     assert value(metrics, "nodemanager_foreign_drains") == 1
-    assert value(metrics, "nodemanager_drain_badput_seconds_total") == 0  # history before we looked
-    metrics.observe(sample_report(T0 + 60, badput=1400))
-    assert value(metrics, "nodemanager_drain_badput_seconds_total") == 400
+    metrics.observe(sample_report(T0 + 60))
     # w8 drains with 16 cores, 6 busy: 10 idle cores for 60 s; the foreign drain is not ours
     assert value(metrics, "nodemanager_drain_unclaimed_core_seconds_total") == 600
-    metrics.observe(sample_report(T0 + 120, badput=0))  # the startd restarted: no negative badput
+
+
+def test_badput_counts_what_the_adapters_total_grew_by(metrics: Metrics) -> None:
+    metrics.observe_draining(DrainingStats(badput=1000))
+    assert value(metrics, "nodemanager_drain_badput_seconds_total") == 0  # history before we looked
+    metrics.observe_draining(DrainingStats(badput=1400))
     assert value(metrics, "nodemanager_drain_badput_seconds_total") == 400
+    metrics.observe_draining(DrainingStats(badput=0))     # a new adapter: a new baseline, never negative
+    metrics.observe_draining(DrainingStats(badput=50))
+    assert value(metrics, "nodemanager_drain_badput_seconds_total") == 450
 
 
 def test_demand(metrics: Metrics) -> None:

@@ -6,6 +6,7 @@ import pytest
 
 from nodemanager.actors.clock import ManualClock
 from nodemanager.core.classify import classify_htcondor
+from nodemanager.metrics import Metrics
 from nodemanager.model import CloudNode, Size
 from nodemanager.scheduler.port import DrainRefused, DrainSchedule, Scheduler
 from nodemanager.sim.pool import Job, SimPool
@@ -181,6 +182,26 @@ def test_fast_drain_and_escalation_count_drain_badput():
     pool.poll()
     d = pool.draining_stats()
     assert d.badput == s.drain_badput and d.unclaimed > 0
+
+
+def test_drain_badput_of_the_startds_reaches_the_metrics():
+    # the real HTCondor adapter reads TotalMachineDrainingBadput from the simulated startds' ads
+    clock, pool = make_pool(negotiation_interval=0.0, join_delay=0.0, max_retirement=7200.0,
+                            vacate_time=60.0)
+    pool.vm_started(node(1), SIZE)
+    pool.advance(T0)
+    pool.submit(Job("a", cpus=4, ram_mb=100, runtime=9000.0, submit_time=T0))
+    pool.advance(T0)
+    metrics = Metrics(sizes=(SIZE,))
+    (w1,) = pool.poll().workers
+    metrics.observe_draining(pool.draining_stats())
+    clock.advance(300)
+    ticket = pool.drain(w1, DrainSchedule.FAST, "forced")
+    run_until(clock, pool, clock() + 60)
+    assert pool.confirm_drained(ticket).ok
+    pool.poll()
+    metrics.observe_draining(pool.draining_stats())
+    assert metrics.registry.get_sample_value("nodemanager_drain_badput_seconds_total") == 4 * 300
 
 
 def test_collector_copy_refreshes_on_change_and_on_the_update_interval():

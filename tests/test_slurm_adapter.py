@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from nodemanager.metrics import Metrics
 from nodemanager.scheduler.port import (Confirmation, DrainRefused, DrainSchedule, DrainTicket, Scheduler,
                                         SchedulerError)
 from nodemanager.scheduler.slurm import DESTROYED_REASON, SlurmOptions, SlurmScheduler
@@ -199,6 +200,8 @@ def test_a_drain_that_is_not_ours_is_never_confirmed_cancelled_or_escalated(slur
 def test_escalation_quick_requeues_fast_cancels_the_rest(slurm, sched):
     requeueable = running(slurm, "-c1", node="node6")
     pinned = running(slurm, "-c1", "--no-requeue", node="node6", settle="alloc")
+    metrics = Metrics(sizes=())
+    metrics.observe_draining(sched.draining_stats())    # as the daemon does after each poll
     ticket = sched.drain(worker(sched, "node6"), GRACEFUL, "victim")
     sched.escalate(ticket, QUICK)
     # The requeued job leaves node6 (and may run elsewhere); the --no-requeue one stays.
@@ -213,6 +216,8 @@ def test_escalation_quick_requeues_fast_cancels_the_rest(slurm, sched):
     assert stats.escalated == 2
     node6 = {n.name: n for n in stats.nodes}["node6"]
     assert node6.badput > 0 and stats.badput == node6.badput
+    metrics.observe_draining(stats)                      # the requeued and the cancelled job's runtime
+    assert metrics.registry.get_sample_value("nodemanager_drain_badput_seconds_total") == stats.badput
 
 
 def _job_nodes(slurm, job_id: int) -> str:

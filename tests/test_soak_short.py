@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib.util
 import pathlib
 
-import pytest
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from nodemanager.model import Demand, Worker
+from nodemanager.scheduler.draining_stats import DrainingStats
 
 __all__ = ["Scheduler", "SchedulerPoll", "SchedulerError", "DrainRefused", "DrainTicket",
            "DrainSchedule", "Confirmation", "DRAIN_REASON_PREFIX"]
@@ -95,3 +96,6 @@ class Scheduler(Protocol):
 
     def node_destroyed(self, worker_name: str) -> None:
         """Tell the scheduler the node is gone (SLURM: mark it down; HTCondor: nothing to do)."""
+
+    def draining_stats(self) -> DrainingStats:
+        """What draining cost and how our drains went, totals since this adapter started."""

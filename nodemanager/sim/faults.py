@@ -31,6 +31,7 @@ from typing import Callable, Mapping
 
 from nodemanager.cloud.port import CloudDriver, CloudError, ErrorKind
 from nodemanager.model import CloudNode, Size, Worker
+from nodemanager.scheduler.draining_stats import DrainingStats
 from nodemanager.scheduler.port import (Confirmation, DrainSchedule, DrainTicket, Scheduler,
                                         SchedulerError, SchedulerPoll)
 
@@ -346,6 +347,9 @@ class FaultyScheduler:
     def node_destroyed(self, worker_name: str) -> None:
         self._enter("node_destroyed", worker_name)
         self.inner.node_destroyed(worker_name)
+
+    def draining_stats(self) -> DrainingStats:
+        return self.inner.draining_stats()  # the adapter's own bookkeeping: no fault to inject
 
 
 def dud_boots(world: object, rate: float, rng: random.Random) -> Counter[str]:

@@ -33,6 +33,7 @@ from typing import Any, Mapping
 from nodemanager.cloud.port import CloudDriver
 from nodemanager.core.plan import stale_inputs
 from nodemanager.model import CloudNode, CycleReport, Size, Worker
+from nodemanager.scheduler.draining_stats import DrainingStats
 from nodemanager.scheduler.port import (Confirmation, DrainSchedule, DrainTicket, Scheduler,
                                         SchedulerPoll)
 from nodemanager.settings import Settings
@@ -243,6 +244,9 @@ class AuditedScheduler:
 
     def node_destroyed(self, worker_name: str) -> None:
         self.inner.node_destroyed(worker_name)
+
+    def draining_stats(self) -> DrainingStats:
+        return self.inner.draining_stats()
 
 
 class VirtualClock:

@@ -27,6 +27,7 @@ from typing import Any, Callable, Mapping
 from nodemanager.cloud.port import CloudDriver
 from nodemanager.config import ConfigError, Problem, parse_duration
 from nodemanager.model import CloudNode, Size, Worker
+from nodemanager.scheduler.draining_stats import DrainingStats
 from nodemanager.scheduler.port import Confirmation, DrainSchedule, DrainTicket, Scheduler, SchedulerPoll
 from nodemanager.settings import Settings
 from nodemanager.sim.cloud import SimCloud
@@ -237,3 +238,7 @@ class _LockedScheduler:
         with self._w._lock:
             self._w.advance()
             self._w.pool.node_destroyed(worker_name)
+
+    def draining_stats(self) -> DrainingStats:
+        with self._w._lock:
+            return self._w.pool.draining_stats()
