@@ -12,17 +12,30 @@ How the controller uses it, each cycle::
 
 A node is named by what the operator typed; the status server resolves names (cloud name,
 worker name) to the cloud node id before calling in, so the sets hold node ids whenever the node
-was known. Held nodes, forced drains and the pause live in memory only: a restart clears them.
+was known.
+
+With a ``path`` (``[Manage] state_file``), held nodes, forced drains and the pause are written to
+that JSON file after every change (a temporary file, fsync, rename: a crash leaves the old or the
+new state, never half of one) and read back at start, so a restart keeps them. A file that cannot
+be read back is an :class:`AdminStateError` naming it (the daemon does not start without the holds
+it was given); a change that cannot be saved still applies, and its answer says it was not saved.
+Pending cancels are not kept: they are carried out on the next cycle.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import math
+import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
-__all__ = ["AdminState", "AdminChange", "ADMIN_ACTIONS"]
+__all__ = ["AdminState", "AdminChange", "AdminStateError", "ADMIN_ACTIONS"]
+
+log = logging.getLogger("nodemanager.admin")
 
 ADMIN_ACTIONS = ("hold", "release", "drain", "cancel", "pause", "resume")
 
@@ -46,10 +59,15 @@ class AdminChange:
                 "detail": self.detail, "at": self.at, "by": self.by}
 
 
-class AdminState:
-    """Held nodes, forced drains, pending cancels and the pause reason, behind one lock."""
+class AdminStateError(ValueError):
+    """The state file cannot be read back; the message names the file (and the place in it)."""
 
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+
+class AdminState:
+    """Held nodes, forced drains, pending cancels and the pause reason, behind one lock; kept in
+    the JSON file ``path`` when given (see the module docstring)."""
+
+    def __init__(self, clock: Callable[[], float] = time.time, path: str | None = None) -> None:
         self._clock = clock
         self._lock = threading.Lock()
         self._held: dict[str, float] = {}
@@ -58,6 +76,9 @@ class AdminState:
         self._paused: str | None = None
         self._paused_at: float | None = None
         self._history: list[AdminChange] = []
+        self.path = path or None
+        if self.path:
+            self._load(self.path)
 
     # -- what the controller reads ------------------------------------------------------------
     def snapshot_fields(self) -> dict[str, object]:
@@ -76,10 +97,13 @@ class AdminState:
     def forget(self, nodes: Iterable[str]) -> None:
         """Drop every entry for ``nodes`` (destroyed nodes), so their holds and drains do not linger."""
         with self._lock:
+            kept = False
             for node in nodes:
-                self._held.pop(node, None)
-                self._drains.pop(node, None)
+                kept |= self._held.pop(node, None) is not None
+                kept |= self._drains.pop(node, None) is not None
                 self._cancels.pop(node, None)
+            if kept:
+                self._save()
 
     @property
     def held(self) -> frozenset[str]:
@@ -165,7 +189,69 @@ class AdminState:
 
     def _record(self, action: str, node: str | None, changed: bool, detail: str,
                 by: str) -> AdminChange:
+        error = self._save() if changed else None
+        if error:
+            detail = f"{detail} (NOT SAVED, lost at restart: {error})"
         change = AdminChange(action, node, changed, detail, self._clock(), by)
         self._history.append(change)
         del self._history[:-100]
         return change
+
+    # -- the state file -------------------------------------------------------------------------
+    def _save(self) -> str | None:
+        """Write the state file (lock held); return why it failed, or None."""
+        if not self.path:
+            return None
+        data = {"held": self._held, "forced_drains": self._drains, "paused": self._paused,
+                "paused_at": self._paused_at}
+        tmp = f"{self.path}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(data, fh, indent=1, sort_keys=True)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+        except OSError as exc:
+            log.warning("admin state not saved to %s: %s; it holds until this process stops",
+                        self.path, exc.strerror or exc)
+            return f"{self.path}: {exc.strerror or exc}"
+        return None
+
+    def _load(self, path: str) -> None:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+        except FileNotFoundError:
+            return
+        except (OSError, UnicodeDecodeError) as exc:
+            raise AdminStateError(f"{path}: cannot read the admin state: {exc}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise AdminStateError(f"{path}:{exc.lineno}:{exc.colno}: the admin state is not JSON: "
+                                  f"{exc.msg}") from None
+        if not isinstance(data, dict):
+            raise AdminStateError(f"{path}: the admin state must be a JSON object")
+        held = _node_times(path, data, "held")
+        drains = _node_times(path, data, "forced_drains")
+        paused, paused_at = data.get("paused"), data.get("paused_at")
+        if paused is not None and not isinstance(paused, str):
+            raise AdminStateError(f"{path}: \"paused\" must be a reason (text) or null")
+        if paused_at is not None and not _is_time(paused_at):
+            raise AdminStateError(f"{path}: \"paused_at\" must be a time (seconds) or null")
+        self._held, self._drains, self._paused = held, drains, paused
+        self._paused_at = float(paused_at) if paused is not None and paused_at is not None else None
+        log.info("admin state from %s: %d node(s) held, %d forced drain(s)%s", path, len(held),
+                 len(drains), f", PAUSED: {paused}" if paused is not None else "")
+
+
+def _is_time(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _node_times(path: str, data: dict[str, Any], key: str) -> dict[str, float]:
+    value = data.get(key, {})
+    if not isinstance(value, dict) or not all(isinstance(k, str) and _is_time(v) for k, v in value.items()):
+        raise AdminStateError(f"{path}: \"{key}\" must map node ids to times (seconds)")
+    return {k: float(v) for k, v in value.items()}

@@ -152,7 +152,8 @@ _DRAIN: dict[str, Callable[[str], Any]] = {
     "schedule": _choice("graceful", "quick", "fast"), "escalate_quick": str,
     "escalate_fast": str, "deadline": parse_duration,
 }
-_MANAGE: dict[str, Callable[[str], Any]] = {"address": str, "port": _parse_int, "token": str}
+_MANAGE: dict[str, Callable[[str], Any]] = {"address": str, "port": _parse_int, "token": str,
+                                            "state_file": str}
 _SIZE: dict[str, Callable[[str], Any]] = {
     "cores": _nonneg(_parse_int), "ram_mb": _nonneg(_parse_int), "price": _nonneg(_parse_float),
     "scratch_mb": _nonneg(_parse_int), "billing_period": parse_duration,
@@ -274,6 +275,10 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None) -
                 r.problem("Drain", option, error)
     drain = DrainSettings(**drain_values)
     manage = ManageSettings(**r.typed("Manage", _MANAGE))
+    state_file = manage.state_file.strip()
+    if state_file and base_dir and not os.path.isabs(state_file):
+        state_file = os.path.join(base_dir, state_file)
+    manage = replace(manage, state_file=state_file)
 
     cloud = _cloud(r)
     scheduler = _scheduler(r)

@@ -154,7 +154,7 @@ class Daemon:
         self.cloud = _Timed("cloud", cloud, self.metrics.observe_call)
         self.scheduler = _Timed("scheduler", scheduler, self.metrics.observe_call)
         self._draining_stats = scheduler.draining_stats  # local bookkeeping: not a timed call
-        self.admin = AdminState(clock=self.clock)
+        self.admin = AdminState(clock=self.clock, path=settings.manage.state_file or None)
         self._latest_workers: dict[str, Worker] = {}
         self.actuator = Actuator(self.cloud, self.scheduler, settings, clock=self.clock,
                                  latest_worker=lambda name: self._latest_workers.get(name))

@@ -83,6 +83,7 @@ class ManageSettings:
     address: str = "127.0.0.1"
     port: int = 8989                            # -1 disables the status server
     token: str = ""                             # admin API token; empty disables the admin API
+    state_file: str = ""                        # holds, forced drains, pause kept here; empty: memory only
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import pytest
 import requests
 
 from nodemanager import cli
-from nodemanager.admin import AdminState
+from nodemanager.admin import AdminState, AdminStateError
 from nodemanager.settings import ManageSettings
 from nodemanager.status import StatusServer, StatusView
 from tests.fixtures.observability import T0, Clock, sample_report
@@ -72,6 +72,53 @@ def test_admin_state_is_safe_under_concurrent_requests(clock: Clock) -> None:
 
 
 # -- the API --------------------------------------------------------------------------------------
+
+
+# -- the state file -----------------------------------------------------------------------------
+
+def test_holds_drains_and_the_pause_survive_a_restart(clock: Clock, tmp_path) -> None:
+    path = str(tmp_path / "admin.json")
+    admin = AdminState(clock=clock, path=path)
+    admin.hold("i-1")
+    admin.hold("i-9")
+    admin.drain("i-2")
+    admin.pause("kernel upgrade")
+    admin.cancel("i-3")                       # a pending cancel is carried out next cycle, not kept
+    admin.forget(["i-9"])                     # destroyed: its hold goes with it
+    again = AdminState(clock=clock, path=path)
+    assert again.snapshot_fields() == {"held": frozenset({"i-1"}), "forced_drains": frozenset({"i-2"}),
+                                       "paused": "kernel upgrade"}
+    assert again.take_cancels() == frozenset()
+    again.resume()
+    again.release("i-1")
+    assert AdminState(clock=clock, path=path).snapshot_fields()["paused"] is None
+    assert AdminState(clock=clock, path=path).held == frozenset()
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"held": {"i-1": 5}', "admin.json:1:20: the admin state is not JSON"),
+    ('{\n  "held": ["i-1"]\n}', 'admin.json: "held" must map node ids to times'),
+    ('{"paused": 3}', 'admin.json: "paused" must be a reason (text) or null'),
+    ('[]', "admin.json: the admin state must be a JSON object"),
+])
+def test_an_unreadable_state_file_is_named_and_refused(clock: Clock, tmp_path, text: str,
+                                                       message: str) -> None:
+    path = tmp_path / "admin.json"
+    path.write_text(text)
+    with pytest.raises(AdminStateError) as info:
+        AdminState(clock=clock, path=str(path))
+    assert str(info.value).startswith(str(path)) and message in str(info.value)
+
+
+def test_a_change_that_cannot_be_saved_still_applies_and_says_so(clock: Clock, tmp_path,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "gone" / "admin.json"      # its directory does not exist
+    admin = AdminState(clock=clock, path=str(path))
+    change = admin.hold("i-1")
+    assert admin.held == {"i-1"}
+    assert "NOT SAVED, lost at restart" in change.detail and str(path) in change.detail
+    assert "admin state not saved" in caplog.text
+
 
 def test_refuses_without_token_and_with_a_wrong_one(status_server) -> None:
     url = status_server.url + "/admin/hold/i-idle"

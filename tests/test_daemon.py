@@ -10,6 +10,7 @@ import urllib.request
 import pytest
 
 from nodemanager.actors.clock import ManualClock
+from nodemanager.admin import AdminState, AdminStateError
 from nodemanager.cloud.port import TAG_DESTROY
 from nodemanager.config import load
 from nodemanager.daemon import Daemon
@@ -186,3 +187,36 @@ def test_the_scheduler_adapters_drain_badput_is_exported_after_each_poll(tmp_pat
     sched.badput = 1020.0          # an escalation requeued jobs that had run 720 core-seconds
     run_for(d, 30)
     assert d.metrics.registry.get_sample_value("nodemanager_drain_badput_seconds_total") == 720.0
+
+
+def test_a_hold_survives_a_restart_with_a_state_file(tmp_path, daemons):
+    cfg = write_config(tmp_path / "nm.ini")
+    text = pathlib.Path(cfg).read_text().replace("\nstate_file =\n", "\nstate_file = admin.json\n")
+    pathlib.Path(cfg).write_text(text)
+    clock = ManualClock(1_000_000.0)
+    d = daemons(cfg, clock=clock).start()
+    run_for(d, 100)                                        # nodes booted and running jobs
+    held = {n.id for n in d.world.sim_cloud.list_nodes() if n.state == "running"}
+    assert held
+    for node_id in held:
+        d.admin.hold(node_id)
+    d.stop()
+    again = daemons(cfg, clock=clock, ports=(d.world.cloud, d.world.scheduler, d.world)).start()
+    assert again.admin.held == held                        # read back from tmp_path/admin.json
+    run_for(again, 900)                                    # their jobs end; idle grace is 60 s
+    assert again.world.pool.stats.completed > 0
+    for node_id in held:
+        node = again.world.sim_cloud.node(node_id)
+        assert node.state == "running" and not node.tags.get(TAG_DESTROY)
+        assert not any(f.node == node_id for f in again.last_report.snapshot.in_flight)
+    again.admin.release(next(iter(held)))
+    assert AdminState(path=str(tmp_path / "admin.json")).held == held - {next(iter(held))}
+
+
+def test_an_unreadable_state_file_stops_the_daemon_before_it_starts(tmp_path, daemons):
+    cfg = write_config(tmp_path / "nm.ini")
+    text = pathlib.Path(cfg).read_text().replace("\nstate_file =\n", "\nstate_file = admin.json\n")
+    pathlib.Path(cfg).write_text(text)
+    (tmp_path / "admin.json").write_text('{"held": {"i-1": 1}, }')
+    with pytest.raises(AdminStateError, match=r"admin\.json:1:22: the admin state is not JSON"):
+        daemons(cfg)
