@@ -26,6 +26,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, Info
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from nodemanager.core.billing import paid_seconds_for
 from nodemanager.model import CycleReport, NodeExplanation, Size, Snapshot
 from nodemanager.scheduler.draining_stats import DrainingStats
 
@@ -211,6 +212,11 @@ class Metrics:
         self._cost = Counter("nodemanager_estimated_cost",
                              "Estimated money spent (sizes' prices), by what the node was doing.",
                              ["state"], registry=r)
+        self._charges = Counter("nodemanager_estimated_charges",
+                                "What the cloud charges for the nodes, by its billing rules (per "
+                                "started billing period, or per second with a minimum charge), by "
+                                "size.", ["size"], registry=r)
+        self._charged: dict[str, float] | None = None  # node id -> paid seconds counted so far
         self._unclaimed = Counter("nodemanager_drain_unclaimed_core_seconds",
                                   "Idle core-seconds on workers while we drain them.", registry=r)
         self._badput = Counter("nodemanager_drain_badput_seconds",
@@ -236,6 +242,8 @@ class Metrics:
         self._build.info({"version": version or _version()})
         for result in ("ok", "error"):
             self._reloads.labels(result)
+        for size in self._sizes:
+            self._charges.labels(_label(size))  # 0 from the start: a missing series is no answer
         self._gauges = _CycleCollector(clock)
         r.register(self._gauges)
 
@@ -300,6 +308,9 @@ class Metrics:
         paid_nodes: dict[tuple[str, str], int] = {}
         spend: dict[str, float] = {}
         cost: dict[str, float] = {}
+        charges: dict[str, float] = {}
+        first = self._charged is None
+        charged_before, charged = self._charged or {}, {}
         for node in snap.cloud_nodes:
             if node.state.lower() in _GONE_CLOUD_STATES:
                 continue
@@ -307,10 +318,21 @@ class Metrics:
             state = paid_state(e.tuple.worker_state if e else None, node.id in draining_nodes)
             size = _label(node.size)
             paid_nodes[(state, size)] = paid_nodes.get((state, size), 0) + 1
-            price = sizes[node.size].price if node.size in sizes else 0.0
+            node_size = sizes.get(node.size)
+            price = node_size.price if node_size is not None else 0.0
             spend[size] = spend.get(size, 0.0) + price
             if interval:
                 cost[state] = cost.get(state, 0.0) + price * interval / 3600.0
+            if node_size is not None:
+                paid = paid_seconds_for(node_size, snap.now - node.launched_at)
+                # nodes listed at the first cycle were charged before we looked: not counted
+                before = charged_before.get(node.id, paid if first else 0.0)
+                charged[node.id] = max(paid, before)
+                if paid > before:
+                    charges[size] = charges.get(size, 0.0) + price * (paid - before) / 3600.0
+        self._charged = charged
+        for size, amount in charges.items():
+            self._charges.labels(size).inc(amount)
         if interval:
             for (state, size), count in paid_nodes.items():
                 self._paid.labels(state, size).inc(count * interval)

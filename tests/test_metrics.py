@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from nodemanager.cloud.port import ErrorKind
 from nodemanager.metrics import Metrics, frozen_reason
-from nodemanager.model import CloudNode, Outcome, Worker
+from nodemanager.model import CloudNode, CycleReport, Outcome, Plan, Size, Snapshot, Worker
 from nodemanager.scheduler.draining_stats import DrainingStats
 from tests.fixtures.observability import SIZES, T0, Clock, sample_report
 
@@ -150,6 +150,34 @@ def test_spend_per_hour_sums_the_prices_of_running_nodes(metrics: Metrics) -> No
         pytest.approx(5 * 0.20)
     assert value(metrics, "nodemanager_estimated_spend_per_hour", size="large") == \
         pytest.approx(3 * 0.80)
+
+
+
+def test_charges_follow_the_clouds_billing_rules(clock: Clock) -> None:
+    hourly = Size("hourly", cores=4, ram_mb=8000, price=1.0, billing_period=3600)
+    per_second = Size("sec", cores=4, ram_mb=8000, price=3.6, min_charge=60)
+    metrics = Metrics(sizes=(hourly, per_second), clock=clock)
+
+    def cycle(now: float, *nodes: CloudNode) -> None:
+        snap = Snapshot(now=now, polled_at={"cloud": now, "scheduler": now}, cloud_nodes=nodes)
+        metrics.observe(CycleReport(snapshot=snap, plan=Plan(now=now)))
+
+    def charged(size: str) -> float | None:
+        return value(metrics, "nodemanager_estimated_charges_total", size=size)
+
+    old = CloudNode("i-old", "n1", "hourly", T0 - 1800)
+    cycle(T0, old)                                   # its first hour was paid before we looked
+    assert charged("hourly") == 0
+    new = CloudNode("i-new", "n2", "sec", T0 + 10)
+    cycle(T0 + 20, old, new)                         # 10 s up: the 60 s minimum charge
+    assert charged("sec") == pytest.approx(3.6 * 60 / 3600)
+    cycle(T0 + 1700, old, new)                       # still inside the old node's first hour
+    assert charged("hourly") == 0
+    assert charged("sec") == pytest.approx(3.6 * 1690 / 3600)
+    cycle(T0 + 1810, old, new)                       # a new hour started: charged in full at once
+    assert charged("hourly") == pytest.approx(1.0)
+    cycle(T0 + 3000, old)                            # the per-second node is gone: no more charges
+    assert charged("hourly") == pytest.approx(1.0) and charged("sec") == pytest.approx(3.6 * 1800 / 3600)
 
 
 def test_drains_their_age_and_waste(metrics: Metrics) -> None:

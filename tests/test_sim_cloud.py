@@ -3,7 +3,8 @@
 import pytest
 
 from nodemanager.cloud.port import TAG_CLUSTER, TAG_REQUEST, TAG_SIZE, CloudDriver, CloudError, ErrorKind
-from nodemanager.sim.cloud import SimCloud, paid_seconds_for
+from nodemanager.core.billing import paid_seconds_for
+from nodemanager.sim.cloud import SimCloud
 from tests.fixtures.daemon import SIZES, Time
 
 SMALL, BIG = SIZES

@@ -29,8 +29,8 @@ from policy_matrix.vocabulary import (BOOT_EXCEEDED, BOOT_WAIT, CLOSED, IDLE, ID
                                       IDLE_WAIT, NOT_IDLE, OPEN)
 
 __all__ = ["TimedValue", "Schedule", "schedule_for", "window_state", "boot_grace_state",
-           "idle_grace_state", "WINDOW_OPENS", "WINDOW_CLOSES", "BOOT_GRACE_ENDS",
-           "IDLE_GRACE_ENDS"]
+           "idle_grace_state", "paid_seconds_for", "WINDOW_OPENS", "WINDOW_CLOSES",
+           "BOOT_GRACE_ENDS", "IDLE_GRACE_ENDS"]
 
 WINDOW_OPENS = "billing window opens"
 WINDOW_CLOSES = "billing window closes"
@@ -83,6 +83,14 @@ def schedule_for(size: Size) -> Schedule:
             return Schedule(math.inf, _ALWAYS_OPEN)
         return Schedule(period - window, ((window, period - window),))
     return Schedule(max(float(size.min_charge), 0.0), _ALWAYS_OPEN)
+
+
+def paid_seconds_for(size: Size, runtime: float) -> float:
+    """Seconds the cloud charges for a node of ``size`` that ran ``runtime`` seconds."""
+    runtime = max(0.0, runtime)
+    if size.billing_period > 0:
+        return max(1, math.ceil(runtime / size.billing_period)) * float(size.billing_period)
+    return max(runtime, float(size.min_charge))
 
 
 def window_state(size: Size | None, launched_at: float, now: float) -> TimedValue:

@@ -26,26 +26,18 @@ seconds at least; otherwise every started period is charged in full, counted fro
 from __future__ import annotations
 
 import heapq
-import math
 import threading
 from collections import Counter
 from dataclasses import replace
 from typing import Callable, Iterable, Mapping
 
+from nodemanager.core.billing import paid_seconds_for
 from nodemanager.cloud.port import TAG_CLUSTER, TAG_SIZE, CloudError, ErrorKind
 from nodemanager.model import CloudNode, Size, frozen_map
 
-__all__ = ["SimCloud", "paid_seconds_for"]
+__all__ = ["SimCloud"]
 
 PENDING, RUNNING, TERMINATED = "pending", "running", "terminated"
-
-
-def paid_seconds_for(size: Size, runtime: float) -> float:
-    """Seconds the cloud charges for a node of ``size`` that ran ``runtime`` seconds."""
-    runtime = max(0.0, runtime)
-    if size.billing_period > 0:
-        return max(1, math.ceil(runtime / size.billing_period)) * float(size.billing_period)
-    return max(runtime, float(size.min_charge))
 
 
 class _Record:
