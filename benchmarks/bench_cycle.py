@@ -1,4 +1,4 @@
-"""One controller cycle at scale: CPU time, process RSS and thread count with 1k and 10k nodes.
+"""One controller cycle at scale, in the running daemon: CPU time, process RSS and thread count.
 
 Runs the real daemon (actors, actuator pool, real core, default matrix) on the embedded default
 world — simulated cloud and simulated HTCondor pool — with an injected clock, after filling the
@@ -8,8 +8,9 @@ measuring). Prints a table::
     python benchmarks/bench_cycle.py            # 1000 and 10000 nodes
     python benchmarks/bench_cycle.py 1000 50000
 
-``cycle CPU`` is the controller's own measurement of one cycle (snapshot, plan, decision log),
-the median of several cycles; ``poll`` columns are one cloud listing and one scheduler poll of
+``cycle CPU`` is the controller's own measurement of one cycle (snapshot, plan, decision log: the
+CPU time of its thread), the median of 10 cycles, with their mean, their maximum and the first
+cycle after start; ``poll`` columns are one cloud listing and one scheduler poll of
 the simulated backends; ``threads`` is the process's thread count with the daemon running.
 """
 

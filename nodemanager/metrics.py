@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, Info
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from nodemanager.core.billing import paid_seconds_for
+from nodemanager.core.billing import charged_between
 from nodemanager.model import CycleReport, NodeExplanation, Size, Snapshot
 from nodemanager.scheduler.draining_stats import DrainingStats
 
@@ -216,7 +216,6 @@ class Metrics:
                                 "What the cloud charges for the nodes, by its billing rules (per "
                                 "started billing period, or per second with a minimum charge), by "
                                 "size.", ["size"], registry=r)
-        self._charged: dict[str, float] | None = None  # node id -> paid seconds counted so far
         self._unclaimed = Counter("nodemanager_drain_unclaimed_core_seconds",
                                   "Idle core-seconds on workers while we drain them.", registry=r)
         self._badput = Counter("nodemanager_drain_badput_seconds",
@@ -277,10 +276,12 @@ class Metrics:
         """Update every metric from one cycle's report (call once per cycle, in order)."""
         snap, plan = report.snapshot, report.plan
         with self._lock:
-            interval = 0.0 if self._last_now is None else \
-                min(max(0.0, snap.now - self._last_now), self._max_interval)
+            last_now = self._last_now
+            interval = 0.0 if last_now is None else min(max(0.0, snap.now - last_now), self._max_interval)
             self._last_now = snap.now
             sizes = self._sizes
+        # charges are what the cloud bills, however long the gap; nothing before the first cycle
+        gap = 0.0 if last_now is None else max(0.0, snap.now - last_now)
         explained = {e.node_id: e for e in plan.nodes}
         drains = _our_drains(snap, plan.nodes)
         draining_workers = {w.name for w in snap.workers if w.draining}
@@ -309,8 +310,7 @@ class Metrics:
         spend: dict[str, float] = {}
         cost: dict[str, float] = {}
         charges: dict[str, float] = {}
-        first = self._charged is None
-        charged_before, charged = self._charged or {}, {}
+        by_the_second: dict[str, float] = {}   # size -> prices of nodes billed per second all the gap
         for node in snap.cloud_nodes:
             if node.state.lower() in _GONE_CLOUD_STATES:
                 continue
@@ -323,14 +323,14 @@ class Metrics:
             spend[size] = spend.get(size, 0.0) + price
             if interval:
                 cost[state] = cost.get(state, 0.0) + price * interval / 3600.0
-            if node_size is not None:
-                paid = paid_seconds_for(node_size, snap.now - node.launched_at)
-                # nodes listed at the first cycle were charged before we looked: not counted
-                before = charged_before.get(node.id, paid if first else 0.0)
-                charged[node.id] = max(paid, before)
-                if paid > before:
-                    charges[size] = charges.get(size, 0.0) + price * (paid - before) / 3600.0
-        self._charged = charged
+            if gap and node_size is not None:
+                if node_size.billing_period <= 0 and snap.now - node.launched_at - gap >= node_size.min_charge:
+                    by_the_second[size] = by_the_second.get(size, 0.0) + price  # the common case, summed
+                else:
+                    seconds = charged_between(node_size, node.launched_at, snap.now - gap, snap.now)
+                    charges[size] = charges.get(size, 0.0) + price * seconds / 3600.0
+        for size, prices in by_the_second.items():
+            charges[size] = charges.get(size, 0.0) + prices * gap / 3600.0
         for size, amount in charges.items():
             self._charges.labels(size).inc(amount)
         if interval:

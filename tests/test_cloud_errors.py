@@ -69,6 +69,8 @@ def test_retry_after_seconds_and_http_date():
         time.time() + 120, usegmt=True)), "list").retry_after
     assert later is not None and 100 <= later <= 120
     assert classify(http(503, "RequestLimitExceeded: x"), "list").retry_after is None
+    for nonsense in ("INFINITY", "nan", "-5", "soon"):       # not a delay: the usual backoff applies
+        assert classify(http(503, "RequestLimitExceeded: x", retry_after=nonsense), "list").retry_after is None
 
 
 def test_message_keeps_the_code_and_hides_secrets():

@@ -17,6 +17,7 @@ Messages never carry credentials: pass the secret values to scrub as ``secrets``
 
 from __future__ import annotations
 
+import math
 import re
 import socket
 import ssl
@@ -77,7 +78,7 @@ def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
         seconds = float(raw)
     except ValueError:
         return None
-    return seconds if seconds > 0 else None
+    return seconds if 0 < seconds < math.inf else None  # 'INFINITY' parses too: not a delay
 
 
 def _kind_of_codes(codes: tuple[str, ...]) -> ErrorKind | None:

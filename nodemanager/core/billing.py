@@ -29,7 +29,7 @@ from policy_matrix.vocabulary import (BOOT_EXCEEDED, BOOT_WAIT, CLOSED, IDLE, ID
                                       IDLE_WAIT, NOT_IDLE, OPEN)
 
 __all__ = ["TimedValue", "Schedule", "schedule_for", "window_state", "boot_grace_state",
-           "idle_grace_state", "paid_seconds_for", "WINDOW_OPENS", "WINDOW_CLOSES",
+           "idle_grace_state", "paid_seconds_for", "charged_between", "WINDOW_OPENS", "WINDOW_CLOSES",
            "BOOT_GRACE_ENDS", "IDLE_GRACE_ENDS"]
 
 WINDOW_OPENS = "billing window opens"
@@ -91,6 +91,13 @@ def paid_seconds_for(size: Size, runtime: float) -> float:
     if size.billing_period > 0:
         return max(1, math.ceil(runtime / size.billing_period)) * float(size.billing_period)
     return max(runtime, float(size.min_charge))
+
+
+def charged_between(size: Size, launched_at: float, start: float, end: float) -> float:
+    """Seconds the cloud charges, between ``start`` and ``end``, for a node of ``size`` launched at
+    ``launched_at`` (all of its charge so far if it was launched after ``start``)."""
+    before = paid_seconds_for(size, start - launched_at) if launched_at <= start else 0.0
+    return paid_seconds_for(size, end - launched_at) - before
 
 
 def window_state(size: Size | None, launched_at: float, now: float) -> TimedValue:

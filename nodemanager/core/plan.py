@@ -546,7 +546,9 @@ def _gate(nodes: list[_Node], snapshot: Snapshot, settings: CoreSettings, freeze
     candidates = [n for n in candidates if n.want is not None]
     drains = sum(1 for n in candidates if n.want is ItemKind.DRAIN)
     destroys = len(candidates) - drains
-    if len(candidates) > room or drains > drains_left or destroys > destroys_left:
+    # victims are ordered only when some, not all, may go (pricing thousands of them costs time)
+    some_may_go = room > 0 and ((drains and drains_left > 0) or (destroys and destroys_left > 0))
+    if some_may_go and (len(candidates) > room or drains > drains_left or destroys > destroys_left):
         costs = [(n.node.id, estimator(n.worker, now) if n.worker is not None else _FREE)
                  for n in candidates]
         order = {nid: i for i, nid in enumerate(order_victims(costs, settings.victim_horizon))}
