@@ -71,8 +71,8 @@ def build_in_flight(nodes: Iterable[CloudNode], poll: SchedulerPoll | None,
     crash came between cancelling it and clearing the tag): such a tag is ignored, so the node is
     judged afresh. A drain of ours whose tag could not be written comes from the scheduler."""
     workers = poll.workers if poll is not None else ()
-    by_id: dict[str, Worker] = {}
-    by_name: dict[str, Worker] = {}
+    by_id: dict[str, Worker] | None = None
+    by_name: dict[str, Worker] | None = None
     out: list[InFlight] = []
     tagged: set[str] = set()
     for n in nodes:
@@ -81,13 +81,17 @@ def build_in_flight(nodes: Iterable[CloudNode], poll: SchedulerPoll | None,
         drain = n.tags.get(TAG_DRAIN)
         parsed = parse_drain_tag(drain) if drain else None
         if parsed is not None:
-            if not by_id and not by_name:  # indexed only when some node carries a drain tag
+            if by_id is None:  # indexed only when some node carries a drain tag
                 by_id = {w.cloud_id: w for w in workers if w.cloud_id}
-                for w in workers:
-                    by_name.setdefault(w.name, w)
-                    by_name.setdefault(_short(w.name) or w.name, w)
-            w = by_id.get(n.id) or by_name.get(n.hostname or "") or by_name.get(n.name) or \
-                by_name.get(_short(n.hostname or n.name) or "")
+            w = by_id.get(n.id)
+            if w is None:
+                if by_name is None:
+                    by_name = {}
+                    for x in workers:
+                        by_name.setdefault(x.name, x)
+                        by_name.setdefault(_short(x.name) or x.name, x)
+                w = by_name.get(n.hostname or "") or by_name.get(n.name) or \
+                    by_name.get(_short(n.hostname or n.name) or "")
             if w is not None and not is_our_drain(w) and poll is not None and poll.polled_at - parsed[0] > tag_grace:
                 log.debug("node %s: drain tag %s outlived the drain (worker %s not draining by us); ignored",
                           n.id, drain, w.name)
@@ -443,29 +447,28 @@ class Controller:
     def _log_decisions(self, plan: Plan) -> list[str]:
         """Log decision changes and actions; return the node ids that left the listing."""
         seen = self._seen
-        current: set[str] = set()
         acted = {i.node_id for i in plan.items}
         info, debug = log.isEnabledFor(logging.INFO), log.isEnabledFor(logging.DEBUG)
         for e in plan.nodes:
-            current.add(e.node_id)
-            sig = (e.matrix_action, e.action, e.blocked_by, e.tuple, e.rule)
-            old = seen.get(e.node_id)
+            old = seen.get(e.node_id)  # (matrix action, action, blocked by, tuple, rule) last logged
             if e.action is not None or e.node_id in acted:
                 level = logging.INFO
-            elif old == sig:
-                continue
-            elif old is None or old[:3] != sig[:3] or old[3].worker_state != e.tuple.worker_state:
+            elif (old is not None and old[0] is e.matrix_action and old[1] == e.action
+                  and old[2] == e.blocked_by and old[3] == e.tuple and old[4] == e.rule):
+                continue  # the common case: nothing new, nothing built
+            elif (old is None or (old[0], old[1], old[2]) != (e.matrix_action, e.action, e.blocked_by)
+                  or old[3].worker_state != e.tuple.worker_state):
                 level = logging.INFO  # first seen, a new decision, or a new worker state
             else:  # only the window, a grace or the rule changed, with the same decision
                 level = logging.DEBUG
             if debug or (info and level >= logging.INFO):
                 log.log(level, "%s", decision_line(e, self.dry_run))
-            seen[e.node_id] = sig
-        gone = [k for k in seen if k not in current]
+            seen[e.node_id] = (e.matrix_action, e.action, e.blocked_by, e.tuple, e.rule)
+        explained = {e.node_id for e in plan.nodes}
+        gone = [k for k in seen if k not in explained]
         for node_id in gone:
             del seen[node_id]
             log.info("node %s left the cloud listing", node_id)
-        explained = {e.node_id for e in plan.nodes}
         for item in plan.items:
             if item.node_id not in explained:
                 prefix = "dry-run: would " if self.dry_run else ""

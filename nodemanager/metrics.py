@@ -289,10 +289,14 @@ class Metrics:
                                         if e.worker in draining_workers}
         draining_nodes |= {f.node for f in snap.in_flight if f.action == "destroy"}
 
-        nodes: dict[tuple[str, ...], int] = {}
+        by_tuple: dict[tuple[Any, str], int] = {}
         for e in plan.nodes:
-            key = (*e.tuple.as_tuple(), _label(e.size))
-            nodes[key] = nodes.get(key, 0) + 1
+            key = (e.tuple, e.size)
+            by_tuple[key] = by_tuple.get(key, 0) + 1
+        nodes: dict[tuple[str, ...], int] = {}
+        for (st, size), count in by_tuple.items():
+            key = (*st.as_tuple(), _label(size))
+            nodes[key] = nodes.get(key, 0) + count
         raw: dict[str, int] = {}
         for w in snap.workers:
             key = _label(w.state)

@@ -20,11 +20,14 @@ Workers are indexed once, so pairing is linear in the number of nodes and worker
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Iterable, Mapping
 
 from nodemanager.model import CloudNode, Worker
 
-__all__ = ["Pairing", "pair", "normalize_address"]
+__all__ = ["Pairing", "pair", "normalize_address", "by_id"]
+
+by_id = attrgetter("id")  # the sort key of cloud nodes: the core works on them in id order
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,7 @@ def _keys(value: str | None, out: list[str]) -> None:
 
 def pair(cloud_nodes: Iterable[CloudNode], workers: Iterable[Worker]) -> Pairing:
     """Pair nodes and workers by the rules in the module docstring (deterministic)."""
-    nodes = sorted(cloud_nodes, key=lambda n: n.id)
+    nodes = sorted(cloud_nodes, key=by_id)
     wlist = list(workers)
     by_cloud_id: dict[str, list[int]] = {}
     by_name: dict[str, list[int]] = {}

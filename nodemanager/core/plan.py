@@ -29,7 +29,7 @@ from nodemanager.cloud.port import TAG_REQUEST
 from nodemanager.core.billing import (Schedule, _window, boot_grace_state, idle_grace_state,
                                       schedule_for, window_state)
 from nodemanager.core.classify import Classification, classify_worker
-from nodemanager.core.pair import Pairing, pair
+from nodemanager.core.pair import Pairing, by_id, pair
 from nodemanager.core.victims import Estimator, estimate, order_victims
 from nodemanager.model import (Action, BootRequest, CloudNode, Demand, InFlight, ItemKind,
                                NodeExplanation, Plan, PlanItem, Size, Snapshot, StateTuple,
@@ -155,7 +155,7 @@ def _classify(snapshot: Snapshot, settings: CoreSettings, matrix, sizes: dict[st
     stale_after, boot_grace, idle_grace = settings.node_stale_after, settings.boot_grace, settings.idle_grace
     grace_note = f" (idle_grace {idle_grace:.0f}s)"
     always_open = window_state(None, 0.0, now)
-    for node in sorted(snapshot.cloud_nodes, key=lambda n: n.id):
+    for node in sorted(snapshot.cloud_nodes, key=by_id):
         worker = paired.get(node.id)
         n = _Node(node, worker, sizes.get(node.size))
         c = (classify_worker(worker, now, stale_after) if worker is not None
@@ -195,6 +195,7 @@ def _matches(node: CloudNode, worker: Worker | None, names: frozenset[str]) -> b
 def _wants(nodes: list[_Node], snapshot: Snapshot, flights: dict[str, dict[str, InFlight]],
            stale_after: float) -> None:
     now = snapshot.now
+    held, forced = snapshot.held, snapshot.forced_drains
     for n in nodes:
         node, ws = n.node, n.tuple.worker_state
         mine = flights.get(node.id, {})
@@ -203,7 +204,7 @@ def _wants(nodes: list[_Node], snapshot: Snapshot, flights: dict[str, dict[str, 
         if "destroy" in mine:
             n.blocked, n.reason = _IN_FLIGHT, f"destroy under way since {mine['destroy'].since:.0f}"
             continue
-        if _matches(node, n.worker, snapshot.held):
+        if held and _matches(node, n.worker, held):
             n.blocked, n.reason = _HELD, "held by an operator: no action"
             continue
         silent = (ws == DOWN and n.worker is not None and n.worker.last_heard > 0
@@ -233,7 +234,7 @@ def _wants(nodes: list[_Node], snapshot: Snapshot, flights: dict[str, dict[str, 
         if "cancel_drain" in mine:
             n.reason = f"cancel of our drain under way since {mine['cancel_drain'].since:.0f}"
             continue
-        if _matches(node, n.worker, snapshot.forced_drains) and not useless:
+        if forced and _matches(node, n.worker, forced) and not useless:
             if n.worker is not None and n.worker.draining:
                 n.reason = f"operator asked for a drain; already draining: {n.cls.why}"
                 continue
