@@ -246,7 +246,7 @@ class Actuator:
                     del self._destroying[node_id]
                     self._destroys.append(now)
                     out.append(Outcome("destroy", node_id, OK, "destroy raised but the node is gone "
-                                       "from the listing", now, node.size))
+                                       "from the listing", now, node.size, node.launched_at))
         return out
 
     def _free_name(self, size: str, now: float) -> str:
@@ -541,4 +541,4 @@ class Actuator:
                 self.scheduler.node_destroyed(worker_name)
             except SchedulerError as err:
                 detail += f"; telling the scheduler failed: {err}"
-        return Outcome("destroy", node.id, OK, detail, now, node.size)
+        return Outcome("destroy", node.id, OK, detail, now, node.size, node.launched_at)

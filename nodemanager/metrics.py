@@ -26,7 +26,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, Info
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from nodemanager.core.billing import charged_between
+from nodemanager.core.billing import charged_between, late_give_back
 from nodemanager.model import CycleReport, NodeExplanation, Size, Snapshot
 from nodemanager.scheduler.draining_stats import DrainingStats
 
@@ -212,6 +212,10 @@ class Metrics:
         self._cost = Counter("nodemanager_estimated_cost",
                              "Estimated money spent (sizes' prices), by what the node was doing.",
                              ["state"], registry=r)
+        self._late = Counter("nodemanager_late_give_backs",
+                             "Destroys that came less than shutdown_window into a new billing "
+                             "period (a period paid for almost nothing), by size.", ["size"],
+                             registry=r)
         self._charges = Counter("nodemanager_estimated_charges",
                                 "What the cloud charges for the nodes, by its billing rules (per "
                                 "started billing period, or per second with a minimum charge), by "
@@ -243,6 +247,7 @@ class Metrics:
             self._reloads.labels(result)
         for size in self._sizes:
             self._charges.labels(_label(size))  # 0 from the start: a missing series is no answer
+            self._late.labels(_label(size))
         self._gauges = _CycleCollector(clock)
         r.register(self._gauges)
 
@@ -366,6 +371,10 @@ class Metrics:
         for o in report.outcomes:
             kind, result = _label(o.kind), _label(o.result)
             self._done.labels(kind, result).inc()
+            size_of = sizes.get(o.size or "")
+            if (kind == "destroy" and result == "ok" and size_of is not None and o.launched_at is not None
+                    and late_give_back(size_of, o.launched_at, o.at)):
+                self._late.labels(_label(o.size)).inc()
             if kind == "boot":
                 if result == "ok":
                     self._boots.labels(_label(o.size)).inc()

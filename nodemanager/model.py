@@ -270,7 +270,8 @@ class Plan:
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """What an actuator did with a plan item or boot: ``kind`` is the item kind or ``boot``;
-    ``result`` is ``ok``, ``refused``, ``failed`` or ``skipped``; ``detail`` says why, in words."""
+    ``result`` is ``ok``, ``refused``, ``failed`` or ``skipped``; ``detail`` says why, in words;
+    ``launched_at`` is the node's launch time on a destroy that went through (for the billing)."""
 
     kind: str
     node: str
@@ -278,6 +279,7 @@ class Outcome:
     detail: str
     at: float
     size: str | None = None
+    launched_at: float | None = None
 
 
 @dataclass(frozen=True)

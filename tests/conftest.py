@@ -4,6 +4,13 @@ import os
 import pathlib
 
 import pytest
+from hypothesis import settings
+
+# "ci" (scripts/test): the same examples every run, so a new random draw never fails a submission;
+# "explore" (the default for a plain pytest run): new examples each run, to find new bugs
+settings.register_profile("ci", derandomize=True)
+settings.register_profile("explore")
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "explore"))
 
 pytest_plugins: list[str] = ["tests.fixtures.observability", "tests.fixtures.daemon", "tests.fixtures.moto", "tests.fixtures.slurm", "tests.fixtures.htcondor"]
 

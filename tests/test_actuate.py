@@ -148,6 +148,7 @@ def test_noncancellable_destroy_rechecks_latest_poll(time_now, nm_settings, scri
     scripted_scheduler.set_jobs("w1", 0)
     [out] = act.run(Task(item(ItemKind.DESTROY, node, cancellable=False), node, stale_worker))
     assert out.result == "ok" and cloud.live_count() == 0
+    assert out.launched_at == node.launched_at          # for the late-give-back metric
 
 
 def test_destroy_marks_tag_before_the_call_and_settles_by_listing(time_now, nm_settings, scripted_scheduler):

@@ -196,7 +196,9 @@ def test_a_hold_survives_a_restart_with_a_state_file(tmp_path, daemons):
     clock = ManualClock(1_000_000.0)
     d = daemons(cfg, clock=clock).start()
     run_for(d, 100)                                        # nodes booted and running jobs
-    held = {n.id for n in d.world.sim_cloud.list_nodes() if n.state == "running"}
+    report = d.last_report          # hold nodes with nothing of ours under way on them
+    busy = {f.node for f in report.snapshot.in_flight} | {i.node_id for i in report.plan.items}
+    held = {n.id for n in d.world.sim_cloud.list_nodes() if n.state == "running" and n.id not in busy}
     assert held
     for node_id in held:
         d.admin.hold(node_id)

@@ -180,6 +180,25 @@ def test_charges_follow_the_clouds_billing_rules(clock: Clock) -> None:
     assert charged("hourly") == pytest.approx(1.0) and charged("sec") == pytest.approx(3.6 * 1800 / 3600)
 
 
+
+def test_a_give_back_just_after_a_new_billing_period_began_is_counted_late(clock: Clock) -> None:
+    hourly = Size("hourly", cores=4, ram_mb=8000, price=1.0, billing_period=3600, shutdown_window=120)
+    metrics = Metrics(sizes=(hourly,), clock=clock)
+    launched = T0 - 10_000
+
+    def destroyed(at: float, result: str = "ok") -> None:
+        snap = Snapshot(now=at, polled_at={"cloud": at, "scheduler": at})
+        done = Outcome("destroy", "i-1", result, "destroyed", at, "hourly", launched)
+        metrics.observe(CycleReport(snapshot=snap, plan=Plan(now=at), outcomes=(done,)))
+
+    destroyed(launched + 3 * 3600 - 30)      # in the window, before the hour ran out: on time
+    destroyed(launched + 500)                # within the first hour: nothing better was possible
+    destroyed(launched + 3 * 3600 + 60, result="failed")
+    assert value(metrics, "nodemanager_late_give_backs_total", size="hourly") == 0
+    destroyed(launched + 3 * 3600 + 60)      # a minute into the fourth hour: paid for nothing
+    assert value(metrics, "nodemanager_late_give_backs_total", size="hourly") == 1
+
+
 def test_drains_their_age_and_waste(metrics: Metrics) -> None:
     metrics.observe(sample_report(T0))
     assert value(metrics, "nodemanager_drains_in_progress") == 1

@@ -3,7 +3,7 @@
 import pytest
 
 from nodemanager.cloud.port import TAG_CLUSTER, TAG_REQUEST, TAG_SIZE, CloudDriver, CloudError, ErrorKind
-from nodemanager.core.billing import paid_seconds_for
+from nodemanager.core.billing import late_give_back, paid_seconds_for
 from nodemanager.sim.cloud import SimCloud
 from tests.fixtures.daemon import SIZES, Time
 
@@ -96,6 +96,26 @@ def test_billing_per_second_with_minimum_and_per_started_period():
     assert cloud.paid_seconds(b.id) == 7200
     assert cloud.billing_by_size() == {"small": 60, "big": 7200}
     assert cloud.cost() == pytest.approx(60 / 3600 * 0.1 + 2 * 0.5)
+
+
+
+def test_late_give_backs_are_periods_paid_for_almost_nothing():
+    # BIG: billed per hour, shutdown_window 600 s
+    t = Time()
+    cloud = make(t)
+    first = cloud.create_node(BIG, "first", {})     # destroyed within its first hour: never late
+    in_time = cloud.create_node(BIG, "in-time", {})
+    late = cloud.create_node(BIG, "late", {})
+    per_second = cloud.create_node(SMALL, "small", {})
+    t.advance(1000)
+    cloud.destroy_node(first)
+    t.advance(2590)                                  # 3590 s up: in the window, before the hour ends
+    cloud.destroy_node(in_time)
+    t.advance(70)                                    # 3660 s up: a minute into the second hour
+    cloud.destroy_node(late)
+    cloud.destroy_node(per_second)
+    assert cloud.late_give_backs() == 1
+    assert not late_give_back(BIG, 0.0, 3600 + 600) and late_give_back(BIG, 0.0, 7200 + 599)
 
 
 def test_ten_thousand_nodes_list_fast():

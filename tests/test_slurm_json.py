@@ -120,6 +120,18 @@ def test_demand_groups_pending_jobs_per_node_need():
     assert jobs[-1].nodes == ("n1", "n2")
 
 
+
+def test_unset_memory_never_becomes_a_negative_demand():
+    # older plugins send -1 or NO_VAL for "not set": the other field decides, or none at all
+    jobs, errors = parse_jobs({"jobs": [
+        _job(1, memory_per_node=-1, memory_per_cpu=100),
+        _job(2, memory_per_node=0xFFFFFFFE, memory_per_cpu=None),
+    ]})
+    assert errors == []
+    demand = {(d.cpus, d.ram_mb): d.count for d in demand_from_jobs(jobs)}
+    assert demand == {(1, 100): 1, (1, 0): 1}
+
+
 def test_partition_filter_limits_demand():
     jobs, _ = parse_jobs({"jobs": [_job(1, partition="cloud"), _job(2, partition="local")]})
     assert [d.count for d in demand_from_jobs(jobs, frozenset({"cloud"}))] == [1]

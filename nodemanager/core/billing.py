@@ -29,7 +29,7 @@ from policy_matrix.vocabulary import (BOOT_EXCEEDED, BOOT_WAIT, CLOSED, IDLE, ID
                                       IDLE_WAIT, NOT_IDLE, OPEN)
 
 __all__ = ["TimedValue", "Schedule", "schedule_for", "window_state", "boot_grace_state",
-           "idle_grace_state", "paid_seconds_for", "charged_between", "WINDOW_OPENS", "WINDOW_CLOSES",
+           "idle_grace_state", "paid_seconds_for", "charged_between", "late_give_back", "WINDOW_OPENS", "WINDOW_CLOSES",
            "BOOT_GRACE_ENDS", "IDLE_GRACE_ENDS"]
 
 WINDOW_OPENS = "billing window opens"
@@ -91,6 +91,16 @@ def paid_seconds_for(size: Size, runtime: float) -> float:
     if size.billing_period > 0:
         return max(1, math.ceil(runtime / size.billing_period)) * float(size.billing_period)
     return max(runtime, float(size.min_charge))
+
+
+def late_give_back(size: Size, launched_at: float, destroyed_at: float) -> bool:
+    """A node of ``size`` destroyed less than its ``shutdown_window`` into a billing period after
+    the first: that period was paid for almost nothing (per-second billing: never)."""
+    period = size.billing_period
+    if period <= 0 or size.shutdown_windows:
+        return False
+    up = destroyed_at - launched_at
+    return up >= period and up % period < size.shutdown_window
 
 
 def charged_between(size: Size, launched_at: float, start: float, end: float) -> float:

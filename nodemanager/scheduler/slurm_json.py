@@ -278,6 +278,16 @@ def _plain(value: Any) -> Any:
     return value
 
 
+_NO_VAL = 0xFFFFFFFE  # SLURM's "not set" for 32-bit fields (and larger ones for 64-bit)
+
+
+def _memory(r: "_Reader", key: str) -> int | None:
+    """A memory request in MB; a negative or NO_VAL one means "not set" (None), so the other
+    field (per node or per CPU) or none at all decides, never a negative demand."""
+    value = r.integer(key)
+    return value if 0 <= value < _NO_VAL else None
+
+
 class _Reader:
     """Typed access to one record's fields, collecting FieldErrors instead of raising."""
 
@@ -423,16 +433,16 @@ def parse_jobs(doc: Any) -> tuple[list[SlurmJob], list[FieldError]]:
                 tasks = array_task_count(array_text)
             except ValueError:
                 errors.append(FieldError(r.what, "array_task_string", f"cannot be read: {array_text!r}"))
-        mem_node = _plain(rec.get("memory_per_node"))
-        mem_cpu = _plain(rec.get("memory_per_cpu"))
+        mem_node = _memory(r, "memory_per_node") if _plain(rec.get("memory_per_node")) is not None else None
+        mem_cpu = _memory(r, "memory_per_cpu") if _plain(rec.get("memory_per_cpu")) is not None else None
         jobs.append(SlurmJob(
             job_id=job_id,
             state=state,
             nodes=nodes,
             cpus=max(r.integer("cpus", 1), 1),
             node_count=max(r.integer("node_count", 1), 1),
-            memory_per_node=r.integer("memory_per_node") if mem_node is not None else None,
-            memory_per_cpu=r.integer("memory_per_cpu") if mem_cpu is not None else None,
+            memory_per_node=mem_node,
+            memory_per_cpu=mem_cpu,
             state_reason=r.text("state_reason", "None"),
             partition=r.text("partition"),
             start_time=r.number("start_time"),

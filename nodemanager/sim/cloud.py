@@ -31,7 +31,7 @@ from collections import Counter
 from dataclasses import replace
 from typing import Callable, Iterable, Mapping
 
-from nodemanager.core.billing import paid_seconds_for
+from nodemanager.core.billing import late_give_back, paid_seconds_for
 from nodemanager.cloud.port import TAG_CLUSTER, TAG_SIZE, CloudError, ErrorKind
 from nodemanager.model import CloudNode, Size, frozen_map
 
@@ -231,6 +231,13 @@ class SimCloud:
                 out[rec.size.name] = out.get(rec.size.name, 0.0) + paid_seconds_for(
                     rec.size, end - rec.node.launched_at)
         return out
+
+    def late_give_backs(self) -> int:
+        """Terminated nodes whose last billing period was paid for almost nothing
+        (:func:`nodemanager.core.billing.late_give_back`)."""
+        with self._lock:
+            return sum(1 for rec in self._dead.values() if rec.terminated_at is not None
+                       and late_give_back(rec.size, rec.node.launched_at, rec.terminated_at))
 
     def cost(self, now: float | None = None) -> float:
         """Total charge so far, from each size's hourly ``price``."""

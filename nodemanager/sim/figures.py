@@ -122,6 +122,7 @@ class Figures:
     drains: int
     drain_cancels: int
     destroys: int
+    late_give_backs: int
     peak_nodes: int
     wall_seconds: float
     wide_jobs_split: int = 0
