@@ -25,6 +25,7 @@ OPEN_BUG_FAULTS = frozenset({"partial_listing", "missing_ad", "flapping"})
 
 def test_two_virtual_days_of_a_trace_with_faults_and_restarts(traces_dir):
     soak = _soak()
+    before = soak.threads()   # threads other tests left behind in this process are not the soak's
     result = soak.soak_trace(str(traces_dir / soak.DEFAULT_TRACE), days=2, seed=7, restarts_per_day=6,
                              without=OPEN_BUG_FAULTS)
     assert result["violations"] == [] and result["invariants_broken"] == 0
@@ -34,7 +35,7 @@ def test_two_virtual_days_of_a_trace_with_faults_and_restarts(traces_dir):
     assert result["boots"] > 10 and result["destroys"] > 10
     rss = result["rss_mb"]
     assert max(rss) - rss[0] < 15, rss                                   # flat, not growing per cycle
-    assert max(result["threads"]) == 1
+    assert max(result["threads"]) <= before                              # the replay starts none
 
 
 def test_two_virtual_days_with_every_fault_class(traces_dir):
