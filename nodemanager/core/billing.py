@@ -29,8 +29,8 @@ from policy_matrix.vocabulary import (BOOT_EXCEEDED, BOOT_WAIT, CLOSED, IDLE, ID
                                       IDLE_WAIT, NOT_IDLE, OPEN)
 
 __all__ = ["TimedValue", "Schedule", "schedule_for", "window_state", "boot_grace_state",
-           "idle_grace_state", "paid_seconds_for", "charged_between", "late_give_back", "WINDOW_OPENS", "WINDOW_CLOSES",
-           "BOOT_GRACE_ENDS", "IDLE_GRACE_ENDS"]
+           "idle_grace_state", "paid_seconds_for", "charged_between", "late_give_back",
+           "WINDOW_OPENS", "WINDOW_CLOSES", "BOOT_GRACE_ENDS", "IDLE_GRACE_ENDS"]
 
 WINDOW_OPENS = "billing window opens"
 WINDOW_CLOSES = "billing window closes"

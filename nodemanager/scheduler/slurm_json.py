@@ -282,8 +282,10 @@ _NO_VAL = 0xFFFFFFFE  # SLURM's "not set" for 32-bit fields (and larger ones for
 
 
 def _memory(r: "_Reader", key: str) -> int | None:
-    """A memory request in MB; a negative or NO_VAL one means "not set" (None), so the other
+    """A memory request in MB; an absent, unset, negative or NO_VAL one is None, so the other
     field (per node or per CPU) or none at all decides, never a negative demand."""
+    if _plain(r.record.get(key)) is None:
+        return None
     value = r.integer(key)
     return value if 0 <= value < _NO_VAL else None
 
@@ -433,16 +435,14 @@ def parse_jobs(doc: Any) -> tuple[list[SlurmJob], list[FieldError]]:
                 tasks = array_task_count(array_text)
             except ValueError:
                 errors.append(FieldError(r.what, "array_task_string", f"cannot be read: {array_text!r}"))
-        mem_node = _memory(r, "memory_per_node") if _plain(rec.get("memory_per_node")) is not None else None
-        mem_cpu = _memory(r, "memory_per_cpu") if _plain(rec.get("memory_per_cpu")) is not None else None
         jobs.append(SlurmJob(
             job_id=job_id,
             state=state,
             nodes=nodes,
             cpus=max(r.integer("cpus", 1), 1),
             node_count=max(r.integer("node_count", 1), 1),
-            memory_per_node=mem_node,
-            memory_per_cpu=mem_cpu,
+            memory_per_node=_memory(r, "memory_per_node"),
+            memory_per_cpu=_memory(r, "memory_per_cpu"),
             state_reason=r.text("state_reason", "None"),
             partition=r.text("partition"),
             start_time=r.number("start_time"),
