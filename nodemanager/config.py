@@ -21,6 +21,7 @@ from nodemanager.settings import (CloudSettings, CoreSettings, DrainSettings, Ma
                                   PollSettings, SchedulerSettings, Settings)
 
 __all__ = ["ConfigError", "Problem", "load", "loads", "parse_duration", "credential_warnings",
+           "default_state_dir",
            "SCHEDULER_OPTIONS", "SECRET_OPTIONS", "with_overrides", "parse_bool"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$", re.IGNORECASE)
@@ -153,7 +154,7 @@ _DRAIN: dict[str, Callable[[str], Any]] = {
     "escalate_fast": str, "deadline": parse_duration,
 }
 _MANAGE: dict[str, Callable[[str], Any]] = {"address": str, "port": _parse_int, "token": str,
-                                            "state_file": str}
+                                            "state_file": str, "state_dir": str}
 _SIZE: dict[str, Callable[[str], Any]] = {
     "cores": _nonneg(_parse_int), "ram_mb": _nonneg(_parse_int), "price": _nonneg(_parse_float),
     "scratch_mb": _nonneg(_parse_int), "billing_period": parse_duration,
@@ -278,7 +279,10 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None) -
     state_file = manage.state_file.strip()
     if state_file and base_dir and not os.path.isabs(state_file):
         state_file = os.path.join(base_dir, state_file)
-    manage = replace(manage, state_file=state_file)
+    state_dir = manage.state_dir.strip() or default_state_dir()
+    if base_dir and not os.path.isabs(state_dir):
+        state_dir = os.path.join(base_dir, state_dir)
+    manage = replace(manage, state_file=state_file, state_dir=state_dir)
 
     cloud = _cloud(r)
     scheduler = _scheduler(r)
@@ -293,6 +297,18 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None) -
     return Settings(core=core, drain=drain, cloud=cloud, scheduler=scheduler, poll=poll,
                     manage=manage, matrix_file=matrix, dry_run=daemon.get("dry_run", False),
                     log_level=daemon.get("log_level", "info").upper(), source=source)
+
+
+def default_state_dir() -> str:
+    """Where this process keeps its lock and local records when ``[Manage] state_dir`` is empty.
+
+    Root (a system service): ``/var/lib/nodemanager``, the systemd unit's StateDirectory; anyone
+    else: ``$XDG_STATE_HOME/nodemanager`` (``~/.local/state/nodemanager``), so the demo needs no root.
+    """
+    if os.geteuid() == 0:
+        return "/var/lib/nodemanager"
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "nodemanager")
 
 
 def _expression_error(expr: str) -> str | None:

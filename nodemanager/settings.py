@@ -84,6 +84,7 @@ class ManageSettings:
     port: int = 8989                            # -1 disables the status server
     token: str = ""                             # admin API token; empty disables the admin API
     state_file: str = ""                        # holds, forced drains, pause kept here; empty: memory only
+    state_dir: str = ""                         # lock and local records; config.load fills the default
 
 
 @dataclass(frozen=True)
