@@ -21,7 +21,7 @@ from typing import Iterable
 from policy_matrix.errors import ERROR, WARNING, Diagnostic, MatrixError
 from policy_matrix.matrix import WILDCARD, Match, Matrix, Rule
 from policy_matrix.suggest import quote, suggest
-from policy_matrix.vocabulary import DEFAULT_VOCABULARY, Action, StateTuple, Vocabulary
+from policy_matrix.vocabulary import BUSY, DEFAULT_VOCABULARY, Action, StateTuple, Vocabulary
 
 __all__ = [
     "parse", "load", "load_default", "default_path", "read_bytes",
@@ -299,11 +299,20 @@ def _lines_text(lines: Iterable[int]) -> str:
     return ("line " if len(ordered) == 1 else "lines ") + ", ".join(map(str, ordered))
 
 
+def _busy_index(vocabulary: Vocabulary) -> int | None:
+    """The position of the worker_state dimension when it has ``busy`` (workers that run jobs)."""
+    for i, dim in enumerate(vocabulary.dimensions):
+        if dim.name == "worker_state" and BUSY in dim.values:
+            return i
+    return None
+
+
 def _compile(rules: list[Rule], filename: str, vocabulary: Vocabulary,
              last_line: int) -> tuple[dict[StateTuple, Match], list[Diagnostic]]:
     table: dict[StateTuple, Match] = {}
     diagnostics: list[Diagnostic] = []
     seen: dict[tuple[str, ...], Rule] = {}
+    busy_at = _busy_index(vocabulary)
     for rule in rules:
         earlier = seen.get(rule.pattern)
         if earlier is not None:
@@ -319,14 +328,21 @@ def _compile(rules: list[Rule], filename: str, vocabulary: Vocabulary,
         fresh = 0
         takers: set[int] = set()
         differing = False
+        busy_taken = False
         for state in rule.expand(vocabulary):
             taken = table.get(state)
             if taken is None:
                 table[state] = match
                 fresh += 1
+                busy_taken = busy_taken or (busy_at is not None and state.as_tuple()[busy_at] == BUSY)
             else:
                 takers.add(taken.rule.line)
                 differing = differing or taken.action != rule.action
+        if busy_at is not None and rule.action == Action.START_SHUTDOWN and busy_taken:
+            diagnostics.append(Diagnostic(
+                filename, rule.line, 1,
+                "rule shuts down busy nodes: their running jobs are killed (drain them with "
+                "START_DRAIN instead, unless killing is what you want)", WARNING))
         if fresh == 0:
             note = (f"; they give other actions than {rule.action}" if differing else "")
             diagnostics.append(Diagnostic(

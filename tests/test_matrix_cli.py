@@ -174,3 +174,47 @@ def test_import_of_policy_matrix_stays_light():
     code = "import sys; import policy_matrix; print(' '.join(sorted(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert not {"json", "difflib", "nodemanager"} & set(done.stdout.split())
+
+
+def test_diff_exit_code_says_whether_anything_changes(capsys, site, tmp_path):
+    changed = tmp_path / "changed.matrix"
+    changed.write_text(SITE.replace("idle exceeded -> START_DRAIN", "idle exceeded -> None"))
+    assert run(capsys, "diff", "--exit-code", str(site), str(changed))[0] == 1
+    assert run(capsys, "diff", "--exit-code", str(site), str(site))[0] == 0
+    # without the flag a difference is not a failure (scripts that only print keep working)
+    assert run(capsys, "diff", str(site), str(changed))[0] == 0
+
+
+def test_check_warns_about_a_rule_that_shuts_down_busy_nodes(capsys, site, tmp_path):
+    killer = tmp_path / "killer.matrix"
+    killer.write_text("busy | * | * | idle exceeded -> START_SHUTDOWN\n" + SITE)
+    code, out, err = run(capsys, "check", str(killer))
+    assert code == 0 and "1 warning" in out
+    assert f"{killer}:1:1: warning: rule shuts down busy nodes" in err
+    assert run(capsys, "check", "--strict", str(killer))[0] == 1
+    # a catch-all shutdown after 'busy -> None' never reaches a busy node: no warning
+    code, out, err = run(capsys, "check", str(site))
+    assert code == 0 and "0 warnings" in out and err == ""
+
+
+def test_version_and_help_for_every_subcommand():
+    import argparse
+
+    from nodemanager.cli import build_parser
+
+    out = subprocess.run([sys.executable, "-m", "nodemanager", "--version"], capture_output=True,
+                         text=True, check=True).stdout
+    assert out.startswith("nodemanager ") and out.split()[1][0].isdigit()
+
+    def missing(parser: argparse.ArgumentParser, path: str) -> list[str]:
+        found = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                helps = {c.dest: c.help for c in action._choices_actions}
+                for name, sub in action.choices.items():
+                    if not helps.get(name):
+                        found.append(f"{path} {name}")
+                    found += missing(sub, f"{path} {name}")
+        return found
+
+    assert missing(build_parser(), "nodemanager") == []

@@ -1,7 +1,7 @@
 """``nodemanager matrix``: check, show, explain, diff and import policy matrix files.
 
-Exit codes: 0 success; 1 the matrix (or dict) is invalid, or ``check --strict`` found warnings;
-2 bad command-line usage (from argparse). Errors go to stderr as ``file:line:col: error: ...``.
+Exit codes: 0 success; 1 the matrix (or dict) is invalid, ``check --strict`` found warnings, or
+``diff --exit-code`` found changes; 2 bad command-line usage (from argparse). Errors go to stderr as ``file:line:col: error: ...``.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     diff.add_argument("old", metavar="OLD")
     diff.add_argument("new", metavar="NEW")
     diff.add_argument("--format", choices=("text", "json"), default="text")
+    diff.add_argument("--exit-code", action="store_true",
+                      help="exit 1 when some tuple changes its action, 0 when none does (as git diff)")
     diff.set_defaults(func=_diff)
 
     imp = verbs.add_parser("import-dict", help="print the matrix file for a seed-style Python dict",
@@ -141,6 +143,7 @@ def _diff(args: argparse.Namespace) -> int:
     except MatrixError as e:
         return _report(e)
     changes = diff(old, new)
+    changed = 1 if changes and args.exit_code else 0
     if args.format == "json":
         import json
 
@@ -148,7 +151,7 @@ def _diff(args: argparse.Namespace) -> int:
         print(json.dumps([{**dict(zip(names, c.state.as_tuple())),
                            "old": c.old.to_json() if c.old else None,
                            "new": c.new.to_json() if c.new else None} for c in changes], indent=1))
-        return 0
+        return changed
     if not changes:
         print(f"no tuple changes its action ({old.source} -> {new.source})")
         return 0
@@ -157,7 +160,7 @@ def _diff(args: argparse.Namespace) -> int:
         after = f"{c.new} ({new.lookup(c.state).rule.location})" if c.new else "(absent)"
         print(f"{' | '.join(c.state.as_tuple())}: {before} -> {after}")
     print(f"{len(changes)} of {len(new)} tuples change")
-    return 0
+    return changed
 
 
 def _import_dict(args: argparse.Namespace) -> int:
