@@ -243,3 +243,31 @@ def test_pilot_ad_cron_publishes_only_safe_values(tmp_path) -> None:
     ad = classad2.parseOne(empty.stdout)
     assert ad["PilotAdCount"] == 0 and ad.eval("LAST_MAX_JOB_END") is classad2.Value.Undefined
 
+
+
+def test_dashboard_is_a_valid_grafana_model() -> None:
+    """What Grafana needs to import the file and draw every panel: known panel types on the
+    24-column grid without overlaps, queries with ref ids on the templated Prometheus source, and
+    every $variable a query uses defined in templating (a broken model imports as blank panels)."""
+    dash = json.loads((DEPLOY / "grafana" / "nodemanager.json").read_text())
+    assert isinstance(dash["schemaVersion"], int) and dash["uid"] and dash["title"]
+    variables = {v["name"] for v in dash["templating"]["list"]}
+    assert {"datasource", "instance"} <= variables
+    cells: dict[tuple[int, int], str] = {}
+    for panel in dash["panels"]:
+        assert panel["type"] in {"row", "stat", "timeseries", "gauge", "table", "bargauge", "text"}
+        grid = panel["gridPos"]
+        assert all(isinstance(grid[k], int) and grid[k] >= 0 for k in "xywh"), panel["title"]
+        assert grid["w"] > 0 and grid["h"] > 0 and grid["x"] + grid["w"] <= 24, panel["title"]
+        for x in range(grid["x"], grid["x"] + grid["w"]):
+            for y in range(grid["y"], grid["y"] + grid["h"]):
+                assert (x, y) not in cells, f"{panel['title']} overlaps {cells[(x, y)]}"
+                cells[(x, y)] = panel["title"]
+        if panel["type"] == "row":
+            continue
+        assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
+        refs = [t["refId"] for t in panel["targets"]]
+        assert refs and len(refs) == len(set(refs)), panel["title"]
+        for target in panel["targets"]:
+            used = set(re.findall(r"\$\{?(\w+)", target["expr"]))
+            assert used <= variables, (panel["title"], used - variables)

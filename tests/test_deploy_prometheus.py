@@ -20,7 +20,7 @@ import pytest
 import requests
 
 from tests.conftest import REPO
-from tests.test_deploy import PROM, alert_rules, dashboard_exprs
+from tests.test_deploy import METRIC_NAME, PROM, alert_rules, dashboard_exprs
 
 pytestmark = pytest.mark.prometheus
 
@@ -118,6 +118,21 @@ def test_prometheus_scrapes_the_status_server(prometheus: str) -> None:
         _query(prometheus, expr.replace("$instance", ".*"))
 
 
+def _families(text: str) -> set[str]:
+    """Metric names in a /metrics page: every declared family (even one with no sample yet, as a
+    labelled counter before its first event) and every sample name."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    names = set()
+    for name, kind in re.findall(r"^# TYPE (\S+) (\S+)", text, re.M):
+        names.add(name)
+        if kind == "histogram":
+            names.update(name + suffix for suffix in ("_bucket", "_count", "_sum"))
+    for family in text_string_to_metric_families(text):
+        names.update(s.name for s in family.samples)
+    return names
+
+
 def _poll(prometheus: str, expr: str, timeout: float = 30.0) -> list[dict]:
     deadline = time.monotonic() + timeout
     while True:
@@ -155,6 +170,11 @@ def test_prometheus_scrapes_a_running_daemon_of_the_embedded_default(tmp_path) -
             nodes = _poll(prometheus, "sum(nodemanager_nodes) > 0")
             assert nodes, "no node scraped within 30 s"
             assert _query(prometheus, "nodemanager_build_info")["result"]
+            for expr in dashboard_exprs():  # every panel's query runs on this daemon's series
+                _query(prometheus, expr.replace("$instance", ".*"))
+        exposed = _families(requests.get(status + "/metrics", timeout=5).text)
+        used = {name for expr in dashboard_exprs() for name in METRIC_NAME.findall(expr)}
+        assert used and not used - exposed, f"dashboard metrics this daemon does not expose: {used - exposed}"
         doc = requests.get(status + "/status.json", timeout=5).json()
         assert doc["nodes"] and doc["healthy"]
         for node in doc["nodes"]:
