@@ -13,7 +13,7 @@ import sys
 
 __all__ = ["main", "COMMAND_MODULES"]
 
-COMMAND_MODULES: tuple[str, ...] = ("matrix", "admin", "plan", "run", "simulate", "bench")
+COMMAND_MODULES: tuple[str, ...] = ("matrix", "admin", "plan", "check", "run", "simulate", "bench")
 
 
 def build_parser() -> argparse.ArgumentParser:

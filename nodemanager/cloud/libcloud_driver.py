@@ -51,7 +51,9 @@ from libcloud.compute.types import NodeState
 
 from nodemanager.cloud.ec2compat import tolerant_ec2_driver
 from nodemanager.cloud.errors import classify
-from nodemanager.cloud.port import TAG_CLUSTER, TAG_REQUEST, TAG_SIZE, CloudError, ErrorKind
+from nodemanager.cloud.permissions import Permission, ec2_dry_run
+from nodemanager.cloud.port import (TAG_CLUSTER, TAG_DRAIN, TAG_REQUEST, TAG_SIZE, CloudError,
+                                    ErrorKind)
 from nodemanager.cloud.ratelimit import TokenBucket
 from nodemanager.config import parse_bool
 from nodemanager.model import CloudNode, Size, frozen_map
@@ -500,3 +502,29 @@ class LibcloudCloud:
             self._call("set_tags", d.ex_create_tags, raw, merged, replace=True)
         elif self.provider == "openstack":
             self._call("set_tags", d.ex_set_metadata, raw, merged)
+
+    # --- preflight -----------------------------------------------------------------------------
+
+    def check_permissions(self, size: Size, node_id: str | None = None) -> list[Permission]:
+        """Whether these credentials may make each mutating call the adapter uses, asked without
+        changing anything (EC2: ``DryRun``), for ``size`` and, when given, an existing node of
+        this cluster (EC2 checks tag and terminate rights against a real instance). Other clouds
+        offer no such check: an empty list."""
+        if self.provider != "ec2":
+            return []
+        boot = {"ImageId": str(self._options.image), "InstanceType": size.cloud_type,
+                "MinCount": "1", "MaxCount": "1"}
+        subnet = self._options.create_kwargs.get("ex_subnet")
+        if subnet:
+            boot["SubnetId"] = str(subnet)
+        target = {"ResourceId.1": node_id or "i-00000000000000000"}
+        calls = (("RunInstances", boot),
+                 ("CreateTags", {**target, "Tag.1.Key": TAG_CLUSTER, "Tag.1.Value": self.cluster}),
+                 ("DeleteTags", {**target, "Tag.1.Key": TAG_DRAIN}),
+                 ("TerminateInstances", {"InstanceId.1": target["ResourceId.1"]}))
+        results = []
+        for action, params in calls:
+            self._bucket.acquire()
+            with self._lock:
+                results.append(ec2_dry_run(self._driver.connection, action, params, self._secrets))
+        return results

@@ -1,0 +1,185 @@
+"""Preflight: everything ``nodemanager run`` needs, checked without changing anything.
+
+``preflight(config_path)`` returns one :class:`Check` per item, in order: the configuration, the
+matrix, the state file and state directory, the status port, the cloud (one listing, then the
+provider's own permission check for every mutating call where it has one: EC2's ``DryRun``) and
+the scheduler (one poll). Each failed check carries the fix an operator should make. Checks that
+need what an earlier one failed to give are skipped, not failed twice.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from nodemanager.settings import Settings
+
+__all__ = ["Check", "preflight", "render"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the checklist. ``ok`` None: could not be decided (a warning, not a failure)."""
+
+    name: str
+    ok: bool | None
+    detail: str
+    fix: str = ""
+
+
+def preflight(config_path: str, *, clock: Callable[[], float] = time.time) -> list[Check]:
+    """Every check, in order; see the module docstring."""
+    return list(_checks(config_path, clock))
+
+
+def render(checks: list[Check]) -> str:
+    """The checklist as an operator reads it: one line per check, its fix indented below."""
+    marks = {True: "ok  ", False: "FAIL", None: "warn"}
+    lines = []
+    for c in checks:
+        lines.append(f"[{marks[c.ok]}] {c.name}: {c.detail}")
+        if c.fix and c.ok is not True:
+            lines.append(f"       fix: {c.fix}")
+    failed = sum(c.ok is False for c in checks)
+    lines.append(f"{len(checks)} checks, {failed} failed" if failed else f"{len(checks)} checks passed")
+    return "\n".join(lines)
+
+
+def _checks(config_path: str, clock: Callable[[], float]) -> Iterator[Check]:
+    import policy_matrix
+    from nodemanager import config
+
+    try:
+        settings = config.load(config_path)
+    except config.ConfigError as exc:
+        yield Check("config", False, "; ".join(str(p) for p in exc.problems),
+                    "correct the options named (file:line), see docs/configuration.md")
+        return
+    sizes = ", ".join(s.name for s in settings.core.sizes) or "none"
+    yield Check("config", True, f"{config_path}: cloud {settings.cloud.driver}, scheduler "
+                                f"{settings.scheduler.kind}, sizes {sizes}")
+    try:
+        matrix = (policy_matrix.load(settings.matrix_file) if settings.matrix_file
+                  else policy_matrix.load_default())
+    except policy_matrix.MatrixError as exc:
+        yield Check("matrix", False, "; ".join(str(d) for d in exc.errors),
+                    "fix the lines named, then `nodemanager matrix check FILE`")
+    else:
+        warnings = f", {len(matrix.warnings)} warning(s): `nodemanager matrix check`" if matrix.warnings else ""
+        yield Check("matrix", True, f"{matrix.source}: {len(matrix.rules)} rules{warnings}")
+    yield from _local_files(settings)
+    yield _port(settings)
+    from nodemanager.daemon import build_ports
+
+    try:
+        cloud, scheduler, _ = build_ports(settings, clock)
+    except (ValueError, OSError) as exc:
+        yield Check("cloud and scheduler", False, str(exc), _cloud_fix(settings, str(exc)))
+        return
+    yield from _cloud(settings, cloud)
+    yield _scheduler(settings, scheduler)
+
+
+def _writable_dir(path: str) -> str | None:
+    """Why ``path`` cannot hold our files, or None. A missing directory is fine when the daemon
+    can create it (its nearest existing parent is writable); nothing is created here."""
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        return f"{probe} is not a directory"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"{probe} is not writable by this user"
+    return None
+
+
+def _local_files(settings: Settings) -> Iterator[Check]:
+    from nodemanager.admin import AdminState, AdminStateError
+
+    state_file = settings.manage.state_file
+    if state_file:
+        try:
+            AdminState(path=state_file)
+        except AdminStateError as exc:
+            yield Check("state file", False, str(exc), "repair or remove the file (it holds holds, "
+                        "forced drains and the pause); the daemon will not start without it")
+        else:
+            problem = _writable_dir(os.path.dirname(os.path.abspath(state_file)))
+            yield Check("state file", problem is None, f"{state_file}: "
+                        + (problem or "readable, its directory writable"),
+                        "make its directory writable by the daemon's user")
+    state_dir = settings.manage.state_dir
+    problem = _writable_dir(state_dir)
+    exists = "writable" if os.path.isdir(state_dir) else "missing; the daemon will create it"
+    yield Check("state dir", problem is None, f"{state_dir}: {problem or exists}",
+                "create it for the daemon's user, or set [Manage] state_dir")
+
+
+def _port(settings: Settings) -> Check:
+    address, port = settings.manage.address, settings.manage.port
+    if port == -1:
+        return Check("status port", True, "disabled ([Manage] port = -1)")
+    try:
+        infos = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        return Check("status port", False, f"[Manage] address {address!r}: {exc.strerror}",
+                     "set [Manage] address to an address of this host")
+    family, kind, proto, _, where = infos[0]
+    with socket.socket(family, kind, proto) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(where)
+        except OSError as exc:
+            busy = exc.errno == errno.EADDRINUSE
+            return Check("status port", False, f"{address}:{port}: {exc.strerror}",
+                         "another process (another nodemanager?) listens there: stop it or set "
+                         "[Manage] port" if busy else "set [Manage] address/port to ones this user may bind")
+    return Check("status port", True, f"{address}:{port} is free")
+
+
+def _cloud(settings: Settings, cloud: Any) -> Iterator[Check]:
+    from nodemanager.cloud.port import CloudError
+
+    try:
+        nodes = cloud.list_nodes()
+    except CloudError as exc:
+        yield Check("cloud listing", False, str(exc), _cloud_fix(settings, str(exc)))
+        return
+    yield Check("cloud listing", True, f"{settings.cloud.driver}: {len(nodes)} node(s) of cluster "
+                                       f"{settings.cloud.cluster!r}")
+    check = getattr(cloud, "check_permissions", None)
+    if check is None or not settings.core.sizes:
+        return
+    live = next((n.id for n in nodes if n.state == "running"), None)
+    results = check(settings.core.sizes[0], live)
+    if not results:
+        yield Check("cloud permissions", None, f"{settings.cloud.driver} has no read-only permission "
+                    "check; the first boot and destroy will tell", "")
+    for r in results:
+        fix = (f"grant {r.action} to these credentials (deploy/ec2/iam-policy.json lists every "
+               "action the daemon uses)" if r.allowed is False else
+               "" if r.allowed else "check the credentials' policy by hand")
+        yield Check(f"cloud permission {r.action}", r.allowed, r.detail, fix)
+
+
+def _cloud_fix(settings: Settings, message: str) -> str:
+    if "credential" in message.lower() or "auth" in message.lower():
+        return "check [Cloud] key/secret (or the driver's credential options)"
+    return f"check [Cloud] driver = {settings.cloud.driver} and its options, and that the API answers"
+
+
+def _scheduler(settings: Settings, scheduler: Any) -> Check:
+    from nodemanager.scheduler.port import SchedulerError
+
+    try:
+        poll = scheduler.poll()
+    except SchedulerError as exc:
+        return Check("scheduler", False, f"{settings.scheduler.kind}: {exc}",
+                     "check [Scheduler] options and that this host can query the scheduler "
+                     "(docs/slurm.md, docs/htcondor.md)")
+    return Check("scheduler", True, f"{settings.scheduler.kind}: {len(poll.workers)} worker(s), "
+                                    f"{len(poll.demand)} demand item(s)")

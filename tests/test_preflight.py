@@ -1,0 +1,125 @@
+"""`nodemanager check`: the preflight checklist an operator runs before `run`, against the embedded
+default and against the local EC2 endpoint (libcloud's real EC2 driver, EC2's own DryRun verdicts)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import socket
+
+import pytest
+
+from nodemanager.cli import main
+from nodemanager.cloud.permissions import EC2_ACTIONS
+from nodemanager.model import Size
+from tests.conftest import REPO
+from tests.fixtures.moto import EC2_IMAGE
+
+POLICY = REPO / "deploy" / "ec2" / "iam-policy.json"
+
+
+def _example(tmp_path: pathlib.Path, **options: str) -> pathlib.Path:
+    text = (REPO / "config.example.ini").read_text()
+    for option, value in {"port": "0", "state_dir": str(tmp_path / "state"), **options}.items():
+        text, n = re.subn(rf"^{option} *=.*$", f"{option} = {value}", text, flags=re.M)
+        assert n == 1, option
+    path = tmp_path / "nodemanager.ini"
+    path.write_text(text)
+    return path
+
+
+def _ec2_config(tmp_path: pathlib.Path, port: int) -> pathlib.Path:
+    path = tmp_path / "ec2.ini"
+    path.write_text(f"""\
+[Cloud]
+driver = ec2
+cluster = preflight
+key = AKIDNODEMANAGERTEST
+secret = moto-secret-not-real
+region = us-east-1
+host = 127.0.0.1
+port = {port}
+secure = no
+[Cloud Create]
+image = {EC2_IMAGE}
+[Scheduler]
+type = htcondor
+collector = 127.0.0.1:1
+[Manage]
+port = -1
+state_dir = {tmp_path / "state"}
+[Size t3.large]
+cores = 2
+ram_mb = 8192
+""")
+    return path
+
+
+def test_the_example_config_passes(tmp_path, capsys):
+    assert main(["check", "--config", str(_example(tmp_path))]) == 0
+    out = capsys.readouterr().out
+    for name in ("config", "matrix", "state dir", "status port", "cloud listing", "scheduler"):
+        assert re.search(rf"^\[ok  \] {name}: ", out, re.M), (name, out)
+    assert out.rstrip().endswith("checks passed")
+
+
+def test_a_bad_config_fails_with_its_place_and_a_fix(tmp_path, capsys):
+    config = _example(tmp_path, idle_grace="soon")
+    assert main(["check", "--config", str(config)]) == 1
+    out = capsys.readouterr().out
+    assert f"[FAIL] config: {config}:" in out and "idle_grace" in out
+    assert "fix: correct the options named" in out
+
+
+def test_a_taken_status_port_fails_naming_the_option(tmp_path, capsys):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["check", "--config", str(_example(tmp_path, port=str(port)))]) == 1
+    out = capsys.readouterr().out
+    assert f"[FAIL] status port: 127.0.0.1:{port}:" in out and "[Manage] port" in out
+
+
+@pytest.mark.ec2
+def test_ec2_permissions_come_from_ec2_dry_runs(ec2_proxy, ec2_cloud, tmp_path, capsys):
+    config = _ec2_config(tmp_path, ec2_proxy.port)
+    main(["check", "--config", str(config), "--format", "json"])
+    checks = {c["name"]: c for c in json.loads(capsys.readouterr().out)}
+    assert checks["cloud listing"]["ok"] is True
+    for action in ("RunInstances", "CreateTags", "DeleteTags", "TerminateInstances"):
+        assert checks[f"cloud permission ec2:{action}"]["ok"] is True, checks
+        assert ec2_proxy.count(action) == 1
+    assert ec2_cloud("preflight").list_nodes() == []  # dry runs: nothing was launched
+
+
+@pytest.mark.ec2
+def test_a_refused_permission_fails_naming_it(ec2_proxy, tmp_path, capsys):
+    ec2_proxy.fail("RunInstances", 403, "UnauthorizedOperation",
+                   message="You are not authorized to perform this operation.")
+    code = main(["check", "--config", str(_ec2_config(tmp_path, ec2_proxy.port))])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert re.search(r"^\[FAIL\] cloud permission ec2:RunInstances: refused: .*UnauthorizedOperation",
+                     out, re.M), out
+    assert "fix: grant ec2:RunInstances to these credentials" in out
+    assert re.search(r"^\[ok  \] cloud permission ec2:TerminateInstances", out, re.M)
+
+
+@pytest.mark.ec2
+def test_the_shipped_policy_grants_exactly_what_the_adapter_calls(ec2_proxy, ec2_cloud):
+    """Every EC2 action the adapter sends while listing, booting, tagging, untagging and
+    destroying is in deploy/ec2/iam-policy.json, and the policy grants nothing else."""
+    cloud = ec2_cloud()
+    size = Size("t3.large", cores=2, ram_mb=8192)
+    node = cloud.create_node(size, "pf-1", {})
+    cloud.list_nodes()
+    cloud.set_tags(node, {"nodemanager-drain": "1:x"})
+    cloud.set_tags(node, {"nodemanager-drain": ""})
+    cloud.destroy_node(node)
+    sent = set(ec2_proxy.actions)
+    policy = json.loads(POLICY.read_text())
+    granted = {a.removeprefix("ec2:") for s in policy["Statement"] for a in s["Action"]}
+    assert sent <= granted, sent - granted
+    assert granted == sent == set(EC2_ACTIONS)
