@@ -285,6 +285,10 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None) -
     manage = replace(manage, state_file=state_file, state_dir=state_dir)
 
     cloud = _cloud(r)
+    user_data_file = cloud.create_args.get("user_data_file", "").strip()
+    if user_data_file and base_dir and not os.path.isabs(user_data_file):
+        cloud = replace(cloud, create_args=frozen_map(
+            {**cloud.create_args, "user_data_file": os.path.join(base_dir, user_data_file)}))
     scheduler = _scheduler(r)
     if cloud.driver != "simulated" and not sizes:
         r.problem("Cloud", "driver", "a real cloud needs at least one [Size NAME] section")

@@ -59,7 +59,7 @@ from nodemanager.config import parse_bool
 from nodemanager.model import CloudNode, Size, frozen_map
 from nodemanager.settings import CloudSettings
 
-__all__ = ["LibcloudCloud", "PROVIDERS", "CREATE_OPTIONS", "node_tags"]
+__all__ = ["LibcloudCloud", "PROVIDERS", "CREATE_OPTIONS", "USER_DATA_PLACEHOLDERS", "node_tags"]
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +124,11 @@ CREATE_OPTIONS: Mapping[str, Mapping[str, tuple[str, Callable[[str], Any]]]] = {
     },
     "dummy": {},
 }
+
+# The create_node keywords that carry a boot script, and the placeholders filled in per node.
+_USER_DATA_KWARGS = ("ex_userdata", "ex_customdata")
+USER_DATA_PLACEHOLDERS = ("@NODE_NAME@", "@SIZE@", "@CLUSTER@")
+_USER_DATA_MAX = 16384  # bytes: EC2's limit for user data, the smallest of the clouds'
 
 # The create_node keyword that carries our tags, per provider (dummy: kept in node.extra).
 _TAGS_KWARG = {"ec2": "ex_metadata", "gce": "ex_metadata", "azure_arm": "ex_tags",
@@ -196,6 +201,8 @@ def _parse_options(settings: CloudSettings) -> _Options:
     for name, value in settings.create_args.items():
         if name == "image":
             image = value
+        elif name == "user_data_file" and "user_data" in known:
+            create[known["user_data"][0]] = _read_user_data(value)
         elif name == "location":
             location = value
         elif name in known:
@@ -205,7 +212,8 @@ def _parse_options(settings: CloudSettings) -> _Options:
             except ValueError as exc:
                 raise ValueError(f"[Cloud Create] {name}: {value!r} is not valid: {exc}") from None
         else:
-            names = ", ".join(sorted(("image", "location", *known)))
+            names = ", ".join(sorted(("image", "location", *known,
+                                      *(("user_data_file",) if "user_data" in known else ()))))
             raise ValueError(f"[Cloud Create] {name}: not an option for driver {provider} "
                              f"(known: {names})")
     if provider != "dummy" and not image:
@@ -213,6 +221,30 @@ def _parse_options(settings: CloudSettings) -> _Options:
     if provider == "ec2" and "ex_security_group_ids" in create and "ex_subnet" not in create:
         raise ValueError("[Cloud Create] security_group_ids: needs subnet too (EC2 VPC launch)")
     return _Options(provider, kwargs, image, location, create)
+
+
+def _read_user_data(path: str) -> str:
+    """The boot script in ``path`` (``[Cloud Create] user_data_file``); ValueError says why not."""
+    import os
+    import stat
+
+    where = f"[Cloud Create] user_data_file: {path}"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not hang the start
+    except OSError as exc:
+        raise ValueError(f"{where}: {exc.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{where}: not a regular file")
+        data = os.read(fd, _USER_DATA_MAX + 1)
+    finally:
+        os.close(fd)
+    if len(data) > _USER_DATA_MAX:
+        raise ValueError(f"{where}: over {_USER_DATA_MAX} bytes, EC2's limit for user data")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{where}: not UTF-8 text") from None
 
 
 _CONNECTION_KWARGS = frozenset({"timeout", "retry_delay", "backoff", "proxy_url"})
@@ -377,6 +409,10 @@ class LibcloudCloud:
             return {"name": name, "size": None, "image": None}
         kwargs: dict[str, Any] = dict(opts.create_kwargs)
         kwargs["name"] = name
+        for kw in _USER_DATA_KWARGS:
+            if kw in kwargs:  # the VM learns the name it must join the scheduler as
+                kwargs[kw] = (kwargs[kw].replace("@NODE_NAME@", name).replace("@SIZE@", size.name)
+                              .replace("@CLUSTER@", self.cluster))
         tags_kwarg = _TAGS_KWARG[self.provider]
         if tags_kwarg:
             kwargs[tags_kwarg] = dict(tags)
