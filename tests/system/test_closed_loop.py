@@ -207,15 +207,20 @@ def submit_jobs(slurm: VmSlurm, count: int) -> dict[int, pathlib.Path]:
     return jobs
 
 
-def run_loop(tmp_path, moto_server, cluster, slurm, hv, *, jobs: int, kill_at: tuple[str, ...] = ()):
+def run_loop(tmp_path, moto_server, cluster, slurm, hv, *, jobs: int, kill_at: tuple[str, ...] = (),
+             config: tuple[pathlib.Path, int] | None = None):
     """Run the daemon until every job left the queue and every instance is gone (then a few
     more cycles, so a repeated action would show). ``kill_at``: SIGKILL the daemon the first time
-    its log shows each of these strings, and start a new one on the same config."""
-    status_port = free_port()
-    config = write_config(tmp_path, moto_server.port, cluster, slurm, status_port)
+    its log shows each of these strings, and start a new one on the same config. ``config``: a
+    config file and its status port to use instead of :func:`write_config`'s."""
+    if config is None:
+        status_port = free_port()
+        config_file = write_config(tmp_path, moto_server.port, cluster, slurm, status_port)
+    else:
+        config_file, status_port = config
     log = tmp_path / "daemon.log"
     submitted = submit_jobs(slurm, jobs)
-    proc = start_daemon(config, log)
+    proc = start_daemon(config_file, log)
     seen: dict[str, dict] = {}           # node id -> the last explanation the status page gave
     kills = 0
     pending_kills = list(kill_at)
@@ -231,7 +236,7 @@ def run_loop(tmp_path, moto_server, cluster, slurm, hv, *, jobs: int, kill_at: t
                 pending_kills.pop(0)
                 with log.open("a") as f:
                     f.write(f"--- test: SIGKILL #{kills}, restarting ---\n")
-                proc = start_daemon(config, log)
+                proc = start_daemon(config_file, log)
             doc = status(status_port)
             for n in (doc or {}).get("nodes", []):
                 seen.setdefault(n["node_id"], {}).update({k: n[k] for k in ("tuple_text", "rule", "why")})
