@@ -21,3 +21,12 @@ def test_bench_reports_cpu_rss_and_calls_per_cycle(capsys):
 def test_bench_rejects_bad_sizes(capsys):
     assert main(["bench", "--nodes", "ten"]) == 1
     assert "--nodes 'ten'" in capsys.readouterr().err
+
+
+def test_bench_progress_steps_add_up_to_its_bar():
+    """`nodemanager bench` sizes its bar at one step per repeat: measure ticks exactly that often."""
+    from nodemanager.commands.bench import measure
+
+    ticks = []
+    measure(100, repeat=3, tick=lambda: ticks.append(1))
+    assert len(ticks) == 3

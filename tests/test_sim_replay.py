@@ -141,3 +141,28 @@ def test_bad_matrix_is_reported_with_file_and_line(trace, tmp_path, capsys):
     code, out, err = run(["--trace", str(trace), "--matrix", str(bad)], capsys)
     assert code == 1
     assert f"{bad}:1" in err
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_progress_counts_every_job_piece_of_every_run(trace, processes):
+    """The progress bar of `simulate` ends full, whether the replays run here or in workers."""
+    from nodemanager.progress import Quiet
+    from nodemanager.sim.baselines import SimParams, default_size, ours
+    from nodemanager.sim.figures import lower_bounds
+    from nodemanager.sim.replay import run_many
+    from nodemanager.sim.swf import read_jobs
+    from nodemanager.settings import CoreSettings, Settings
+
+    jobs, _ = read_jobs(str(trace))
+    policy = ours(Settings(core=CoreSettings(sizes=(default_size(4),))))
+    bar = Quiet()
+    results = run_many(jobs, [(policy, False), (policy, False)], SimParams(),
+                       lower_bounds(jobs, 4), processes=processes, progress=bar)
+    assert len(results) == 2
+    assert bar.total == 2 * 4  # 3 jobs, job 3 split into two pieces; two runs
+    assert bar.n == bar.total
+
+
+def test_no_progress_bar_without_a_terminal_or_with_json(trace, capsys):
+    code, out, err = run(["--trace", str(trace), "--cores-per-node", "4", "--jobs", "1"], capsys)
+    assert code == 0 and "replaying:" not in err and "\r" not in err

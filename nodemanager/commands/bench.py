@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Callable
 
 __all__ = ["register", "measure"]
 
@@ -71,8 +72,9 @@ def _rss_mb() -> float:
     return 0.0
 
 
-def measure(n: int, repeat: int = 3) -> dict:
-    """Build a pool of ``n`` nodes and time its controller cycles (see the module docstring)."""
+def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None) -> dict:
+    """Build a pool of ``n`` nodes and time its controller cycles (see the module docstring).
+    ``tick`` is called once the pool is built and after each cycle (progress)."""
     import logging
     import time
     from dataclasses import replace
@@ -141,6 +143,7 @@ def measure(n: int, repeat: int = 3) -> dict:
         ticket = pool.drain(workers[nid], "graceful", "nodemanager: bench")
         cloud.set_tags(cloud.node(nid), {TAG_DRAIN: f"{int(clock[0])}:{ticket.request_id}"})
     build_s = time.perf_counter() - t_build
+    tick()
 
     metrics = None
     try:
@@ -155,6 +158,8 @@ def measure(n: int, repeat: int = 3) -> dict:
     tune_gc()  # as `nodemanager run` does once it has started up
     rows = []
     for _ in range(max(1, repeat)):
+        if rows:
+            tick()
         clock[0] += 5.0
         c_cloud.calls.clear()
         c_sched.calls.clear()
@@ -197,7 +202,7 @@ def measure(n: int, repeat: int = 3) -> dict:
 
 def _child(n: int, repeat: int, conn) -> None:
     try:
-        conn.send(measure(n, repeat))
+        conn.send(measure(n, repeat, tick=lambda: conn.send(None)))
     except BaseException as exc:  # report, do not hang the parent
         conn.send({"nodes": n, "error": f"{type(exc).__name__}: {exc}"})
     finally:
@@ -209,6 +214,8 @@ def _run(args: argparse.Namespace) -> int:
     import multiprocessing
     import platform
 
+    from nodemanager.progress import progress_bar
+
     try:
         sizes = [int(x) for x in args.nodes.split(",") if x.strip()]
         if not sizes or min(sizes) <= 0:
@@ -219,13 +226,17 @@ def _run(args: argparse.Namespace) -> int:
         return 1
     ctx = multiprocessing.get_context("fork")
     rows = []
-    for n in sizes:
-        parent, child = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_child, args=(n, args.repeat, child))
-        proc.start()
-        child.close()
-        rows.append(parent.recv())
-        proc.join()
+    steps = max(1, args.repeat)  # building the pool, then each cycle but the last one
+    with progress_bar(len(sizes) * steps, "bench", enabled=not args.json, unit=" steps") as bar:
+        for n in sizes:
+            parent, child = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_child, args=(n, args.repeat, child))
+            proc.start()
+            child.close()
+            while (row := parent.recv()) is None:  # None: one step done
+                bar.update(1)
+            rows.append(row)
+            proc.join()
     failed = [r for r in rows if "error" in r]
     if args.json:
         print(json.dumps({"machine": _machine(), "python": platform.python_version(), "rows": rows},

@@ -148,6 +148,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
     from nodemanager.sim import baselines as B
     from nodemanager.sim.figures import figures_json, format_table, lower_bounds, verdicts
+    from nodemanager.progress import progress_bar
     from nodemanager.sim.replay import run_many
     from nodemanager.sim.swf import SwfError, read_jobs
 
@@ -202,7 +203,9 @@ def _simulate(args: argparse.Namespace) -> int:
     if not args.json:
         print(f"replaying {len(jobs)} jobs of {trace} ({window}) under {len(runs)} "
               f"configuration(s), {min(processes, len(runs))} at a time...", file=sys.stderr)
-    results = run_many(jobs, runs, sim, bounds, trace=trace, window=window, processes=processes)
+    with progress_bar(0, "replaying", enabled=not args.json, unit=" jobs") as bar:
+        results = run_many(jobs, runs, sim, bounds, trace=trace, window=window,
+                           processes=processes, progress=bar)
     rows = [r.figures for r in results[:len(mains)]]
     sweep_rows = [r.figures for r in results[len(mains):]]
     groups: dict[str, list] = {}

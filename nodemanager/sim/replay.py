@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
 import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
@@ -185,11 +186,13 @@ class _World:
 
 def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bounds, *,
            trace: str = "", window: str = "", record_series: bool = True,
-           split: _Split | None = None, skip_cycles: bool = True) -> ReplayResult:
+           split: _Split | None = None, skip_cycles: bool = True,
+           progress: Callable[[int], None] | None = None) -> ReplayResult:
     """Replay ``jobs`` under ``policy``; returns the figures (and the nodes-over-time series).
 
     ``skip_cycles`` False runs every cycle of the grid (for checking that skipping changes
-    nothing)."""
+    nothing). ``progress`` is called with the number of job pieces submitted since its last
+    call, about every 1 % of them (a progress bar's ``update``)."""
     wall0 = time.perf_counter()
     settings = policy.settings
     sizes = settings.core.sizes
@@ -237,6 +240,7 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
     decisions = logging.getLogger("nodemanager")
     old_level = decisions.level
     decisions.setLevel(logging.ERROR)
+    reported, report_every = 0, max(1, n_pieces // 100)
     try:
         while True:
             ts = pieces[i].job.submit_time if i < n_pieces else _INF
@@ -287,6 +291,9 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
                 pool.submit(pieces[i].job)
                 queued_cores += pieces[i].job.cpus
                 i += 1
+            if progress is not None and i - reported >= report_every:
+                progress(i - reported)
+                reported = i
             if changed and dirty_since is None:
                 dirty_since = t
             if t >= tick:
@@ -334,6 +341,8 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
             peak = max(peak, w.up)
     finally:
         decisions.setLevel(old_level)
+    if progress is not None and n_pieces > reported:
+        progress(n_pieces - reported)
     end = prev_t
     w.now = end
     if series is not None:
@@ -410,41 +419,66 @@ def _run_one(k: int) -> tuple[int, ReplayResult]:
     s = _SHARED
     policy, record = s["runs"][k]
     return k, replay(s["jobs"], policy, s["sim"], s["bounds"], trace=s["trace"], window=s["window"],
-                     record_series=record, split=s["split"])
+                     record_series=record, split=s["split"], progress=s["progress"])
 
 
 def run_many(jobs: Sequence[SwfJob], runs: Sequence[tuple[Policy, bool]], sim: SimParams,
              bounds: Bounds, *, trace: str = "", window: str = "", processes: int = 1,
-             progress: Callable[[ReplayResult], None] | None = None) -> list[ReplayResult]:
+             progress: Any = None) -> list[ReplayResult]:
     """Replay ``jobs`` once per ``(policy, record_series)``, in ``processes`` worker processes
-    (forked, so the trace is read once); results in the order of ``runs``."""
+    (forked, so the trace is read once); results in the order of ``runs``.
+
+    ``progress``: a progress bar (``nodemanager.progress.progress_bar``): its ``total`` is set to
+    the job pieces of all runs and it is updated as the replays, in whichever process, submit them.
+    """
     sizes = runs[0][0].settings.core.sizes if runs else ()
     big = max(sizes, key=lambda s: s.cores) if sizes else None
     split = split_jobs(jobs, bounds.cores_per_node,
                        int(big.ram_mb * runs[0][0].settings.core.node_mem_scaling) if big else 0)
+    tasks = list(range(len(runs)))
+    parallel = processes > 1 and len(tasks) > 1
+    if progress is not None:
+        progress.total = len(split.pieces) * len(runs)
+        progress.refresh()
+    if not parallel:
+        _SHARED.update(progress=progress.update if progress is not None else None)
     # the workers are forked: they read the trace, the split and the policies from here
     _SHARED.update(jobs=jobs, sim=sim, bounds=bounds, trace=trace, window=window, split=split,
                    runs=list(runs))
-    tasks = list(range(len(runs)))
     out: list[ReplayResult | None] = [None] * len(tasks)
     try:
-        if processes <= 1 or len(tasks) <= 1:
+        if not parallel:
             for task in tasks:
                 k, res = _run_one(task)
                 out[k] = res
-                if progress:
-                    progress(res)
         else:
             import multiprocessing
 
             ctx = multiprocessing.get_context("fork")
+            ticks = ctx.SimpleQueue() if progress is not None else None
+            _SHARED.update(progress=ticks.put if ticks is not None else None)
+            relay = _relay(ticks, progress) if ticks is not None else None
             # longest first: cycle intervals differ, the 10 s ones take longest
             order = sorted(tasks, key=lambda k: runs[k][0].settings.poll.cycle_interval)
-            with ctx.Pool(processes) as pool:
-                for k, res in pool.imap_unordered(_run_one, order):
-                    out[k] = res
-                    if progress:
-                        progress(res)
+            try:
+                with ctx.Pool(processes) as pool:
+                    for k, res in pool.imap_unordered(_run_one, order):
+                        out[k] = res
+            finally:
+                if relay is not None and ticks is not None:
+                    ticks.put(None)
+                    relay.join()
     finally:
         _SHARED.clear()
     return [r for r in out if r is not None]
+
+
+def _relay(ticks: Any, bar: Any) -> threading.Thread:
+    """A thread that moves the workers' progress ticks onto ``bar`` until it reads None."""
+    def run() -> None:
+        while (n := ticks.get()) is not None:
+            bar.update(n)
+
+    thread = threading.Thread(target=run, name="replay-progress", daemon=True)
+    thread.start()
+    return thread
