@@ -95,7 +95,7 @@ def test_compare_runs_every_baseline_on_the_same_trace(trace, capsys, tmp_path):
     assert "nodemanager is on or beyond the cost/p95-wait front of arvados" in out or \
         "nodemanager is DOMINATED by arvados" in out
     html = (report / "index.html").read_text()
-    for png in ("nodes.png", "pareto.png", "waste.png"):
+    for png in ("nodes.png", "cost.png", "pareto.png", "waste.png"):
         assert (report / png).stat().st_size > 1000
         assert png in html
 
@@ -166,3 +166,21 @@ def test_progress_counts_every_job_piece_of_every_run(trace, processes):
 def test_no_progress_bar_without_a_terminal_or_with_json(trace, capsys):
     code, out, err = run(["--trace", str(trace), "--cores-per-node", "4", "--jobs", "1"], capsys)
     assert code == 0 and "replaying:" not in err and "\r" not in err
+
+
+def test_coinciding_default_points_are_found_for_labelling():
+    """Two policies with the same cost and wait would hide each other on the plot: the report
+    labels them together ("nodemanager = slurm-power-save"); a sweep point is not a default."""
+    from types import SimpleNamespace
+
+    from nodemanager.sim.report import coinciding
+
+    def fig(policy, wait, cost, **params):  # the three fields of Figures that placement reads
+        return SimpleNamespace(policy=policy, params=params, wait_p95=wait, paid_node_hours=cost)
+
+    points = {"nodemanager": [fig("nodemanager", 129, 2305.2),
+                              fig("nodemanager", 57, 2400.0, sweep={"idle_grace": 60})],
+              "slurm-power-save": [fig("slurm-power-save", 129, 2305.2)],
+              "static": [fig("static", 57, 6479.3)],
+              "arvados": [fig("arvados", 146, 2450.8)]}
+    assert coinciding(points) == [["nodemanager", "slurm-power-save"]]

@@ -1,8 +1,9 @@
 """``nodemanager simulate --report DIR``: an HTML page with PNG plots (matplotlib, Agg backend).
 
-Plots: nodes up versus demand over time (one panel per policy), the cost / p95-wait plane with
-each policy's sweep points and Pareto front, and where the paid node-hours went (busy, idle,
-booting, draining, billing rounding) per policy.
+Plots: nodes up versus demand over time (one panel per policy), node-hours paid so far over time
+(one line per policy), the cost / p95-wait plane with each policy's sweep points and Pareto front
+(policies whose points coincide are labelled together; waits on readable duration ticks), and
+where the paid node-hours went (busy, idle, booting, draining, billing rounding) per policy.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Mapping, Sequence
 
 from nodemanager.sim.figures import TABLE_COLUMNS, Figures, Series, cost_wait, pareto_front
 
-__all__ = ["write_report", "WASTE_PARTS"]
+__all__ = ["write_report", "coinciding", "WASTE_PARTS"]
 
 # The parts of paid node-hours shown in the waste breakdown, in stacking order.
 WASTE_PARTS: tuple[tuple[str, str], ...] = (
@@ -51,6 +52,51 @@ def _plot_series(path: str, series: Mapping[str, Series], cores_per_node: int) -
     plt.close(fig)
 
 
+def coinciding(points: Mapping[str, Sequence[Figures]], rel: float = 0.005) -> list[list[str]]:
+    """Groups of policies whose default runs land on the same (p95 wait, paid node-hours) point,
+    within ``rel`` of each value: drawn on top of each other, they need a label saying so."""
+    defaults = [(policy, f) for policy, rows in points.items()
+                for f in rows if not f.params.get("sweep")]
+    groups: list[list[str]] = []
+    used: set[str] = set()
+    for i, (a, fa) in enumerate(defaults):
+        if a in used:
+            continue
+        group = [a]
+        for b, fb in defaults[i + 1:]:
+            if b not in used and all(abs(x - y) <= rel * max(abs(x), abs(y), 1.0) for x, y in
+                                     ((fa.wait_p95, fb.wait_p95), (fa.paid_node_hours, fb.paid_node_hours))):
+                group.append(b)
+        if len(group) > 1:
+            used.update(group)
+            groups.append(group)
+    return groups
+
+
+_WAIT_TICKS = ((0, "0"), (10, "10 s"), (30, "30 s"), (60, "1 min"), (120, "2 min"), (300, "5 min"),
+               (600, "10 min"), (1800, "30 min"), (3600, "1 h"), (4 * 3600, "4 h"),
+               (12 * 3600, "12 h"), (86400, "1 d"), (7 * 86400, "1 w"))
+
+
+def _wait_axis(ax, log: bool) -> None:
+    """p95 waits as durations people read (1 min, 1 h), on a log-like axis when ``log``; in
+    seconds when the range is too narrow for those ticks."""
+    if log:
+        ax.set_xscale("symlog", linthresh=60)
+        ax.set_xlim(left=0)
+    lo, hi = ax.get_xlim()
+    ticks: list[tuple[int, str]] = []
+    for v, text in _WAIT_TICKS:  # on a log axis, ticks at least 3x apart stay legible
+        if lo <= v <= hi and (not ticks or not log or v >= max(30, 3 * ticks[-1][0])):
+            ticks.append((v, text))
+    if len(ticks) >= 3:
+        ax.set_xticks([v for v, _ in ticks], [t for _, t in ticks])
+        ax.minorticks_off()
+        ax.set_xlabel("p95 job wait")
+    else:
+        ax.set_xlabel("p95 job wait (s)")
+
+
 def _plot_pareto(path: str, points: Mapping[str, Sequence[Figures]]) -> None:
     plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.5))
@@ -68,26 +114,52 @@ def _plot_pareto(path: str, points: Mapping[str, Sequence[Figures]]) -> None:
             if len(front) > 1:
                 ax.plot([p[0] for p in front], [p[1] for p in front], color=color, lw=1.0, alpha=0.8)
             default = next((f for f in rows if not f.params.get("sweep")), None)
-            if default is not None:
-                ax.scatter([default.wait_p95], [default.paid_node_hours], s=140, facecolors="none",
-                           edgecolors=[color], linewidths=1.5)
+            if default is not None:  # a policy later in the list circles wider: all stay visible
+                ax.scatter([default.wait_p95], [default.paid_node_hours], s=140 + 90 * i,
+                           facecolors="none", edgecolors=[color], linewidths=1.5)
             if zoom:
                 for x, y, f in xy:
                     label = ",".join(f"{v:g}" for v in f.params.get("sweep", {}).values())
                     if label:
                         ax.annotate(label, (x, y), fontsize=6, alpha=0.7, xytext=(3, 3),
                                     textcoords="offset points", color=color)
-        ax.set_xlabel("p95 job wait (s)")
+        for same in coinciding({k: v for k, v in points.items() if k in group}):
+            f = next(r for r in points[same[0]] if not r.params.get("sweep"))
+            ax.annotate(" = ".join(same), (f.wait_p95, f.paid_node_hours), fontsize=7,
+                        xytext=(8, -14), textcoords="offset points",
+                        arrowprops={"arrowstyle": "-", "lw": 0.5, "alpha": 0.6})
         ax.set_ylabel("paid node-hours")
         ax.grid(alpha=0.3)
+        _wait_axis(ax, log=not zoom)
         if not zoom:
-            ax.set_xscale("symlog", linthresh=60)
             ax.set_title("every run (circled: each policy's defaults)", fontsize=9)
             ax.legend(fontsize=8)
         else:
             ax.set_title("elastic policies only; labels: the swept value; lines: Pareto fronts",
                          fontsize=9)
     fig.suptitle("cost versus p95 wait (lower left is better)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def _plot_cost(path: str, series: Mapping[str, Series], cores_per_node: int) -> None:
+    """Node-hours paid so far, over the window, one line per policy (who spends when)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(11, 4))
+    for i, (name, s) in enumerate(series.items()):
+        total, cumulative = 0.0, []
+        for k, t in enumerate(s.t):
+            if k:
+                total += s.up[k - 1] * (t - s.t[k - 1]) / 3600.0
+            cumulative.append(total)
+        ax.plot([t / 86400.0 for t in s.t], cumulative, lw=1.2, color=f"C{i % 10}",
+                ls=("-", "--", ":", "-.")[i // 10 % 4], label=f"{name} ({total:,.0f} nh)")
+    ax.set_xlabel(f"days since window start ({cores_per_node} cores per node)")
+    ax.set_ylabel("node-hours up so far")
+    ax.set_title("cost over time (node-hours up, before billing rounding)", fontsize=9, loc="left")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
@@ -139,6 +211,7 @@ def write_report(directory: str, rows: Sequence[Figures], series: Mapping[str, S
         raise ValueError("nothing to report")
     cpn = rows[0].cores_per_node
     _plot_series(os.path.join(directory, "nodes.png"), series, cpn)
+    _plot_cost(os.path.join(directory, "cost.png"), series, cpn)
     points: dict[str, list[Figures]] = {}
     for r in rows:
         points.setdefault(r.params.get("baseline", r.policy), []).append(r)
@@ -163,6 +236,7 @@ td:first-child,th:first-child{{text-align:left}}img{{max-width:100%}}</style></h
 <ul>{note_html}</ul>
 <h2>Policies</h2>{_table_html(rows)}
 <h2>Nodes up versus demand</h2><img src="nodes.png" alt="nodes up versus demand over time">
+<h2>Cost over time</h2><img src="cost.png" alt="node-hours paid so far, per policy">
 <h2>Cost versus p95 wait</h2><img src="pareto.png" alt="cost versus p95 wait per policy">
 {('<h3>Sweep points</h3>' + _table_html(sweep_rows)) if sweep_rows else ''}
 <h2>Where the paid node-hours went</h2><img src="waste.png" alt="waste breakdown">
