@@ -6,6 +6,8 @@ real cloud's Date header does; the controller reads the skew the adapter measure
 
 from __future__ import annotations
 
+import time
+
 import policy_matrix
 import pytest
 
@@ -149,3 +151,32 @@ def test_a_poll_stamped_in_the_future_is_stale_not_fresh_for_ever():
     assert stepped.nodes[0].blocked_by == "stale"
     # within clock_tolerance a poll a little ahead (another host's clock) is fine
     assert plan(_unjoined(now, now + 20.0), core, MATRIX).items != ()
+
+
+def test_ec2_an_hour_ahead_skew_is_measured_from_the_date_header_and_launch_times_corrected(
+        ec2_cloud, ec2_proxy):
+    """The real EC2 driver against the local EC2 endpoint, behind a proxy whose Date headers and
+    launch times run an hour ahead: the skew is measured and a new VM's boot grace ends
+    boot_grace after its real launch (was: an hour later)."""
+    from nodemanager.model import Size
+    small = Size("small", cores=2, ram_mb=2048, instance_type="t3.small", min_charge=0)
+    ec2_proxy.date_offset = HOUR
+    cloud = ec2_cloud()
+    sched = ScriptedScheduler(time.time)
+    settings = Settings(core=CoreSettings(sizes=(small,), max_nodes=2, boot_grace=GRACE,
+                                          max_clock_skew=2 * HOUR),
+                        cloud=CloudSettings(cluster=cloud.cluster))
+    ctl = Controller(settings, MATRIX, Actuator(cloud, sched, settings, clock=time.time),
+                     clock=time.time, clock_skew=lambda: cloud.clock_skew)
+    sched.demand = [Demand(cpus=1, count=1)]
+    booted = time.time()
+    ctl.cycle(cloud.list_nodes(), time.time(), sched.poll())
+    sched.demand = []
+    [vm] = cloud.list_nodes()
+    assert vm.launched_at > booted + HOUR - 5                       # as the cloud says
+    assert cloud.clock_skew == pytest.approx(HOUR, abs=3.0)
+    report = ctl.cycle(cloud.list_nodes(), time.time(), sched.poll())
+    [e] = report.plan.nodes
+    assert e.next_change == pytest.approx(booted + GRACE, abs=5.0)  # boot grace ends
+    assert report.snapshot.cloud_clock_skew == pytest.approx(HOUR, abs=3.0)
+    cloud.destroy_node(vm)
