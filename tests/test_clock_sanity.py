@@ -180,3 +180,19 @@ def test_ec2_an_hour_ahead_skew_is_measured_from_the_date_header_and_launch_time
     assert e.next_change == pytest.approx(booted + GRACE, abs=5.0)  # boot grace ends
     assert report.snapshot.cloud_clock_skew == pytest.approx(HOUR, abs=3.0)
     cloud.destroy_node(vm)
+
+
+def test_skew_and_the_freeze_are_exported_as_metrics():
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from nodemanager.metrics import Metrics
+    site = Site(offset=HOUR)
+    site.boot("small")
+    metrics = Metrics(sizes=SIZES, clock=site.ours)
+    metrics.observe(site.cycle())
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for fam in text_string_to_metric_families(generate_latest(metrics.registry).decode())
+               for s in fam.samples}
+    assert samples[("nodemanager_cloud_clock_skew_seconds", ())] == pytest.approx(HOUR, abs=1.0)
+    assert samples[("nodemanager_actions_frozen", (("reason", "clock_skew"),))] == 1
