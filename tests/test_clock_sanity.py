@@ -196,3 +196,33 @@ def test_skew_and_the_freeze_are_exported_as_metrics():
                for s in fam.samples}
     assert samples[("nodemanager_cloud_clock_skew_seconds", ())] == pytest.approx(HOUR, abs=1.0)
     assert samples[("nodemanager_actions_frozen", (("reason", "clock_skew"),))] == 1
+
+
+def test_a_launch_time_in_the_future_is_not_believed_even_without_a_measured_skew():
+    """A cloud whose Date is unknown (or right) but whose launch times run ahead: the launch time
+    is our boot request's time; a node we did not boot keeps the time this process first saw it."""
+    from nodemanager.cloud.port import TAG_REQUEST
+    from nodemanager.controller import InputMemory
+    from nodemanager.scheduler.port import SchedulerPoll
+    now = 2_000_000.0
+    ours = CloudNode(id="i-1", name="vm1", size="small", launched_at=now + HOUR,
+                     tags={TAG_REQUEST: f"r1.{int(now - 40)}"})
+    foreign = CloudNode(id="i-2", name="vm2", size="small", launched_at=now + HOUR)
+    mem = InputMemory()
+    got = {n.id: n.launched_at for n in mem.nodes([ours, foreign], now, SchedulerPoll((), (), now))}
+    assert got == {"i-1": now - 40, "i-2": now}
+    later = now + 300.0
+    got = {n.id: n.launched_at for n in mem.nodes([ours, foreign], later, SchedulerPoll((), (), later))}
+    assert got == {"i-1": now - 40, "i-2": now}
+
+
+def test_snapshot_json_carries_the_skew_and_the_plan_freezes_on_it():
+    from nodemanager.snapshot import dumps, loads
+    snap = Snapshot(now=2_000_000.0, polled_at={"cloud": 2_000_000.0, "scheduler": 2_000_000.0},
+                    cloud_nodes=(CloudNode(id="i-1", name="vm1", size="small",
+                                           launched_at=2_000_000.0 - 2 * HOUR),),
+                    cloud_clock_skew=-HOUR)
+    again = loads(dumps(snap))
+    assert again.cloud_clock_skew == -HOUR
+    p = plan(again, CoreSettings(sizes=SIZES, boot_grace=GRACE), MATRIX)
+    assert p.items == () and p.frozen.startswith("cloud clock 3600s behind ours")
