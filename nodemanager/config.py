@@ -142,6 +142,8 @@ _DAEMON: dict[str, tuple[str, Callable[[str], Any]]] = {
     "down_freeze_fraction": ("down_freeze_fraction", _nonneg(_parse_float)),
     "node_mem_scaling": ("node_mem_scaling", _nonneg(_parse_float)),
     "victim_horizon": ("victim_horizon", parse_duration),
+    "clock_tolerance": ("clock_tolerance", parse_duration),
+    "max_clock_skew": ("max_clock_skew", parse_duration),
 }
 _DAEMON_SHELL: dict[str, Callable[[str], Any]] = {"matrix": str, "dry_run": parse_bool,
                  "log_level": _choice("debug", "info", "warning", "error")}

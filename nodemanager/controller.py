@@ -3,7 +3,8 @@
 API note (the daemon's controller actor and the simulator both drive this)::
 
     ctl = Controller(settings, matrix, actuator, clock=lambda: now, dry_run=False,
-                     admin=None, escalation=None)     # actuator None: dry-run only
+                     admin=None, escalation=None,     # actuator None: dry-run only
+                     clock_skew=None)                 # () -> the cloud's clock minus ours, or None
     report = ctl.cycle(cloud_nodes, cloud_polled_at, scheduler_poll)   # plan + act inline
     # or, when tasks run elsewhere (the daemon's actuator pool):
     report, tasks = ctl.prepare(cloud_nodes, cloud_polled_at, scheduler_poll)
@@ -46,6 +47,7 @@ from typing import Any, Callable, Iterable, Sequence
 from nodemanager.actuate import Actuator, ActuatorState, Task, is_our_drain, parse_drain_tag
 from nodemanager.cloud.port import TAG_DESTROY, TAG_DRAIN, TAG_REQUEST
 from nodemanager.cloud.reconcile import is_gone
+from nodemanager.core.clocks import launch_time
 from nodemanager.model import (CloudNode, CycleReport, InFlight, ItemKind, NodeExplanation,
                                Outcome, Plan, PlanItem, Snapshot, Worker)
 from nodemanager.scheduler.port import SchedulerPoll
@@ -155,8 +157,11 @@ class InputMemory:
       while its node is listed and for at most ``node_stale_after`` seconds since we last saw it,
       so the core judges it by its last-heard time (down after ``node_stale_after``), not as a VM
       that never joined;
-    - a node's ``launched_at`` is raised to the time we requested its boot (carried in the request
-      tag), so a cloud clock running behind never makes a new VM look boot-exceeded.
+    - a node's ``launched_at`` is put on our clock (:func:`nodemanager.core.clocks.launch_time`):
+      shifted by the cloud's measured clock skew, raised to the time we requested its boot (carried
+      in the request tag), so a cloud clock running behind never makes a new VM look
+      boot-exceeded, and a launch time still in the future is not believed, so one running ahead
+      never extends boot grace nor shifts the billing window.
     """
 
     def __init__(self) -> None:
@@ -167,7 +172,8 @@ class InputMemory:
         self._workers: dict[str, tuple[Worker, float]] = {}
         self.destroyed: dict[str, float] = {}
 
-    def nodes(self, listing: Sequence[CloudNode], polled_at: float, poll: SchedulerPoll) -> list[CloudNode]:
+    def nodes(self, listing: Sequence[CloudNode], polled_at: float, poll: SchedulerPoll,
+              skew: float | None = None, tolerance: float = 30.0) -> list[CloudNode]:
         if polled_at == self._listing_at:
             return self._merged
         self._listing_at = polled_at
@@ -191,17 +197,18 @@ class InputMemory:
             log.info("cloud listing lacks %d node(s) seen before (%s%s); kept as they were",
                      len(kept), ", ".join(n.id for n in kept[:5]), "..." if len(kept) > 5 else "")
         self._missing = missing
-        merged = [self._launch_time(n) for n in listing] + kept
+        merged = [self._launch_time(n, skew, polled_at, tolerance) for n in listing] + kept
         self._nodes = {n.id: n for n in merged}
         self._merged = merged
         return merged
 
-    @staticmethod
-    def _launch_time(node: CloudNode) -> CloudNode:
+    def _launch_time(self, node: CloudNode, skew: float | None, listed_at: float,
+                     tolerance: float) -> CloudNode:
         asked = requested_at(node.tags.get(TAG_REQUEST)) if node.tags else None
-        if asked is not None and asked > node.launched_at:
-            return replace(node, launched_at=asked)
-        return node
+        before = self._nodes.get(node.id)
+        t = launch_time(node.launched_at, asked, skew, listed_at, tolerance,
+                        before.launched_at if before is not None else None)
+        return node if t == node.launched_at else replace(node, launched_at=t)
 
     def poll(self, poll: SchedulerPoll, nodes: Sequence[CloudNode], stale_after: float) -> SchedulerPoll:
         now = poll.polled_at
@@ -249,7 +256,7 @@ class Controller:
     def __init__(self, settings: Settings, matrix: Any, actuator: Actuator | None, *,
                  clock: Callable[[], float], dry_run: bool = False, admin: Any = None,
                  escalation: Any = None, planner: Callable[..., Plan] | None = None,
-                 estimator: Any = None) -> None:
+                 estimator: Any = None, clock_skew: Callable[[], float | None] | None = None) -> None:
         self.settings = settings
         self.matrix = matrix
         self.actuator = actuator
@@ -260,6 +267,7 @@ class Controller:
         self.escalation = escalation if escalation is not None else _default_escalation(settings)
         self.planner = planner or _default_planner()
         self.estimator = estimator
+        self.clock_skew = clock_skew
         self.matrix_error: str | None = None
         self.last_report: CycleReport | None = None
         self._seen: dict[str, tuple[Any, ...]] = {}
@@ -290,7 +298,7 @@ class Controller:
     # -- the cycle ------------------------------------------------------------------------------
 
     def snapshot(self, nodes: Sequence[CloudNode], cloud_polled_at: float, poll: SchedulerPoll,
-                 now: float | None = None) -> Snapshot:
+                 now: float | None = None, skew: float | None = None) -> Snapshot:
         """The snapshot for these inputs, with admin state and what the actuator learned."""
         now = self.clock() if now is None else now
         state = self.actuator.state(now) if self.actuator is not None else ActuatorState()
@@ -314,6 +322,7 @@ class Controller:
             quota=state.quota, blocked_sizes=state.blocked_sizes,
             recent_destroys=state.recent_destroys,
             unconfirmed=unconfirmed,
+            cloud_clock_skew=skew,
         )
 
     def prepare(self, nodes: Sequence[CloudNode], cloud_polled_at: float,
@@ -325,11 +334,12 @@ class Controller:
         settled = self.actuator.observe_listing(nodes, cloud_polled_at) if self.actuator is not None else []
         if settled:
             self.record(settled)
-        nodes = self.inputs.nodes(nodes, cloud_polled_at, poll)
+        skew = self.clock_skew() if self.clock_skew is not None else None
+        nodes = self.inputs.nodes(nodes, cloud_polled_at, poll, skew, self.settings.core.clock_tolerance)
         poll = self.inputs.poll(poll, nodes, self.settings.core.node_stale_after)
         if self.actuator is not None:
             self.actuator.observe_poll(poll)
-        snap = self.snapshot(nodes, cloud_polled_at, poll, now)
+        snap = self.snapshot(nodes, cloud_polled_at, poll, now, skew)
         plan = self.planner(snap, self.settings.core, self.matrix, estimator=self.estimator,
                             escalation=self.escalation or None)
         plan = self._resume_destroys(snap, plan)

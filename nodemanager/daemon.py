@@ -160,7 +160,8 @@ class Daemon:
                                  latest_worker=lambda name: self._latest_workers.get(name))
         self.controller = Controller(settings, self.matrix_source.current,
                                      None if self.dry_run else self.actuator, clock=self.clock,
-                                     dry_run=self.dry_run, admin=self.admin)
+                                     dry_run=self.dry_run, admin=self.admin,
+                                     clock_skew=lambda: getattr(cloud, "clock_skew", None))
         self.system = ActorSystem(self.clock, watchdog=settings.poll.watchdog, on_fatal=self._fatal,
                                   on_restart=self._restarted)
         self.counters: dict[str, float] = {"cycles": 0, "actor_restarts": 0, "reloads": 0,

@@ -34,7 +34,7 @@ __all__ = ["Metrics", "PAID_STATES", "FROZEN_REASONS", "CALL_TARGETS", "paid_sta
            "frozen_reason"]
 
 PAID_STATES = ("busy", "idle", "booting", "draining", "down")
-FROZEN_REASONS = ("stale", "mass_down", "paused", "other")
+FROZEN_REASONS = ("stale", "mass_down", "paused", "clock_skew", "other")
 CALL_TARGETS = ("cloud", "scheduler")
 _GONE_CLOUD_STATES = frozenset({"terminated", "stopped", "deleted", "error"})
 _DRAIN_REASON_PREFIX = "nodemanager"  # same as nodemanager.scheduler.port.DRAIN_REASON_PREFIX
@@ -70,6 +70,8 @@ def frozen_reason(plan_frozen: str | None, paused: str | None) -> str | None:
     text = plan_frozen.lower()
     if "pause" in text:
         return "paused"
+    if text.startswith("cloud clock"):
+        return "clock_skew"
     if "stale" in text or "old" in text:
         return "stale"
     if "down" in text:
@@ -99,6 +101,7 @@ class _CycleGauges:
     matrix_error: bool = False
     polled_at: Mapping[str, float] = field(default_factory=dict)
     last_cycle: float | None = None
+    clock_skew: float | None = None
 
 
 def _labelled(name: str, doc: str, labels: list[str],
@@ -172,6 +175,12 @@ class _CycleCollector(Collector):
             age.add_metric([name], max(0.0, now - at))
         yield ts
         yield age
+        skew = GaugeMetricFamily("nodemanager_cloud_clock_skew_seconds",
+                                 "The cloud's clock minus ours, from its replies' Date header "
+                                 "(no sample while unknown).")
+        if s.clock_skew is not None:
+            skew.add_metric([], s.clock_skew)
+        yield skew
         if s.last_cycle is not None:
             yield GaugeMetricFamily("nodemanager_last_cycle_timestamp_seconds",
                                     "When the last controller cycle finished.",
@@ -395,6 +404,7 @@ class Metrics:
             held=len(snap.held), frozen=frozen_reason(plan.frozen, snap.paused),
             matrix_error=report.matrix_error is not None,
             polled_at=dict(snap.polled_at), last_cycle=self._clock(),
+            clock_skew=snap.cloud_clock_skew,
         )
 
     def observe_draining(self, stats: DrainingStats) -> None:

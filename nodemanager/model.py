@@ -175,6 +175,8 @@ class Snapshot:
     ``unconfirmed`` are node ids the controller's own fresh polls have not yet shown unpaired or
     down for ``min(node_stale_after, boot_grace)`` (after a restart or an outage an ad may just be
     late or old): such a node, unpaired or down for silence, is not shut down yet.
+    ``cloud_clock_skew`` is the cloud's clock minus ours in seconds, as measured from the cloud's
+    replies (None: unknown); the ``launched_at`` times are already on our clock.
     """
 
     now: float
@@ -190,6 +192,7 @@ class Snapshot:
     blocked_sizes: frozenset[str] = frozenset()
     recent_destroys: tuple[float, ...] = ()
     unconfirmed: frozenset[str] = frozenset()
+    cloud_clock_skew: float | None = None
 
 
 class ItemKind(str, enum.Enum):

@@ -33,6 +33,8 @@ class CoreSettings:
     down_freeze_fraction: float = 0.5     # ...and they are more than this fraction of paired nodes
     node_mem_scaling: float = 0.95
     victim_horizon: float = 7200.0        # seed 003: prefer nodes that can go within this time
+    clock_tolerance: float = 30.0         # timestamps this far in the future are believed
+    max_clock_skew: float = 300.0         # cloud clock off by more: drains/destroys frozen (0 = never)
 
     def size(self, name: str) -> Size | None:
         for s in self.sizes:

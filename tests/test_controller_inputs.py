@@ -23,21 +23,21 @@ def poll(t, *workers):
 def test_node_missing_from_a_listing_is_kept_for_a_while_or_while_its_worker_lives():
     mem = InputMemory()
     a, b = node(1), node(2)
-    assert mem.nodes([a, b], 10.0, poll(10.0)) == [a, b]
+    assert mem.nodes([a, b], 110.0, poll(110.0)) == [a, b]
     for i in range(1, MISSING_LISTINGS + 1):                  # missed several times, but briefly
-        assert [n.id for n in mem.nodes([a], 10.0 + i, poll(10.0 + i))] == ["n1", "n2"]
+        assert [n.id for n in mem.nodes([a], 110.0 + i, poll(110.0 + i))] == ["n1", "n2"]
     # missed for MISSING_SECONDS too (counted from the first miss): believed gone now
-    gone_at = 11.0 + MISSING_SECONDS
+    gone_at = 111.0 + MISSING_SECONDS
     assert [n.id for n in mem.nodes([a], gone_at, poll(gone_at))] == ["n1"]
     # a node whose worker the scheduler still reports stays however long the listing lacks it
     mem = InputMemory()
-    mem.nodes([a, b], 10.0, poll(10.0))
+    mem.nodes([a, b], 110.0, poll(110.0))
     w = Worker(name="h2", scheduler="x", cloud_id="n2")
     for i in range(1, 10):
-        assert [n.id for n in mem.nodes([a], 10.0 + i, poll(10.0 + i, w))] == ["n1", "n2"]
+        assert [n.id for n in mem.nodes([a], 110.0 + i, poll(110.0 + i, w))] == ["n1", "n2"]
     # ...but never one we destroyed
-    mem.destroyed["n1"] = 19.5
-    assert [n.id for n in mem.nodes([], 21.0, poll(21.0, w))] == ["n2"]
+    mem.destroyed["n1"] = 119.5
+    assert [n.id for n in mem.nodes([], 121.0, poll(121.0, w))] == ["n2"]
 
 
 def test_worker_missing_from_a_poll_is_kept_until_node_stale_after():
@@ -101,5 +101,5 @@ def test_skewed_scheduler_clock_does_not_make_busy_workers_lost(time_now, nm_set
 def test_terminated_nodes_are_left_out_of_the_snapshot():
     mem = InputMemory()
     live, dead = node(1), node(2, state="terminated")
-    assert mem.nodes([live, dead], 10.0, poll(10.0)) == [live]
-    assert mem.nodes([live], 20.0, poll(20.0)) == [live]        # and a gone node is never carried
+    assert mem.nodes([live, dead], 110.0, poll(110.0)) == [live]
+    assert mem.nodes([live], 120.0, poll(120.0)) == [live]        # and a gone node is never carried

@@ -24,6 +24,9 @@ What the adapter does, and what it leaves to the daemon:
   call, an EC2 listing takes one per page) and serialised (a libcloud driver's connection is not
   thread-safe), so several actuator threads may share one adapter. libcloud's own retry
   (``LIBCLOUD_RETRY_FAILED_HTTP_REQUESTS``) is off by default; leave it off.
+- the cloud's clock is measured against ours on every reply: :attr:`LibcloudCloud.clock_skew`
+  is the last reply's ``Date`` header (one-second resolution) minus our wall clock halfway through
+  the call (None until a reply carried one); the controller puts launch times on our clock with it.
 - the libcloud driver is built on the first call (Azure and GCE authenticate over the network in
   their constructors); option names and values are checked when the adapter is built, and a bad
   one raises ValueError naming the ``[Cloud]``/``[Cloud Create]`` option.
@@ -36,6 +39,7 @@ calls, but have not been run against their APIs.
 from __future__ import annotations
 
 import datetime as _dt
+import email.utils
 import inspect
 import logging
 import re
@@ -56,6 +60,7 @@ from nodemanager.cloud.port import (TAG_CLUSTER, TAG_DRAIN, TAG_REQUEST, TAG_SIZ
                                     ErrorKind)
 from nodemanager.cloud.ratelimit import TokenBucket
 from nodemanager.config import parse_bool
+from nodemanager.core.clocks import date_skew
 from nodemanager.model import CloudNode, Size, frozen_map
 from nodemanager.settings import CloudSettings
 
@@ -294,6 +299,8 @@ class LibcloudCloud:
         _check_driver_args(self.provider, cls, self._options.driver_kwargs)
         self._driver_cls = cls
         self._driver_obj: Any = None
+        self.clock_skew: float | None = None
+        self._dated: Any = None   # the libcloud reply clock_skew was last measured on
 
     @property
     def _driver(self) -> Any:
@@ -324,10 +331,29 @@ class LibcloudCloud:
         """One libcloud call: wait for the rate limit, run it alone, classify what it raises."""
         self._bucket.acquire()
         with self._lock:
+            sent = self._wall_clock()
             try:
                 return fn(*args, **kwargs)
             except Exception as exc:
                 raise classify(exc, call, self._secrets) from None
+            finally:
+                self._measure_skew(sent)
+
+    def _measure_skew(self, sent: float) -> None:
+        """Set :attr:`clock_skew` from the Date header of the reply libcloud just received (an
+        error reply counts too; a call that got no new reply leaves it as it was)."""
+        connection = getattr(getattr(self._driver_obj, "connection", None), "connection", None)
+        reply = getattr(connection, "response", None)
+        if reply is None or reply is self._dated:
+            return
+        self._dated = reply
+        header = (getattr(reply, "headers", None) or {}).get("Date")
+        try:
+            date = email.utils.parsedate_to_datetime(header).timestamp() if header else None
+        except (TypeError, ValueError):
+            date = None
+        if date is not None:
+            self.clock_skew = date_skew(date, sent, self._wall_clock())
 
     # --- listing -------------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ Order of reasoning, per cycle:
    cheapest sizes that fit (RAM × ``node_mem_scaling``), within ``max_nodes`` (booting and down
    nodes count), the cloud quota and ``max_total_price``; blocked sizes are skipped.
 4. Gates, in order: paused or stale input (nothing at all is done, not even boots), the
-   operator's hold, a mass of down nodes (no drain/destroy/escalation: probably a scheduler
+   operator's hold, the cloud's clock off ours beyond ``max_clock_skew`` or a mass of down nodes (no drain/destroy/escalation: probably a scheduler
    outage; cancels and boots still happen), demand, ``min_nodes``, then the budgets
    ``max_concurrent_drains`` and ``max_destroys_per_hour``. An operator's forced drain passes
    min_nodes and the drain budget (but counts in both). When a budget or min_nodes lets fewer
@@ -29,6 +29,7 @@ from nodemanager.cloud.port import TAG_REQUEST
 from nodemanager.core.billing import (Schedule, _window, boot_grace_state, idle_grace_state,
                                       schedule_for, window_state)
 from nodemanager.core.classify import Classification, classify_worker
+from nodemanager.core.clocks import future_poll, skew_freeze
 from nodemanager.core.pair import Pairing, by_id, pair
 from nodemanager.core.victims import Estimator, estimate, order_victims
 from nodemanager.model import (Action, BootRequest, CloudNode, Demand, InFlight, ItemKind,
@@ -71,13 +72,17 @@ class _Node:
         self.drained = False        # ... and it has finished: the worker is drained, ready to go
 
 
-def stale_inputs(snapshot: Snapshot, poll_stale_after: float) -> str | None:
-    """Why the inputs are too old to act on (None: fresh). A missing input counts as stale."""
+def stale_inputs(snapshot: Snapshot, poll_stale_after: float, tolerance: float = 30.0) -> str | None:
+    """Why the inputs are too old to act on (None: fresh). A missing input counts as stale, and so
+    does one stamped more than ``tolerance`` after ``now`` (our clock stepped back since)."""
     old = []
     for name in sorted(set(_INPUTS) | set(snapshot.polled_at)):
         t = snapshot.polled_at.get(name)
+        future = future_poll(name, t, snapshot.now, tolerance) if t is not None else None
         if t is None:
             old.append(f"{name} never polled")
+        elif future:
+            old.append(future)
         elif snapshot.now - t > poll_stale_after:
             old.append(f"{name} poll is {snapshot.now - t:.0f}s old")
     if not old:
@@ -99,11 +104,11 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix, *, estimator: Estim
     nodes = _classify(snapshot, settings, matrix, sizes, pairing)
 
     halt = (f"paused: {snapshot.paused}" if snapshot.paused else None) or stale_inputs(
-        snapshot, settings.poll_stale_after)
+        snapshot, settings.poll_stale_after, settings.clock_tolerance)
     halt_kind = _PAUSED if snapshot.paused else _STALE
 
     _wants(nodes, snapshot, flights, settings.node_stale_after)
-    freeze = _mass_down(nodes, settings)
+    freeze = skew_freeze(snapshot.cloud_clock_skew, settings.max_clock_skew) or _mass_down(nodes, settings)
 
     orphans = [(w, classify_worker(w, now, settings.node_stale_after)) for w in pairing.orphans]
     listed_requests = {n.tags.get(TAG_REQUEST) for n in snapshot.cloud_nodes if n.tags}

@@ -12,6 +12,8 @@ API note (for the simulator, the embedded default and the tests)::
     cloud.create_fails_but_creates(count=1)                     # create raises, node exists anyway
     cloud.paid_seconds(node_id) / cloud.cost() / cloud.billing_by_size()
     cloud.calls                   # Counter of API calls by name
+    SimCloud(..., clock_offset=3600.0, local_clock=ours)   # the cloud's clock an hour ahead
+    cloud.clock_skew              # measured as an adapter does: last reply's Date vs local_clock
 
 Every driver call first advances the cloud to ``clock()``, so a caller that never calls
 :meth:`advance` still sees nodes become running. Nodes go ``pending`` → ``running`` (after
@@ -21,17 +23,23 @@ worker. Deterministic: node ids are ``<id_prefix><sequence>``, no randomness. Th
 
 Billing follows the size's rule: ``billing_period`` 0 charges per second with ``min_charge``
 seconds at least; otherwise every started period is charged in full, counted from launch.
+
+The cloud keeps its own clock, ``clock() + clock_offset``: launch and termination times are on
+it. Each reply carries that clock's whole second (an HTTP Date header); :attr:`clock_skew` is the
+skew an adapter measures from it against ``local_clock`` (the caller's clock, default ``clock``).
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 import threading
 from collections import Counter
 from dataclasses import replace
 from typing import Callable, Iterable, Mapping
 
 from nodemanager.core.billing import late_give_back, paid_seconds_for
+from nodemanager.core.clocks import date_skew
 from nodemanager.cloud.port import TAG_CLUSTER, TAG_SIZE, CloudError, ErrorKind
 from nodemanager.model import CloudNode, Size, frozen_map
 
@@ -57,8 +65,12 @@ class SimCloud:
                  capacity: Mapping[str, int] | None = None, total_quota: int | None = None,
                  on_running: Callable[[CloudNode, Size], None] | None = None,
                  on_terminated: Callable[[str], None] | None = None,
-                 id_prefix: str = "sim-") -> None:
+                 id_prefix: str = "sim-", clock_offset: float = 0.0,
+                 local_clock: Callable[[], float] | None = None) -> None:
         self._clock = clock
+        self.clock_offset = clock_offset
+        self._local_clock = local_clock or clock
+        self.clock_skew: float | None = None
         self.sizes = {s.cloud_type: s for s in sizes}
         self._by_name = {s.name: s for s in sizes}
         self.cluster = cluster
@@ -116,7 +128,12 @@ class SimCloud:
         with self._lock:
             self._phantom_creates += count
 
+    def _cloud_now(self, now: float | None = None) -> float:
+        return (self._clock() if now is None else now) + self.clock_offset
+
     def _enter(self, call: str) -> None:
+        local = self._local_clock()
+        self.clock_skew = date_skew(math.floor(self._cloud_now()), local, local)
         self.calls[call] += 1
         self.advance()
         queue = self._faults.get(call)
@@ -157,7 +174,8 @@ class SimCloud:
             all_tags = dict(tags)
             all_tags.setdefault(TAG_CLUSTER, self.cluster)
             all_tags.setdefault(TAG_SIZE, known.name)
-            node = CloudNode(id=node_id, name=name, size=known.name, launched_at=now, state=PENDING,
+            node = CloudNode(id=node_id, name=name, size=known.name, launched_at=self._cloud_now(now),
+                             state=PENDING,
                              private_ip=f"10.{(self._seq >> 16) & 255}.{(self._seq >> 8) & 255}.{self._seq & 255}",
                              hostname=name, tags=frozen_map(all_tags))
             self._live[node_id] = _Record(node, known)
@@ -179,7 +197,7 @@ class SimCloud:
             if rec is None:
                 return
             self._per_size[rec.size.name] -= 1
-            rec.terminated_at = self._clock()
+            rec.terminated_at = self._cloud_now()
             rec.node = replace(rec.node, state=TERMINATED)
             self._dead[node.id] = rec
             self._listing = None
@@ -215,7 +233,7 @@ class SimCloud:
 
     def paid_seconds(self, node_id: str, now: float | None = None) -> float:
         """Seconds charged so far for one node (a live node is charged up to ``now``)."""
-        now = self._clock() if now is None else now
+        now = self._cloud_now(now)
         with self._lock:
             rec = self._live.get(node_id) or self._dead[node_id]
             end = rec.terminated_at if rec.terminated_at is not None else now
@@ -223,7 +241,7 @@ class SimCloud:
 
     def billing_by_size(self, now: float | None = None) -> dict[str, float]:
         """Paid seconds per size name, over every node this cloud ever ran."""
-        now = self._clock() if now is None else now
+        now = self._cloud_now(now)
         out: dict[str, float] = {}
         with self._lock:
             for rec in list(self._live.values()) + list(self._dead.values()):

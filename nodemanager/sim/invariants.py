@@ -163,7 +163,7 @@ class Invariants:
         if not self.keep_calls:
             self.calls, self._checked_calls = [], 0
         if report is not None:
-            stale = stale_inputs(report.snapshot, core.poll_stale_after)
+            stale = stale_inputs(report.snapshot, core.poll_stale_after, core.clock_tolerance)
             acted = [c for c in new_calls if c.what in ("drain", "destroy")]
             if stale and acted:
                 found.append(f"{len(acted)} drain/destroy call(s) ({', '.join(c.node for c in acted)}) "
