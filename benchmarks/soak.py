@@ -76,7 +76,7 @@ def _mix(scale: float):
     from nodemanager.sim.faults import CloudFaults, SchedulerFaults
     return (CloudFaults(error_rate=0.03 * scale, create_but_fails=0.05 * scale, destroy_but_fails=0.05 * scale,
                         partial_listing=0.02 * scale, reorder_listing=0.2 * scale,
-                        keep_terminated=3600.0 if scale else 0.0),
+                        keep_terminated=3600.0 if scale else 0.0, listing_lag=20.0 * scale),
             SchedulerFaults(outage_rate=0.001 * scale, outage_length=600.0, call_error_rate=0.03 * scale,
                             stale_poll=0.02 * scale, lagging_ads=0.02 * scale, missing_ad=0.02 * scale,
                             flapping=0.01 * scale))

@@ -35,15 +35,18 @@ Thread-safe: several actuator actors may share one instance.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable
 
 from nodemanager.cloud.port import (TAG_CLUSTER, TAG_DESTROY, TAG_DRAIN, TAG_REQUEST, TAG_SIZE,
                                     CloudDriver, CloudError, ErrorKind)
 from nodemanager.cloud.reconcile import is_gone
+from nodemanager.core.reservations import Reservation, settle
+from nodemanager.journal import ReservationJournal
 from nodemanager.model import BootRequest, CloudNode, InFlight, ItemKind, Outcome, PlanItem, Worker
 from nodemanager.scheduler.port import (DRAIN_REASON_PREFIX, DrainRefused, DrainSchedule, DrainTicket,
                                         Scheduler, SchedulerError, SchedulerPoll)
@@ -58,6 +61,8 @@ DESTROY_SETTLE = 300.0          # a node destroyed this recently is not destroye
 NAME_QUARANTINE = 600.0         # a node name listed this recently is not given to a new VM
 
 OK, REFUSED, FAILED, SKIPPED = "ok", "refused", "failed", "skipped"
+
+log = logging.getLogger("nodemanager.actuate")
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,12 +164,17 @@ class Actuator:
     ``latest_worker(name)`` returns the worker as the most recent scheduler poll saw it (the
     daemon passes its poller's latest result); by default the task's own worker is used.
     ``request_ids`` makes boot request ids (default: random), for deterministic simulations.
+    ``journal``: where each boot's reservation (name, size, request id) is made durable before
+    the create is sent; the reservations of a previous process found there are boots in flight
+    (names taken, demand covered) until a listing shows them or :data:`BOOT_LISTING_TIMEOUT`.
+    Without it a boot of a process that died is unknown to the next one until listed.
     """
 
     def __init__(self, cloud: CloudDriver, scheduler: Scheduler, settings: Settings, *,
                  clock: Callable[[], float],
                  latest_worker: Callable[[str], Worker | None] | None = None,
-                 request_ids: Callable[[], str] = _new_request_id) -> None:
+                 request_ids: Callable[[], str] = _new_request_id,
+                 journal: ReservationJournal | None = None) -> None:
         self.cloud = cloud
         self.scheduler = scheduler
         self.settings = settings
@@ -177,17 +187,20 @@ class Actuator:
         self._backoff: dict[str, tuple[int, float]] = {}      # key -> (failures, not before)
         self._cloud_wait_until = 0.0                          # rate limit: no cloud call before
         self._destroys: list[float] = []
-        self._boots: dict[str, InFlight] = {}                 # request id -> boot not yet listed
+        self._boots: dict[str, Reservation] = {}              # request id -> boot not yet listed
         self._destroying: dict[str, CloudNode] = {}           # destroy raised: settle by listing
         self._destroyed_at: dict[str, float] = {}             # node id -> destroy succeeded at
         self._raised: set[str] = set()                        # request ids whose create raised
+        self._restored: set[str] = set()                      # request ids of a previous process
         self._recent: dict[str, InFlight] = {}                # node -> action done after the listing
         self._listed = 0
         self._name_seen: dict[str, float] = {}                # node name -> last listed at
         self._worker_names: set[str] = set()                  # short names of workers heard from
         self._started = clock()
-        self._boot_names: dict[str, str] = {}                 # request id -> name of a boot not listed
         self._freshest_heard: float | None = None                # newest last_heard of the last poll
+        self.journal = journal
+        if journal is not None:
+            self._restore(journal)
 
     # -- state for the controller ---------------------------------------------------------------
 
@@ -206,7 +219,8 @@ class Actuator:
             self._destroys = [t for t in self._destroys if now - t < 3600.0]
             return ActuatorState(quota=quota, blocked_sizes=blocked,
                                  recent_destroys=tuple(self._destroys),
-                                 in_flight=tuple(self._boots.values()) + tuple(self._recent.values()))
+                                 in_flight=tuple(r.in_flight() for r in self._boots.values())
+                                 + tuple(self._recent.values()))
 
     def observe_listing(self, nodes: Iterable[CloudNode], polled_at: float | None = None) -> list[Outcome]:
         """Settle boots and destroys against a listing taken at ``polled_at``: a requested boot
@@ -216,7 +230,6 @@ class Actuator:
         now = self.clock()
         listed_at = now if polled_at is None else polled_at
         nodes = [n for n in nodes if not is_gone(n)]
-        by_request = {n.tags.get(TAG_REQUEST): n for n in nodes if n.tags.get(TAG_REQUEST)}
         listed_ids = {n.id for n in nodes}
         out: list[Outcome] = []
         with self._lock:
@@ -224,21 +237,24 @@ class Actuator:
             self._name_seen.update((n.name, listed_at) for n in nodes)
             self._name_seen = {k: t for k, t in self._name_seen.items() if now - t < NAME_QUARANTINE}
             self._recent = {k: f for k, f in self._recent.items() if f.since >= listed_at}
-            for rid, boot in list(self._boots.items()):
-                node = by_request.get(rid)
-                if node is not None:
-                    del self._boots[rid]
-                    self._boot_names.pop(rid, None)
-                    if rid in self._raised:
-                        self._raised.discard(rid)
-                        out.append(Outcome("boot", node.id, OK, f"create of request {rid} raised "
-                                           "but the node is listed", now, boot.size))
-                elif now - boot.since > BOOT_LISTING_TIMEOUT:
-                    del self._boots[rid]
-                    self._boot_names.pop(rid, None)
+            listed, expired, _ = settle(self._boots.values(), nodes, now, BOOT_LISTING_TIMEOUT)
+            for boot, node in listed:
+                rid = boot.token
+                del self._boots[rid]
+                if rid in self._raised:
                     self._raised.discard(rid)
-                    out.append(Outcome("boot", rid, FAILED, f"requested {int(now - boot.since)}s ago and "
-                                       "never listed; given up", now, boot.size))
+                    what = "was sent by a previous process" if rid in self._restored else "raised"
+                    out.append(Outcome("boot", node.id, OK, f"create of request {rid} ({boot.name}) "
+                                       f"{what} but the node is listed", now, boot.size))
+                self._restored.discard(rid)
+            for boot in expired:
+                del self._boots[boot.token]
+                self._raised.discard(boot.token)
+                self._restored.discard(boot.token)
+                out.append(Outcome("boot", boot.token, FAILED, f"requested {int(now - boot.at)}s ago "
+                                   f"({boot.name}) and never listed; given up", now, boot.size))
+            if listed or expired:
+                self._save_journal()
             self._destroyed_at = {k: t for k, t in self._destroyed_at.items()
                                   if k in listed_ids or now - t < DESTROY_SETTLE}
             for node_id, node in list(self._destroying.items()):
@@ -259,13 +275,50 @@ class Actuator:
         cs = self.settings.cloud
         fill = cs.node_name_template.format(cluster=cs.cluster, size=size, seq="{SEQ}")
         pattern = re.compile(re.escape(fill).replace(re.escape("{SEQ}"), r"(\d+)"))
-        used = set(self._name_seen) | set(self._boot_names.values()) | self._worker_names
+        used = set(self._name_seen) | {r.name for r in self._boots.values()} | self._worker_names
         seqs = {int(m.group(1)) for name in used if (m := pattern.fullmatch(name))}
         if now - self._started < NAME_QUARANTINE:
             seq = max(seqs, default=0) + 1
         else:
             seq = next(i for i in range(1, len(seqs) + 2) if i not in seqs)
         return fill.replace("{SEQ}", str(seq))
+
+    def _restore(self, journal: ReservationJournal) -> None:
+        """Take the reservations a previous process left in ``journal`` as boots in flight."""
+        now = self.clock()
+        found = journal.load()
+        for r in found:
+            # stamped after now (a clock that ran ahead, then stepped back): held from now on
+            r = replace(r, at=min(r.at, now))
+            self._boots[r.token] = r
+            self._raised.add(r.token)       # its create's outcome is unknown: report it once listed
+            self._restored.add(r.token)
+        if found:
+            log.info("%d boot reservation(s) of a previous process in %s held as booting until listed "
+                     "(at most %.0fs): %s", len(found), journal.path, BOOT_LISTING_TIMEOUT,
+                     ", ".join(f"{r.name} (request {r.token})" for r in found))
+
+    def _record(self, reservation: Reservation) -> str | None:
+        """Hold a boot's name and make its reservation durable before the create (lock held);
+        return why it could not be made durable (then there is no create), or None."""
+        if self.journal is not None:
+            try:
+                self.journal.record(reservation)
+            except OSError as exc:
+                return (f"its reservation could not be recorded in {self.journal.path}: "
+                        f"{exc.strerror or exc} (no create without one)")
+        self._boots[reservation.token] = reservation
+        return None
+
+    def _save_journal(self) -> None:
+        """Rewrite the journal with the boots not listed yet (lock held)."""
+        if self.journal is None:
+            return
+        try:
+            self.journal.keep(self._boots.values())
+        except OSError as exc:
+            log.warning("reservation journal %s not compacted: %s; listed boots stay in it until the "
+                        "next rewrite", self.journal.path, exc.strerror or exc)
 
     def _remember(self, flight: InFlight) -> None:
         """Keep an action in flight until a listing taken after it shows its effect."""
@@ -361,10 +414,15 @@ class Actuator:
             cs = self.settings.cloud
             tags = {**cs.tags, TAG_CLUSTER: cs.cluster, TAG_SIZE: size.name, TAG_REQUEST: rid}
             with self._lock:
-                name = self._free_name(size.name, now)
-                self._boots[rid] = InFlight(node=rid, action="boot", since=now, size=size.name,
-                                            request_id=rid)
-                self._boot_names[rid] = name
+                reservation = Reservation(token=rid, name=self._free_name(size.name, now), size=size.name,
+                                          at=now)
+                unrecorded = self._record(reservation)
+            if unrecorded:
+                delay = self._failed(key, now)
+                out.append(Outcome("boot", rid, FAILED, f"not booting {reservation.name}: {unrecorded}; "
+                                   f"retry in {delay:.0f}s", now, size.name))
+                break
+            name = reservation.name
             try:
                 node = self.cloud.create_node(size, name, tags)
             except CloudError as err:
@@ -375,7 +433,7 @@ class Actuator:
                         self._raised.add(rid)
                     else:
                         del self._boots[rid]
-                        self._boot_names.pop(rid, None)
+                        self._save_journal()
                 out.append(Outcome("boot", rid, FAILED, self._cloud_error(err, key, now, size.name),
                                    now, size.name))
                 break

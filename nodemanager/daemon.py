@@ -43,6 +43,7 @@ from nodemanager.admin import AdminState
 from nodemanager.cloud.port import CloudDriver, CloudError
 from nodemanager.config import SECRET_OPTIONS, ConfigError, Problem
 from nodemanager.controller import Controller
+from nodemanager.journal import ReservationJournal
 from nodemanager.model import CycleReport, Worker
 from nodemanager.scheduler.port import Scheduler, SchedulerError
 from nodemanager.settings import Settings
@@ -157,7 +158,8 @@ class Daemon:
         self.admin = AdminState(clock=self.clock, path=settings.manage.state_file or None)
         self._latest_workers: dict[str, Worker] = {}
         self.actuator = Actuator(self.cloud, self.scheduler, settings, clock=self.clock,
-                                 latest_worker=lambda name: self._latest_workers.get(name))
+                                 latest_worker=lambda name: self._latest_workers.get(name),
+                                 journal=None if self.dry_run else ReservationJournal.for_settings(settings))
         self.controller = Controller(settings, self.matrix_source.current,
                                      None if self.dry_run else self.actuator, clock=self.clock,
                                      dry_run=self.dry_run, admin=self.admin,

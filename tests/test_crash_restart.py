@@ -275,3 +275,74 @@ def test_a_restart_whose_first_listing_misses_a_vm_does_not_reuse_its_name():
     names = [n.name for n in run.inv.live_nodes()]
     assert len(names) == 3 and len(set(names)) == 3, names
     assert [v for v in run.inv.violations if "share the name" in v] == []
+
+
+def test_a_crash_right_after_a_create_whose_vm_the_next_listings_miss_boots_no_twin():
+    """Was (``soak.py crash --seeds 4 --faults 3``): the process died right after a create; the
+    next process's listings missed the new VM for a while (EC2's eventual consistency), so it gave
+    the VM's name to a second VM, and booted again for the same demand. The reservation journal
+    written before the create holds the name and counts the boot until a listing shows it."""
+    from nodemanager.sim.faults import CloudFaults
+    run = CheckedRun(sim_settings(), seed=1, cloud_faults=CloudFaults(listing_lag=60.0))
+    run.faulty_cloud.crash_next("create_node", after=True)
+    with pytest.raises(Crash):
+        run.cycle()
+    [first] = run.inv.live_nodes()
+    run.restart()
+    run.run(30)                                 # the new process's listings do not show it yet
+    names = sorted(n.name for n in run.inv.live_nodes())
+    assert names == ["demo-small-1", "demo-small-2", "demo-small-3"], names
+    assert [v for v in run.inv.violations if "share the name" in v] == []
+    run.run(900)
+    assert run.world.sim_cloud.calls["create_node"] == 3       # 12 one-core jobs, 4 cores a node
+    assert first.name == "demo-small-1" and run.world.sim_cloud.live_count() == 0
+    assert run.inv.violations == [] and run.world.pool.stats.killed == 0
+
+
+def test_a_drain_made_just_before_a_crash_is_not_blamed_on_the_next_process_stale_cycle():
+    """Was (``soak.py crash --seeds 3 --faults 3``): the process drained, died, and its successor's
+    first poll was the pre-crash one again (a collector that lags) from an outage 600 s later: the
+    checker counted the dead process's drain as made on that stale cycle's inputs."""
+    from dataclasses import replace as _replace
+    run = CheckedRun(sim_settings(), seed=1)
+    run.faulty_cloud.crash_next("set_tags", after=False)     # the drain is made, its tag is not
+    for _ in range(400):
+        try:
+            run.cycle()
+        except Crash:
+            break
+        run.clock.advance(run.step)
+    else:
+        raise AssertionError("no drain happened")
+    assert [c.what for c in run.inv.calls][-1] == "drain"
+    run.restart()
+    now = run.clock()
+    run.faulty_scheduler.outage(now, now + 600)
+    run.clock.advance(605)
+    run.faulty_scheduler.faults = _replace(run.faulty_scheduler.faults, stale_poll=1.0)
+    report = run.cycle()                      # the first poll after the crash is the old one
+    assert report is not None and report.snapshot.now - report.snapshot.polled_at["scheduler"] >= 600
+    assert run.inv.violations == []
+
+
+def test_a_drain_cancelled_just_before_a_crash_counts_as_cancelled():
+    """Was (``test_a_hundred_and_more_crashes_break_no_invariant[2]`` once boots were journaled):
+    a crash right after cancel_drain took effect left the cancel unrecorded, so the crash check
+    called that drain forgotten although the scheduler had ended it."""
+    from nodemanager.sim.pool import Job
+    run = CheckedRun(sim_settings(), seed=1)
+    for _ in range(400):
+        run.cycle()
+        run.clock.advance(run.step)
+        if any(c.what == "drain" for c in run.inv.calls):
+            break
+    run.faulty_scheduler.crash_next("cancel_drain", after=True)
+    now = run.clock()
+    for i in range(16):                                   # new work: the drain is cancelled
+        run.world.pool.submit(Job(id=f"more-{i}", cpus=1, ram_mb=1000, runtime=600.0, submit_time=now))
+    with pytest.raises(Crash, match="crash after cancel_drain"):
+        for _ in range(100):
+            run.cycle()
+            run.clock.advance(run.step)
+    drained = next(c for c in run.inv.calls if c.what == "drain")
+    assert [c.node for c in run.inv.calls if c.what == "cancel_drain"] == [drained.node]

@@ -31,21 +31,28 @@ class Ec2Loop:
     that registers a worker for every running instance; a joining worker takes one queued job
     (busy) if there is one, and its jobs end after ``job_seconds``."""
 
-    def __init__(self, ec2_cloud, proxy, *, max_nodes: int = 4, job_seconds: float = 30.0) -> None:
-        import policy_matrix
+    def __init__(self, ec2_cloud, proxy, *, max_nodes: int = 4, job_seconds: float = 30.0,
+                 journal=None) -> None:
         self.time = Time(time.time())            # moto stamps launch times with the real clock
         self.proxy = proxy
         self.settings = Settings(core=CoreSettings(sizes=(SIZE,), max_nodes=max_nodes, boot_grace=600.0,
                                                    idle_grace=60.0, poll_stale_after=120.0),
                                  cloud=CloudSettings(quota_backoff=300.0),
                                  poll=PollSettings(max_backoff=60.0))
-        self.cloud = ec2_cloud(clock=self.time, sleep=lambda s: self.time.advance(s))
         self.sched = ScriptedScheduler(self.time)
-        self.actuator = Actuator(self.cloud, self.sched, self.settings, clock=self.time)
-        self.ctl = Controller(self.settings, policy_matrix.load_default(), self.actuator, clock=self.time)
+        self.journal = journal
+        self.start(ec2_cloud)
         self.reports = []
         self.job_seconds = job_seconds
         self.job_end: dict[str, float] = {}
+
+    def start(self, ec2_cloud, cluster: str | None = None) -> None:
+        """A new process: a new cloud adapter, actuator and controller (nothing kept in memory);
+        the scheduler and the reservation journal (on disk) are what outlives the old one."""
+        import policy_matrix
+        self.cloud = ec2_cloud(cluster, clock=self.time, sleep=lambda s: self.time.advance(s))
+        self.actuator = Actuator(self.cloud, self.sched, self.settings, clock=self.time, journal=self.journal)
+        self.ctl = Controller(self.settings, policy_matrix.load_default(), self.actuator, clock=self.time)
 
     def live(self):
         return [n for n in self.cloud.list_nodes() if n.state in ("pending", "running")]
@@ -189,3 +196,42 @@ host = 127.0.0.1\nport = {moto_server.port}\nsecure = no\n[Cloud Create]\nimage 
         proc.terminate()
         out, _ = proc.communicate(timeout=30)
     assert "Traceback" not in out, out[-800:]
+
+
+def test_a_crash_after_a_create_whose_instance_the_next_listings_miss_makes_no_twin(
+        ec2_cloud, ec2_proxy, moto_server, tmp_path):
+    """The process dies right after RunInstances; DescribeInstances leaves the new instance out
+    for a while (eventual consistency). The next process must neither boot a second instance
+    under the same name nor boot again for the demand the first one covers: the reservation
+    journal, written before the create, holds both until a listing shows the instance."""
+    from nodemanager.cloud.port import TAG_REQUEST
+    from nodemanager.journal import ReservationJournal
+    journal = ReservationJournal(str(tmp_path / "state" / "test.reservations"))
+    loop = Ec2Loop(ec2_cloud, ec2_proxy, journal=journal)
+    cluster = loop.cloud.cluster
+    truth = ec2_cloud(cluster, port=moto_server.port)               # moto directly: no lag
+    loop.sched.demand = [Demand(cpus=2, ram_mb=1000, count=1)]
+    loop.cycle()
+    [first] = truth.list_nodes()
+    [reserved] = journal.load()
+    assert (reserved.name, reserved.token) == (first.name, first.tags[TAG_REQUEST])
+    # what moto supports of idempotency: the request id reaches EC2 as the ClientToken
+    assert ec2_proxy.params["RunInstances"][-1]["ClientToken"] == [reserved.token]
+    ec2_proxy.hide(first.id)
+    loop.start(ec2_cloud, cluster)                                   # crash: a new process
+    loop.sched.demand = [Demand(cpus=2, ram_mb=1000, count=2)]       # one more job: one more VM
+    for _ in range(6):                                               # 30 s of a lagging listing
+        loop.cycle()
+        loop.time.advance(STEP)
+        names = [n.name for n in truth.list_nodes() if n.state in ("pending", "running")]
+        assert len(names) == len(set(names)), f"two instances share a name: {sorted(names)}"
+    assert ec2_proxy.count("RunInstances") == 2
+    ec2_proxy.show()
+    loop.run(2)
+    assert [o.detail for o in loop.outcomes("boot", "ok") if "previous process" in o.detail]
+    assert journal.load() == []                                      # compacted once listed
+    names = sorted(n.name for n in truth.list_nodes() if n.state in ("pending", "running"))
+    prefix = loop.settings.cloud.cluster
+    assert names == [f"{prefix}-small-1", f"{prefix}-small-2"], names
+    loop.run(int(300 / STEP))                                        # jobs end, idle VMs go
+    assert ec2_proxy.count("RunInstances") == 2 and loop.live() == []

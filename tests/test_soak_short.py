@@ -44,6 +44,16 @@ def test_two_virtual_days_with_every_fault_class(traces_dir):
     assert result["violations"] == [] and result["jobs_killed"] == 0
 
 
+def test_a_slice_of_the_crash_sweep_with_faults():
+    """Two seeds of ``soak.py crash --seeds 1-20 --faults 3``: seed 4 gave two live VMs one name
+    (a crash right after a create, the next listing lagging), seed 3 blamed a dead process's drain
+    on its successor's stale cycle."""
+    result = _soak().soak_crashes([4, 3], 120, faults=3.0)
+    assert result["violations"] == [] and result["problems"] == 0
+    assert result["restarts_by_point"]["crash after create_node"] >= 10
+    assert result["faults_injected"] > 1000 and result["leaked"] == 0
+
+
 def test_the_embedded_default_daemon_for_a_few_seconds():
     soak = _soak()
     result = soak.soak_realtime(minutes=0.2, sample_every=1.0)

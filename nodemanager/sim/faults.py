@@ -73,7 +73,9 @@ class CloudFaults:
     listing drops a random third of the nodes; ``reorder_listing``: a listing comes shuffled;
     ``skew``: seconds added to every ``launched_at`` (the cloud's clock is ahead of ours);
     ``keep_terminated``: seconds a destroyed node stays in the listing with state ``terminated``
-    (EC2 lists terminated instances for about an hour; the simulated cloud drops them at once).
+    (EC2 lists terminated instances for about an hour; the simulated cloud drops them at once);
+    ``listing_lag``: seconds a new node is missing from every listing after its create (EC2's
+    eventually consistent DescribeInstances right after RunInstances).
     """
 
     error_rate: float = 0.0
@@ -83,6 +85,7 @@ class CloudFaults:
     reorder_listing: float = 0.0
     skew: float = 0.0
     keep_terminated: float = 0.0
+    listing_lag: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -163,8 +166,15 @@ class FaultyCloud:
         fault = self._fault("list_nodes", self.faults.error_rate, _RANDOM_ERRORS)
         if fault:
             self._raise("list_nodes", fault)
-        nodes = [self._skewed(n) for n in self.inner.list_nodes()]
         f = self.faults
+        nodes = self.inner.list_nodes()
+        if f.listing_lag and self.clock is not None:
+            now = self.clock()
+            lagging = [n for n in nodes if now - n.launched_at < f.listing_lag]
+            if lagging:
+                self.injected["list_nodes_lagging"] += 1
+                nodes = [n for n in nodes if now - n.launched_at >= f.listing_lag]
+        nodes = [self._skewed(n) for n in nodes]
         if f.keep_terminated and self._terminated and self.clock is not None:
             now = self.clock()
             listed = {n.id for n in nodes}

@@ -26,17 +26,21 @@ What is checked (the ground truth is the simulated cloud and pool, not the contr
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from nodemanager.cloud.port import CloudDriver
 from nodemanager.core.plan import stale_inputs
+from nodemanager.journal import ReservationJournal
 from nodemanager.model import CloudNode, CycleReport, Size, Worker
 from nodemanager.scheduler.draining_stats import DrainingStats
 from nodemanager.scheduler.port import (Confirmation, DrainSchedule, DrainTicket, Scheduler,
                                         SchedulerPoll)
 from nodemanager.settings import Settings
+from nodemanager.sim.faults import Crash
 
 __all__ = ["Invariants", "AuditedCloud", "AuditedScheduler", "Call", "CheckedRun", "VirtualClock"]
 
@@ -164,7 +168,8 @@ class Invariants:
             self.calls, self._checked_calls = [], 0
         if report is not None:
             stale = stale_inputs(report.snapshot, core.poll_stale_after, core.clock_tolerance)
-            acted = [c for c in new_calls if c.what in ("drain", "destroy")]
+            # only this cycle's calls: one made just before a crash was planned on its own (lost) inputs
+            acted = [c for c in new_calls if c.what in ("drain", "destroy") and c.at >= report.snapshot.now]
             if stale and acted:
                 found.append(f"{len(acted)} drain/destroy call(s) ({', '.join(c.node for c in acted)}) "
                              f"while {stale}")
@@ -229,7 +234,15 @@ class AuditedScheduler:
         return ticket
 
     def cancel_drain(self, ticket: DrainTicket) -> None:
-        self.inner.cancel_drain(ticket)
+        try:
+            self.inner.cancel_drain(ticket)
+        except Crash as crash:
+            if str(crash).startswith("crash after"):    # the drain was cancelled, then the process died
+                self._cancelled(ticket)
+            raise
+        self._cancelled(ticket)
+
+    def _cancelled(self, ticket: DrainTicket) -> None:
         self.inv.counts["cancels"] += 1
         worker = self.inv._worker_ids.get(ticket.worker, "")
         self.inv.calls.append(Call("cancel_drain", ticket.worker, self.inv._now(), "", worker))
@@ -270,7 +283,8 @@ class CheckedRun:
     :class:`FaultyScheduler`) → the world's ports. Pollers behave like the daemon's: a poll that
     raised leaves the previous listing/poll (and its old ``polled_at``) in place. :meth:`restart`
     drops every in-memory object of the controller (controller, actuator, admin state, the
-    pollers' memory) and builds fresh ones on the same world, as a process restart would.
+    pollers' memory) and builds fresh ones on the same world, as a process restart would; what
+    the daemon keeps on disk, the reservation journal, survives (in a temporary state directory).
     """
 
     def __init__(self, settings: Settings, *, seed: int = 1, cloud_faults: Any = None,
@@ -303,6 +317,10 @@ class CheckedRun:
         self.reports: list[CycleReport] = []
         self.restarts = 0
         self._boot_seq = 0
+        # memory-backed when there is one: thousands of fsyncs would slow long runs, not test more
+        shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+        self._state_dir = tempfile.TemporaryDirectory(prefix="nodemanager-run-", dir=shm)
+        self.journal = ReservationJournal(os.path.join(self._state_dir.name, "sim.reservations"))
         self._fresh()
 
     def _fresh(self) -> None:
@@ -316,7 +334,8 @@ class CheckedRun:
         self.latest: dict[str, Worker] = {}
         self.admin = AdminState(clock=self.clock)
         self.actuator = Actuator(self.cloud, self.scheduler, self.settings, clock=self.clock,
-                                 latest_worker=self.latest.get, request_ids=self._request_id)
+                                 latest_worker=self.latest.get, request_ids=self._request_id,
+                                 journal=self.journal)
         self.controller = Controller(self.settings, self.matrix, self.actuator, clock=self.clock,
                                      admin=self.admin)
 
