@@ -33,6 +33,7 @@ class CoreSettings:
     down_freeze_fraction: float = 0.5     # ...and they are more than this fraction of paired nodes
     node_mem_scaling: float = 0.95
     victim_horizon: float = 7200.0        # seed 003: prefer nodes that can go within this time
+    reclaim_foreign_after: float = 0.0    # [Drain]: someone else's drain is reclaimed after; 0 = never
 
     def size(self, name: str) -> Size | None:
         for s in self.sizes:
