@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 from nodemanager.sim.startd import Job
+from nodemanager.status import StatusView, render_html, status_document
 from tests.fixtures.daemon import sim_settings
 from tests.test_controller import Loop
 
@@ -38,5 +39,10 @@ def test_a_foreign_drain_is_left_alone_while_our_idle_nodes_go(caplog):
     why = next(e for e in loop.reports[-1].plan.nodes if e.node_id == theirs.id)
     assert why.tuple.worker_state == "busy" and f"drained by someone else: {ADMIN}" in why.reason
     assert any(f"drained by someone else: {ADMIN}" in r.message for r in caplog.records)
+    doc = status_document(StatusView(report=loop.reports[-1], last_cycle_at=loop.time.now), None,
+                          loop.time.now)
+    row = next(n for n in doc["nodes"] if n["node_id"] == theirs.id)
+    assert row["blocked_by"] == "foreign_drain" and f"drained by someone else: {ADMIN}" in row["why"]
+    assert f"drained by someone else: {ADMIN}" in render_html(doc)
     stats = loop.world.pool.stats
     assert stats.completed == 16 and stats.killed == 0
