@@ -45,10 +45,11 @@ from typing import Callable, Iterable
 from nodemanager.cloud.port import (TAG_CLUSTER, TAG_DESTROY, TAG_DRAIN, TAG_REQUEST, TAG_SIZE,
                                     CloudDriver, CloudError, ErrorKind)
 from nodemanager.cloud.reconcile import is_gone
+from nodemanager.core.classify import is_our_reason
 from nodemanager.core.reservations import Reservation, settle
 from nodemanager.journal import ReservationJournal
 from nodemanager.model import BootRequest, CloudNode, InFlight, ItemKind, Outcome, PlanItem, Worker
-from nodemanager.scheduler.port import (DRAIN_REASON_PREFIX, DrainRefused, DrainSchedule, DrainTicket,
+from nodemanager.scheduler.port import (DrainRefused, DrainSchedule, DrainTicket,
                                         Scheduler, SchedulerError, SchedulerPoll)
 from nodemanager.settings import Settings
 
@@ -123,8 +124,7 @@ def parse_drain_tag(value: str) -> tuple[float, str, float | None] | None:
 
 def is_our_drain(worker: Worker | None) -> bool:
     """True if the scheduler says the worker drains with our reason prefix."""
-    return bool(worker is not None and worker.draining and worker.drain_reason
-                and worker.drain_reason.startswith(DRAIN_REASON_PREFIX))
+    return worker is not None and worker.draining and is_our_reason(worker.drain_reason)
 
 
 def ticket_for(node: CloudNode | None, worker: Worker | None, worker_name: str | None = None,

@@ -154,6 +154,7 @@ _POLL: dict[str, Callable[[str], Any]] = {
 _DRAIN: dict[str, Callable[[str], Any]] = {
     "schedule": _choice("graceful", "quick", "fast"), "escalate_quick": str,
     "escalate_fast": str, "deadline": parse_duration,
+    "reclaim_foreign_after": parse_duration,    # a CoreSettings field: the plan decides on it
 }
 _MANAGE: dict[str, Callable[[str], Any]] = {"address": str, "port": _parse_int, "token": str,
                                             "state_file": str, "state_dir": str}
@@ -276,6 +277,8 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None) -
             error = _expression_error(expr)
             if error:
                 r.problem("Drain", option, error)
+    if "reclaim_foreign_after" in drain_values:
+        core = replace(core, reclaim_foreign_after=drain_values.pop("reclaim_foreign_after"))
     drain = DrainSettings(**drain_values)
     manage = ManageSettings(**r.typed("Manage", _MANAGE))
     state_file = manage.state_file.strip()

@@ -99,7 +99,8 @@ class Worker:
     ``state_since`` is when the scheduler says the node entered its current state (SLURM: the time
     the node last became idle, when known; HTCondor: ``EnteredCurrentState`` or the idle-since time).
     ``registered_at`` is when this scheduler record began (daemon start / slurmd registration), used
-    to refuse pairing a record older than the VM (a recycled hostname).
+    to refuse pairing a record older than the VM (a recycled hostname). ``drain_since`` is when the
+    current drain began (SLURM: the reason's time; HTCondor: ``LastDrainStartTime``), 0: unknown.
     """
 
     name: str
@@ -118,6 +119,7 @@ class Worker:
     draining: bool = False
     drain_reason: str | None = None
     drain_request_id: str | None = None
+    drain_since: float = 0.0
     ad: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAP)
 
 

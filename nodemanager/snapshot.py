@@ -9,7 +9,7 @@ The format (documented with an example in ``docs/plan.md``)::
                   "cloud_id"?: S, "address"?: S, "last_heard"?: E, "state_since"?: E,
                   "registered_at"?: E, "cpus"?: N, "cpus_busy"?: N, "ram_mb"?: N,
                   "running_jobs"?: N, "job_end_times"?: [E], "draining"?: B,
-                  "drain_reason"?: S, "drain_request_id"?: S}],
+                  "drain_reason"?: S, "drain_request_id"?: S, "drain_since"?: E}],
      "demand": [{"cpus": N, "ram_mb": N, "count": N, "scratch_mb"?: N, "size"?: S,
                  "oldest_submit"?: E}],
      "in_flight": [{"node": S, "action": "drain"|"destroy"|"boot"|"cancel_drain", "since": E,
@@ -19,7 +19,7 @@ The format (documented with an example in ``docs/plan.md``)::
 
 For an HTCondor worker, fields missing from the worker object are taken from its ``ad``
 (``State/Activity``, ``CloudInstanceID``, ``LastHeardFrom``, ``EnteredCurrentState``,
-``DaemonStartTime``, cpus, memory, ``NumDynamicSlots``, ``Draining``...).
+``DaemonStartTime``, cpus, memory, ``NumDynamicSlots``, ``Draining``, ``LastDrainStartTime``...).
 
 Errors raise :class:`SnapshotError` naming the JSON field path, e.g.
 ``workers[3].last_heard: expected a number``.
@@ -137,7 +137,7 @@ def _cloud_node(v: Any, path: str) -> CloudNode:
 
 _WORKER_FIELDS = ("name", "scheduler", "state", "ad", "cloud_id", "address", "last_heard",
                   "state_since", "registered_at", "cpus", "cpus_busy", "ram_mb", "running_jobs",
-                  "job_end_times", "draining", "drain_reason", "drain_request_id")
+                  "job_end_times", "draining", "drain_reason", "drain_request_id", "drain_since")
 
 
 def _worker(v: Any, path: str) -> Worker:
@@ -161,6 +161,7 @@ def _worker(v: Any, path: str) -> Worker:
         "draining": f.opt("draining", _bool),
         "drain_reason": f.opt("drain_reason", _str),
         "drain_request_id": f.opt("drain_request_id", _str),
+        "drain_since": f.opt("drain_since", _number),
     }
     for key, val in list(values.items()):
         if val is None and key in derived:
@@ -259,7 +260,7 @@ def _drop_defaults(d: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any
 
 _WORKER_DEFAULTS = {"last_heard": 0.0, "state_since": 0.0, "cpus": 0, "cpus_busy": 0,
                     "ram_mb": 0, "running_jobs": 0, "job_end_times": [], "draining": False,
-                    "ad": {}}
+                    "ad": {}, "drain_since": 0.0}
 
 
 def to_json(s: Snapshot) -> dict[str, Any]:
@@ -278,7 +279,8 @@ def to_json(s: Snapshot) -> dict[str, Any]:
             "state_since": w.state_since, "registered_at": w.registered_at, "cpus": w.cpus,
             "cpus_busy": w.cpus_busy, "ram_mb": w.ram_mb, "running_jobs": w.running_jobs,
             "job_end_times": list(w.job_end_times), "draining": w.draining,
-            "drain_reason": w.drain_reason, "drain_request_id": w.drain_request_id},
+            "drain_reason": w.drain_reason, "drain_request_id": w.drain_request_id,
+            "drain_since": w.drain_since},
             _WORKER_DEFAULTS) for w in s.workers],
         "demand": [_drop_defaults({
             "cpus": d.cpus, "ram_mb": d.ram_mb, "count": d.count, "scratch_mb": d.scratch_mb,

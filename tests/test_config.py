@@ -138,3 +138,11 @@ def test_every_option_is_documented():
     shown = [o for o in list(config._DAEMON) + list(config._DAEMON_SHELL) + list(config._POLL)
              + list(config._DRAIN) + list(config._MANAGE) if f"\n{o} =" not in example]
     assert shown == []
+
+
+def test_reclaim_foreign_after_is_a_drain_option_the_plan_reads():
+    core = loads("[Drain]\nreclaim_foreign_after = 7d\n", "site.ini").core
+    assert core.reclaim_foreign_after == 7 * 86400
+    assert loads("", "site.ini").core.reclaim_foreign_after == 0       # never, by default
+    assert ("site.ini:2: [Drain] reclaim_foreign_after: expected a duration like 300, 5m or 1h, "
+            "got 'later'") in _problems("[Drain]\nreclaim_foreign_after = later\n")

@@ -108,3 +108,18 @@ def test_a_scheduler_record_that_never_registered_does_not_pair():
     assert "has not registered since this VM was launched" in result.reasons["i-1"]
     joined = Worker(name="c-small-1", scheduler="slurm", state="idle", registered_at=1010.0)
     assert pair([node], [joined]).paired["i-1"].name == "c-small-1"
+
+
+def test_without_registered_at_a_worker_last_heard_before_launch_does_not_pair():
+    """Issue 12 item 10: the scheduler gives no ``registered_at``; a record last heard before the
+    VM was launched belongs to an older VM of that name (a few seconds of clock skew allowed)."""
+    from dataclasses import replace
+
+    from nodemanager.core.pair import HEARD_SKEW
+    old = replace(worker("cn-1"), last_heard=L - 100)
+    p = pair([node("i-1", "cn-1", launched=L)], [old])
+    assert p.paired == {}
+    assert "last heard at 999900, before this VM was launched at 1000000" in p.reasons["i-1"]
+    for heard in (L - HEARD_SKEW, L + 30, 0.0):       # within the skew, after launch, not reported
+        w = replace(worker("cn-1"), last_heard=heard)
+        assert pair([node("i-1", "cn-1", launched=L)], [w]).paired["i-1"] is w

@@ -171,3 +171,19 @@ def test_plan_command_applies_the_configs_drain_escalation(tmp_path, capsys):
     ini.write_text("[Drain]\ndeadline = 600\n")
     assert main(["plan", "--snapshot", str(f), "--config", str(ini), "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["items"] == []
+
+
+def test_plan_command_does_not_pair_a_worker_heard_before_the_vm_was_launched(tmp_path, capsys):
+    """Issue 12 item 10: without ``registered_at`` a 100-second-old VM was paired with a record
+    last heard before its launch (a recycled name), classed down and destroyed."""
+    now = 1767225600
+    snapshot = {"now": now, "polled_at": {"cloud": now - 20, "scheduler": now - 10},
+                "cloud_nodes": [{"id": "i-2", "name": "cn-2", "size": "small", "launched_at": now - 100}],
+                "workers": [{"name": "cn-2", "scheduler": "slurm", "state": "down",
+                             "last_heard": now - 600, "cpus": 4}]}
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(snapshot))
+    assert main(["plan", "--snapshot", str(path), "--format", "json"]) == 0
+    [n] = json.loads(capsys.readouterr().out)["nodes"]
+    assert n["action"] is None and n["tuple"]["worker_state"] == "unpaired"
+    assert "before this VM was launched" in n["reason"]

@@ -43,6 +43,11 @@ The idle-since time of an HTCondor p-slot is the latest of the worker's ``state_
 dynamic slots come and go, so ``EnteredCurrentState`` alone would be too old).
 
 Any worker not heard from for ``node_stale_after`` seconds is ``down``.
+
+A worker drained (or draining) by someone else — a SLURM reason or an HTCondor ``DrainReason``
+without our prefix, e.g. an administrator's ``admin: bad dimm`` — is ``busy`` ("drained by someone
+else: <their reason>"), which every matrix leaves alone, until ``reclaim_foreign_after`` (0: never)
+has passed since its drain began; then it is classed as above (:func:`classify_foreign`).
 """
 
 from __future__ import annotations
@@ -51,10 +56,12 @@ import functools
 from typing import Any, Mapping, NamedTuple
 
 from nodemanager.model import Worker
+from nodemanager.scheduler.port import DRAIN_REASON_PREFIX
 from policy_matrix.vocabulary import BUSY, DOWN, IDLE, UNPAIRED
 
 __all__ = ["Classification", "classify_slurm", "classify_htcondor", "classify_worker",
-           "htcondor_worker_fields", "SLURM_FLAGS", "ad_number"]
+           "htcondor_worker_fields", "SLURM_FLAGS", "ad_number", "is_our_reason", "foreign_drain",
+           "classify_foreign", "Foreign"]
 
 
 class Classification(NamedTuple):
@@ -106,6 +113,7 @@ SLURM_FLAGS: Mapping[str, str] = {
 _STARTING_FLAGS = "#^"
 _DOWN_FLAGS = "*~%!"
 _KEEP_FLAGS = "$-"
+_ALL_FLAGS = "".join(SLURM_FLAGS)
 
 
 def classify_slurm(state: str | None, *, running_jobs: int = 0) -> Classification:
@@ -119,7 +127,7 @@ def classify_slurm(state: str | None, *, running_jobs: int = 0) -> Classificatio
 @functools.lru_cache(maxsize=1024)
 def _classify_slurm(state: str | None, has_jobs: bool) -> Classification:
     raw = (state or "").strip().lower()
-    base = raw.rstrip("".join(SLURM_FLAGS))
+    base = raw.rstrip(_ALL_FLAGS)
     flags = raw[len(base):]
     for group, result in ((_STARTING_FLAGS, UNPAIRED), (_DOWN_FLAGS, DOWN), (_KEEP_FLAGS, BUSY)):
         for f in flags:
@@ -232,6 +240,54 @@ def classify_worker(worker: Worker | None, now: float, node_stale_after: float) 
     return c
 
 
+def is_our_reason(reason: str | None) -> bool:
+    """True if a scheduler drain reason is one we set (it carries our prefix)."""
+    return reason is not None and reason.startswith(DRAIN_REASON_PREFIX)
+
+
+# a hand-written snapshot may give a SLURM drain state and reason without "draining": they say it
+_SLURM_DRAIN_STATES = frozenset(("drain", "drained", "drng", "draining"))
+
+
+def foreign_drain(worker: Worker | None) -> str | None:
+    """Someone else's reason for draining ``worker`` (``"no reason given"`` if none), or None when
+    it is not draining or the drain carries our prefix. A SLURM record in a drain state with a
+    reason counts as draining; one with neither ``draining`` nor a reason is not judged."""
+    if worker is None:
+        return None
+    reason = worker.drain_reason
+    if not worker.draining and (not reason or worker.scheduler != "slurm" or (
+            worker.state or "").strip().lower().rstrip(_ALL_FLAGS) not in _SLURM_DRAIN_STATES):
+        return None
+    if is_our_reason(reason):
+        return None
+    return (reason or "").strip() or "no reason given"
+
+
+class Foreign(NamedTuple):
+    """A worker someone else drains: its classification, whether it is left alone (not
+    reclaimable yet) and, while reclaiming is ahead, when it becomes reclaimable."""
+
+    cls: Classification
+    left_alone: bool
+    reclaim_at: float | None
+
+
+def classify_foreign(c: Classification, reason: str, drain_since: float, now: float,
+                     reclaim_after: float) -> Foreign:
+    """How a worker someone else drains (``reason``) is classed: ``busy``, left alone, until
+    ``reclaim_after`` seconds (0: never) past ``drain_since`` (0: unknown, never); then ``c``."""
+    if reclaim_after <= 0 or drain_since <= 0:
+        return Foreign(Classification(BUSY, f"drained by someone else: {reason}"), True, None)
+    until = drain_since + reclaim_after
+    if now < until:
+        return Foreign(Classification(BUSY, f"drained by someone else: {reason} (reclaimed after "
+                                            f"reclaim_foreign_after {reclaim_after:.0f}s)"), True, until)
+    return Foreign(Classification(c.state, f"drained by someone else for {now - drain_since:.0f}s, "
+                                           f"past reclaim_foreign_after {reclaim_after:.0f}s: "
+                                           f"{reason}; {c.why}", c.idle_since), False, None)
+
+
 def htcondor_worker_fields(ad: Mapping[str, Any]) -> dict[str, Any]:
     """Worker fields an HTCondor p-slot ad implies (``Worker(**fields)`` minus name/scheduler).
 
@@ -246,7 +302,7 @@ def htcondor_worker_fields(ad: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(ad.get(key), str):
             out[field] = ad[key]
     for key, field in (("LastHeardFrom", "last_heard"), ("EnteredCurrentState", "state_since"),
-                       ("DaemonStartTime", "registered_at")):
+                       ("DaemonStartTime", "registered_at"), ("LastDrainStartTime", "drain_since")):
         v = ad_number(ad, key)
         if v is not None:
             out[field] = v

@@ -10,7 +10,9 @@ Rules, in order:
    A worker that advertises an instance id is never matched by name (its id names its VM).
 3. A name/address match whose worker record began (``registered_at``) before the VM was launched
    is refused: the hostname or address was recycled from an older VM, or (``registered_at`` 0)
-   no daemon has registered under that name yet. ``None`` means the scheduler does not say.
+   no daemon has registered under that name yet. ``None`` means the scheduler does not say: then
+   a worker last heard (``last_heard``, 0: not reported) more than ``HEARD_SKEW`` seconds before
+   the VM was launched is refused too (a record of an older VM under the same name or address).
 4. More than one candidate worker for a node, or one worker claimed by more than one node:
    unpaired, with the reason.
 
@@ -25,9 +27,12 @@ from typing import Iterable, Mapping
 
 from nodemanager.model import CloudNode, Worker
 
-__all__ = ["Pairing", "pair", "normalize_address", "by_id"]
+__all__ = ["Pairing", "pair", "normalize_address", "by_id", "HEARD_SKEW"]
 
 by_id = attrgetter("id")  # the sort key of cloud nodes: the core works on them in id order
+
+# seconds the scheduler's clock may run behind the cloud's before "heard before launch" is believed
+HEARD_SKEW = 5.0
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,13 @@ def _keys(value: str | None, out: list[str]) -> None:
         dot = v.find(".")
         if dot > 0:
             out.append(v[:dot])
+
+
+def _fresh(w: Worker, launched_at: float) -> bool:
+    """Can ``w`` be the record of a VM launched at ``launched_at`` (rule 3)?"""
+    if w.registered_at is not None:
+        return w.registered_at >= launched_at
+    return not (0 < w.last_heard < launched_at - HEARD_SKEW)
 
 
 def pair(cloud_nodes: Iterable[CloudNode], workers: Iterable[Worker]) -> Pairing:
@@ -114,15 +126,17 @@ def pair(cloud_nodes: Iterable[CloudNode], workers: Iterable[Worker]) -> Pairing
             if not found:
                 reasons[n.id] = "no scheduler worker advertises its cloud id, name or address"
                 continue
-            fresh = [i for i in found
-                     if wlist[i].registered_at is None or wlist[i].registered_at >= n.launched_at]
+            fresh = [i for i in found if _fresh(wlist[i], n.launched_at)]
             if len(fresh) > 1:
                 names = ", ".join(sorted(wlist[i].name for i in fresh))
                 reasons[n.id] = f"ambiguous: workers {names} all match its name or address"
                 continue
             if not fresh:
                 w = min((wlist[j] for j in found), key=lambda w: w.name)
-                if not w.registered_at:
+                if w.registered_at is None:
+                    reasons[n.id] = (f"worker {w.name} was last heard at {w.last_heard:.0f}, before "
+                                     f"this VM was launched at {n.launched_at:.0f} (recycled name)")
+                elif not w.registered_at:
                     reasons[n.id] = (f"worker {w.name} is known to the scheduler but has not "
                                      "registered since this VM was launched")
                 else:

@@ -6,7 +6,9 @@ Order of reasoning, per cycle:
 1. Pair cloud nodes with workers, classify, build each node's state tuple, look up the matrix.
 2. What each node *wants*: the matrix action (START_DRAIN → drain, START_SHUTDOWN → destroy), an
    operator's forced drain, or for a drain of ours under way: destroy once drained, else maybe
-   cancel (demand) or escalate (the ``escalation`` callback).
+   cancel (demand) or escalate (the ``escalation`` callback). A node drained by someone else
+   (until ``reclaim_foreign_after``) wants nothing, whatever the matrix, a drain tag or an
+   operator's forced drain say: blocked by ``foreign_drain``; it is no capacity for demand.
 3. Demand is placed on capacity that exists, in this order: free cores of busy nodes, idle nodes
    the matrix keeps, idle nodes the matrix would give back (which then stay: blocked by demand),
    booting nodes, nodes we are draining (the drain is cancelled). What is left is packed onto the
@@ -28,7 +30,8 @@ from typing import Callable
 from nodemanager.cloud.port import TAG_REQUEST
 from nodemanager.core.billing import (Schedule, _window, boot_grace_state, idle_grace_state,
                                       schedule_for, window_state)
-from nodemanager.core.classify import Classification, classify_worker
+from nodemanager.core.classify import (Classification, classify_foreign, classify_worker,
+                                       foreign_drain)
 from nodemanager.core.clocks import future_poll, skew_freeze
 from nodemanager.core.pair import Pairing, by_id, pair
 from nodemanager.core.victims import Estimator, estimate, order_victims
@@ -45,6 +48,8 @@ Escalation = Callable[[Worker, InFlight, float], "str | None"]
 _STALE, _PAUSED, _FROZEN, _HELD = "stale", "paused", "frozen", "held"
 _DEMAND, _MIN, _BUDGET, _IN_FLIGHT, _NO_WORKER = "demand", "min_nodes", "budget", "in_flight", "no_worker"
 _UNCONFIRMED = "unconfirmed"
+_FOREIGN = "foreign_drain"
+RECLAIM_ENDS = "reclaim_foreign_after ends"
 _KIND_ORDER = {ItemKind.CANCEL_DRAIN: 0, ItemKind.DESTROY: 1, ItemKind.DRAIN: 2, ItemKind.ESCALATE: 3}
 _INPUTS = ("cloud", "scheduler")
 
@@ -54,7 +59,8 @@ class _Node:
 
     __slots__ = ("node", "worker", "size", "cls", "tuple", "rule", "maction", "next_change",
                  "next_what", "want", "forced", "cancellable", "drain", "blocked", "reason",
-                 "needed", "why_needed", "request_id", "schedule", "ours_draining", "drained")
+                 "needed", "why_needed", "request_id", "schedule", "ours_draining", "drained",
+                 "foreign", "theirs")
 
     def __init__(self, node: CloudNode, worker: Worker | None, size: Size | None) -> None:
         self.node, self.worker, self.size = node, worker, size
@@ -70,6 +76,8 @@ class _Node:
         self.schedule: str | None = None
         self.ours_draining = False  # a drain of ours is under way (counts in the drain budget)
         self.drained = False        # ... and it has finished: the worker is drained, ready to go
+        self.theirs: str | None = None  # someone else's drain reason: it takes no jobs
+        self.foreign = False        # ... and not reclaimable yet: never touched
 
 
 def stale_inputs(snapshot: Snapshot, poll_stale_after: float, tolerance: float = 30.0) -> str | None:
@@ -140,7 +148,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix, *, estimator: Estim
 
 def _is_up(n: _Node) -> bool:
     """Counts towards min_nodes: idle, busy or booting, and not on its way out already."""
-    return not n.ours_draining and n.blocked != _IN_FLIGHT and (
+    return not n.ours_draining and not n.foreign and n.blocked != _IN_FLIGHT and (
         n.tuple.worker_state in (IDLE, BUSY)
         or (n.tuple.worker_state == UNPAIRED and n.tuple.boot_grace != BOOT_EXCEEDED))
 
@@ -165,6 +173,11 @@ def _classify(snapshot: Snapshot, settings: CoreSettings, matrix, sizes: dict[st
         n = _Node(node, worker, sizes.get(node.size))
         c = (classify_worker(worker, now, stale_after) if worker is not None
              else Classification(UNPAIRED, f"unpaired: {reasons.get(node.id, 'no worker')}"))
+        n.theirs = theirs = foreign_drain(worker)
+        reclaim_at = None
+        if theirs is not None and worker is not None:
+            c, n.foreign, reclaim_at = classify_foreign(c, theirs, worker.drain_since, now,
+                                                        settings.reclaim_foreign_after)
         sched = schedules.get(node.size)
         launched = node.launched_at
         win = _window(sched, launched, now) if sched else always_open
@@ -182,11 +195,12 @@ def _classify(snapshot: Snapshot, settings: CoreSettings, matrix, sizes: dict[st
             found = lookups[key] = (st, match.rule.location, match.action)
         n.cls = c
         n.tuple, n.rule, n.maction = found
-        # the earliest of the three times at which the tuple changes by time alone
+        # the earliest time at which the tuple changes by time alone
         nxt, what = win.next_change, win.next_what
-        for tv in (boot, idle):
-            if tv.next_change is not None and (nxt is None or tv.next_change < nxt):
-                nxt, what = tv.next_change, tv.next_what
+        for at, at_what in ((boot.next_change, boot.next_what), (idle.next_change, idle.next_what),
+                            (reclaim_at, RECLAIM_ENDS)):
+            if at is not None and (nxt is None or at < nxt):
+                nxt, what = at, at_what
         n.next_change, n.next_what = nxt, what
         out.append(n)
     return out
@@ -211,6 +225,11 @@ def _wants(nodes: list[_Node], snapshot: Snapshot, flights: dict[str, dict[str, 
             continue
         if held and _matches(node, n.worker, held):
             n.blocked, n.reason = _HELD, "held by an operator: no action"
+            continue
+        if n.foreign:
+            # theirs, whatever the matrix, our old drain tag or an operator's forced drain say
+            n.ours_draining = False
+            n.blocked, n.reason = _FOREIGN, f"left alone (matrix says {n.maction}): {n.cls.why}"
             continue
         silent = (ws == DOWN and n.worker is not None and n.worker.last_heard > 0
                   and now - n.worker.last_heard > stale_after)
@@ -364,7 +383,7 @@ def _place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, S
             continue
         if ws == UNPAIRED and n.tuple.boot_grace != BOOT_EXCEEDED and n.want is None:
             tiers[3].add(cpus, ram, n.node.size, n)
-        elif ws in (IDLE, BUSY):
+        elif ws in (IDLE, BUSY) and n.theirs is None:
             free = _free(cpus, ram, n.worker, ws)
             going = n.want is not None and not n.forced
             tier = 2 if going else (1 if ws == IDLE else 0)
@@ -372,7 +391,7 @@ def _place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, S
                 continue
             tiers[tier].add(free[0], free[1], n.node.size, n)
     for w, c in orphans:
-        if c.state in (IDLE, BUSY):
+        if c.state in (IDLE, BUSY) and not w.draining and foreign_drain(w) is None:
             free = _free(w.cpus, float(w.ram_mb), w, c.state)
             tiers[1 if c.state == IDLE else 0].add(free[0], free[1], "", None)
     for f in boots_in_flight:

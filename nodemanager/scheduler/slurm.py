@@ -273,6 +273,7 @@ class SlurmScheduler:
             draining=node.draining,
             drain_reason=node.reason or None,
             drain_request_id=request_id_of(node.reason) if node.draining else None,
+            drain_since=node.reason_changed_at if node.draining else 0.0,
         )
 
     # ------------------------------------------------------------------ drain transaction
