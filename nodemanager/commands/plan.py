@@ -25,10 +25,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="configuration file (sizes, [Daemon] limits); default: built-in defaults")
     parser.add_argument("--matrix", metavar="FILE",
                         help="policy matrix file; default: the config's, else the shipped default")
-    parser.add_argument("--now", type=float, metavar="EPOCH",
+    parser.add_argument("--now", type=_epoch, metavar="EPOCH",
                         help="plan as of this time instead of the snapshot's \"now\"")
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.set_defaults(func=_run)
+
+
+def _epoch(text: str) -> float:
+    from nodemanager.snapshot import SnapshotError, parse_time
+    try:
+        return parse_time(text)
+    except SnapshotError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _fail(msg: str) -> int:
