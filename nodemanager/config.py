@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import configparser
 import difflib
+import ipaddress
 import os
 import re
 import stat
 from dataclasses import dataclass, fields, replace
 from typing import Any, Callable, Mapping
 
+from nodemanager.cloud.port import PROVIDERS, image_required
 from nodemanager.model import Size, frozen_map
 from nodemanager.settings import (CloudSettings, CoreSettings, DrainSettings, ManageSettings,
                                   PollSettings, SchedulerSettings, Settings)
@@ -153,7 +155,27 @@ _DRAIN: dict[str, Callable[[str], Any]] = {
     "schedule": _choice("graceful", "quick", "fast"), "escalate_quick": str,
     "escalate_fast": str, "deadline": parse_duration,
 }
-_MANAGE: dict[str, Callable[[str], Any]] = {"address": str, "port": _parse_int, "token": str,
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+
+
+def _address(text: str) -> str:
+    """An IP address or a host name (``[Manage] address``); empty keeps the default."""
+    value = text.strip()
+    if not value:
+        return value
+    try:
+        ipaddress.ip_address(value)
+        return value
+    except ValueError:
+        pass
+    labels = value.removesuffix(".").split(".")
+    # an all-digit last label is a mistyped IPv4 address (999.1.1.1), never a host name
+    if len(value) > 253 or labels[-1].isdigit() or not all(_HOST_LABEL.fullmatch(x) for x in labels):
+        raise ValueError("expected an IP address or a host name")
+    return value
+
+
+_MANAGE: dict[str, Callable[[str], Any]] = {"address": _address, "port": _parse_int, "token": str,
                                             "state_file": str, "state_dir": str}
 _SIZE: dict[str, Callable[[str], Any]] = {
     "cores": _nonneg(_parse_int), "ram_mb": _nonneg(_parse_int), "price": _nonneg(_parse_float),
@@ -198,8 +220,11 @@ class _Reader:
         self.lines = _option_lines(text)
         self.problems: list[Problem] = []
 
-    def problem(self, section: str, option: str | None, message: str) -> None:
-        line = self.lines.get((section, option)) or self.lines.get((section, None))
+    def problem(self, section: str, option: str | None, message: str, *,
+                at: tuple[str, str | None] | None = None) -> None:
+        """Record a problem at the option's line, else its section's, else the line ``at``."""
+        line = (self.lines.get((section, option)) or self.lines.get((section, None))
+                or (self.lines.get(at) if at else None))
         self.problems.append(Problem(self.source, line, section, option, message))
 
     def typed(self, section: str, schema: Mapping[str, Callable[[str], Any]],
@@ -221,8 +246,13 @@ class _Reader:
         return out
 
 
-def loads(text: str, source: str = "<config>", *, base_dir: str | None = None) -> Settings:
-    """Settings from INI ``text``; raises :class:`ConfigError` listing every problem."""
+def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
+          require_sizes: bool = False) -> Settings:
+    """Settings from INI ``text``; raises :class:`ConfigError` listing every problem.
+
+    ``require_sizes``: the daemon's config must define a ``[Size NAME]`` even for the simulated
+    cloud (``plan`` and ``simulate`` may take sizes from elsewhere); a real cloud always must.
+    """
     cp = configparser.ConfigParser(interpolation=None, strict=True, empty_lines_in_values=False)
     cp.optionxform = str.lower  # type: ignore[assignment,method-assign]
     try:
@@ -288,10 +318,15 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None) -
     scheduler = _scheduler(r)
     if cloud.driver != "simulated" and not sizes:
         r.problem("Cloud", "driver", "a real cloud needs at least one [Size NAME] section")
+    elif require_sizes and not sizes:
+        r.problem("Cloud", "driver", "the simulated cloud needs at least one [Size NAME] section "
+                  "too: without one nothing is ever booted")
 
     matrix = daemon.get("matrix", "").strip()
     if matrix and base_dir and not os.path.isabs(matrix):
         matrix = os.path.join(base_dir, matrix)
+    if matrix and not os.path.exists(matrix):
+        r.problem("Daemon", "matrix", f"no such file {matrix}")
     if r.problems:
         raise ConfigError(r.problems)
     return Settings(core=core, drain=drain, cloud=cloud, scheduler=scheduler, poll=poll,
@@ -341,6 +376,7 @@ def _cloud(r: _Reader) -> CloudSettings:
                 tags[option[4:]] = raw
             else:
                 create[option] = raw
+    _check_driver(r, own.get("driver", CloudSettings.driver), create)
     template = own.get("node_name_template", CloudSettings.node_name_template)
     try:
         template.format(cluster="c", size="s", seq=1)
@@ -353,6 +389,15 @@ def _cloud(r: _Reader) -> CloudSettings:
                       "would get the same name")
     return CloudSettings(driver_args=frozen_map(args), create_args=frozen_map(create),
                          tags=frozen_map(tags), **own)
+
+
+def _check_driver(r: _Reader, driver: str, create: Mapping[str, str]) -> None:
+    """An unknown ``[Cloud] driver`` or a missing ``[Cloud Create] image``, at their lines."""
+    known = ("simulated", *PROVIDERS)
+    if driver not in known:
+        r.problem("Cloud", "driver", f"unknown driver {driver!r}" + _suggest(driver, known))
+    elif image_required(driver) and not create.get("image", "").strip():
+        r.problem("Cloud Create", "image", f"required for driver {driver}", at=("Cloud", "driver"))
 
 
 def _scheduler(r: _Reader) -> SchedulerSettings:
@@ -388,7 +433,7 @@ def credential_warnings(path: str, settings: Settings) -> list[str]:
     return []
 
 
-def load(path: str) -> Settings:
+def load(path: str, *, require_sizes: bool = False) -> Settings:
     """Settings from the INI file at ``path`` (relative paths inside resolve against its folder)."""
     try:
         with open(path, encoding="utf-8-sig") as f:
@@ -397,7 +442,8 @@ def load(path: str) -> Settings:
         raise ConfigError([Problem(path, None, "-", None, "file not found")]) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError([Problem(path, None, "-", None, f"cannot read: {exc}")]) from None
-    return loads(text, path, base_dir=os.path.dirname(os.path.abspath(path)))
+    return loads(text, path, base_dir=os.path.dirname(os.path.abspath(path)),
+                 require_sizes=require_sizes)
 
 
 def with_overrides(settings: Settings, **core: Any) -> Settings:

@@ -245,7 +245,7 @@ class Daemon:
             log.error("reload: no config file to re-read")
             return False
         try:
-            new = config.load(self.config_path)
+            new = config.load(self.config_path, require_sizes=True)
         except ConfigError as exc:
             self.counters["reload_errors"] += 1
             log.error("reload rejected, the running configuration stays:\n%s", exc)
