@@ -247,11 +247,12 @@ class _Reader:
 
 
 def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
-          require_sizes: bool = False) -> Settings:
+          require_sizes: bool = False, resolve: bool = False) -> Settings:
     """Settings from INI ``text``; raises :class:`ConfigError` listing every problem.
 
     ``require_sizes``: the daemon's config must define a ``[Size NAME]`` even for the simulated
     cloud (``plan`` and ``simulate`` may take sizes from elsewhere); a real cloud always must.
+    ``resolve``: look ``[Manage] address`` up (at start only: a reload must not fail on DNS).
     """
     cp = configparser.ConfigParser(interpolation=None, strict=True, empty_lines_in_values=False)
     cp.optionxform = str.lower  # type: ignore[assignment,method-assign]
@@ -313,6 +314,8 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
     if base_dir and not os.path.isabs(state_dir):
         state_dir = os.path.join(base_dir, state_dir)
     manage = replace(manage, state_file=state_file, state_dir=state_dir)
+    if resolve and manage.port >= 0:
+        _check_resolves(r, manage.address)
 
     cloud = _cloud(r)
     scheduler = _scheduler(r)
@@ -391,6 +394,17 @@ def _cloud(r: _Reader) -> CloudSettings:
                          tags=frozen_map(tags), **own)
 
 
+def _check_resolves(r: _Reader, address: str) -> None:
+    """A ``[Manage] address`` host name that does not resolve, at its line."""
+    import socket
+    if not address:
+        return
+    try:
+        socket.getaddrinfo(address, None)
+    except (OSError, UnicodeError) as exc:
+        r.problem("Manage", "address", f"cannot resolve {address!r}: {getattr(exc, 'strerror', None) or exc}")
+
+
 def _check_driver(r: _Reader, driver: str, create: Mapping[str, str]) -> None:
     """An unknown ``[Cloud] driver`` or a missing ``[Cloud Create] image``, at their lines."""
     known = ("simulated", *PROVIDERS)
@@ -433,7 +447,7 @@ def credential_warnings(path: str, settings: Settings) -> list[str]:
     return []
 
 
-def load(path: str, *, require_sizes: bool = False) -> Settings:
+def load(path: str, *, require_sizes: bool = False, resolve: bool = False) -> Settings:
     """Settings from the INI file at ``path`` (relative paths inside resolve against its folder)."""
     try:
         with open(path, encoding="utf-8-sig") as f:
@@ -443,7 +457,7 @@ def load(path: str, *, require_sizes: bool = False) -> Settings:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError([Problem(path, None, "-", None, f"cannot read: {exc}")]) from None
     return loads(text, path, base_dir=os.path.dirname(os.path.abspath(path)),
-                 require_sizes=require_sizes)
+                 require_sizes=require_sizes, resolve=resolve)
 
 
 def with_overrides(settings: Settings, **core: Any) -> Settings:

@@ -77,3 +77,13 @@ def test_the_daemon_reports_a_wrong_driver_before_starting(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"{ini}:2: [Cloud] driver: unknown driver 'ec3'; did you mean 'ec2'?" in err
     assert "Traceback" not in err
+
+
+def test_the_daemon_refuses_a_manage_address_that_does_not_resolve(tmp_path, capsys):
+    ini = tmp_path / "nm.ini"
+    ini.write_text(SIZE + "[Manage]\nport = 0\naddress = nosuchhost.invalid\n")
+    assert main(["run", "--config", str(ini)]) == 2
+    assert (f"{ini}:6: [Manage] address: cannot resolve 'nosuchhost.invalid'"
+            in capsys.readouterr().err)
+    # looked up at start only: plan and a reload do not depend on DNS
+    assert load(str(ini)).manage.address == "nosuchhost.invalid"

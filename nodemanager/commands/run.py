@@ -47,7 +47,7 @@ def _run(args: argparse.Namespace) -> int:
     from nodemanager.daemon import Daemon, tune_gc
 
     try:
-        settings = config.load(args.config, require_sizes=True)
+        settings = config.load(args.config, require_sizes=True, resolve=True)
     except config.ConfigError as exc:
         print(f"nodemanager run: {exc}", file=sys.stderr)
         return 2
