@@ -11,6 +11,7 @@ from __future__ import annotations
 import configparser
 import difflib
 import ipaddress
+import math
 import os
 import re
 import stat
@@ -74,7 +75,19 @@ def parse_duration(text: str) -> float:
     m = _DURATION.match(text)
     if not m:
         raise ValueError("expected a duration like 300, 5m or 1h")
-    return float(m.group(1)) * _UNITS[m.group(2).lower()]
+    return _bounded(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+_MAX_NUMBER = 1e15  # far above any real setting; past it a number is a typo and may overflow a float
+_TOO_LARGE = "too large (more than 10^15)"
+
+
+def _bounded(value: float) -> float:
+    if math.isnan(value):
+        raise ValueError("expected a number")
+    if not abs(value) <= _MAX_NUMBER:
+        raise ValueError(_TOO_LARGE)
+    return value
 
 
 def parse_bool(text: str) -> bool:
@@ -88,6 +101,9 @@ def parse_bool(text: str) -> bool:
 
 
 def _parse_int(text: str) -> int:
+    digits = text.strip().lstrip("+-")
+    if digits.isdigit() and len(digits) > 15:  # int() itself refuses 4300 digits
+        raise ValueError(_TOO_LARGE)
     try:
         return int(text.strip())
     except ValueError:
@@ -96,9 +112,9 @@ def _parse_int(text: str) -> int:
 
 def _parse_float(text: str) -> float:
     try:
-        return float(text.strip())
-    except ValueError:
-        raise ValueError("expected a number") from None
+        return _bounded(float(text.strip()))
+    except ValueError as exc:
+        raise ValueError(_TOO_LARGE if str(exc) == _TOO_LARGE else "expected a number") from None
 
 
 def _parse_minutes(text: str) -> tuple[int, ...]:
@@ -241,7 +257,8 @@ class _Reader:
             try:
                 out[option] = parse(raw)
             except ValueError as exc:
-                shown = "(hidden)" if option in SECRET_OPTIONS else repr(raw)
+                shown = ("(hidden)" if option in SECRET_OPTIONS else repr(raw) if len(raw) <= 60
+                         else f"{raw[:40]!r}... ({len(raw)} characters)")
                 self.problem(section, option, f"{exc}, got {shown}")
         return out
 

@@ -47,7 +47,7 @@ def test_a_missing_matrix_file_names_the_config_line(tmp_path):
 
 
 @pytest.mark.parametrize("address", ["999.1.1.1", "local host", "-bad.example.org", "10.0.0.1/24",
-                                     "[::1]", "a" * 64 + ".org"])
+                                     "[::1]", "bad_host.example.org"])
 def test_an_unusable_manage_address_is_a_config_error(address):
     assert _problems(f"[Manage]\nport = 8989\naddress = {address}\n") == [
         f"site.ini:3: [Manage] address: expected an IP address or a host name, got {address!r}"]
@@ -87,3 +87,22 @@ def test_the_daemon_refuses_a_manage_address_that_does_not_resolve(tmp_path, cap
             in capsys.readouterr().err)
     # looked up at start only: plan and a reload do not depend on DNS
     assert load(str(ini)).manage.address == "nosuchhost.invalid"
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("ram_mb", "9" * 400, "too large (more than 10^15), got '" + "9" * 40 + "'... (400 characters)"),
+    ("cores", "9" * 5000, "too large (more than 10^15), got '" + "9" * 40 + "'... (5000 characters)"),
+    ("price", "1e999", "too large (more than 10^15), got '1e999'"),
+    ("price", "nan", "expected a number, got 'nan'"),
+    ("billing_period", "9" * 400, "too large (more than 10^15)"),
+], ids=["ram-400-digits", "cores-5000-digits", "price-1e999", "price-nan", "period-400-digits"])
+def test_plan_with_a_huge_number_in_the_config_names_the_option(tmp_path, capsys, option, value,
+                                                                 message):
+    ini = tmp_path / "site.ini"
+    sizes = {"cores": "4", "ram_mb": "16000", option: value}
+    ini.write_text("[Size small]\n" + "".join(f"{k} = {v}\n" for k, v in sizes.items()))
+    line = list(sizes).index(option) + 2
+    snapshot = REPO / "docs" / "example-snapshot.json"
+    assert main(["plan", "--snapshot", str(snapshot), "--config", str(ini)]) == 1
+    err = capsys.readouterr().err
+    assert f"{ini}:{line}: [Size small] {option}: {message}" in err and "Traceback" not in err
