@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import configparser
 import difflib
+import ipaddress
+import math
 import os
 import re
 import stat
 from dataclasses import dataclass, fields, replace
 from typing import Any, Callable, Mapping
 
+from nodemanager.cloud.port import PROVIDERS, image_required
 from nodemanager.model import Size, frozen_map
 from nodemanager.settings import (CloudSettings, CoreSettings, DrainSettings, ManageSettings,
                                   PollSettings, SchedulerSettings, Settings)
@@ -72,7 +75,19 @@ def parse_duration(text: str) -> float:
     m = _DURATION.match(text)
     if not m:
         raise ValueError("expected a duration like 300, 5m or 1h")
-    return float(m.group(1)) * _UNITS[m.group(2).lower()]
+    return _bounded(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+_MAX_NUMBER = 1e15  # far above any real setting; past it a number is a typo and may overflow a float
+_TOO_LARGE = "too large (more than 10^15)"
+
+
+def _bounded(value: float) -> float:
+    if math.isnan(value):
+        raise ValueError("expected a number")
+    if not abs(value) <= _MAX_NUMBER:
+        raise ValueError(_TOO_LARGE)
+    return value
 
 
 def parse_bool(text: str) -> bool:
@@ -86,6 +101,9 @@ def parse_bool(text: str) -> bool:
 
 
 def _parse_int(text: str) -> int:
+    digits = text.strip().lstrip("+-")
+    if digits.isdigit() and len(digits) > 15:  # int() itself refuses 4300 digits
+        raise ValueError(_TOO_LARGE)
     try:
         return int(text.strip())
     except ValueError:
@@ -94,9 +112,9 @@ def _parse_int(text: str) -> int:
 
 def _parse_float(text: str) -> float:
     try:
-        return float(text.strip())
-    except ValueError:
-        raise ValueError("expected a number") from None
+        return _bounded(float(text.strip()))
+    except ValueError as exc:
+        raise ValueError(_TOO_LARGE if str(exc) == _TOO_LARGE else "expected a number") from None
 
 
 def _parse_minutes(text: str) -> tuple[int, ...]:
@@ -156,7 +174,27 @@ _DRAIN: dict[str, Callable[[str], Any]] = {
     "escalate_fast": str, "deadline": parse_duration,
     "reclaim_foreign_after": parse_duration,    # a CoreSettings field: the plan decides on it
 }
-_MANAGE: dict[str, Callable[[str], Any]] = {"address": str, "port": _parse_int, "token": str,
+_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+
+
+def _address(text: str) -> str:
+    """An IP address or a host name (``[Manage] address``); empty keeps the default."""
+    value = text.strip()
+    if not value:
+        return value
+    try:
+        ipaddress.ip_address(value)
+        return value
+    except ValueError:
+        pass
+    labels = value.removesuffix(".").split(".")
+    # an all-digit last label is a mistyped IPv4 address (999.1.1.1), never a host name
+    if len(value) > 253 or labels[-1].isdigit() or not all(_HOST_LABEL.fullmatch(x) for x in labels):
+        raise ValueError("expected an IP address or a host name")
+    return value
+
+
+_MANAGE: dict[str, Callable[[str], Any]] = {"address": _address, "port": _parse_int, "token": str,
                                             "state_file": str, "state_dir": str}
 _SIZE: dict[str, Callable[[str], Any]] = {
     "cores": _nonneg(_parse_int), "ram_mb": _nonneg(_parse_int), "price": _nonneg(_parse_float),
@@ -201,8 +239,11 @@ class _Reader:
         self.lines = _option_lines(text)
         self.problems: list[Problem] = []
 
-    def problem(self, section: str, option: str | None, message: str) -> None:
-        line = self.lines.get((section, option)) or self.lines.get((section, None))
+    def problem(self, section: str, option: str | None, message: str, *,
+                at: tuple[str, str | None] | None = None) -> None:
+        """Record a problem at the option's line, else its section's, else the line ``at``."""
+        line = (self.lines.get((section, option)) or self.lines.get((section, None))
+                or (self.lines.get(at) if at else None))
         self.problems.append(Problem(self.source, line, section, option, message))
 
     def typed(self, section: str, schema: Mapping[str, Callable[[str], Any]],
@@ -219,13 +260,20 @@ class _Reader:
             try:
                 out[option] = parse(raw)
             except ValueError as exc:
-                shown = "(hidden)" if option in SECRET_OPTIONS else repr(raw)
+                shown = ("(hidden)" if option in SECRET_OPTIONS else repr(raw) if len(raw) <= 60
+                         else f"{raw[:40]!r}... ({len(raw)} characters)")
                 self.problem(section, option, f"{exc}, got {shown}")
         return out
 
 
-def loads(text: str, source: str = "<config>", *, base_dir: str | None = None) -> Settings:
-    """Settings from INI ``text``; raises :class:`ConfigError` listing every problem."""
+def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
+          require_sizes: bool = False, resolve: bool = False) -> Settings:
+    """Settings from INI ``text``; raises :class:`ConfigError` listing every problem.
+
+    ``require_sizes``: the daemon's config must define a ``[Size NAME]`` even for the simulated
+    cloud (``plan`` and ``simulate`` may take sizes from elsewhere); a real cloud always must.
+    ``resolve``: look ``[Manage] address`` up (at start only: a reload must not fail on DNS).
+    """
     cp = configparser.ConfigParser(interpolation=None, strict=True, empty_lines_in_values=False)
     cp.optionxform = str.lower  # type: ignore[assignment,method-assign]
     try:
@@ -288,6 +336,8 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None) -
     if base_dir and not os.path.isabs(state_dir):
         state_dir = os.path.join(base_dir, state_dir)
     manage = replace(manage, state_file=state_file, state_dir=state_dir)
+    if resolve and manage.port >= 0:
+        _check_resolves(r, manage.address)
 
     cloud = _cloud(r)
     user_data_file = cloud.create_args.get("user_data_file", "").strip()
@@ -297,10 +347,15 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None) -
     scheduler = _scheduler(r)
     if cloud.driver != "simulated" and not sizes:
         r.problem("Cloud", "driver", "a real cloud needs at least one [Size NAME] section")
+    elif require_sizes and not sizes:
+        r.problem("Cloud", "driver", "the simulated cloud needs at least one [Size NAME] section "
+                  "too: without one nothing is ever booted")
 
     matrix = daemon.get("matrix", "").strip()
     if matrix and base_dir and not os.path.isabs(matrix):
         matrix = os.path.join(base_dir, matrix)
+    if matrix and not os.path.exists(matrix):
+        r.problem("Daemon", "matrix", f"no such file {matrix}")
     if r.problems:
         raise ConfigError(r.problems)
     return Settings(core=core, drain=drain, cloud=cloud, scheduler=scheduler, poll=poll,
@@ -350,6 +405,7 @@ def _cloud(r: _Reader) -> CloudSettings:
                 tags[option[4:]] = raw
             else:
                 create[option] = raw
+    _check_driver(r, own.get("driver", CloudSettings.driver), create)
     template = own.get("node_name_template", CloudSettings.node_name_template)
     try:
         template.format(cluster="c", size="s", seq=1)
@@ -362,6 +418,26 @@ def _cloud(r: _Reader) -> CloudSettings:
                       "would get the same name")
     return CloudSettings(driver_args=frozen_map(args), create_args=frozen_map(create),
                          tags=frozen_map(tags), **own)
+
+
+def _check_resolves(r: _Reader, address: str) -> None:
+    """A ``[Manage] address`` host name that does not resolve, at its line."""
+    import socket
+    if not address:
+        return
+    try:
+        socket.getaddrinfo(address, None)
+    except (OSError, UnicodeError) as exc:
+        r.problem("Manage", "address", f"cannot resolve {address!r}: {getattr(exc, 'strerror', None) or exc}")
+
+
+def _check_driver(r: _Reader, driver: str, create: Mapping[str, str]) -> None:
+    """An unknown ``[Cloud] driver`` or a missing ``[Cloud Create] image``, at their lines."""
+    known = ("simulated", *PROVIDERS)
+    if driver not in known:
+        r.problem("Cloud", "driver", f"unknown driver {driver!r}" + _suggest(driver, known))
+    elif image_required(driver) and not create.get("image", "").strip():
+        r.problem("Cloud Create", "image", f"required for driver {driver}", at=("Cloud", "driver"))
 
 
 def _scheduler(r: _Reader) -> SchedulerSettings:
@@ -397,7 +473,7 @@ def credential_warnings(path: str, settings: Settings) -> list[str]:
     return []
 
 
-def load(path: str) -> Settings:
+def load(path: str, *, require_sizes: bool = False, resolve: bool = False) -> Settings:
     """Settings from the INI file at ``path`` (relative paths inside resolve against its folder)."""
     try:
         with open(path, encoding="utf-8-sig") as f:
@@ -406,7 +482,8 @@ def load(path: str) -> Settings:
         raise ConfigError([Problem(path, None, "-", None, "file not found")]) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError([Problem(path, None, "-", None, f"cannot read: {exc}")]) from None
-    return loads(text, path, base_dir=os.path.dirname(os.path.abspath(path)))
+    return loads(text, path, base_dir=os.path.dirname(os.path.abspath(path)),
+                 require_sizes=require_sizes, resolve=resolve)
 
 
 def with_overrides(settings: Settings, **core: Any) -> Settings:

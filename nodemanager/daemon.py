@@ -248,10 +248,11 @@ class Daemon:
             log.error("reload: no config file to re-read")
             return False
         try:
-            new = config.load(self.config_path)
+            new = config.load(self.config_path, require_sizes=True)
         except ConfigError as exc:
             self.counters["reload_errors"] += 1
-            log.error("reload rejected, the running configuration stays:\n%s", exc)
+            for problem in exc.problems:  # one line each: a log line holds one record
+                log.error("reload rejected, the running configuration stays: %s", problem)
             return False
         old = self.settings
         for attr, section in _RESTART_ONLY:

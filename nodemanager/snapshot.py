@@ -22,22 +22,30 @@ For an HTCondor worker, fields missing from the worker object are taken from its
 ``DaemonStartTime``, cpus, memory, ``NumDynamicSlots``, ``Draining``, ``LastDrainStartTime``...).
 
 Errors raise :class:`SnapshotError` naming the JSON field path, e.g.
-``workers[3].last_heard: expected a number``.
+``workers[3].last_heard: expected a number``. Numbers are checked too: times lie between 1970 and
+2200 (``nodes[3].launched_at: a number of 400 digits is not a time``), counts are whole, not
+negative and at most 10^12; ``NaN``, ``Infinity`` and nesting too deep to read are errors as well.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any, Callable, Mapping
 
 from nodemanager.core.classify import htcondor_worker_fields
 from nodemanager.model import CloudNode, Demand, InFlight, Snapshot, Worker, frozen_map
 
-__all__ = ["SnapshotError", "from_json", "loads", "load", "to_json", "dumps"]
+__all__ = ["SnapshotError", "from_json", "loads", "load", "to_json", "dumps", "parse_time",
+           "MAX_TIME", "MAX_COUNT"]
 
 _IN_FLIGHT_ACTIONS = ("drain", "destroy", "boot", "cancel_drain")
 _SCHEDULERS = ("slurm", "htcondor", "simulated")
+MAX_TIME = 7_258_118_400.0  # 2200-01-01 UTC: a later time is a typo or a forged input, not a plan
+MAX_COUNT = 10**12          # cores, MB, jobs: far above any pool, far below float rounding
+_MAX_DIGITS = 30            # longer integer tokens are not converted (int() of 5000 digits raises)
+_MAX_DEPTH = 200            # nesting reported by line and column (a snapshot needs 4 levels)
 
 
 class SnapshotError(ValueError):
@@ -48,13 +56,61 @@ def _fail(path: str, msg: str) -> SnapshotError:
     return SnapshotError(f"{path}: {msg}" if path else msg)
 
 
+class _Unusable:
+    """A JSON number token no field can take (NaN, Infinity, 1e999, 5000 digits), kept unconverted
+    so that the field that holds it is named in the error."""
+
+    __slots__ = ("what",)
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+
+def _int_token(text: str) -> int | _Unusable:
+    digits = len(text.lstrip("-"))
+    return _Unusable(f"a number of {digits} digits") if digits > _MAX_DIGITS else int(text)
+
+
+def _float_token(text: str) -> float | _Unusable:
+    value = float(text)
+    return value if math.isfinite(value) else _Unusable(text if len(text) <= _MAX_DIGITS
+                                                        else f"a number of {len(text)} characters")
+
+
+def _describe(v: Any) -> str:
+    """How an out-of-range number is named in an error."""
+    if isinstance(v, _Unusable):
+        return v.what
+    digits = len(str(abs(int(v)))) if math.isfinite(v) else 0
+    return f"a number of {digits} digits" if digits > _MAX_DIGITS else repr(v)
+
+
 def _number(v: Any, path: str) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+    """A time: seconds since 1970, before 2200."""
+    if isinstance(v, _Unusable):
+        raise _fail(path, f"{v.what} is not a time")
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise _fail(path, "expected a number")
+    if isinstance(v, float) and not math.isfinite(v):
+        raise _fail(path, f"{v} is not a time")
+    if not 0 <= v <= MAX_TIME:
+        raise _fail(path, f"{_describe(v)} is not a time (seconds since 1970, before 2200)")
     return float(v)
 
 
+def parse_time(text: str, path: str = "now") -> float:
+    """A time given as text (``plan --now``), checked like the snapshot's times."""
+    text = text.strip()
+    try:
+        token = _int_token(text) if re.fullmatch(r"-?\d+", text) else _float_token(text)
+    except ValueError:
+        raise _fail(path, "expected a number") from None
+    return _number(token, path)
+
+
 def _int(v: Any, path: str, minimum: int = 0) -> int:
+    if isinstance(v, _Unusable):
+        raise _fail(path, f"{v.what} is not a usable count (at most {MAX_COUNT:.0e})")
     if isinstance(v, bool) or not isinstance(v, int):
         if isinstance(v, float) and v.is_integer():
             v = int(v)
@@ -62,7 +118,21 @@ def _int(v: Any, path: str, minimum: int = 0) -> int:
             raise _fail(path, "expected a whole number")
     if v < minimum:
         raise _fail(path, f"expected a number >= {minimum}")
+    if v > MAX_COUNT:
+        raise _fail(path, f"{_describe(v)} is not a usable count (at most {MAX_COUNT:.0e})")
     return v
+
+
+def _plain(v: Any, path: str) -> None:
+    """Refuse unusable numbers anywhere inside ``v`` (an ad is passed on as it is)."""
+    if isinstance(v, _Unusable):
+        raise _fail(path, f"{v.what} is not a usable value")
+    if isinstance(v, dict):
+        for k, x in v.items():
+            _plain(x, f"{path}.{k}")
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            _plain(x, f"{path}[{i}]")
 
 
 def _str(v: Any, path: str) -> str:
@@ -146,6 +216,7 @@ def _worker(v: Any, path: str) -> Worker:
     if scheduler not in _SCHEDULERS:
         raise _fail(f.sub("scheduler"), f"expected one of {', '.join(_SCHEDULERS)}")
     ad = dict(f.opt("ad", _obj, {}))
+    _plain(ad, f.sub("ad"))
     derived = htcondor_worker_fields(ad) if ad else {}
     values: dict[str, Any] = {
         "state": f.opt("state", _str),
@@ -230,13 +301,37 @@ def loads(text: str, source: str = "") -> Snapshot:
     """Parse snapshot JSON text; errors start with ``source`` (a file name) when given."""
     prefix = f"{source}: " if source else ""
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_int=_int_token, parse_float=_float_token,
+                          parse_constant=_Unusable)
     except json.JSONDecodeError as e:
         raise SnapshotError(f"{prefix}line {e.lineno} column {e.colno}: not valid JSON: {e.msg}") from None
+    except RecursionError:
+        raise SnapshotError(f"{prefix}{_too_deep(text)}") from None
     try:
         return from_json(data)
     except SnapshotError as e:
         raise SnapshotError(f"{prefix}{e}") from None
+    except RecursionError:  # an ad nested just short of the reader's limit
+        raise SnapshotError(f"{prefix}{_too_deep(text)}") from None
+
+
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[{\]}]')
+
+
+def _too_deep(text: str) -> str:
+    """Where ``text`` nests deeper than :data:`_MAX_DEPTH` (only run once reading failed)."""
+    depth = 0
+    for m in _JSON_TOKEN.finditer(text):
+        token = m.group()
+        if token[0] in "[{":
+            depth += 1
+            if depth > _MAX_DEPTH:
+                line = text.count("\n", 0, m.start()) + 1
+                column = m.start() - text.rfind("\n", 0, m.start())
+                return f"line {line} column {column}: nested deeper than {_MAX_DEPTH} levels"
+        elif token[0] in "]}":
+            depth -= 1
+    return f"nested deeper than {_MAX_DEPTH} levels"
 
 
 def load(path: str) -> Snapshot:

@@ -187,3 +187,57 @@ def test_plan_command_does_not_pair_a_worker_heard_before_the_vm_was_launched(tm
     [n] = json.loads(capsys.readouterr().out)["nodes"]
     assert n["action"] is None and n["tuple"]["worker_state"] == "unpaired"
     assert "before this VM was launched" in n["reason"]
+
+
+def _text_with(field_json: str, token: str) -> str:
+    """The example snapshot's text with the first ``field_json`` value replaced by a raw JSON token."""
+    text = EXAMPLE.read_text()
+    head, sep, tail = text.partition(field_json)
+    assert sep, field_json
+    value_end = min(i for i in (tail.find(","), tail.find("\n")) if i >= 0)
+    return head + sep + " " + token + tail[value_end:]
+
+
+@pytest.mark.parametrize("field, token, message", [
+    ('"now":', "9" * 5000, "now: a number of 5000 digits is not a time"),
+    ('"now":', "9" * 400, "now: a number of 400 digits is not a time"),
+    ('"launched_at":', "NaN", "cloud_nodes[0].launched_at: NaN is not a time"),
+    ('"launched_at":', "-Infinity", "cloud_nodes[0].launched_at: -Infinity is not a time"),
+    ('"scheduler":', "1e999", "polled_at.scheduler: 1e999 is not a time"),
+    ('"launched_at":', "-5",
+     "cloud_nodes[0].launched_at: -5 is not a time (seconds since 1970, before 2200)"),
+    ('"launched_at":', "99999999999", "cloud_nodes[0].launched_at: 99999999999 is not a time"),
+    ('"cpus":', "1" * 40, "a number of 40 digits is not a usable count"),
+    ('"cpus":', "1e15", "1000000000000000 is not a usable count (at most 1e+12)"),
+    ('"TotalSlotCpus":', "1" * 4400,
+     "workers[3].ad.TotalSlotCpus: a number of 4400 digits is not a usable value"),
+], ids=["now-5000-digits", "now-400-digits", "nan", "minus-infinity", "1e999", "negative-time",
+        "year-5138", "count-40-digits", "count-1e15", "ad-4400-digits"])
+def test_plan_names_the_field_of_an_unusable_number(tmp_path, capsys, field, token, message):
+    f = tmp_path / "snapshot.json"
+    f.write_text(_text_with(field, token))
+    assert main(["plan", "--snapshot", str(f)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"nodemanager plan: error: {f}: ") and message in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("where", ["outside", "in_ad"])
+def test_plan_reports_deep_nesting_by_line_and_column(tmp_path, capsys, where):
+    f = tmp_path / "snapshot.json"
+    if where == "outside":
+        f.write_text("[" * 100_000 + "]" * 100_000)
+    else:  # deep enough to stop the reader or the check of the ad after it
+        f.write_text(_text_with('"TotalSlotCpus":', "[" * 990 + "]" * 990))
+    assert main(["plan", "--snapshot", str(f)]) == 1
+    err = capsys.readouterr().err
+    assert "nested deeper than 200 levels" in err and "Traceback" not in err
+    if where == "outside":
+        assert f"{f}: line 1 column 201: nested" in err
+
+
+def test_plan_now_option_is_checked_like_a_snapshot_time(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["plan", "--snapshot", str(EXAMPLE), "--now", "9" * 400])
+    assert e.value.code == 2
+    assert "argument --now: now: a number of 400 digits is not a time" in capsys.readouterr().err

@@ -56,8 +56,8 @@ from libcloud.compute.types import NodeState
 from nodemanager.cloud.ec2compat import tolerant_ec2_driver
 from nodemanager.cloud.errors import classify
 from nodemanager.cloud.permissions import Permission, ec2_dry_run
-from nodemanager.cloud.port import (TAG_CLUSTER, TAG_DRAIN, TAG_REQUEST, TAG_SIZE, CloudError,
-                                    ErrorKind)
+from nodemanager.cloud.port import (PROVIDERS, TAG_CLUSTER, TAG_DRAIN, TAG_REQUEST, TAG_SIZE,
+                                    CloudError, ErrorKind, image_required)
 from nodemanager.cloud.ratelimit import TokenBucket
 from nodemanager.config import parse_bool
 from nodemanager.core.clocks import date_skew
@@ -67,8 +67,6 @@ from nodemanager.settings import CloudSettings
 __all__ = ["LibcloudCloud", "PROVIDERS", "CREATE_OPTIONS", "USER_DATA_PLACEHOLDERS", "node_tags"]
 
 log = logging.getLogger(__name__)
-
-PROVIDERS = ("ec2", "gce", "azure_arm", "openstack", "dummy")
 
 _SECRET_WORDS = re.compile(r"key|secret|password|token|credential|creds", re.IGNORECASE)
 _DEFAULT_TIMEOUT = 60.0  # seconds; libcloud's default is no timeout, which would hang an actor
@@ -221,7 +219,7 @@ def _parse_options(settings: CloudSettings) -> _Options:
                                       *(("user_data_file",) if "user_data" in known else ()))))
             raise ValueError(f"[Cloud Create] {name}: not an option for driver {provider} "
                              f"(known: {names})")
-    if provider != "dummy" and not image:
+    if image_required(provider) and not image:
         raise ValueError(f"[Cloud Create] image: required for driver {provider}")
     if provider == "ec2" and "ex_security_group_ids" in create and "ex_subnet" not in create:
         raise ValueError("[Cloud Create] security_group_ids: needs subnet too (EC2 VPC launch)")

@@ -12,7 +12,16 @@ from typing import Mapping, Protocol, runtime_checkable
 from nodemanager.model import CloudNode, Size
 
 __all__ = ["CloudDriver", "CloudError", "ErrorKind", "TAG_CLUSTER", "TAG_SIZE", "TAG_REQUEST",
-           "TAG_DRAIN", "TAG_DESTROY"]
+           "TAG_DRAIN", "TAG_DESTROY", "PROVIDERS", "image_required"]
+
+# The libcloud providers the adapter supports (``[Cloud] driver``; ``simulated`` is the other choice).
+PROVIDERS = ("ec2", "gce", "azure_arm", "openstack", "dummy")
+
+
+def image_required(driver: str) -> bool:
+    """Whether ``[Cloud Create] image`` must be set for this ``[Cloud] driver``."""
+    return driver in PROVIDERS and driver != "dummy"
+
 
 # Tag keys written on our VMs; they are what survives a controller restart.
 TAG_CLUSTER = "nodemanager-cluster"

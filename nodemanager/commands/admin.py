@@ -83,7 +83,8 @@ def _target(args: argparse.Namespace) -> tuple[str, str | None]:
 
 
 def _fail(message: str) -> int:
-    print(f"nodemanager: {message}", file=sys.stderr)
+    from nodemanager.text import printable
+    print(f"nodemanager: {printable(message)}", file=sys.stderr)
     return 1
 
 
@@ -124,6 +125,8 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _status_text(doc: dict[str, Any]) -> str:
+    """The status document as text; names and reasons with control characters escaped."""
+    from nodemanager.text import printable
     lines = [doc.get("health", "")]
     if doc.get("paused"):
         lines.append(f"PAUSED: {doc['paused']}")
@@ -148,9 +151,10 @@ def _status_text(doc: dict[str, Any]) -> str:
                 text += " (held)"
             if key == "rule":
                 text = text.rsplit("/", 1)[-1]
-            row.append(text)
+            row.append(printable(text))
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = [printable(str(line)) for line in lines]
     lines.append("")
     lines.extend("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
     return "\n".join(lines)
@@ -178,6 +182,7 @@ def _admin(args: argparse.Namespace) -> int:
         return _fail(f"{args.verb}: HTTP {resp.status_code}: {_error_text(resp)}{hint}")
     change = resp.json()
     node = f" {change['node']}" if change.get("node") else ""
-    print(f"{change['action']}{node}: {change['detail']}"
+    from nodemanager.text import printable
+    print(printable(f"{change['action']}{node}: {change['detail']}")
           + ("" if change.get("changed") else " (nothing changed)"))
     return 0

@@ -59,8 +59,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _report(error: Exception) -> int:
+    from nodemanager.text import printable
     for diagnostic in error.errors:  # type: ignore[attr-defined]
-        print(diagnostic.format(), file=sys.stderr)
+        print(printable(diagnostic.format()), file=sys.stderr)
     return 1
 
 
@@ -77,8 +78,9 @@ def _check(args: argparse.Namespace) -> int:
         matrix = _load(args.file, strict=args.strict)
     except MatrixError as e:
         return _report(e)
+    from nodemanager.text import printable
     for warning in matrix.warnings:
-        print(warning.format(), file=sys.stderr)
+        print(printable(warning.format()), file=sys.stderr)
     warnings = len(matrix.warnings)
     print(f"{matrix.source}: ok: {len(matrix.rules)} rules decide all {len(matrix)} tuples, "
           f"{warnings} warning{'' if warnings == 1 else 's'}; sha256 {matrix.sha256}")
@@ -105,6 +107,8 @@ def _explain(args: argparse.Namespace) -> int:
     from policy_matrix import MatrixError, StateTuple
     from policy_matrix.suggest import suggest
 
+    from nodemanager.text import printable
+
     try:
         matrix = _load(args.matrix)
     except MatrixError as e:
@@ -115,7 +119,7 @@ def _explain(args: argparse.Namespace) -> int:
         if value not in dim.values:
             guess = suggest(value, dim.values)
             hint = f"did you mean '{guess}'?" if guess else f"expected one of: {', '.join(dim.values)}"
-            print(f"error: unknown {dim.name} '{value}'; {hint}", file=sys.stderr)
+            print(f"error: unknown {dim.name} '{printable(value)}'; {hint}", file=sys.stderr)
             bad = True
     if bad:
         return 2
@@ -131,7 +135,7 @@ def _explain(args: argparse.Namespace) -> int:
     print(f"{state} -> {match.action}")
     print(f"decided by {rule.location}: {rule.canonical}")
     if rule.comment:
-        print(f"  # {rule.comment}")
+        print(f"  # {printable(rule.comment)}")
     return 0
 
 

@@ -25,14 +25,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="configuration file (sizes, [Daemon] limits); default: built-in defaults")
     parser.add_argument("--matrix", metavar="FILE",
                         help="policy matrix file; default: the config's, else the shipped default")
-    parser.add_argument("--now", type=float, metavar="EPOCH",
+    parser.add_argument("--now", type=_epoch, metavar="EPOCH",
                         help="plan as of this time instead of the snapshot's \"now\"")
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.set_defaults(func=_run)
 
 
-def _fail(msg: str) -> int:
-    print(f"nodemanager plan: error: {msg}", file=sys.stderr)
+def _epoch(text: str) -> float:
+    from nodemanager.snapshot import SnapshotError, parse_time
+    try:
+        return parse_time(text)
+    except SnapshotError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _fail(*messages: object) -> int:
+    from nodemanager.text import printable
+    for msg in messages:
+        print(f"nodemanager plan: error: {printable(str(msg))}", file=sys.stderr)
     return 1
 
 
@@ -51,7 +61,7 @@ def _run(args: argparse.Namespace) -> int:
         try:
             settings = load(args.config)
         except ConfigError as e:
-            return _fail(str(e))
+            return _fail(*e.problems)
         except OSError as e:
             return _fail(f"{args.config}: cannot read: {e.strerror or e}")
     try:
@@ -115,14 +125,16 @@ def _short_rule(rule: str) -> str:
 
 
 def format_table(p) -> str:
-    """A plain-text table of the plan: one line per node, then boots and notes."""
+    """A plain-text table of the plan: one line per node, then boots and notes (names and reasons
+    from the snapshot with control characters escaped)."""
+    from nodemanager.text import printable
     head = ("NODE", "NAME", "SIZE", "STATE", "WINDOW", "BOOT", "IDLE", "RULE", "MATRIX",
             "ACTION", "BLOCKED")
     rows = [head]
     for e in p.nodes:
-        rows.append((e.node_id, e.name, e.size, *e.tuple.as_tuple(), _short_rule(e.rule),
-                     str(e.matrix_action), e.action.value if e.action else "-",
-                     e.blocked_by or "-"))
+        rows.append(tuple(printable(c) for c in (
+            e.node_id, e.name, e.size, *e.tuple.as_tuple(), _short_rule(e.rule),
+            str(e.matrix_action), e.action.value if e.action else "-", e.blocked_by or "-")))
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     if p.nodes:
@@ -143,4 +155,4 @@ def format_table(p) -> str:
         lines.append(f"frozen: {p.frozen}")
     for n in p.notes:
         lines.append(f"note: {n}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(printable(line) for line in lines) + "\n"

@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from typing import Any
 
-__all__ = ["register"]
+__all__ = ["register", "setup_logging"]
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -27,17 +28,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=_run)
 
 
+def setup_logging(level: str, stream: Any = None) -> logging.Handler:
+    """Log records at ``level`` and above to ``stream`` (stderr), one line each: text from the
+    cloud or the scheduler in a record's arguments is escaped (``nodemanager.text``)."""
+    from nodemanager.text import EscapingFilter
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.setFormatter(logging.Formatter(LOG_FORMAT))
+    handler.addFilter(EscapingFilter())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(level.upper())
+    return handler
+
+
 def _run(args: argparse.Namespace) -> int:
     import policy_matrix
     from nodemanager import config
     from nodemanager.daemon import Daemon, tune_gc
 
     try:
-        settings = config.load(args.config)
+        settings = config.load(args.config, require_sizes=True, resolve=True)
     except config.ConfigError as exc:
         print(f"nodemanager run: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=settings.log_level.upper(), format=LOG_FORMAT, stream=sys.stderr)
+    setup_logging(settings.log_level)
     for warning in config.credential_warnings(args.config, settings):
         logging.getLogger("nodemanager.config").warning("%s", warning)
     try:

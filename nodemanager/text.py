@@ -1,0 +1,62 @@
+"""Text from outside (node and worker names from the cloud or the scheduler, reasons, snapshot
+fields) made safe for a terminal or a log line.
+
+:func:`printable` escapes every character Python does not call printable: C0 and C1 controls
+(``\\r``, ``\\n``, ``\\x1b``...), DEL, the Unicode line and paragraph separators, bidi overrides
+and other invisible format characters; a node named ``"evil\\r2026-01-01 INFO forged"`` shows as
+``evil\\x0d2026-01-01 INFO forged`` and cannot forge a log line or repaint a terminal.
+:class:`EscapingFilter` does it for every log record's arguments. JSON output needs neither: JSON
+escapes control characters itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping
+
+__all__ = ["printable", "EscapingFilter"]
+
+_PLAIN = (int, float, type(None))
+_FAST = frozenset({int, float, bool, type(None)})
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def printable(text: str) -> str:
+    """``text`` with each non-printable character written as ``\\xNN``, ``\\uNNNN`` or ``\\UNNNNNNNN``."""
+    if text.isprintable():  # the usual case: one C-speed scan, no copy
+        return text
+    return "".join(ch if ch.isprintable() else _escape(ch) for ch in text)
+
+
+def _safe_arg(arg: Any) -> Any:
+    if isinstance(arg, str):
+        return printable(arg)
+    if isinstance(arg, _PLAIN):
+        return arg
+    text = str(arg)
+    # an object (an exception, a node) keeps its own %r/%s unless its text needs escaping
+    return arg if text.isprintable() else printable(text)
+
+
+class EscapingFilter(logging.Filter):
+    """A handler filter that escapes the arguments of every record (and a message given without
+    arguments), so that text from outside stays on its own log line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if type(args) is tuple and args:
+            for a in args:  # hot path (a line per decision): copy only a record that needs it
+                if not (type(a) in _FAST or type(a) is str and a.isprintable()):
+                    record.args = tuple(_safe_arg(a) for a in args)
+                    break
+        elif isinstance(args, Mapping) and args:
+            record.args = {k: _safe_arg(v) for k, v in args.items()}
+        elif not args and not isinstance(record.msg, _PLAIN):
+            record.msg = _safe_arg(record.msg)
+        return True
