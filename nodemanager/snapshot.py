@@ -98,6 +98,17 @@ def _number(v: Any, path: str) -> float:
     return float(v)
 
 
+def _offset(v: Any, path: str) -> float:
+    """A signed number of seconds (a clock skew): finite, within ±MAX_TIME."""
+    if isinstance(v, _Unusable):
+        raise _fail(path, f"{v.what} is not a number of seconds")
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise _fail(path, "expected a number")
+    if not (math.isfinite(v) and -MAX_TIME <= v <= MAX_TIME):
+        raise _fail(path, f"{_describe(v)} is not a usable number of seconds")
+    return float(v)
+
+
 def parse_time(text: str, path: str = "now") -> float:
     """A time given as text (``plan --now``), checked like the snapshot's times."""
     text = text.strip()
@@ -293,7 +304,7 @@ def from_json(data: Any) -> Snapshot:
         recent_destroys=tuple(_number(t, f"recent_destroys[{i}]")
                               for i, t in enumerate(f.opt("recent_destroys", _list, []))),
         unconfirmed=f.opt("unconfirmed", _strings, frozenset()),
-        cloud_clock_skew=f.opt("cloud_clock_skew", _number),
+        cloud_clock_skew=f.opt("cloud_clock_skew", _offset),
     )
 
 
