@@ -119,6 +119,7 @@ def classify(exc: BaseException, call: str, secrets: Iterable[str] = ()) -> Clou
     if isinstance(exc, CloudError):
         return exc
     from libcloud.common.exceptions import BaseHTTPError, RateLimitReachedError
+    from libcloud.common.google import ResourceNotFoundError
     from libcloud.common.types import (InvalidCredsError, LibcloudError, MalformedResponseError,
                                        ProviderError)
     from requests import exceptions as rexc
@@ -135,6 +136,8 @@ def classify(exc: BaseException, call: str, secrets: Iterable[str] = ()) -> Clou
         message = f"HTTP {exc.code} {message}".rstrip()
     elif isinstance(exc, InvalidCredsError):
         kind = ErrorKind.PERMANENT
+    elif isinstance(exc, ResourceNotFoundError):  # GCE: a 404, or a name no zone knows
+        kind = ErrorKind.NOT_FOUND
     elif isinstance(exc, ProviderError):
         code = getattr(exc, "code", None)  # GCE errors carry the API's reason code
         kind = _kind_of_http(int(exc.http_code or 0), message, (code,) if isinstance(code, str) else ())

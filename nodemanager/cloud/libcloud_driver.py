@@ -368,7 +368,9 @@ class LibcloudCloud:
                 if not token:
                     break
         else:
-            raw = self._call("list_nodes", self._driver.list_nodes)
+            # GCE lists only [Cloud] datacenter's zone unless told "all"; [Create] location may differ
+            raw = self._call("list_nodes", self._driver.list_nodes,
+                             **({"ex_zone": "all"} if self.provider == "gce" else {}))
         nodes, cache = [], {}
         for item in raw:
             tags = node_tags(item)
@@ -494,23 +496,23 @@ class LibcloudCloud:
 
     # --- destroy and tags ----------------------------------------------------------------------
 
-    def _raw_node(self, node: CloudNode) -> Node:
+    def _raw_node(self, node: CloudNode, call: str) -> Node:
         cached = self._raw.get(node.id)
         if cached is not None:
             return cached
+        if self.provider == "gce":  # its calls need the node's zone, which only the cloud knows
+            return self._call(call, self._driver.ex_get_node, node.name, "all")
         return Node(id=node.id, name=node.name, state=NodeState.UNKNOWN, public_ips=[],
                     private_ips=[node.private_ip] if node.private_ip else [], driver=self._driver,
                     extra={"tags": dict(node.tags)})
 
     def destroy_node(self, node: CloudNode) -> None:
         """Destroy ``node``; a node the cloud no longer knows counts as destroyed."""
-        if self.provider == "dummy":
-            raw = self._dummy_node(node.id)
+        try:
+            raw = (self._dummy_node(node.id) if self.provider == "dummy"
+                   else self._raw_node(node, "destroy_node"))
             if raw is None:
                 return
-        else:
-            raw = self._raw_node(node)
-        try:
             done = self._call("destroy_node", self._driver.destroy_node, raw)
         except CloudError as exc:
             if exc.kind is ErrorKind.NOT_FOUND:
@@ -535,7 +537,7 @@ class LibcloudCloud:
             if drop:
                 self._call("set_tags", self._driver.ex_remove_tags, node.id, drop)
         else:
-            raw = self._raw_node(node) if self.provider != "dummy" else self._dummy_node(node.id)
+            raw = self._raw_node(node, "set_tags") if self.provider != "dummy" else self._dummy_node(node.id)
             if raw is None:
                 raise CloudError(ErrorKind.NOT_FOUND, f"no node {node.id}", call="set_tags")
             merged = {**node_tags(raw), **put}
