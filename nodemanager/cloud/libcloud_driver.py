@@ -221,6 +221,10 @@ def _parse_options(settings: CloudSettings) -> _Options:
                                       *(("user_data_file",) if "user_data" in known else ()))))
             raise ValueError(f"[Cloud Create] {name}: not an option for driver {provider} "
                              f"(known: {names})")
+    if provider == "azure_arm" and "ex_customdata" in create:
+        # libcloud 3.x base64-encodes it to bytes, which its JSON encoder then rejects
+        raise ValueError("[Cloud Create] user_data: libcloud's azure_arm driver cannot send custom "
+                         "data under Python 3; use a cloud-init image setting instead")
     if provider != "dummy" and not image:
         raise ValueError(f"[Cloud Create] image: required for driver {provider}")
     if provider == "ec2" and "ex_security_group_ids" in create and "ex_subnet" not in create:
@@ -253,6 +257,8 @@ def _read_user_data(path: str) -> str:
 
 
 _CONNECTION_KWARGS = frozenset({"timeout", "retry_delay", "backoff", "proxy_url"})
+# Options a driver reads from **kwargs, which its signature does not show.
+_KWARGS_OPTIONS: Mapping[str, frozenset[str]] = {"azure_arm": frozenset({"cloud_environment"})}
 
 
 def _check_driver_args(provider: str, cls: type, kwargs: Mapping[str, Any]) -> None:
@@ -260,7 +266,7 @@ def _check_driver_args(provider: str, cls: type, kwargs: Mapping[str, Any]) -> N
     if provider == "dummy":
         known = {"creds"}
     else:
-        known = set(_CONNECTION_KWARGS)
+        known = set(_CONNECTION_KWARGS | _KWARGS_OPTIONS.get(provider, frozenset()))
         for klass in cls.__mro__:
             init = klass.__dict__.get("__init__")
             if init is not None:
@@ -392,7 +398,7 @@ class LibcloudCloud:
     def _launched_at(self, node: Node) -> float:
         extra = node.extra or {}
         for value in (node.created_at, extra.get("launch_time"), extra.get("creationTimestamp"),
-                      extra.get("created")):
+                      extra.get("created"), (extra.get("properties") or {}).get("timeCreated")):
             epoch = _to_epoch(value)
             if epoch is not None:
                 return epoch
@@ -500,8 +506,11 @@ class LibcloudCloud:
         cached = self._raw.get(node.id)
         if cached is not None:
             return cached
-        if self.provider == "gce":  # its calls need the node's zone, which only the cloud knows
+        # GCE calls need the node's zone, Azure's its NIC and disk ids: only the cloud knows them
+        if self.provider == "gce":
             return self._call(call, self._driver.ex_get_node, node.name, "all")
+        if self.provider == "azure_arm":
+            return self._call(call, self._driver.ex_get_node, node.id)
         return Node(id=node.id, name=node.name, state=NodeState.UNKNOWN, public_ips=[],
                     private_ips=[node.private_ip] if node.private_ip else [], driver=self._driver,
                     extra={"tags": dict(node.tags)})
