@@ -14,13 +14,13 @@ from typing import Callable, Iterator
 import libcloud.security
 import pytest
 
-from nodemanager.cloud import (TAG_CLUSTER, TAG_DRAIN, TAG_REQUEST, TAG_SIZE, CloudError,
+from nodemanager.cloud import (TAG_CLUSTER, TAG_REQUEST, TAG_SIZE, CloudError,
                                ErrorKind)
 from nodemanager.cloud.libcloud_driver import LibcloudCloud
 from nodemanager.model import Size
 from nodemanager.settings import CloudSettings
 from tests.fixtures.api_gce import PROJECT, ZONE, GceApi, gce_error
-from tests.fixtures.cloud_apis import ApiServer, make_tls
+from tests.fixtures.cloud_apis import ApiServer, check_tag_round_trip, make_tls
 
 SMALL = Size("small", cores=1, ram_mb=3840, instance_type="n1-standard-1")
 IMAGE = "https://www.googleapis.com/compute/v1/projects/centos-cloud/global/images/centos-6-v20131120"
@@ -111,13 +111,7 @@ def test_nodes_in_another_zone_than_the_driver_datacenter_are_listed(gce_cloud, 
 def test_set_tags_puts_and_drops_through_set_metadata(gce_cloud, gce_api):
     cloud = gce_cloud()
     node = cloud.create_node(SMALL, "t", {TAG_REQUEST: "r-t"})
-    cloud.set_tags(node, {TAG_DRAIN: "1700000000:drain-1", "note": "x"})
-    [got] = cloud.list_nodes()
-    assert got.tags[TAG_DRAIN] == "1700000000:drain-1" and got.tags["note"] == "x"
-    cloud.set_tags(got, {TAG_DRAIN: "", "note": "y"})
-    [got] = cloud.list_nodes()
-    assert TAG_DRAIN not in got.tags and got.tags["note"] == "y"
-    assert got.tags[TAG_CLUSTER] == cloud.cluster and got.tags[TAG_REQUEST] == "r-t"
+    check_tag_round_trip(cloud, node)
     assert len(gce_api.server.sent("POST", r"/instances/t/setMetadata$")) == 2
 
 

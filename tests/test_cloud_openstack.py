@@ -17,7 +17,7 @@ from nodemanager.cloud.libcloud_driver import LibcloudCloud
 from nodemanager.model import Size
 from nodemanager.settings import CloudSettings
 from tests.fixtures.api_openstack import OpenStackApi, nova_error
-from tests.fixtures.cloud_apis import ApiServer
+from tests.fixtures.cloud_apis import ApiServer, check_tag_round_trip
 
 SMALL = Size("small", cores=2, ram_mb=2048, instance_type="m1.small")
 IMAGE = "7f9b8c2e-0000-4000-8000-000000000001"
@@ -86,13 +86,7 @@ def test_states_map_from_nova_status(openstack_api):
 def test_set_tags_puts_and_drops_with_one_metadata_call(openstack_api):
     cloud = make_cloud(openstack_api)
     node = cloud.create_node(SMALL, "t", {TAG_REQUEST: "r-t"})
-    cloud.set_tags(node, {TAG_DRAIN: "1700000000:drain-1", "note": "x"})
-    [got] = cloud.list_nodes()
-    assert got.tags[TAG_DRAIN] == "1700000000:drain-1" and got.tags["note"] == "x"
-    cloud.set_tags(got, {TAG_DRAIN: "", "note": "y"})
-    [got] = cloud.list_nodes()
-    assert TAG_DRAIN not in got.tags and got.tags["note"] == "y"
-    assert got.tags[TAG_CLUSTER] == cloud.cluster and got.tags[TAG_REQUEST] == "r-t"
+    check_tag_round_trip(cloud, node)
     puts = openstack_api.server.sent("PUT", rf"/servers/{node.id}/metadata$")
     assert len(puts) == 2 and TAG_DRAIN not in puts[1].json()["metadata"]
 
