@@ -3,8 +3,9 @@
 The controller decides what to do from the kind alone:
 
 - ``quota``: the account limit is reached (EC2 ``InstanceLimitExceeded``, ``VcpuLimitExceeded``,
-  GCE ``QUOTA_EXCEEDED``, Azure ``QuotaExceeded``; otherwise a 4xx error whose code, or whose
-  text when it has no code, matches ``exceed|quota|limit``: the rule Arvados node manager used);
+  GCE ``QUOTA_EXCEEDED``, Azure ``QuotaExceeded``, OpenStack nova's 403 "Quota exceeded ...";
+  otherwise a 4xx error whose code, or whose text when it has no code, matches
+  ``exceed|quota|limit``: the rule Arvados node manager used);
 - ``capacity``: the provider has no room for this size now (``InsufficientInstanceCapacity``...);
 - ``rate_limit``: throttled (HTTP 429, ``RequestLimitExceeded``, libcloud's ``RateLimitReachedError``);
   ``retry_after`` carries the reply's ``Retry-After`` header in seconds when there is one;
@@ -49,6 +50,7 @@ TRANSIENT_CODES = frozenset({"InternalError", "InternalFailure", "ServiceUnavail
                              "RequestTimeout", "RequestExpired"})
 
 _QUOTA_WORDS = re.compile(r"exceed|quota|limit", re.IGNORECASE)
+_QUOTA_EXCEEDED = re.compile(r"quota exceeded", re.IGNORECASE)
 # libcloud's EC2 driver reports errors as "Code: message" lines.
 _CODE_LINE = re.compile(r"^\s*([A-Za-z][\w.]*):\s", re.MULTILINE)
 _TIMEOUT_WORDS = re.compile(r"timed? ?out|did not complete", re.IGNORECASE)
@@ -100,7 +102,8 @@ def _kind_of_http(status: int, message: str, extra_codes: tuple[str, ...] = ()) 
     if status >= 500:
         return ErrorKind.TRANSIENT
     if status in (401, 403):
-        return ErrorKind.PERMANENT
+        # nova answers an exhausted quota with 403 "Quota exceeded for instances: ..."
+        return ErrorKind.QUOTA if not codes and _QUOTA_EXCEEDED.search(message) else ErrorKind.PERMANENT
     if status == 404:
         return ErrorKind.NOT_FOUND
     if status == 408:
@@ -116,6 +119,7 @@ def classify(exc: BaseException, call: str, secrets: Iterable[str] = ()) -> Clou
     if isinstance(exc, CloudError):
         return exc
     from libcloud.common.exceptions import BaseHTTPError, RateLimitReachedError
+    from libcloud.common.google import ResourceNotFoundError
     from libcloud.common.types import (InvalidCredsError, LibcloudError, MalformedResponseError,
                                        ProviderError)
     from requests import exceptions as rexc
@@ -132,6 +136,8 @@ def classify(exc: BaseException, call: str, secrets: Iterable[str] = ()) -> Clou
         message = f"HTTP {exc.code} {message}".rstrip()
     elif isinstance(exc, InvalidCredsError):
         kind = ErrorKind.PERMANENT
+    elif isinstance(exc, ResourceNotFoundError):  # GCE: a 404, or a name no zone knows
+        kind = ErrorKind.NOT_FOUND
     elif isinstance(exc, ProviderError):
         code = getattr(exc, "code", None)  # GCE errors carry the API's reason code
         kind = _kind_of_http(int(exc.http_code or 0), message, (code,) if isinstance(code, str) else ())

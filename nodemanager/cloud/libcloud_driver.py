@@ -31,9 +31,13 @@ What the adapter does, and what it leaves to the daemon:
   their constructors); option names and values are checked when the adapter is built, and a bad
   one raises ValueError naming the ``[Cloud]``/``[Cloud Create]`` option.
 
-Tested here: ``ec2`` against moto_server through libcloud's real EC2 driver, and ``dummy``.
-``gce``, ``azure_arm`` and ``openstack`` use the same code with their own option names and tag
-calls, but have not been run against their APIs.
+Tested: ``ec2`` (spot included) against moto_server through libcloud's real EC2 driver;
+``gce``, ``azure_arm`` and ``openstack`` through libcloud's real drivers against local servers that
+answer as the providers' APIs document (tests/fixtures/api_*.py: create, list, tags, destroy, error
+replies); ``dummy``. GCE and Azure calls on a node need facts only the cloud has (its zone; its NIC
+and disk ids): a node not in the last listing is fetched by name or id first. Azure custom data
+(``user_data``) is refused: libcloud 3's azure_arm driver cannot encode it. Azure spot
+(``priority``/``evictionPolicy``) is not offered: libcloud's azure_arm ``create_node`` takes neither.
 """
 
 from __future__ import annotations
@@ -219,6 +223,10 @@ def _parse_options(settings: CloudSettings) -> _Options:
                                       *(("user_data_file",) if "user_data" in known else ()))))
             raise ValueError(f"[Cloud Create] {name}: not an option for driver {provider} "
                              f"(known: {names})")
+    if provider == "azure_arm" and "ex_customdata" in create:
+        # libcloud 3.x base64-encodes it to bytes, which its JSON encoder then rejects
+        raise ValueError("[Cloud Create] user_data: libcloud's azure_arm driver cannot send custom "
+                         "data under Python 3; use a cloud-init image setting instead")
     if image_required(provider) and not image:
         raise ValueError(f"[Cloud Create] image: required for driver {provider}")
     if provider == "ec2" and "ex_security_group_ids" in create and "ex_subnet" not in create:
@@ -251,6 +259,8 @@ def _read_user_data(path: str) -> str:
 
 
 _CONNECTION_KWARGS = frozenset({"timeout", "retry_delay", "backoff", "proxy_url"})
+# Options a driver reads from **kwargs, which its signature does not show.
+_KWARGS_OPTIONS: Mapping[str, frozenset[str]] = {"azure_arm": frozenset({"cloud_environment"})}
 
 
 def _check_driver_args(provider: str, cls: type, kwargs: Mapping[str, Any]) -> None:
@@ -258,7 +268,7 @@ def _check_driver_args(provider: str, cls: type, kwargs: Mapping[str, Any]) -> N
     if provider == "dummy":
         known = {"creds"}
     else:
-        known = set(_CONNECTION_KWARGS)
+        known = set(_CONNECTION_KWARGS | _KWARGS_OPTIONS.get(provider, frozenset()))
         for klass in cls.__mro__:
             init = klass.__dict__.get("__init__")
             if init is not None:
@@ -366,7 +376,9 @@ class LibcloudCloud:
                 if not token:
                     break
         else:
-            raw = self._call("list_nodes", self._driver.list_nodes)
+            # GCE lists only [Cloud] datacenter's zone unless told "all"; [Create] location may differ
+            raw = self._call("list_nodes", self._driver.list_nodes,
+                             **({"ex_zone": "all"} if self.provider == "gce" else {}))
         nodes, cache = [], {}
         for item in raw:
             tags = node_tags(item)
@@ -388,7 +400,7 @@ class LibcloudCloud:
     def _launched_at(self, node: Node) -> float:
         extra = node.extra or {}
         for value in (node.created_at, extra.get("launch_time"), extra.get("creationTimestamp"),
-                      extra.get("created")):
+                      extra.get("created"), (extra.get("properties") or {}).get("timeCreated")):
             epoch = _to_epoch(value)
             if epoch is not None:
                 return epoch
@@ -492,23 +504,26 @@ class LibcloudCloud:
 
     # --- destroy and tags ----------------------------------------------------------------------
 
-    def _raw_node(self, node: CloudNode) -> Node:
+    def _raw_node(self, node: CloudNode, call: str) -> Node:
         cached = self._raw.get(node.id)
         if cached is not None:
             return cached
+        # GCE calls need the node's zone, Azure's its NIC and disk ids: only the cloud knows them
+        if self.provider == "gce":
+            return self._call(call, self._driver.ex_get_node, node.name, "all")
+        if self.provider == "azure_arm":
+            return self._call(call, self._driver.ex_get_node, node.id)
         return Node(id=node.id, name=node.name, state=NodeState.UNKNOWN, public_ips=[],
                     private_ips=[node.private_ip] if node.private_ip else [], driver=self._driver,
                     extra={"tags": dict(node.tags)})
 
     def destroy_node(self, node: CloudNode) -> None:
         """Destroy ``node``; a node the cloud no longer knows counts as destroyed."""
-        if self.provider == "dummy":
-            raw = self._dummy_node(node.id)
+        try:
+            raw = (self._dummy_node(node.id) if self.provider == "dummy"
+                   else self._raw_node(node, "destroy_node"))
             if raw is None:
                 return
-        else:
-            raw = self._raw_node(node)
-        try:
             done = self._call("destroy_node", self._driver.destroy_node, raw)
         except CloudError as exc:
             if exc.kind is ErrorKind.NOT_FOUND:
@@ -533,7 +548,7 @@ class LibcloudCloud:
             if drop:
                 self._call("set_tags", self._driver.ex_remove_tags, node.id, drop)
         else:
-            raw = self._raw_node(node) if self.provider != "dummy" else self._dummy_node(node.id)
+            raw = self._raw_node(node, "set_tags") if self.provider != "dummy" else self._dummy_node(node.id)
             if raw is None:
                 raise CloudError(ErrorKind.NOT_FOUND, f"no node {node.id}", call="set_tags")
             merged = {**node_tags(raw), **put}
