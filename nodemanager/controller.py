@@ -52,6 +52,7 @@ from nodemanager.model import (CloudNode, CycleReport, InFlight, ItemKind, NodeE
                                Outcome, Plan, PlanItem, Snapshot, Worker)
 from nodemanager.scheduler.port import SchedulerPoll
 from nodemanager.settings import Settings
+from nodemanager.text import duration
 from policy_matrix.vocabulary import DOWN, UNPAIRED
 
 __all__ = ["Controller", "InputMemory", "build_in_flight", "decision_line", "requested_at",
@@ -117,22 +118,45 @@ def build_in_flight(nodes: Iterable[CloudNode], poll: SchedulerPoll | None,
     return tuple(out)
 
 
+LINE_WIDTH = 120  # a routine decision line at INFO; the whole explanation follows at DEBUG
+
+
+def short_rule(rule: str) -> str:
+    """``default.matrix:25`` for ``/etc/nodemanager/default.matrix:25``: the file's name and line."""
+    return rule.rsplit("/", 1)[-1]
+
+
 def decision_line(e: NodeExplanation, dry_run: bool = False) -> str:
-    """The operator's one line for a node decision."""
+    """The operator's one line for a node decision: node, tuple, matched rule, matrix action ->
+    planned action, and as much of the reason as fits in :data:`LINE_WIDTH` characters."""
     action = e.action.value if e.action is not None else "none"
     if dry_run and e.action is not None:
         action = f"dry-run: would {action}"
-    line = (f"node {e.name} ({e.node_id}, {e.size}) {e.tuple} rule {e.rule} "
-            f"{e.matrix_action} -> {action}")
-    if e.blocked_by:
-        line += f" [blocked by {e.blocked_by}: {e.reason}]"
-    elif e.reason:
-        line += f" [{e.reason}]"
+    line = f"node {e.name} {e.tuple} {short_rule(e.rule)} {e.matrix_action} -> {action}"
+    why = f"blocked by {e.blocked_by}: {e.reason}" if e.blocked_by else e.reason
+    if why:
+        room = LINE_WIDTH - len(line) - 2
+        line += ": " + (why if len(why) <= room else why[:max(0, room - 1)] + "…")
     return line
+
+
+def decision_details(e: NodeExplanation) -> str:
+    """Everything about a decision that the short line leaves out (logged at DEBUG)."""
+    return (f"node {e.name} ({e.node_id}, {e.size}) worker {e.worker or '-'} state "
+            f"{e.raw_state or '-'} rule {e.rule}: {e.matrix_action} -> "
+            f"{e.action.value if e.action else 'none'}; blocked by {e.blocked_by or '-'}; {e.reason}")
 
 
 MISSING_LISTINGS = 3   # a listed node absent from this many listings in a row...
 MISSING_SECONDS = 120.0  # ...and for this long is believed gone (until then it counts for the caps)
+
+
+def _decided(tag: str, now: float) -> str:
+    """When an earlier process decided a destroy, from its ``TAG_DESTROY`` value (an epoch)."""
+    try:
+        return f"decided {duration(now - float(tag))} ago" if 0 < float(tag) <= now else "decided earlier"
+    except ValueError:
+        return "decided earlier"
 
 
 def requested_at(request_id: str | None) -> float | None:
@@ -413,7 +437,7 @@ class Controller:
             return plan
         workers = {e.node_id: e.worker for e in plan.nodes}
         extra = [PlanItem(kind=ItemKind.DESTROY, node_id=n.id, node_name=n.name,
-                          reason=f"finishing the destroy recorded at {n.tags[TAG_DESTROY]}",
+                          reason=f"finishing the destroy {_decided(n.tags[TAG_DESTROY], snap.now)}",
                           worker=workers.get(n.id), cancellable=False) for n in resume]
         resumed = {n.id for n in resume}
         items = tuple(i for i in plan.items if i.node_id not in resumed) + tuple(extra)
@@ -473,6 +497,8 @@ class Controller:
                 level = logging.DEBUG
             if debug or (info and level >= logging.INFO):
                 log.log(level, "%s", decision_line(e, self.dry_run))
+                if debug:
+                    log.debug("%s", decision_details(e))
             seen[e.node_id] = (e.matrix_action, e.action, e.blocked_by, e.tuple, e.rule)
         explained = {e.node_id for e in plan.nodes}
         gone = [k for k in seen if k not in explained]

@@ -5,6 +5,7 @@ fields) made safe for a terminal or a log line.
 (``\\r``, ``\\n``, ``\\x1b``...), DEL, the Unicode line and paragraph separators, bidi overrides
 and other invisible format characters; a node named ``"evil\\r2026-01-01 INFO forged"`` shows as
 ``evil\\x0d2026-01-01 INFO forged`` and cannot forge a log line or repaint a terminal.
+:func:`duration` writes a span of time for people (reasons say "for 3m 20s", never an epoch).
 :class:`EscapingFilter` does it for every log record's arguments. JSON output needs neither: JSON
 escapes control characters itself.
 """
@@ -14,10 +15,25 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping
 
-__all__ = ["printable", "EscapingFilter"]
+__all__ = ["printable", "EscapingFilter", "duration"]
 
 _PLAIN = (int, float, type(None))
 _FAST = frozenset({int, float, bool, type(None)})
+
+
+def duration(seconds: float) -> str:
+    """A span of time as people read it: ``42s``, ``3m 20s``, ``2h 05m``, ``3d 04h``."""
+    s = int(round(abs(seconds)))
+    if s < 60:
+        return f"{s}s"
+    m, s = divmod(s, 60)
+    if m < 60:
+        return f"{m}m {s:02d}s"
+    h, m = divmod(m, 60)
+    if h < 48:
+        return f"{h}h {m:02d}m"
+    d, h = divmod(h, 24)
+    return f"{d}d {h:02d}h"
 
 
 def _escape(ch: str) -> str:

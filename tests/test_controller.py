@@ -1,6 +1,7 @@
 """The controller cycle with the real core, the default matrix and the embedded default world."""
 
 import logging
+import re
 
 import policy_matrix
 
@@ -170,3 +171,20 @@ def test_quota_error_is_learned_and_reported():
     loop.time.advance(5)
     report = loop.cycle()
     assert report.snapshot.quota == 2 and report.snapshot.blocked_sizes == frozenset({"small"})
+
+
+def test_decision_lines_are_short_with_details_at_debug(caplog):
+    """Routine INFO lines fit 120 characters and name the rule as file:line; the node id, size,
+    raw state, the rule's full path and the whole reason follow at DEBUG."""
+    caplog.set_level(logging.DEBUG, "nodemanager.decisions")
+    loop = Loop(sim_settings())
+    loop.run(600)
+    info = [r.getMessage() for r in caplog.records
+            if r.levelno == logging.INFO and r.getMessage().startswith("node ") and " -> " in r.getMessage()]
+    assert info and all(len(m) <= 120 for m in info), max(info, key=len)
+    assert all(re.search(r" default\.matrix:\d+ ", m) and "/" not in m.split(" -> ")[0] for m in info)
+    details = [r.getMessage() for r in caplog.records
+               if r.levelno == logging.DEBUG and " rule /" in r.getMessage()]
+    assert details and all("default.matrix:" in m and " worker " in m for m in details)
+    # no epoch seconds in what operators read: times are spans ("for 3m 20s")
+    assert not [m for m in info if re.search(r"\b1[6-9]\d{8}\b", m)]

@@ -119,7 +119,7 @@ def test_without_registered_at_a_worker_last_heard_before_launch_does_not_pair()
     old = replace(worker("cn-1"), last_heard=L - 100)
     p = pair([node("i-1", "cn-1", launched=L)], [old])
     assert p.paired == {}
-    assert "last heard at 999900, before this VM was launched at 1000000" in p.reasons["i-1"]
+    assert "last heard 1m 40s before this VM was launched" in p.reasons["i-1"]
     for heard in (L - HEARD_SKEW, L + 30, 0.0):       # within the skew, after launch, not reported
         w = replace(worker("cn-1"), last_heard=heard)
         assert pair([node("i-1", "cn-1", launched=L)], [w]).paired["i-1"] is w

@@ -3,6 +3,7 @@ reload (good and bad files), clean stop with a call under way, and the status se
 
 import json
 import logging
+import re
 import pathlib
 import threading
 import urllib.request
@@ -55,7 +56,10 @@ def test_embedded_default_boots_drains_and_destroys(tmp_path, daemons, caplog):
     run_for(d, 600)
     text = caplog.text
     assert "outcome boot" in text and "outcome drain" in text and "outcome destroy" in text
-    assert "rule " in text and "default.matrix:" in text
+    decisions = [r.getMessage() for r in caplog.records
+                 if r.getMessage().startswith("node ") and " -> " in r.getMessage()]
+    assert decisions and all(re.search(r" default\.matrix:\d+ ", m) for m in decisions)
+    assert all("/" not in m.split(" -> ")[0] for m in decisions)  # the rule's file name, not its path
     assert d.world.pool.stats.completed >= 12
     assert d.counters["cycles"] >= 100
 

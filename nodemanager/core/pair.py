@@ -26,6 +26,7 @@ from operator import attrgetter
 from typing import Iterable, Mapping
 
 from nodemanager.model import CloudNode, Worker
+from nodemanager.text import duration
 
 __all__ = ["Pairing", "pair", "normalize_address", "by_id", "HEARD_SKEW"]
 
@@ -134,14 +135,14 @@ def pair(cloud_nodes: Iterable[CloudNode], workers: Iterable[Worker]) -> Pairing
             if not fresh:
                 w = min((wlist[j] for j in found), key=lambda w: w.name)
                 if w.registered_at is None:
-                    reasons[n.id] = (f"worker {w.name} was last heard at {w.last_heard:.0f}, before "
-                                     f"this VM was launched at {n.launched_at:.0f} (recycled name)")
+                    reasons[n.id] = (f"worker {w.name} was last heard {duration(n.launched_at - w.last_heard)} "
+                                     "before this VM was launched (recycled name)")
                 elif not w.registered_at:
                     reasons[n.id] = (f"worker {w.name} is known to the scheduler but has not "
                                      "registered since this VM was launched")
                 else:
-                    reasons[n.id] = (f"worker {w.name} registered at {w.registered_at:.0f}, before "
-                                     f"this VM was launched at {n.launched_at:.0f} (recycled name)")
+                    reasons[n.id] = (f"worker {w.name} registered {duration(n.launched_at - w.registered_at)} "
+                                     "before this VM was launched (recycled name)")
                 continue
             i = fresh[0]
             reasons[n.id] = _BY_NAME

@@ -39,6 +39,7 @@ from nodemanager.model import (Action, BootRequest, CloudNode, Demand, InFlight,
                                NodeExplanation, Plan, PlanItem, Size, Snapshot, StateTuple,
                                VictimCost, Worker)
 from nodemanager.settings import CoreSettings
+from nodemanager.text import duration
 from policy_matrix.vocabulary import (BOOT_EXCEEDED, BUSY, DOWN, IDLE, UNPAIRED)
 
 __all__ = ["plan", "Escalation", "stale_inputs"]
@@ -221,7 +222,7 @@ def _wants(nodes: list[_Node], snapshot: Snapshot, flights: dict[str, dict[str, 
         useless = ws in (DOWN, UNPAIRED)
         n.ours_draining = "drain" in mine and "cancel_drain" not in mine and "destroy" not in mine
         if "destroy" in mine:
-            n.blocked, n.reason = _IN_FLIGHT, f"destroy under way since {mine['destroy'].since:.0f}"
+            n.blocked, n.reason = _IN_FLIGHT, f"destroy under way for {duration(now - mine['destroy'].since)}"
             continue
         if held and _matches(node, n.worker, held):
             n.blocked, n.reason = _HELD, "held by an operator: no action"
@@ -250,13 +251,13 @@ def _wants(nodes: list[_Node], snapshot: Snapshot, flights: dict[str, dict[str, 
             n.drained = drained
             if drained or (useless and n.maction is Action.START_SHUTDOWN):
                 n.want, n.cancellable = ItemKind.DESTROY, False
-                n.reason = (f"our drain (since {n.drain.since:.0f}) finished: {n.cls.why}" if drained
+                n.reason = (f"our drain (started {duration(now - n.drain.since)} ago) finished: {n.cls.why}" if drained
                             else f"matrix says START_SHUTDOWN during our drain: {n.cls.why}")
             else:
-                n.reason = f"our drain under way since {n.drain.since:.0f}: {n.cls.why}"
+                n.reason = f"our drain under way for {duration(now - n.drain.since)}: {n.cls.why}"
             continue
         if "cancel_drain" in mine:
-            n.reason = f"cancel of our drain under way since {mine['cancel_drain'].since:.0f}"
+            n.reason = f"cancel of our drain under way for {duration(now - mine['cancel_drain'].since)}"
             continue
         if forced and _matches(node, n.worker, forced) and not useless:
             if n.worker is not None and n.worker.draining:
