@@ -34,5 +34,8 @@ case "${1:-all}" in
   startup|all) python benchmarks/bench_startup.py ;;
 esac
 case "${1:-all}" in
+  http|all) python benchmarks/bench_http.py --requests 50 ;;
+esac
+case "${1:-all}" in
   bench|all)  nodemanager bench --repeat 11; python benchmarks/bench_cycle.py 1000 10000 50000 ;;
 esac

@@ -212,14 +212,15 @@ class HttpServer:
         dispatcher.queue_logger = _Demoted("waitress.queue", "Task queue depth")
         self._threads = threads
         server = None
+        # our own socket: waitress would set IPV6_V6ONLY, and "::" serves IPv4 clients too
+        sock = socket.socket(family, socket.SOCK_STREAM)
         try:
-            server = server_cls(app, map={}, _start=False, adj=adj, sockinfo=sockinfo,
-                                dispatcher=dispatcher)
+            server = server_cls(app, map={}, _start=False, _sock=sock, adj=adj,
+                                sockinfo=sockinfo, dispatcher=dispatcher)
             # listen now: a port only bound (SO_REUSEADDR) could be bound by another process too
             server.accept_connections()
         except OSError as err:
-            if server is not None:
-                server.close()
+            (server or sock).close()
             raise BindError(err.errno, f"status server cannot listen on {host}:{port} "
                                        f"([Manage] address/port): {err.strerror}") from None
         self._server = server

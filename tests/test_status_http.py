@@ -246,6 +246,12 @@ def test_bind_takes_the_port_before_serving(clock: Clock) -> None:
             StatusServer(ManageSettings(port=port), lambda: StatusView()).bind()
         server.start()
         assert requests.get(server.url + "/healthz", timeout=5).status_code == 503
+        head = requests.head(server.url + "/healthz", timeout=5)
+        assert head.status_code == 503 and int(head.headers["Content-Length"]) > 0 and not head.content
     finally:
         server.stop()
+    # stopped, bound or not, the port is free again
+    unused = StatusServer(ManageSettings(port=port), lambda: StatusView()).bind()
+    unused.stop()
+    StatusServer(ManageSettings(port=port), lambda: StatusView()).bind().stop()
 
