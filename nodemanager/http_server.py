@@ -32,7 +32,7 @@ from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
 from waitress.task import ThreadedTaskDispatcher
 
-__all__ = ["BindError", "HttpServer", "LogThrottle", "host_allowed", "IDLE_TIMEOUT",
+__all__ = ["BindError", "HttpServer", "LogThrottle", "host_allowed", "own_names", "IDLE_TIMEOUT",
            "REQUEST_TIMEOUT", "THREADS", "BACKLOG", "CONNECTION_LIMIT"]
 
 log = logging.getLogger("nodemanager.http")
@@ -42,6 +42,7 @@ REQUEST_TIMEOUT = 10.0   # a request (headers and body) must arrive within this,
 THREADS = 4              # worker threads: requests served at once (the rest wait, holding no thread)
 BACKLOG = 1024           # the kernel's queue of connections not yet accepted
 CONNECTION_LIMIT = 500   # open connections at most; past it new ones wait in the backlog
+CROWDED_IDLE = 1.0       # the idle timeout while the server is at its connection limit
 
 
 class BindError(OSError):
@@ -66,12 +67,8 @@ class LogThrottle:
                 self._state[kind] = (last, missed + 1)
                 return
             self._state[kind] = (now, 0)
-        more = f" (and {missed} more like it since {_ago(now - last)})" if missed else ""
+        more = f" (and {missed} more like it in the last {now - last:.0f}s)" if missed else ""
         self._log.warning("%s%s", message, more)
-
-
-def _ago(seconds: float) -> str:
-    return f"{seconds:.0f}s ago"
 
 
 def _host_part(host: str) -> str:
@@ -169,14 +166,17 @@ class _Server(TcpWSGIServer):
 
     def maintenance(self, now: float) -> None:
         """Close connections that are slow to send their request, or idle (waitress's own check
-        runs on the wall clock and only looks at idleness)."""
+        runs on the wall clock and only looks at idleness). At the connection limit, a
+        connection quiet for a second counts as idle: new clients wait no longer than that."""
         now = self.clock()
+        crowded = len(self._map) >= self.adj.connection_limit
+        idle_after = CROWDED_IDLE if crowded else self.idle_timeout
         for channel in list(self.active_channels.values()):
             since = channel.nm_request_since
             if since is not None and now - since > self.request_timeout:
                 why = f"request not complete after {self.request_timeout:.0f}s"
-            elif not channel.requests and now - channel.nm_active > self.idle_timeout:
-                why = f"idle for {self.idle_timeout:.0f}s"
+            elif not channel.requests and now - channel.nm_active > idle_after:
+                why = f"idle for {idle_after:.0f}s" + (" with the server full" if crowded else "")
             else:
                 continue
             log.debug("closing connection from %s: %s", channel.addr[0], why)
@@ -194,14 +194,16 @@ class HttpServer:
     def __init__(self, app: Callable[..., Any], host: str, port: int, *,
                  clock: Callable[[], float] = time.monotonic, max_body: int = 4096,
                  idle_timeout: float = IDLE_TIMEOUT, request_timeout: float = REQUEST_TIMEOUT,
-                 threads: int = THREADS, ident: str = "nodemanager") -> None:
+                 threads: int = THREADS, connection_limit: int = CONNECTION_LIMIT,
+                 ident: str = "nodemanager") -> None:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         adj = Adjustments(
             host=host, port=port, ipv4=family == socket.AF_INET, ipv6=family == socket.AF_INET6,
-            threads=threads, backlog=BACKLOG, connection_limit=CONNECTION_LIMIT,
+            threads=threads, backlog=BACKLOG,
+            connection_limit=connection_limit + 2,  # waitress counts its listener and trigger
             # waitress refuses a body of max_request_body_size bytes or more
             max_request_body_size=max_body + 1, max_request_header_size=16384,
-            cleanup_interval=1, channel_timeout=max(1, int(idle_timeout)),
+            cleanup_interval=1,
             log_socket_errors=False, ident=ident, expose_tracebacks=False,
             url_scheme="http")
         sockinfo = (family, socket.SOCK_STREAM, socket.IPPROTO_TCP, (host, port))

@@ -506,17 +506,19 @@ class StatusServer:
             *_SECURITY_HEADERS, *reply.extra.items()])
         return [b""] if method == "HEAD" else [reply.body]
 
-    def _refuse(self, reason: str, message: str) -> None:
+    def _refuse(self, reason: str, warning: str | None = None) -> None:
+        """Count a refused request; warn (once a minute per reason at most)."""
         self._refused.labels(reason).inc()
-        if reason != "no_token":
-            self._throttle.warning(reason, message)
+        if warning:
+            self._throttle.warning(reason, warning)
 
     def _route(self, method: str, path: str, environ: Mapping[str, Any], peer: str) -> _Reply:
         host = environ.get("HTTP_HOST")
         if not host_allowed(host, self._hosts):
-            self._refuse("host", f"status server refused {method} {path} from {peer}: Host "
-                                 f"{host!r} is not a name of this server ([Manage] allowed_hosts)")
-            return _text(421, f"this server does not answer to the name {host!r}: add it to "
+            shown = repr(host[:100])  # the client's text: bounded and quoted
+            self._refuse("host", f"status server refused {method} {path[:100]} from {peer}: Host "
+                                 f"{shown} is not a name of this server ([Manage] allowed_hosts)")
+            return _text(421, f"this server does not answer to the name {shown}: add it to "
                               "[Manage] allowed_hosts\n")
         if method in ("GET", "HEAD"):
             return self._get(path)
@@ -551,7 +553,7 @@ class StatusServer:
         if refused == 404:
             return self._json(404, {"error": "admin API disabled: no token configured ([Manage] token)"})
         if refused == 401:
-            self._refuse("no_token", "")
+            self._refuse("no_token")
             return self._json(401, {"error": "admin API needs 'Authorization: Bearer TOKEN'"},
                               {"WWW-Authenticate": 'Bearer realm="nodemanager"'})
         if refused == 403:

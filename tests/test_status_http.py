@@ -14,7 +14,8 @@ import pytest
 import requests
 
 from nodemanager.config import ConfigError, load
-from nodemanager.http_server import IDLE_TIMEOUT, REQUEST_TIMEOUT, BindError, host_allowed
+from nodemanager.http_server import (CROWDED_IDLE, IDLE_TIMEOUT, REQUEST_TIMEOUT, BindError,
+                                      HttpServer, host_allowed)
 from nodemanager.settings import ManageSettings
 from nodemanager.status import StatusServer, StatusView
 from tests.fixtures.observability import Clock, sample_report
@@ -22,9 +23,8 @@ from tests.fixtures.observability import Clock, sample_report
 TOKEN = "s3cret-token"  # the status_server fixture's
 
 
-def _connect(server: StatusServer) -> socket.socket:
-    sock = socket.create_connection(server.address, timeout=10)
-    return sock
+def _connect(server: StatusServer | HttpServer) -> socket.socket:
+    return socket.create_connection(server.address, timeout=10)
 
 
 def _closed_by_server(sock: socket.socket) -> bool:
@@ -46,7 +46,7 @@ def _served_after(server: StatusServer, sock: socket.socket) -> None:
     requests.get(server.url + "/healthz", timeout=5)
 
 
-def _raw(server: StatusServer, request: bytes) -> bytes:
+def _raw(server: StatusServer | HttpServer, request: bytes) -> bytes:
     """Send ``request`` as is and read the reply until the server closes or 10 s pass."""
     with _connect(server) as sock:
         sock.sendall(request)
@@ -79,6 +79,30 @@ def test_idle_connections_hold_no_thread_and_are_closed(status_server, clock: Cl
     finally:
         for s in idle:
             s.close()
+
+
+def test_a_full_server_closes_its_quiet_connections_for_new_clients() -> None:
+    clock = Clock()
+
+    def app(environ, start_response):
+        start_response("200 OK", [("Content-Length", "2")])
+        return [b"ok"]
+
+    server = HttpServer(app, "127.0.0.1", 0, clock=clock, connection_limit=20)
+    server.serve()
+    host, port = server.address
+    quiet = [_connect(server) for _ in range(19)]
+    # accepted in order: once this is answered, the 19 are open on the server
+    assert _raw(server, b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").endswith(b"ok")
+    last = _connect(server)  # the 20th: the server is full
+    try:
+        clock.now += 2 * CROWDED_IDLE  # quiet, but far from the idle timeout
+        assert requests.get(f"http://{host}:{port}/", timeout=10).text == "ok"
+        assert all(_closed_by_server(s) for s in quiet)
+    finally:
+        for s in (*quiet, last):
+            s.close()
+        server.stop()
 
 
 def test_a_client_sending_its_headers_byte_by_byte_is_cut_off(status_server, clock: Clock) -> None:
