@@ -40,9 +40,9 @@ def _closed_by_server(sock: socket.socket) -> bool:
         return False
 
 
-def _served_after(server: StatusServer, sock: socket.socket) -> None:
-    """Return once the server has read what was sent on ``sock``: its one I/O thread reads every
-    readable socket before it answers a request that came later on another connection."""
+def _server_has_read(server: StatusServer) -> None:
+    """Return once the server has read what every connection sent so far: its one I/O thread
+    reads every readable socket before it answers a request that came later."""
     requests.get(server.url + "/healthz", timeout=5)
 
 
@@ -113,7 +113,7 @@ def test_a_client_sending_its_headers_byte_by_byte_is_cut_off(status_server, clo
                 sock.sendall(bytes([ch]))
             except (BrokenPipeError, ConnectionResetError):
                 break
-            _served_after(status_server, sock)
+            _server_has_read(status_server)
             clock.now += REQUEST_TIMEOUT / 10
         assert _closed_by_server(sock)
     assert requests.get(status_server.url + "/healthz", timeout=5).status_code == 200
