@@ -151,11 +151,12 @@ class _Channel(HTTPChannel):
         self.nm_request_since = started if self.request is not None else None
         return done
 
-    def handle_write(self) -> None:
-        pending = self.total_outbufs_len
-        super().handle_write()
-        if self.total_outbufs_len != pending:
+    def _flush_some(self, do_close: bool = True) -> bool:
+        # called by the I/O thread and by a worker writing its reply: both are progress
+        sent = bool(super()._flush_some(do_close=do_close))
+        if sent:
             self.nm_active = self.server.clock()
+        return sent
 
 
 class _Server(TcpWSGIServer):
@@ -171,6 +172,7 @@ class _Server(TcpWSGIServer):
         now = self.clock()
         crowded = len(self._map) >= self.adj.connection_limit
         idle_after = CROWDED_IDLE if crowded else self.idle_timeout
+        doomed: list[tuple[_Channel, str]] = []
         for channel in list(self.active_channels.values()):
             since = channel.nm_request_since
             if since is not None and now - since > self.request_timeout:
@@ -179,8 +181,17 @@ class _Server(TcpWSGIServer):
                 why = f"idle for {idle_after:.0f}s" + (" with the server full" if crowded else "")
             else:
                 continue
-            log.debug("closing connection from %s: %s", channel.addr[0], why)
-            channel.will_close = True
+            doomed.append((channel, why))
+        if doomed:
+            # not will_close: a client that stopped reading never makes its socket writable;
+            # closed on the next turn of the loop, not while it walks the socket map
+            self.trigger.pull_trigger(lambda: self._close(doomed))
+
+    def _close(self, doomed: list[tuple[_Channel, str]]) -> None:
+        for channel, why in doomed:
+            if self._map.get(channel._fileno) is channel:
+                channel.handle_close()
+                log.debug("closed the connection from %s: %s", channel.addr[0], why)
 
 
 class HttpServer:

@@ -4,11 +4,13 @@ injected clock (the server checks its connections once a second of real time).""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import struct
 import subprocess
 import threading
+from typing import Iterator
 
 import pytest
 import requests
@@ -59,6 +61,27 @@ def _raw(server: StatusServer | HttpServer, request: bytes) -> bytes:
     return b"".join(chunks)
 
 
+@contextlib.contextmanager
+def _on_log(logger: str, text: str) -> Iterator[threading.Event]:
+    """An event set when ``logger`` logs a line containing ``text`` (at any level)."""
+    event = threading.Event()
+
+    class Watch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if text in record.getMessage():
+                event.set()
+
+    log, watch = logging.getLogger(logger), Watch(logging.DEBUG)
+    level = log.level
+    log.addHandler(watch)
+    log.setLevel(logging.DEBUG)
+    try:
+        yield event
+    finally:
+        log.removeHandler(watch)
+        log.setLevel(level)
+
+
 def _refused(server: StatusServer, reason: str) -> float:
     text = requests.get(server.url + "/metrics", timeout=5).text
     for line in text.splitlines():
@@ -102,6 +125,37 @@ def test_a_full_server_closes_its_quiet_connections_for_new_clients() -> None:
     finally:
         for s in (*quiet, last):
             s.close()
+        server.stop()
+
+
+def test_a_client_that_stops_reading_its_reply_is_cut_off() -> None:
+    clock = Clock()
+
+    def app(environ, start_response):
+        body = b"x" * (8 << 20) if environ["PATH_INFO"] == "/big" else b"ok"
+        start_response("200 OK", [("Content-Length", str(len(body)))])
+        return [body]
+
+    server = HttpServer(app, "127.0.0.1", 0, clock=clock, threads=1)
+    server.serve()
+    try:
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.settimeout(10)
+            sock.connect(server.address)
+            sock.sendall(b"GET /big HTTP/1.1\r\nHost: a\r\n\r\n")
+            # one worker: this is answered once the big reply has been handed over
+            assert _raw(server, b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").endswith(b"ok")
+            with _on_log("nodemanager.http", "closed the connection") as closed:
+                clock.now += IDLE_TIMEOUT + 1
+                # reading now would move bytes, which is not idle: wait for the server's word first
+                assert closed.wait(10)
+            port = server.address[1]
+            established = subprocess.run(["ss", "-tnH", "state", "established", f"sport = :{port}"],
+                                         capture_output=True, text=True, check=True).stdout
+            assert established.strip() == ""  # the server let go of it, unread reply and all
+            assert _closed_by_server(sock)
+    finally:
         server.stop()
 
 
