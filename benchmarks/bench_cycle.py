@@ -32,6 +32,7 @@ sys.path.insert(0, str(REPO))
 from nodemanager.actors.clock import ManualClock  # noqa: E402
 from nodemanager.config import load  # noqa: E402
 from nodemanager.daemon import Daemon, tune_gc  # noqa: E402
+from nodemanager.settings import Settings  # noqa: E402
 from nodemanager.sim.pool import Job  # noqa: E402
 from nodemanager.sim.world import SimWorld, world_options  # noqa: E402
 
@@ -45,11 +46,12 @@ def rss_mb() -> float:
     return float("nan")
 
 
-def measure(n: int, cycles: int = 10) -> dict[str, float]:
+def filled_world(n: int, port: int = -1) -> tuple[Settings, ManualClock, SimWorld]:
+    """(settings, clock, world): the default world with ``n`` running nodes, 60% busy."""
     settings = load(str(REPO / "config.example.ini"))
     settings = dataclasses.replace(
         settings, core=dataclasses.replace(settings.core, max_nodes=2 * n, idle_grace=86400.0),
-        manage=dataclasses.replace(settings.manage, port=-1))
+        manage=dataclasses.replace(settings.manage, port=port))
     clock = ManualClock(1_000_000.0)
     opts = world_options(settings)
     opts.burst_size = 0
@@ -62,6 +64,11 @@ def measure(n: int, cycles: int = 10) -> dict[str, float]:
         world.pool.submit(Job(id=f"j{i}", cpus=1, ram_mb=1000, runtime=86400.0, submit_time=clock()))
     clock.advance(60)
     world.advance()
+    return settings, clock, world
+
+
+def measure(n: int, cycles: int = 10) -> dict[str, float]:
+    settings, clock, world = filled_world(n)
     threads_before = threading.active_count()
     daemon = Daemon(settings, clock=clock, status=False, ports=(world.cloud, world.scheduler, world))
     tune_gc()  # as `nodemanager run` does before it starts the actors

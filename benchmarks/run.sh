@@ -34,6 +34,9 @@ case "${1:-all}" in
   startup|all) python benchmarks/bench_startup.py ;;
 esac
 case "${1:-all}" in
+  http|all) python benchmarks/bench_http.py --requests 50 ;;
+esac
+case "${1:-all}" in
   bench|all)  nodemanager bench --repeat 11; python benchmarks/bench_cycle.py 1000 10000 50000 ;;
 esac
 case "${1:-all}" in

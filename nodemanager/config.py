@@ -117,6 +117,18 @@ def _parse_float(text: str) -> float:
         raise ValueError(_TOO_LARGE if str(exc) == _TOO_LARGE else "expected a number") from None
 
 
+_HOST_NAME_RE = re.compile(r"\*|\.?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*\.?")
+
+
+def _parse_host_names(text: str) -> tuple[str, ...]:
+    names = tuple(text.replace(",", " ").lower().split())
+    bad = [n for n in names if not _HOST_NAME_RE.fullmatch(n)]
+    if bad:
+        raise ValueError(f"{bad[0]!r} is not a host name (expected names like status.example.org, "
+                         ".example.org for every name under it, or *)")
+    return names
+
+
 def _parse_minutes(text: str) -> tuple[int, ...]:
     try:
         values = tuple(int(v) for v in text.replace(",", " ").split())
@@ -195,7 +207,8 @@ def _address(text: str) -> str:
 
 
 _MANAGE: dict[str, Callable[[str], Any]] = {"address": _address, "port": _parse_int, "token": str,
-                                            "state_file": str, "state_dir": str}
+                                            "state_file": str, "state_dir": str,
+                                            "allowed_hosts": _parse_host_names}
 _SIZE: dict[str, Callable[[str], Any]] = {
     "cores": _nonneg(_parse_int), "ram_mb": _nonneg(_parse_int), "price": _nonneg(_parse_float),
     "scratch_mb": _nonneg(_parse_int), "billing_period": parse_duration,

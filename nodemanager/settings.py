@@ -88,6 +88,7 @@ class ManageSettings:
     token: str = ""                             # admin API token; empty disables the admin API
     state_file: str = ""                        # holds, forced drains, pause kept here; empty: memory only
     state_dir: str = ""                         # lock and local records; config.load fills the default
+    allowed_hosts: tuple[str, ...] = ()         # Host names the status server answers to, besides its own
 
 
 @dataclass(frozen=True)

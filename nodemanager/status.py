@@ -5,7 +5,9 @@ Interface for the daemon (everything it needs)::
     server = StatusServer(settings.manage, source=lambda: view, admin=admin_state,
                           registry=metrics.registry, stale_after=3 * settings.poll.cycle_interval,
                           secrets=settings_secrets(settings))
-    server.start()          # binds settings.manage.address:port (port 0: a free port); server.url
+    server.bind()           # optional: take settings.manage.address:port now (BindError, an
+                            # OSError naming [Manage] address/port); port 0: a free port
+    server.start()          # binds unless bind() did, then serves; server.url
     ...                     # each cycle: publish a new StatusView(report=..., last_cycle_at=...)
     server.stop()
 
@@ -25,7 +27,10 @@ Endpoints (all on the configured address, loopback by default):
   ``Authorization: Bearer TOKEN``: 404 while no token is configured, 401 without the header,
   403 with a wrong token. ``pause`` takes an optional JSON body ``{"reason": "..."}``.
 
-Nothing in a response or log line contains the token or any of ``secrets``.
+Every request's ``Host`` must be a name of this server (:func:`~nodemanager.http_server.host_allowed`,
+``[Manage] allowed_hosts``), else 421. Bodies over 4 KiB get 413; the connection limits are in
+:mod:`nodemanager.http_server`. Nothing in a response or log line contains the token or any of
+``secrets``.
 """
 
 from __future__ import annotations
@@ -36,18 +41,17 @@ import ipaddress
 import json
 import logging
 import re
-import socket
-import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http import HTTPStatus
 from typing import Any, Callable, Iterable, Mapping
 from urllib.parse import unquote, urlsplit
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 
 from nodemanager.admin import AdminChange, AdminState
+from nodemanager.http_server import HttpServer, LogThrottle, host_allowed, own_names
 from nodemanager.model import EMPTY_MAP, CycleReport
 from nodemanager.settings import ManageSettings, Settings
 
@@ -343,10 +347,23 @@ def render_html(doc: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    app: "StatusServer"
+@dataclass(frozen=True)
+class _Reply:
+    code: int
+    body: bytes
+    ctype: str = "text/plain; charset=utf-8"
+    extra: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
+
+
+def _text(code: int, text: str, extra: Mapping[str, str] = EMPTY_MAP) -> _Reply:
+    return _Reply(code, text.encode(), extra=extra)
+
+
+_SECURITY_HEADERS = (
+    ("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff"),
+    ("Content-Security-Policy",
+     "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'"),
+)
 
 
 class StatusServer:
@@ -364,8 +381,12 @@ class StatusServer:
         self.stale_after = stale_after
         self._token = settings.token.encode() if settings.token else b""
         self.secrets = tuple(s for s in {settings.token, *secrets} if s and len(s) >= 4)
-        self._httpd: _HTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._hosts = (*own_names(settings.address), *settings.allowed_hosts)
+        self._throttle = LogThrottle(log, clock)
+        self._refused = Counter("nodemanager_http_refused",
+                                "Requests refused by the status server, by reason (no_token, "
+                                "wrong_token, host).", ["reason"], registry=None)
+        self._http: HttpServer | None = None
 
     @property
     def admin_enabled(self) -> bool:
@@ -373,50 +394,54 @@ class StatusServer:
 
     @property
     def address(self) -> tuple[str, int]:
-        if self._httpd is None:
+        if self._http is None:
             raise RuntimeError("status server not started")
-        host, port = self._httpd.server_address[:2]
-        return str(host), int(port)
+        return self._http.address
 
     @property
     def url(self) -> str:
         host, port = self.address
         return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
-    def start(self) -> "StatusServer":
-        """Bind and serve in a daemon thread. Raises OSError naming the address when it cannot bind."""
+    def bind(self) -> "StatusServer":
+        """Take the configured address and port (port 0: a free port) without serving yet.
+
+        Raises :class:`~nodemanager.http_server.BindError` (an OSError) naming the address and
+        ``[Manage] address/port`` when it cannot; :meth:`start` then serves.
+        """
         host, port = self.settings.address, self.settings.port
         if port < 0:
             raise ValueError("status server disabled ([Manage] port = -1)")
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        server_cls = type("_Server", (_HTTPServer,), {"address_family": family})
-        try:
-            httpd = server_cls((host, port), _Handler)
-        except OSError as err:
-            raise OSError(err.errno, f"status server cannot listen on {host}:{port} "
-                                     f"([Manage] address/port): {err.strerror}") from None
-        httpd.app = self
-        self._httpd = httpd
-        if not _is_loopback(host):
+        if self._http is None:
+            self._http = HttpServer(self.wsgi, host, port, clock=self.clock, max_body=_MAX_BODY)
+        return self
+
+    def start(self) -> "StatusServer":
+        """Bind (unless :meth:`bind` did) and serve in a daemon thread. Raises BindError (an
+        OSError) naming the address when it cannot bind."""
+        http = self.bind()._http
+        assert http is not None
+        if self.registry is not None:
+            self.registry.register(self._refused)
+        http.serve()
+        if not _is_loopback(self.settings.address):
             log.warning("status server listens on %s:%d, reachable from other hosts",
-                        host, self.address[1])
+                        self.settings.address, self.address[1])
         log.info("status server on %s (admin API %s)", self.url,
                  "enabled" if self.admin_enabled else "disabled: no [Manage] token")
-        self._thread = threading.Thread(target=httpd.serve_forever, name="status-server",
-                                        kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
         return self
 
     def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
+        if self._http is not None:
+            self._http.stop()
+            self._http = None
+            if self.registry is not None:
+                try:
+                    self.registry.unregister(self._refused)
+                except KeyError:  # bound but never started
+                    pass
 
-    # -- used by the handler ----------------------------------------------------------------
+    # -- used by the request handler -------------------------------------------------------
     def document(self) -> dict[str, Any]:
         doc = status_document(self.source(), self.admin, self.clock(),
                               stale_after=self.stale_after, admin_enabled=self.admin_enabled)
@@ -465,6 +490,110 @@ class StatusServer:
                  change.detail, "" if change.changed else " (nothing changed)")
         return change
 
+    # -- the WSGI application --------------------------------------------------------------
+    def wsgi(self, environ: Mapping[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        """Serve one request (waitress calls this in a worker thread)."""
+        method = environ["REQUEST_METHOD"]
+        path = urlsplit(environ.get("REQUEST_URI") or environ.get("PATH_INFO") or "/").path
+        peer = environ.get("REMOTE_ADDR", "?")
+        try:
+            reply = self._route(method, path, environ, peer)
+        except Exception:
+            log.exception("status server: %s %s failed", method, path)
+            reply = _text(500, "internal error (see the nodemanager log)\n")
+        log.debug("%s %s %s: %d", peer, method, path, reply.code)
+        start_response(f"{reply.code} {HTTPStatus(reply.code).phrase}", [
+            ("Content-Type", reply.ctype), ("Content-Length", str(len(reply.body))),
+            *_SECURITY_HEADERS, *reply.extra.items()])
+        return [b""] if method == "HEAD" else [reply.body]
+
+    def _refuse(self, reason: str, warning: str | None = None) -> None:
+        """Count a refused request; warn (once a minute per reason at most)."""
+        self._refused.labels(reason).inc()
+        if warning:
+            self._throttle.warning(reason, warning)
+
+    def _route(self, method: str, path: str, environ: Mapping[str, Any], peer: str) -> _Reply:
+        host = environ.get("HTTP_HOST")
+        if not host_allowed(host, self._hosts):
+            shown = repr(host[:100])  # the client's text: bounded and quoted
+            self._refuse("host", f"status server refused {method} {path[:100]} from {peer}: Host "
+                                 f"{shown} is not a name of this server ([Manage] allowed_hosts)")
+            return _text(421, f"this server does not answer to the name {shown}: add it to "
+                              "[Manage] allowed_hosts\n")
+        if method in ("GET", "HEAD"):
+            return self._get(path)
+        if method == "POST":
+            return self._post(path, environ, peer)
+        return _text(501, f"unsupported method {method}\n", {"Allow": "GET, HEAD, POST"})
+
+    def _json(self, code: int, obj: Any, extra: Mapping[str, str] = EMPTY_MAP) -> _Reply:
+        body = json.dumps(_redact(obj, self.secrets), indent=1) + "\n"
+        return _Reply(code, body.encode(), "application/json", extra)
+
+    def _get(self, path: str) -> _Reply:
+        if path == "/status.json":
+            return self._json(200, self.document())
+        if path in ("/", "/index.html"):
+            return _Reply(200, render_html(self.document()).encode(), "text/html; charset=utf-8")
+        if path == "/metrics":
+            if self.registry is None:
+                return _text(404, "no metrics registry\n")
+            return _Reply(200, generate_latest(self.registry), CONTENT_TYPE_LATEST)
+        if path == "/healthz":
+            ok, why = self.health()
+            return _text(200 if ok else 503, _redact(why, self.secrets) + "\n")
+        if path.startswith("/admin/"):
+            return _text(405, "admin actions need POST\n", {"Allow": "POST"})
+        return _text(404, "not found: try /, /status.json, /metrics, /healthz\n")
+
+    def _post(self, path: str, environ: Mapping[str, Any], peer: str) -> _Reply:
+        if not path.startswith("/admin/"):
+            return _text(404, "not found\n")
+        refused = self.check_token(environ.get("HTTP_AUTHORIZATION"))
+        if refused == 404:
+            return self._json(404, {"error": "admin API disabled: no token configured ([Manage] token)"})
+        if refused == 401:
+            self._refuse("no_token")
+            return self._json(401, {"error": "admin API needs 'Authorization: Bearer TOKEN'"},
+                              {"WWW-Authenticate": 'Bearer realm="nodemanager"'})
+        if refused == 403:
+            self._refuse("wrong_token", f"admin request {path} from {peer} refused: wrong token")
+            return self._json(403, {"error": "wrong token"})
+        parts = path[len("/admin/"):].split("/")
+        verb, node = parts[0], None
+        if verb in _NODE_VERBS:
+            if len(parts) != 2 or not _NODE_RE.fullmatch(unquote(parts[1])):
+                return self._json(400, {"error": f"usage: POST /admin/{verb}/NODE "
+                                                 "(NODE: a cloud id, node name or worker name)"})
+            node = self.resolve(unquote(parts[1]))
+            if node is None:
+                return self._json(404, {"error": f"no node {unquote(parts[1])!r} in the last cycle"})
+        elif verb not in _GLOBAL_VERBS or len(parts) != 1:
+            return self._json(404, {"error": f"unknown admin action {path!r}: use hold, release, "
+                                             "drain, cancel (with /NODE), pause or resume"})
+        reason = ""
+        if verb == "pause":
+            try:
+                reason = _reason(environ["wsgi.input"].read())
+            except ValueError as err:
+                return self._json(400, {"error": str(err)})
+        return self._json(200, self.apply(verb, node, reason, peer).to_json())
+
+
+def _reason(body: bytes) -> str:
+    """The printable reason of a pause body ``{"reason": "..."}`` (waitress capped its size)."""
+    if not body:
+        return ""
+    try:
+        doc = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"body is not JSON: {err}") from None
+    reason = doc.get("reason", "") if isinstance(doc, dict) else None
+    if not isinstance(reason, str):
+        raise ValueError('body must be {"reason": "..."}')
+    return "".join(ch for ch in reason if ch.isprintable())[:200]
+
 
 def _is_loopback(host: str) -> bool:
     if host in ("localhost", ""):
@@ -473,126 +602,3 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _HTTPServer
-    server_version = "nodemanager"
-    sys_version = ""
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (stdlib signature)
-        log.debug("%s %s", self.address_string(), format % args)
-
-    def _send(self, code: int, body: str | bytes, ctype: str = "text/plain; charset=utf-8",
-              extra: Mapping[str, str] = EMPTY_MAP) -> None:
-        data = body.encode() if isinstance(body, str) else body
-        self.send_response(code)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("Cache-Control", "no-store")
-        self.send_header("X-Content-Type-Options", "nosniff")
-        self.send_header("Content-Security-Policy",
-                         "default-src 'none'; script-src 'unsafe-inline'; "
-                         "style-src 'unsafe-inline'")
-        for k, v in extra.items():
-            self.send_header(k, v)
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-
-    def _json(self, code: int, obj: Any, extra: Mapping[str, str] = EMPTY_MAP) -> None:
-        self._send(code, json.dumps(_redact(obj, self.server.app.secrets), indent=1) + "\n",
-                   "application/json", extra)
-
-    def _guard(self, fn: Callable[[], None]) -> None:
-        try:
-            fn()
-        except Exception:
-            log.exception("status server: %s %s failed", self.command, urlsplit(self.path).path)
-            self._send(500, "internal error (see the nodemanager log)\n")
-
-    def do_GET(self) -> None:
-        self._guard(self._get)
-
-    def do_HEAD(self) -> None:
-        self._guard(self._get)
-
-    def do_POST(self) -> None:
-        self._guard(self._post)
-
-    def _get(self) -> None:
-        app, path = self.server.app, urlsplit(self.path).path
-        if path == "/status.json":
-            self._json(200, app.document())
-        elif path in ("/", "/index.html"):
-            self._send(200, render_html(app.document()), "text/html; charset=utf-8")
-        elif path == "/metrics":
-            if app.registry is None:
-                self._send(404, "no metrics registry\n")
-            else:
-                self._send(200, generate_latest(app.registry), CONTENT_TYPE_LATEST)
-        elif path == "/healthz":
-            ok, why = app.health()
-            self._send(200 if ok else 503, _redact(why, app.secrets) + "\n")
-        elif path.startswith("/admin/"):
-            self._send(405, "admin actions need POST\n", extra={"Allow": "POST"})
-        else:
-            self._send(404, "not found: try /, /status.json, /metrics, /healthz\n")
-
-    def _post(self) -> None:
-        app, path = self.server.app, urlsplit(self.path).path
-        if not path.startswith("/admin/"):
-            self._send(404, "not found\n")
-            return
-        refused = app.check_token(self.headers.get("Authorization"))
-        if refused == 404:
-            self._json(404, {"error": "admin API disabled: no token configured ([Manage] token)"})
-            return
-        if refused == 401:
-            self._json(401, {"error": "admin API needs 'Authorization: Bearer TOKEN'"},
-                       {"WWW-Authenticate": 'Bearer realm="nodemanager"'})
-            return
-        if refused == 403:
-            log.warning("admin request %s from %s refused: wrong token", path,
-                        self.client_address[0])
-            self._json(403, {"error": "wrong token"})
-            return
-        parts = path[len("/admin/"):].split("/")
-        verb, node = parts[0], None
-        if verb in _NODE_VERBS:
-            if len(parts) != 2 or not _NODE_RE.fullmatch(unquote(parts[1])):
-                self._json(400, {"error": f"usage: POST /admin/{verb}/NODE "
-                                          "(NODE: a cloud id, node name or worker name)"})
-                return
-            node = app.resolve(unquote(parts[1]))
-            if node is None:
-                self._json(404, {"error": f"no node {unquote(parts[1])!r} in the last cycle"})
-                return
-        elif verb not in _GLOBAL_VERBS or len(parts) != 1:
-            self._json(404, {"error": f"unknown admin action {path!r}: use hold, release, "
-                                      "drain, cancel (with /NODE), pause or resume"})
-            return
-        reason = ""
-        if verb == "pause":
-            try:
-                reason = self._reason()
-            except ValueError as err:
-                self._json(400, {"error": str(err)})
-                return
-        change = app.apply(verb, node, reason, self.client_address[0])
-        self._json(200, change.to_json())
-
-    def _reason(self) -> str:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > _MAX_BODY:
-            raise ValueError(f"body too large (more than {_MAX_BODY} bytes)")
-        if not length:
-            return ""
-        try:
-            body = json.loads(self.rfile.read(length) or b"{}")
-        except json.JSONDecodeError as err:
-            raise ValueError(f"body is not JSON: {err}") from None
-        reason = body.get("reason", "") if isinstance(body, dict) else None
-        if not isinstance(reason, str):
-            raise ValueError('body must be {"reason": "..."}')
-        return "".join(ch for ch in reason if ch.isprintable())[:200]
