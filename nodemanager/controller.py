@@ -52,7 +52,7 @@ from nodemanager.model import (CloudNode, CycleReport, InFlight, ItemKind, NodeE
                                Outcome, Plan, PlanItem, Snapshot, Worker)
 from nodemanager.scheduler.port import SchedulerPoll
 from nodemanager.settings import Settings
-from nodemanager.text import duration
+from nodemanager.text import duration, short_rule
 from policy_matrix.vocabulary import DOWN, UNPAIRED
 
 __all__ = ["Controller", "InputMemory", "build_in_flight", "decision_line", "requested_at",
@@ -119,11 +119,6 @@ def build_in_flight(nodes: Iterable[CloudNode], poll: SchedulerPoll | None,
 
 
 LINE_WIDTH = 120  # a routine decision line at INFO; the whole explanation follows at DEBUG
-
-
-def short_rule(rule: str) -> str:
-    """``default.matrix:25`` for ``/etc/nodemanager/default.matrix:25``: the file's name and line."""
-    return rule.rsplit("/", 1)[-1]
 
 
 def decision_line(e: NodeExplanation, dry_run: bool = False) -> str:

@@ -54,6 +54,7 @@ from nodemanager.admin import AdminChange, AdminState
 from nodemanager.http_server import HttpServer, LogThrottle, host_allowed, own_names
 from nodemanager.model import EMPTY_MAP, CycleReport
 from nodemanager.settings import ManageSettings, Settings
+from nodemanager.text import duration, short_rule
 
 __all__ = ["StatusServer", "StatusView", "status_document", "render_html", "when_text",
            "settings_secrets", "NODE_COLUMNS"]
@@ -97,29 +98,18 @@ def when_text(at: float | None, what: str | None, now: float) -> str | None:
     same_day = t.date() == datetime.fromtimestamp(now, timezone.utc).date()
     stamp = t.strftime("%H:%M:%S UTC" if same_day else "%Y-%m-%d %H:%M:%S UTC")
     delta = at - now
-    rel = f"in {_duration(delta)}" if delta >= 0 else f"{_duration(-delta)} ago"
+    rel = f"in {duration(delta)}" if delta >= 0 else f"{duration(-delta)} ago"
     return f"{what or 'changes'} {stamp} ({rel})"
-
-
-def _duration(seconds: float) -> str:
-    s = int(round(seconds))
-    if s < 60:
-        return f"{s}s"
-    m, s = divmod(s, 60)
-    if m < 60:
-        return f"{m}m {s:02d}s"
-    h, m = divmod(m, 60)
-    return f"{h}h {m:02d}m"
 
 
 def _health(view: StatusView, now: float, stale_after: float) -> tuple[bool, str]:
     if view.last_cycle_at is None:
-        return False, f"no cycle has finished yet (up {_duration(now - view.started_at)})"
+        return False, f"no cycle has finished yet (up {duration(now - view.started_at)})"
     age = now - view.last_cycle_at
     if age > stale_after:
-        return False, (f"last cycle finished {_duration(age)} ago "
-                       f"(limit {_duration(stale_after)}): the controller is stuck or stopped")
-    return True, f"ok: last cycle finished {_duration(age)} ago"
+        return False, (f"last cycle finished {duration(age)} ago "
+                       f"(limit {duration(stale_after)}): the controller is stuck or stopped")
+    return True, f"ok: last cycle finished {duration(age)} ago"
 
 
 def status_document(view: StatusView, admin: AdminState | None, now: float, *,
@@ -292,7 +282,7 @@ def render_html(doc: Mapping[str, Any]) -> str:
     if matrix.get("sha256"):
         parts.append(f"<span>matrix {e(str(matrix['sha256'])[:12])}</span>")
     for name, poll in sorted((doc.get("polls") or {}).items()):
-        parts.append(f"<span>{e(name)} polled {e(_duration(poll['age_seconds']))} ago</span>")
+        parts.append(f"<span>{e(name)} polled {e(duration(poll['age_seconds']))} ago</span>")
     summary = doc.get("summary") or {}
     if summary:
         demand = summary.get("demand", {})
@@ -326,13 +316,13 @@ def render_html(doc: Mapping[str, Any]) -> str:
             if key == "planned_action" and node.get("in_flight"):
                 f = node["in_flight"]
                 text = (text + " " if text else "") + \
-                    f"[{f['action']} under way {_duration(f['for_seconds'])}]"
+                    f"[{f['action']} under way {duration(f['for_seconds'])}]"
             attrs = ""
             if key == "next_change_text" and node.get("next_change") is not None:
                 attrs = f" data-sort='{node['next_change']:.0f}'"
             if key == "rule" and text:
                 attrs = f" title='{e(text)}'"
-                text = text.rsplit("/", 1)[-1]
+                text = short_rule(text)
             parts.append(f"<td class='{key.split('_')[0]}'{attrs}>{e(text)}</td>")
         parts.append("</tr>")
     parts.append("</tbody></table>")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping
 
-__all__ = ["printable", "EscapingFilter", "duration"]
+__all__ = ["printable", "EscapingFilter", "duration", "short_rule"]
 
 _PLAIN = (int, float, type(None))
 _FAST = frozenset({int, float, bool, type(None)})
@@ -34,6 +34,11 @@ def duration(seconds: float) -> str:
         return f"{h}h {m:02d}m"
     d, h = divmod(h, 24)
     return f"{d}d {h:02d}h"
+
+
+def short_rule(rule: str) -> str:
+    """``default.matrix:25`` for ``/etc/nodemanager/default.matrix:25``: the file's name and line."""
+    return rule.rsplit("/", 1)[-1]
 
 
 def _escape(ch: str) -> str:
