@@ -12,7 +12,7 @@ from typing import Mapping, Protocol, runtime_checkable
 from nodemanager.model import CloudNode, Size
 
 __all__ = ["CloudDriver", "CloudError", "ErrorKind", "TAG_CLUSTER", "TAG_SIZE", "TAG_REQUEST",
-           "TAG_DRAIN", "TAG_DESTROY"]
+           "TAG_DRAIN", "TAG_DESTROY", "TAG_FENCE"]
 
 # Tag keys written on our VMs; they are what survives a controller restart.
 TAG_CLUSTER = "nodemanager-cluster"
@@ -20,6 +20,7 @@ TAG_SIZE = "nodemanager-size"
 TAG_REQUEST = "nodemanager-request"
 TAG_DRAIN = "nodemanager-drain"        # value: "<epoch>:<request id>" while we drain the node
 TAG_DESTROY = "nodemanager-destroy"    # value: "<epoch>" once we decided to destroy the node
+TAG_FENCE = "nodemanager-fence"        # value: the HA leader's fencing revision at its last mutation
 
 
 class ErrorKind(str, enum.Enum):
