@@ -270,6 +270,8 @@ class Controller:
         self._suspect_for: dict[str, float] = {}
         self._suspect_poll: float | None = None       # polled_at of the last poll counted
         self.inputs = InputMemory()
+        # [HA]: given the oldest input's poll time, why this process must not act now (None: act)
+        self.hold_back: Callable[[float], str | None] | None = None
         if actuator is None and not self.dry_run:
             raise ValueError("a controller that acts needs an actuator")
 
@@ -338,10 +340,14 @@ class Controller:
         gone = self._log_decisions(plan)
         if gone and hasattr(self.admin, "forget"):
             self.admin.forget(gone)
-        tasks = [] if self.dry_run else self._tasks(snap, plan)
+        held_back = self.hold_back(min(cloud_polled_at, poll.polled_at)) if self.hold_back else None
+        tasks = [] if self.dry_run or held_back else self._tasks(snap, plan)
         outcomes, self._pending_outcomes = tuple(self._pending_outcomes), []
         cpu = time.thread_time() - cpu0
         self._log_summary(snap, plan, cpu)
+        if held_back and (plan.items or plan.boots):
+            log.info("cycle: %d action(s) and %d boot(s) not carried out: %s", len(plan.items),
+                     sum(b.count for b in plan.boots), held_back)
         report = CycleReport(snapshot=snap, plan=plan, outcomes=outcomes,
                              matrix_hash=getattr(self.matrix, "sha256", ""),
                              matrix_error=self.matrix_error, cpu_seconds=cpu)
