@@ -289,6 +289,10 @@ class Controller:
         if self.actuator is not None:
             self.actuator.update_settings(settings)
 
+    def forget_inputs(self) -> None:
+        """Start the input memory afresh from the next cycle, as a restart does (a new HA leader)."""
+        self.inputs = InputMemory()
+
     # -- the cycle ------------------------------------------------------------------------------
 
     def snapshot(self, nodes: Sequence[CloudNode], cloud_polled_at: float, poll: SchedulerPoll,

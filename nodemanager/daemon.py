@@ -172,6 +172,7 @@ class Daemon:
         if self.ha is not None:
             self.ha.admin = self.admin
             self.controller.hold_back = self.ha.hold_back
+            self.ha.fresh_start = self.controller.forget_inputs
         self.system = ActorSystem(self.clock, watchdog=settings.poll.watchdog, on_fatal=self._fatal,
                                   on_restart=self._restarted)
         self.counters: dict[str, float] = {"cycles": 0, "actor_restarts": 0, "reloads": 0,

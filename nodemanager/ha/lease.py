@@ -1,7 +1,7 @@
 """The leader lease: one thread that keeps (or tries to win) the etcd election key.
 
     lease = LeaderLease(client, ha_settings, me="head1:4242")
-    lease.start()              # thread: every lease_ttl/4, keepalive (leader) or try to win (standby)
+    lease.start()              # thread: every (lease_ttl - stop_margin)/3, keepalive (leader) or try to win
     lease.acting()             # True while we lead and the lease is certainly ours
     lease.fence                # the fencing value (the key's create revision) while leading
     lease.view()               # Leadership, for status and metrics
@@ -77,6 +77,11 @@ class LeaderLease:
 
     # -- the thread -----------------------------------------------------------------------------
 
+    @property
+    def interval(self) -> float:
+        """Seconds between rounds: three keepalives fit in the time the leader may act."""
+        return (self.ha.lease_ttl - self.ha.stop_margin) / 3
+
     def start(self) -> "LeaderLease":
         self._thread = threading.Thread(target=self._run, name="nodemanager-lease", daemon=True)
         self._thread.start()
@@ -100,7 +105,7 @@ class LeaderLease:
     def _run(self) -> None:
         while not self._stop.is_set():
             self.step()
-            self._stop.wait(self.ha.lease_ttl / 4)
+            self._stop.wait(self.interval)
 
     # -- one round ------------------------------------------------------------------------------
 

@@ -43,18 +43,27 @@ class HighAvailability:
         self.admin_store = EtcdAdminStore(self.client, ha.admin_key, self.lease.acting,
                                           lambda: self.lease.view().leader)
         self.admin: Any = None
+        self.fresh_start: Callable[[], None] | None = None   # forget the standby's input memory
         self._admin_loaded_for: int | None = None   # the fence under which the admin state was read
+        self._fresh_for: int | None = None          # the fence under which fresh_start ran
 
     def fence_ports(self, cloud: Any, scheduler: Any) -> tuple[FencedCloud, FencedScheduler]:
         return FencedCloud(cloud, self.lease), FencedScheduler(scheduler, self.lease)
 
     def hold_back(self, oldest_input: float) -> str | None:
         """Why the controller must not act on inputs polled at ``oldest_input`` (wall time), or
-        None. A new leader waits for a cloud listing and a scheduler poll taken after its election
-        (they show what the old leader did to the last moment) and for the admin state from etcd."""
+        None. A new leader starts from fresh inputs as a restart does (the standby's memory keeps
+        nodes the old leader destroyed as "missing"), waits for a cloud listing and a scheduler
+        poll taken after its election (they show what the old leader did to the last moment) and
+        for the admin state from etcd."""
         if not self.lease.acting():
             return self.lease.description()
         state = self.lease.view()
+        if self._fresh_for != state.fence:
+            self._fresh_for = state.fence
+            if self.fresh_start is not None:
+                self.fresh_start()
+            return "new leader: starting from fresh inputs, as a restart does"
         elected_at = self.wall() - (self.clock() - (state.since or 0.0))
         if oldest_input < elected_at:
             return "new leader: waiting for a cloud listing and a scheduler poll taken after the election"
