@@ -12,6 +12,7 @@ same queue would pass it); nothing is left once the queue is empty.
 
 from __future__ import annotations
 
+import configparser
 import os
 import pathlib
 import random
@@ -30,8 +31,8 @@ import pytest
 
 from nodemanager.cloud.port import TAG_FENCE
 from tests.fixtures.etcd import TcpProxy
-from tests.fixtures.moto import EC2_IMAGE, FaultProxy, free_port
-from tests.system.test_closed_loop import VmSlurm, status
+from tests.fixtures.moto import FaultProxy, free_port
+from tests.system.test_closed_loop import VmSlurm, status, write_config
 
 pytestmark = [pytest.mark.slurm, pytest.mark.ec2, pytest.mark.slow]
 
@@ -85,8 +86,7 @@ class Head:
         self.status_port = free_port()
         self.log = self.dir / "daemon.log"
         self.config = self.dir / "nodemanager.ini"
-        self.config.write_text(rig.config(self))
-        self.config.chmod(0o600)
+        rig.config(self)
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
@@ -134,58 +134,21 @@ class Rig:
         self.max_alive = 0
         self.heads = [Head("head1", root, self), Head("head2", root, self)]
 
-    def config(self, head: Head) -> str:
-        s = self.slurm
-        return f"""
-[Daemon]
-max_nodes = {MAX_NODES}
-boot_grace = 1s
-node_stale_after = 2s
-idle_grace = 2s
-log_level = info
-
-[Polling]
-cloud_interval = {CYCLE}s
-scheduler_interval = {CYCLE}s
-cycle_interval = {CYCLE}s
-max_backoff = 2s
-
-[Cloud]
-driver = ec2
-cluster = {self.cluster}
-key = AKIDHATEST
-secret = ha-secret-not-real
-region = us-east-1
-host = 127.0.0.1
-port = {head.ec2.port}
-secure = no
-calls_per_second = 0
-
-[Cloud Create]
-image = {EC2_IMAGE}
-
-[Scheduler]
-type = slurm
-slurm_conf = {s.conf}
-timeout = 5s
-
-[Manage]
-address = 127.0.0.1
-port = {head.status_port}
-state_dir = {head.dir / "state"}
-
-[HA]
-endpoints = {head.etcd.url}
-lease_ttl = {TTL:g}s
-stop_margin = {MARGIN:g}s
-timeout = 0.4s
-
-[Size small]
-cores = {s.cpus}
-ram_mb = {s.memory_mb}
-price = 0.02
-instance_type = t3.small
-"""
+    def config(self, head: Head) -> None:
+        """The closed-loop test's config, with fast timings, this head's proxies and [HA]."""
+        cp = configparser.ConfigParser(interpolation=None)
+        cp.read(write_config(head.dir, head.ec2.port, self.cluster, self.slurm, head.status_port))
+        cp["Daemon"].update(max_nodes=str(MAX_NODES), boot_grace="1s", node_stale_after="2s",
+                            idle_grace="2s")
+        cp["Polling"].update(cloud_interval=f"{CYCLE}s", scheduler_interval=f"{CYCLE}s",
+                             cycle_interval=f"{CYCLE}s", max_backoff="2s")
+        cp["Cloud"]["calls_per_second"] = "0"
+        cp["Scheduler"]["timeout"] = "5s"
+        cp["Manage"]["state_dir"] = str(head.dir / "state")
+        cp["HA"] = {"endpoints": head.etcd.url, "lease_ttl": f"{TTL:g}s", "stop_margin": f"{MARGIN:g}s",
+                    "timeout": "0.4s"}
+        with head.config.open("w") as fh:
+            cp.write(fh)
 
     def alive(self) -> set[str]:
         out = set()

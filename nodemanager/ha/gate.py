@@ -28,15 +28,21 @@ class Gate(Protocol):
     def fence(self) -> int | None: ...
 
 
-class FencedCloud:
-    """The cloud port, mutating only while ``gate.acting()``, every mutation tagged with the fence."""
+class _Gated:
+    """A port behind the gate; what is not a mutation passes through."""
 
-    def __init__(self, inner: CloudDriver, gate: Gate) -> None:
+    def __init__(self, inner: Any, gate: Gate) -> None:
         self._inner, self._gate = inner, gate
-        self.name = getattr(inner, "name", "cloud")
+        self.name = getattr(inner, "name", type(inner).__name__)
 
     def __getattr__(self, attr: str) -> Any:
         return getattr(self._inner, attr)
+
+
+class FencedCloud(_Gated):
+    """The cloud port, mutating only while ``gate.acting()``, every mutation tagged with the fence."""
+
+    _inner: CloudDriver
 
     def _fence(self, call: str) -> str:
         fence = self._gate.fence
@@ -63,15 +69,8 @@ class FencedCloud:
         self._inner.destroy_node(node)
 
 
-class FencedScheduler:
+class FencedScheduler(_Gated):
     """The scheduler port, draining, cancelling and escalating only while ``gate.acting()``."""
-
-    def __init__(self, inner: Any, gate: Gate) -> None:
-        self._inner, self._gate = inner, gate
-        self.name = getattr(inner, "name", "scheduler")
-
-    def __getattr__(self, attr: str) -> Any:
-        return getattr(self._inner, attr)
 
     def _check(self, node: str) -> None:
         if not self._gate.acting():
