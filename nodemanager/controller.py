@@ -272,6 +272,7 @@ class Controller:
         self.inputs = InputMemory()
         # [HA]: given the oldest input's poll time, why this process must not act now (None: act)
         self.hold_back: Callable[[float], str | None] | None = None
+        self._held_back_logged: str | None = None
         if actuator is None and not self.dry_run:
             raise ValueError("a controller that acts needs an actuator")
 
@@ -350,8 +351,11 @@ class Controller:
         cpu = time.thread_time() - cpu0
         self._log_summary(snap, plan, cpu)
         if held_back and (plan.items or plan.boots):
-            log.info("cycle: %d action(s) and %d boot(s) not carried out: %s", len(plan.items),
-                     sum(b.count for b in plan.boots), held_back)
+            # a standby plans every cycle: say so at INFO when the reason changes only
+            level = logging.DEBUG if held_back == self._held_back_logged else logging.INFO
+            log.log(level, "cycle: %d action(s) and %d boot(s) not carried out: %s", len(plan.items),
+                    sum(b.count for b in plan.boots), held_back)
+        self._held_back_logged = held_back
         report = CycleReport(snapshot=snap, plan=plan, outcomes=outcomes,
                              matrix_hash=getattr(self.matrix, "sha256", ""),
                              matrix_error=self.matrix_error, cpu_seconds=cpu)

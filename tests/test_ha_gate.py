@@ -114,3 +114,21 @@ def test_metrics_say_who_leads(etcd) -> None:
     assert "nodemanager_leader 1.0" in text_a and "nodemanager_leader 0.0" in text_b
     assert "nodemanager_lease_age_seconds 0.5" in text_a and "\nnodemanager_lease_age_seconds " not in text_b
     assert "nodemanager_elections_total 1.0" in text_a and "nodemanager_elections_total 0.0" in text_b
+
+
+def test_a_standby_controller_plans_but_carries_out_nothing_and_says_why_once(etcd, caplog) -> None:
+    import logging
+
+    from tests.test_controller import Loop
+    caplog.set_level(logging.DEBUG, "nodemanager.decisions")
+    clock = Time()
+    leader, standby = head(etcd.url, "head1:1", clock), head(etcd.url, "head2:2", clock)
+    leader.lease.step()
+    standby.lease.step()
+    loop = Loop(sim_settings(), time=clock)
+    loop.ctl.hold_back = standby.hold_back
+    loop.run(120)
+    assert any(r.plan.boots for r in loop.reports)                 # it plans the boots...
+    assert loop.world.sim_cloud.live_count() == 0                   # ...and boots nothing
+    lines = [r for r in caplog.records if "not carried out: standby; leader is head1:1" in r.message]
+    assert [r.levelno for r in lines][:2] == [logging.INFO, logging.DEBUG]
