@@ -257,10 +257,14 @@ def test_kill_9_the_leader_and_the_standby_acts_within_ttl_and_a_cycle(rig: Rig)
     rig.wait(lambda: len(rig.mutations(leader.name)) >= 3, 30, "the leader booting")
     killed_at = time.monotonic()
     leader.kill()
+    leads = rig.wait(standby.leads, 30, "the standby leading")
+    # TTL + a lease round + one cycle (+0.5 s: this test reads the status page, on a shared machine)
+    assert leads <= TTL + (TTL - MARGIN) / 3 + CYCLE + 0.5, leads
     rig.wait(lambda: first_mutation_by(rig, standby, killed_at) is not None, 30, "the standby acting")
-    took = first_mutation_by(rig, standby, killed_at) - killed_at
-    # TTL + a lease round + one cycle, plus the new leader's fresh listing and poll
-    assert took <= TTL + (TTL - MARGIN) / 3 + CYCLE + 2 * CYCLE + 0.5, took
+    acted = first_mutation_by(rig, standby, killed_at) - killed_at
+    # then, as after a restart: a fresh listing and poll, and boot_grace of its own polls before
+    # it believes a VM never joined (the queue wants no boots: max_nodes VMs are up)
+    assert acted <= leads + 3 * CYCLE + 1.0 + 1.0, acted
     rig.check_invariants()
     rig.drain_out()
     rig.check_invariants()
