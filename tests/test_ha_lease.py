@@ -87,3 +87,26 @@ def test_etcd_down_makes_every_call_fail_with_the_endpoint(etcd) -> None:
     etcd.stop()
     with pytest.raises(EtcdError, match=f"{etcd.url}"):
         client.get("/x")
+
+
+def test_authentication_gets_a_token_and_a_wrong_password_is_named(tmp_path) -> None:
+    import requests
+
+    from tests.fixtures.etcd import EtcdServer
+    server = EtcdServer(tmp_path)           # its own etcd: auth would lock the shared one
+    server.start()
+    try:
+        for path, body in (("/v3/auth/role/add", {"name": "root"}),
+                           ("/v3/auth/user/add", {"name": "root", "password": "s3cret"}),
+                           ("/v3/auth/user/grant", {"user": "root", "role": "root"}),
+                           ("/v3/auth/enable", {})):
+            assert requests.post(server.url + path, json=body, timeout=5).status_code == 200, path
+        with pytest.raises(EtcdError, match="permission denied|user name is empty|token"):
+            EtcdClient((server.url,), timeout=1.0).get("/x")
+        client = EtcdClient((server.url,), timeout=1.0, user="root", password="s3cret")
+        assert LeaderLease(client, ha(), "head1:11", clock=Time()).step().leading
+        bad = EtcdClient((server.url,), timeout=1.0, user="root", password="wrong")
+        with pytest.raises(EtcdError, match="authentication of user 'root' failed"):
+            bad.get("/x")
+    finally:
+        server.stop()
