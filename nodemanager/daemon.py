@@ -161,8 +161,9 @@ class Daemon:
         self.cloud = _Timed("cloud", cloud, self.metrics.observe_call)
         self.scheduler = _Timed("scheduler", scheduler, self.metrics.observe_call)
         self._draining_stats = scheduler.draining_stats  # local bookkeeping: not a timed call
-        self.admin = AdminState(clock=self.clock, path=settings.manage.state_file or None) if self.ha is None \
-            else AdminState(clock=self.clock, store=self.ha.admin_store)
+        # with [HA], holds, drains and the pause live in etcd (not state_file), for whichever head leads
+        where = {"store": self.ha.admin_store} if self.ha is not None else {"path": settings.manage.state_file or None}
+        self.admin = AdminState(clock=self.clock, **where)
         self._latest_workers: dict[str, Worker] = {}
         self.actuator = Actuator(self.cloud, self.scheduler, settings, clock=self.clock,
                                  latest_worker=lambda name: self._latest_workers.get(name))

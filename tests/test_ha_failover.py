@@ -91,8 +91,8 @@ class Head:
 
     def start(self) -> None:
         env = {**os.environ, "PYTHONPATH": str(REPO)}
-        self.proc = subprocess.Popen([sys.executable, "-m", "nodemanager", "run", "--config", str(self.config)],
-                                     stdout=self.log.open("ab"), stderr=subprocess.STDOUT, env=env,
+        argv = [sys.executable, "-m", "nodemanager", "run", "--config", str(self.config)]
+        self.proc = subprocess.Popen(argv, stdout=self.log.open("ab"), stderr=subprocess.STDOUT, env=env,
                                      cwd=REPO, start_new_session=True)
 
     def kill(self) -> None:
@@ -253,7 +253,9 @@ def first_mutation_by(rig: Rig, head: Head, after: float) -> float | None:
 def test_kill_9_the_leader_and_the_standby_acts_within_ttl_and_a_cycle(rig: Rig) -> None:
     leader = rig.leader()
     standby = next(h for h in rig.heads if h is not leader)
-    assert standby.role().startswith("standby; leader is ")
+    me = leader.role().split()[1].lstrip("(")          # "leader (host:pid since ...; fence N)"
+    rig.wait(lambda: standby.role().startswith(f"standby; leader is {me} since "), 10,
+             "the standby's status page naming the leader")
     rig.wait(lambda: len(rig.mutations(leader.name)) >= 3, 30, "the leader booting")
     killed_at = time.monotonic()
     leader.kill()
