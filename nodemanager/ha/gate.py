@@ -70,7 +70,8 @@ class FencedCloud(_Gated):
 
 
 class FencedScheduler(_Gated):
-    """The scheduler port, draining, cancelling and escalating only while ``gate.acting()``."""
+    """The scheduler port, draining, cancelling and escalating only while ``gate.acting()``
+    (``node_destroyed``, the end of a destroy already sent, passes)."""
 
     def _check(self, node: str) -> None:
         if not self._gate.acting():
@@ -95,5 +96,5 @@ class FencedScheduler(_Gated):
         return self._inner.confirm_drained(ticket)
 
     def node_destroyed(self, worker_name: str) -> None:
-        self._check(worker_name)
+        # the end of a destroy already sent (which completes): the scheduler forgets a gone VM
         self._inner.node_destroyed(worker_name)
