@@ -20,6 +20,10 @@ new state, never half of one) and read back at start, so a restart keeps them. A
 be read back is an :class:`AdminStateError` naming it (the daemon does not start without the holds
 it was given); a change that cannot be saved still applies, and its answer says it was not saved.
 Pending cancels are not kept: they are carried out on the next cycle.
+
+With a ``store`` instead (``[HA]``: :class:`nodemanager.ha.admin_store.EtcdAdminStore`), the same
+JSON goes to the store (``read()`` / ``write(text)``, ``name`` for messages) and :meth:`reload`
+reads it back (a new HA leader does, so holds, drains and a pause survive a failover).
 """
 
 from __future__ import annotations
@@ -67,7 +71,8 @@ class AdminState:
     """Held nodes, forced drains, pending cancels and the pause reason, behind one lock; kept in
     the JSON file ``path`` when given (see the module docstring)."""
 
-    def __init__(self, clock: Callable[[], float] = time.time, path: str | None = None) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time, path: str | None = None,
+                 store: Any = None) -> None:
         self._clock = clock
         self._lock = threading.Lock()
         self._held: dict[str, float] = {}
@@ -77,8 +82,24 @@ class AdminState:
         self._paused_at: float | None = None
         self._history: list[AdminChange] = []
         self.path = path or None
+        self.store = store
         if self.path:
             self._load(self.path)
+
+    def reload(self) -> None:
+        """Read the state back from the store (or file); raises :class:`AdminStateError`, keeping
+        the state held now, if it cannot be read."""
+        if self.store is None:
+            if self.path:
+                self._load(self.path)
+            return
+        try:
+            text = self.store.read()
+        except OSError as exc:
+            raise AdminStateError(f"{self.store.name}: cannot read the admin state: {exc}") from None
+        if text is not None:
+            with self._lock:
+                self._parse(text, self.store.name)
 
     # -- what the controller reads ------------------------------------------------------------
     def snapshot_fields(self) -> dict[str, object]:
@@ -200,10 +221,17 @@ class AdminState:
     # -- the state file -------------------------------------------------------------------------
     def _save(self) -> str | None:
         """Write the state file (lock held); return why it failed, or None."""
-        if not self.path:
-            return None
         data = {"held": self._held, "forced_drains": self._drains, "paused": self._paused,
                 "paused_at": self._paused_at}
+        if self.store is not None:
+            try:
+                self.store.write(json.dumps(data, sort_keys=True))
+            except OSError as exc:
+                log.warning("admin state not saved to %s: %s", self.store.name, exc)
+                return f"{self.store.name}: {exc}"
+            return None
+        if not self.path:
+            return None
         tmp = f"{self.path}.tmp"
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640)
@@ -226,6 +254,9 @@ class AdminState:
             return
         except (OSError, UnicodeDecodeError) as exc:
             raise AdminStateError(f"{path}: cannot read the admin state: {exc}") from None
+        self._parse(text, path)
+
+    def _parse(self, text: str, path: str) -> None:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:

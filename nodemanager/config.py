@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 
 from nodemanager.cloud.port import PROVIDERS, image_required
 from nodemanager.model import Size, frozen_map
-from nodemanager.settings import (CloudSettings, CoreSettings, DrainSettings, ManageSettings,
+from nodemanager.settings import (CloudSettings, CoreSettings, DrainSettings, HASettings, ManageSettings,
                                   PollSettings, SchedulerSettings, Settings)
 
 __all__ = ["ConfigError", "Problem", "load", "loads", "parse_duration", "credential_warnings",
@@ -215,7 +215,13 @@ _SIZE: dict[str, Callable[[str], Any]] = {
     "min_charge": parse_duration, "shutdown_window": parse_duration,
     "shutdown_windows": _parse_minutes, "instance_type": str,
 }
-_SECTIONS = ("Daemon", "Polling", "Drain", "Cloud", "Cloud Create", "Scheduler", "Manage")
+_HA: dict[str, Callable[[str], Any]] = {
+    "backend": _choice("etcd"), "endpoints": lambda t: tuple(e.strip() for e in t.split(",") if e.strip()),
+    "ca_file": str, "cert_file": str, "key_file": str, "user": str, "password": str,
+    "lease_ttl": parse_duration, "stop_margin": parse_duration, "election_key": str, "admin_key": str,
+    "timeout": parse_duration,
+}
+_SECTIONS = ("Daemon", "Polling", "Drain", "Cloud", "Cloud Create", "Scheduler", "Manage", "HA")
 
 
 def _option_lines(text: str) -> dict[tuple[str, str | None], int]:
@@ -364,6 +370,8 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
         r.problem("Cloud", "driver", "the simulated cloud needs at least one [Size NAME] section "
                   "too: without one nothing is ever booted")
 
+    ha = _ha(r, cloud.cluster)
+
     matrix = daemon.get("matrix", "").strip()
     if matrix and base_dir and not os.path.isabs(matrix):
         matrix = os.path.join(base_dir, matrix)
@@ -372,8 +380,28 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
     if r.problems:
         raise ConfigError(r.problems)
     return Settings(core=core, drain=drain, cloud=cloud, scheduler=scheduler, poll=poll,
-                    manage=manage, matrix_file=matrix, dry_run=daemon.get("dry_run", False),
+                    manage=manage, ha=ha, matrix_file=matrix, dry_run=daemon.get("dry_run", False),
                     log_level=daemon.get("log_level", "info").upper(), source=source)
+
+
+def _ha(r: _Reader, cluster: str) -> HASettings | None:
+    """``[HA]``, with the keys under ``/nodemanager/<cluster>/`` by default; None without the section."""
+    if not r.cp.has_section("HA"):
+        return None
+    ha = HASettings(**r.typed("HA", _HA))
+    if not ha.endpoints:
+        r.problem("HA", "endpoints", "needs at least one etcd URL (http://host:2379)")
+    for e in ha.endpoints:
+        if not e.startswith(("http://", "https://")):
+            r.problem("HA", "endpoints", f"{e!r} is not an http:// or https:// URL")
+    if ha.lease_ttl < 1 or ha.lease_ttl != int(ha.lease_ttl):
+        r.problem("HA", "lease_ttl", "must be whole seconds, at least 1s (etcd leases count in seconds)")
+    if not 0 < ha.stop_margin < ha.lease_ttl:
+        r.problem("HA", "stop_margin", f"must be above 0 and below lease_ttl ({ha.lease_ttl:g}s)")
+    if bool(ha.cert_file) != bool(ha.key_file):
+        r.problem("HA", "cert_file" if ha.cert_file else "key_file", "cert_file and key_file go together")
+    return replace(ha, election_key=ha.election_key or f"/nodemanager/{cluster}/leader",
+                   admin_key=ha.admin_key or f"/nodemanager/{cluster}/admin")
 
 
 def default_state_dir() -> str:

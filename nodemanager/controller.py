@@ -297,6 +297,9 @@ class Controller:
         self._suspect_for: dict[str, float] = {}
         self._suspect_poll: float | None = None       # polled_at of the last poll counted
         self.inputs = InputMemory()
+        # [HA]: given the oldest input's poll time, why this process must not act now (None: act)
+        self.hold_back: Callable[[float], str | None] | None = None
+        self._held_back_logged: str | None = None
         if actuator is None and not self.dry_run:
             raise ValueError("a controller that acts needs an actuator")
 
@@ -313,6 +316,10 @@ class Controller:
             self.escalation = _default_escalation(settings)
         if self.actuator is not None:
             self.actuator.update_settings(settings)
+
+    def forget_inputs(self) -> None:
+        """Start the input memory afresh from the next cycle, as a restart does (a new HA leader)."""
+        self.inputs = InputMemory()
 
     # -- the cycle ------------------------------------------------------------------------------
 
@@ -367,10 +374,17 @@ class Controller:
         gone = self._log_decisions(plan)
         if gone and hasattr(self.admin, "forget"):
             self.admin.forget(gone)
-        tasks = [] if self.dry_run else self._tasks(snap, plan)
+        held_back = self.hold_back(min(cloud_polled_at, poll.polled_at)) if self.hold_back else None
+        tasks = [] if self.dry_run or held_back else self._tasks(snap, plan)
         outcomes, self._pending_outcomes = tuple(self._pending_outcomes), []
         cpu = time.thread_time() - cpu0
         self._log_summary(snap, plan, cpu)
+        if held_back and (plan.items or plan.boots):
+            # a standby plans every cycle: say so at INFO when the reason changes only
+            level = logging.DEBUG if held_back == self._held_back_logged else logging.INFO
+            log.log(level, "cycle: %d action(s) and %d boot(s) not carried out: %s", len(plan.items),
+                    sum(b.count for b in plan.boots), held_back)
+        self._held_back_logged = held_back
         report = CycleReport(snapshot=snap, plan=plan, outcomes=outcomes,
                              matrix_hash=getattr(self.matrix, "sha256", ""),
                              matrix_error=self.matrix_error, cpu_seconds=cpu)

@@ -116,7 +116,7 @@ class _Timed:
 
 
 _RESTART_ONLY = (("cloud", "[Cloud]"), ("scheduler", "[Scheduler]"), ("manage", "[Manage]"),
-                 ("dry_run", "[Daemon] dry_run"))
+                 ("dry_run", "[Daemon] dry_run"), ("ha", "[HA]"))
 
 
 
@@ -138,7 +138,7 @@ class Daemon:
 
     def __init__(self, settings: Settings, *, config_path: str | None = None, clock: Clock | None = None,
                  dry_run: bool = False, status: bool = True, stop_timeout: float = 30.0,
-                 ports: tuple[CloudDriver, Scheduler, Any] | None = None) -> None:
+                 ports: tuple[CloudDriver, Scheduler, Any] | None = None, ha: Any = None) -> None:
         import policy_matrix
         from nodemanager.metrics import Metrics
 
@@ -152,10 +152,19 @@ class Daemon:
         self.matrix_source = policy_matrix.MatrixSource(settings.matrix_file or None)
         self.metrics.observe_matrix_reload(True, self.matrix_source.sha256)
         cloud, scheduler, self.world = ports or build_ports(settings, self.clock)
+        self.ha = ha  # [HA]: nodemanager.ha.wiring.HighAvailability (tests pass their own)
+        if self.ha is None and settings.ha is not None:
+            from nodemanager.ha.wiring import HighAvailability
+            self.ha = HighAvailability(settings.ha)
+        if self.ha is not None:
+            cloud, scheduler = self.ha.fence_ports(cloud, scheduler)
+            self.metrics.registry.register(self.ha.collector())
         self.cloud = _Timed("cloud", cloud, self.metrics.observe_call)
         self.scheduler = _Timed("scheduler", scheduler, self.metrics.observe_call)
         self._draining_stats = scheduler.draining_stats  # local bookkeeping: not a timed call
-        self.admin = AdminState(clock=self.clock, path=settings.manage.state_file or None)
+        # with [HA], holds, drains and the pause live in etcd (not state_file), for whichever head leads
+        where = {"store": self.ha.admin_store} if self.ha is not None else {"path": settings.manage.state_file or None}
+        self.admin = AdminState(clock=self.clock, **where)
         self._latest_workers: dict[str, Worker] = {}
         self.actuator = Actuator(self.cloud, self.scheduler, settings, clock=self.clock,
                                  latest_worker=lambda name: self._latest_workers.get(name),
@@ -164,6 +173,10 @@ class Daemon:
                                      None if self.dry_run else self.actuator, clock=self.clock,
                                      dry_run=self.dry_run, admin=self.admin,
                                      clock_skew=lambda: getattr(cloud, "clock_skew", None))
+        if self.ha is not None:
+            self.ha.admin = self.admin
+            self.controller.hold_back = self.ha.hold_back
+            self.ha.fresh_start = self.controller.forget_inputs
         self.system = ActorSystem(self.clock, watchdog=settings.poll.watchdog, on_fatal=self._fatal,
                                   on_restart=self._restarted)
         self.counters: dict[str, float] = {"cycles": 0, "actor_restarts": 0, "reloads": 0,
@@ -206,13 +219,16 @@ class Daemon:
     def status_view(self) -> Any:
         from nodemanager.status import StatusView
         return StatusView(report=self.last_report, counters=dict(self.counters), started_at=self.started_at,
-                          last_cycle_at=self.last_cycle_at, version=_version())
+                          last_cycle_at=self.last_cycle_at, version=_version(),
+                          ha=self.ha.describe() if self.ha is not None else None)
 
     def start(self) -> "Daemon":
         """Start the actors (and the status server unless disabled); return at once."""
         s = self.settings
         if isinstance(self.clock, RealClock):
             self.clock.start()
+        if self.ha is not None:
+            self.ha.start()
         pool = tuple(actuator_role(i) for i in range(POOL_SIZE))
         self.system.spawn(CONTROLLER, ControllerActor, self.controller,
                           lambda: self.settings.poll.cycle_interval, pool, self._on_report)
@@ -301,6 +317,8 @@ class Daemon:
         log.info("stopping: no new actions; waiting up to %.0fs for calls under way", self.stop_timeout)
         roles = [CONTROLLER, CLOUD_POLLER, SCHEDULER_POLLER] + [actuator_role(i) for i in range(POOL_SIZE)]
         abandoned = self.system.stop(roles, timeout=self.stop_timeout)
+        if self.ha is not None:
+            self.ha.stop()  # after the calls under way: releasing lets a standby act at once
         if self.status_server is not None:
             self.status_server.stop()
         if isinstance(self.clock, RealClock):

@@ -12,7 +12,7 @@ from typing import Mapping
 from nodemanager.model import EMPTY_MAP, Size
 
 __all__ = ["CoreSettings", "CloudSettings", "SchedulerSettings", "DrainSettings",
-           "ManageSettings", "PollSettings", "Settings"]
+           "ManageSettings", "PollSettings", "HASettings", "Settings"]
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,24 @@ class ManageSettings:
 
 
 @dataclass(frozen=True)
+class HASettings:
+    """``[HA]``: a leader lease on etcd; only the leader acts (docs/ha.md)."""
+
+    backend: str = "etcd"
+    endpoints: tuple[str, ...] = ("http://127.0.0.1:2379",)
+    ca_file: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+    user: str = ""
+    password: str = ""
+    lease_ttl: float = 15.0                     # seconds
+    stop_margin: float = 5.0                    # the leader stops acting this long before its lease can end
+    election_key: str = ""                      # config.load fills /nodemanager/<cluster>/leader
+    admin_key: str = ""                         # config.load fills /nodemanager/<cluster>/admin
+    timeout: float = 2.0                        # one etcd request
+
+
+@dataclass(frozen=True)
 class Settings:
     core: CoreSettings = CoreSettings()
     drain: DrainSettings = DrainSettings()
@@ -99,6 +117,7 @@ class Settings:
     scheduler: SchedulerSettings = SchedulerSettings()
     poll: PollSettings = PollSettings()
     manage: ManageSettings = ManageSettings()
+    ha: HASettings | None = None                # None: no [HA] section, the single-host lock only
     matrix_file: str = ""                       # empty = the default matrix shipped with the package
     dry_run: bool = False
     log_level: str = "INFO"

@@ -88,6 +88,7 @@ class StatusView:
     started_at: float = 0.0
     last_cycle_at: float | None = None
     version: str = ""
+    ha: str | None = None           # [HA]: "leader (...)" or "standby; leader is host:pid since ..."
 
 
 def when_text(at: float | None, what: str | None, now: float) -> str | None:
@@ -120,7 +121,7 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
         "version": view.version, "now": now, "now_text": "generated " + datetime.fromtimestamp(now, timezone.utc).strftime(
             "%Y-%m-%d %H:%M:%S UTC"),
         "started_at": view.started_at, "last_cycle_at": view.last_cycle_at,
-        "healthy": healthy, "health": health, "counters": dict(view.counters),
+        "healthy": healthy, "health": health, "counters": dict(view.counters), "ha": view.ha,
         "admin": {"enabled": admin_enabled, **(admin.to_json() if admin else {})},
     }
     report = view.report
@@ -271,6 +272,8 @@ def render_html(doc: Mapping[str, Any]) -> str:
              "<h1>nodemanager</h1><div class='summary'>"]
     health_cls = "ok" if doc.get("healthy") else "bad"
     parts.append(f"<span class='{health_cls}' id='health'>{e(str(doc.get('health')))}</span>")
+    if doc.get("ha"):
+        parts.append(f"<span id='ha'>{e(str(doc['ha']))}</span>")
     if doc.get("paused"):
         parts.append(f"<span class='bad' id='paused'>paused: {e(str(doc['paused']))}</span>")
     if doc.get("frozen"):

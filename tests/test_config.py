@@ -139,6 +139,8 @@ def test_every_option_is_documented():
     shown = [o for o in list(config._DAEMON) + list(config._DAEMON_SHELL) + list(config._POLL)
              + list(config._DRAIN) + list(config._MANAGE) if f"\n{o} =" not in example]
     assert shown == []
+    # [HA] is optional, so the example shows it commented out: every option, in both places
+    assert [o for o in config._HA if f"`{o}`" not in doc or f"\n# {o} =" not in example] == []
 
 
 def test_reclaim_foreign_after_is_a_drain_option_the_plan_reads():
@@ -147,3 +149,15 @@ def test_reclaim_foreign_after_is_a_drain_option_the_plan_reads():
     assert loads("", "site.ini").core.reclaim_foreign_after == 0       # never, by default
     assert ("site.ini:2: [Drain] reclaim_foreign_after: expected a duration like 300, 5m or 1h, "
             "got 'later'") in _problems("[Drain]\nreclaim_foreign_after = later\n")
+
+
+def test_ha_section_defaults_its_keys_under_the_cluster_and_reports_bad_values_with_lines():
+    s = loads("[Cloud]\ncluster = hpc\n[HA]\nendpoints = http://a:2379, https://b:2379\n")
+    assert s.ha is not None and s.ha.endpoints == ("http://a:2379", "https://b:2379")
+    assert (s.ha.election_key, s.ha.admin_key) == ("/nodemanager/hpc/leader", "/nodemanager/hpc/admin")
+    assert (s.ha.lease_ttl, s.ha.stop_margin) == (15.0, 5.0)
+    assert loads("[Daemon]\n").ha is None
+    assert _problems("[HA]\nendpoints = a:2379\nlease_ttl = 10s\nstop_margin = 10s\ncert_file = c.pem\n") == [
+        "site.ini:2: [HA] endpoints: 'a:2379' is not an http:// or https:// URL",
+        "site.ini:4: [HA] stop_margin: must be above 0 and below lease_ttl (10s)",
+        "site.ini:5: [HA] cert_file: cert_file and key_file go together"]

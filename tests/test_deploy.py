@@ -17,8 +17,10 @@ import yaml
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from nodemanager.ha.wiring import HighAvailability
 from nodemanager.metrics import Metrics
 from nodemanager.model import Outcome
+from nodemanager.settings import HASettings
 from tests.conftest import REPO
 from tests.fixtures.observability import SIZES, T0, sample_report
 
@@ -47,6 +49,7 @@ def exposed_names() -> set[str]:
     m.observe(dataclasses.replace(report, outcomes=report.outcomes + (booted,)))
     m.observe_call("cloud", "list_nodes", 0.1, "rate_limit")
     m.observe_matrix_reload(True, "0" * 64)
+    m.registry.register(HighAvailability(HASettings(election_key="/k", admin_key="/a")).collector())
     text = generate_latest(m.registry).decode()
     names = set()
     for fam in text_string_to_metric_families(text):

@@ -65,6 +65,15 @@ def test_html_page_has_one_row_per_node_and_escapes_text() -> None:
     assert "idle grace ends 14:16:40 UTC" in page
 
 
+def test_a_standby_page_names_the_leader() -> None:
+    view = StatusView(report=sample_report(), last_cycle_at=T0,
+                      ha="standby; leader is head1:4242 since 2026-11-23 23:22:31Z")
+    doc = status_document(view, None, T0)
+    assert doc["ha"] == view.ha
+    assert "<span id='ha'>standby; leader is head1:4242 since 2026-11-23 23:22:31Z</span>" in render_html(doc)
+    assert "id='ha'" not in render_html(status_document(StatusView(report=sample_report()), None, T0))
+
+
 def test_html_page_over_http(status_server) -> None:
     resp = requests.get(status_server.url + "/", timeout=5)
     assert resp.status_code == 200 and resp.headers["Content-Type"].startswith("text/html")

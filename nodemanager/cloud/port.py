@@ -12,7 +12,7 @@ from typing import Mapping, Protocol, runtime_checkable
 from nodemanager.model import CloudNode, Size
 
 __all__ = ["CloudDriver", "CloudError", "ErrorKind", "TAG_CLUSTER", "TAG_SIZE", "TAG_REQUEST",
-           "TAG_DRAIN", "TAG_DESTROY", "PROVIDERS", "image_required"]
+           "TAG_DRAIN", "TAG_DESTROY", "TAG_FENCE", "PROVIDERS", "image_required"]
 
 # The libcloud providers the adapter supports (``[Cloud] driver``; ``simulated`` is the other choice).
 PROVIDERS = ("ec2", "gce", "azure_arm", "openstack", "dummy")
@@ -29,6 +29,7 @@ TAG_SIZE = "nodemanager-size"
 TAG_REQUEST = "nodemanager-request"
 TAG_DRAIN = "nodemanager-drain"        # value: "<epoch>:<request id>" while we drain the node
 TAG_DESTROY = "nodemanager-destroy"    # value: "<epoch>" once we decided to destroy the node
+TAG_FENCE = "nodemanager-fence"        # value: the HA leader's fencing revision at its last mutation
 
 
 class ErrorKind(str, enum.Enum):
