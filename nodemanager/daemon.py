@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import signal
 import threading
 import time
@@ -150,11 +151,54 @@ class Daemon:
         self.metrics = Metrics(sizes=settings.core.sizes, clock=self.clock)
         self.matrix_source = policy_matrix.MatrixSource(settings.matrix_file or None)
         self.metrics.observe_matrix_reload(True, self.matrix_source.sha256)
+        self.admin = AdminState(clock=self.clock, path=settings.manage.state_file or None)
+        self.last_report: CycleReport | None = None
+        self.last_cycle_at: float | None = None
+        self.counters: dict[str, float] = {"cycles": 0, "actor_restarts": 0, "reloads": 0,
+                                           "reload_errors": 0}
+        # bound before the cloud and scheduler are built: a second instance stops here having called neither
+        self.status_server: Any = self._bind_status() if status and settings.manage.port >= 0 else None
+        try:
+            self._build(settings, ports)
+        except BaseException:
+            if self.status_server is not None:
+                self.status_server.stop()
+            raise
+        self._requests: list[str] = []
+        self._wake = threading.Event()
+        self.fatal_error: str | None = None
+        self._stopped = False
+
+    def _bind_status(self) -> Any:
+        """The status server, bound but not serving; a port that cannot be bound is a ConfigError."""
+        import errno
+
+        from nodemanager.status import StatusServer
+        s = self.settings
+        secrets = [str(v) for k, v in s.cloud.driver_args.items() if k in SECRET_OPTIONS]
+        server = StatusServer(s.manage, self.status_view, admin=self.admin, registry=self.metrics.registry,
+                              clock=self.clock, stale_after=max(3 * s.poll.cycle_interval, s.core.poll_stale_after),
+                              secrets=secrets)
+        try:
+            return server.bind()
+        except OSError as exc:
+            where = f"{s.manage.address}:{s.manage.port}"
+            option, hint = "port", ""
+            if exc.errno == errno.EADDRINUSE:
+                hint = ("; another process listens there (a second nodemanager?): choose another port, "
+                        "or -1 for no status server")
+            elif exc.errno == errno.EADDRNOTAVAIL or not exc.errno or exc.errno < 0:  # < 0: a name lookup
+                option = "address"
+            reason = os.strerror(exc.errno) if exc.errno and exc.errno > 0 else str(exc.strerror or exc)
+            raise ConfigError([Problem(s.source or "config", None, "Manage", option,
+                                       f"cannot listen on {where}: {reason}{hint}")]) from None
+
+    def _build(self, settings: Settings, ports: tuple[CloudDriver, Scheduler, Any] | None) -> None:
+        """The cloud and scheduler ports, the actuator, the controller and the actor system."""
         cloud, scheduler, self.world = ports or build_ports(settings, self.clock)
         self.cloud = _Timed("cloud", cloud, self.metrics.observe_call)
         self.scheduler = _Timed("scheduler", scheduler, self.metrics.observe_call)
         self._draining_stats = scheduler.draining_stats  # local bookkeeping: not a timed call
-        self.admin = AdminState(clock=self.clock, path=settings.manage.state_file or None)
         self._latest_workers: dict[str, Worker] = {}
         self.actuator = Actuator(self.cloud, self.scheduler, settings, clock=self.clock,
                                  latest_worker=lambda name: self._latest_workers.get(name))
@@ -163,16 +207,6 @@ class Daemon:
                                      dry_run=self.dry_run, admin=self.admin)
         self.system = ActorSystem(self.clock, watchdog=settings.poll.watchdog, on_fatal=self._fatal,
                                   on_restart=self._restarted)
-        self.counters: dict[str, float] = {"cycles": 0, "actor_restarts": 0, "reloads": 0,
-                                           "reload_errors": 0}
-        self.last_report: CycleReport | None = None
-        self.last_cycle_at: float | None = None
-        self.status_server: Any = None
-        self._want_status = status and settings.manage.port >= 0
-        self._requests: list[str] = []
-        self._wake = threading.Event()
-        self.fatal_error: str | None = None
-        self._stopped = False
 
     # -- wiring ---------------------------------------------------------------------------------
 
@@ -220,13 +254,8 @@ class Daemon:
         self.system.spawn(SCHEDULER_POLLER, PollerActor, self._poll_scheduler, "scheduler_poll",
                           lambda: self.settings.poll.scheduler_interval, lambda: self.settings.poll.max_backoff)
         self.system.start_watchdog()
-        if self._want_status:
-            from nodemanager.status import StatusServer
-            secrets = [str(v) for k, v in s.cloud.driver_args.items() if k in SECRET_OPTIONS]
-            self.status_server = StatusServer(s.manage, self.status_view, admin=self.admin,
-                                              registry=self.metrics.registry, clock=self.clock,
-                                              stale_after=max(3 * s.poll.cycle_interval, s.core.poll_stale_after),
-                                              secrets=secrets).start()
+        if self.status_server is not None:
+            self.status_server.start()
             log.info("status page at %s", self.status_server.url)
         log.info("started: cloud %s, scheduler %s, matrix %s (sha256 %s)%s", s.cloud.driver,
                  s.scheduler.kind, self.matrix_source.path, self.matrix_source.sha256[:12],

@@ -383,7 +383,17 @@ class StatusServer:
         return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
     def start(self) -> "StatusServer":
-        """Bind and serve in a daemon thread. Raises OSError naming the address when it cannot bind."""
+        """Bind (unless :meth:`bind` did) and serve in a daemon thread."""
+        if self._httpd is None:
+            self.bind()
+        assert self._httpd is not None
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="status-server",
+                                        kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+        return self
+
+    def bind(self) -> "StatusServer":
+        """Take the port without serving yet. Raises OSError naming the address when it cannot bind."""
         host, port = self.settings.address, self.settings.port
         if port < 0:
             raise ValueError("status server disabled ([Manage] port = -1)")
@@ -401,14 +411,12 @@ class StatusServer:
                         host, self.address[1])
         log.info("status server on %s (admin API %s)", self.url,
                  "enabled" if self.admin_enabled else "disabled: no [Manage] token")
-        self._thread = threading.Thread(target=httpd.serve_forever, name="status-server",
-                                        kwargs={"poll_interval": 0.05}, daemon=True)
-        self._thread.start()
         return self
 
     def stop(self) -> None:
         if self._httpd is not None:
-            self._httpd.shutdown()
+            if self._thread is not None:          # shutdown() waits for serve_forever to end
+                self._httpd.shutdown()
             self._httpd.server_close()
             self._httpd = None
         if self._thread is not None:

@@ -24,6 +24,7 @@ def write_config(path, *, port="-1", idle_grace="60s", matrix="", extra=""):
     text = (REPO / "config.example.ini").read_text()
     text = text.replace("port = 8989", f"port = {port}").replace("idle_grace = 60s", f"idle_grace = {idle_grace}")
     text = text.replace("\nmatrix =\n", f"\nmatrix = {matrix}\n")
+    text = text.replace("\nstate_dir =\n", "\nstate_dir = state\n")      # its own lock, beside the file
     path.write_text(text + extra)
     return str(path)
 

@@ -148,6 +148,7 @@ timeout = 20s
 [Manage]
 address = 127.0.0.1
 port = {status_port}
+state_dir = state
 
 [Size small]
 cores = {slurm.cpus}
