@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 
-from tests.test_daemon import write_config
+from tests.test_daemon import REPO, write_config
 
 
 class Proc:
@@ -84,3 +84,67 @@ def test_mismatched_simulated_ports_are_refused(tmp_path):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2, r.stderr
     assert "simulated" in r.stderr and "Traceback" not in r.stderr
+
+
+def _stop(proc):
+    if proc.p.poll() is None:
+        proc.p.kill()
+        proc.p.wait()
+
+
+def test_sighup_with_a_fifo_config_is_refused_and_sigterm_still_stops_within_10s(tmp_path):
+    cfg = write_config(tmp_path / "nm.ini", port="0")
+    os.chmod(cfg, 0o600)
+    proc = Proc("run", "--config", cfg)
+    try:
+        proc.wait_for("nodemanager.daemon: started")
+        os.replace(cfg, tmp_path / "saved.ini")
+        os.mkfifo(cfg)                                      # nobody ever writes to it
+        proc.p.send_signal(signal.SIGHUP)
+        proc.wait_for("is a FIFO, not a regular file", timeout=10)
+        proc.p.send_signal(signal.SIGTERM)
+        assert proc.p.wait(timeout=10) == 0
+    finally:
+        _stop(proc)
+
+
+def test_sighup_with_a_2gb_config_keeps_the_running_configuration(tmp_path):
+    import urllib.request
+    cfg = write_config(tmp_path / "nm.ini", port="0")
+    os.chmod(cfg, 0o600)
+    proc = Proc("run", "--config", cfg)
+    try:
+        url = proc.wait_for("status page at").split("status page at ")[1].strip()
+        os.truncate(cfg, 2 * 1024 ** 3)                     # sparse: 2 GiB of nothing
+        proc.p.send_signal(signal.SIGHUP)
+        proc.wait_for("reload rejected", timeout=10)
+        proc.wait_for(f"nm.ini: [-]: file is {2 * 1024 ** 3} bytes; a config file may be at most 1048576 bytes")
+        proc.seen.clear()
+        proc.wait_for("nodemanager.decisions: cycle:")     # still deciding, on the old configuration
+        with urllib.request.urlopen(url + "/healthz", timeout=10) as r:
+            assert r.status == 200
+        proc.p.send_signal(signal.SIGTERM)
+        assert proc.p.wait(timeout=30) == 0
+    finally:
+        _stop(proc)
+
+
+def test_sighup_with_a_matrix_of_three_errors_logs_all_three(tmp_path):
+    matrix = tmp_path / "my.matrix"
+    matrix.write_text((REPO / "policy_matrix" / "default.matrix").read_text())
+    cfg = write_config(tmp_path / "nm.ini", port="0", matrix=str(matrix))
+    os.chmod(cfg, 0o600)
+    proc = Proc("run", "--config", cfg)
+    try:
+        proc.wait_for("nodemanager.daemon: started")
+        matrix.write_text("unpaired | * | boot wait | * -> Nope\n"
+                          "busy | sometimes | * | * -> None\n"
+                          "idle | * | * | * -> START_DRAINN\n")
+        proc.p.send_signal(signal.SIGHUP)
+        for where in (f"{matrix}:1:33: unknown action 'Nope'", f"{matrix}:2:8: unknown window 'sometimes'",
+                      f"{matrix}:3:21: unknown action 'START_DRAINN'"):
+            proc.wait_for(where, timeout=10)
+        proc.p.send_signal(signal.SIGTERM)
+        assert proc.p.wait(timeout=30) == 0
+    finally:
+        _stop(proc)
