@@ -307,7 +307,10 @@ def default_state_dir() -> str:
 
     Root (a system service): ``/var/lib/nodemanager``, the systemd unit's StateDirectory; anyone
     else: ``$XDG_STATE_HOME/nodemanager`` (``~/.local/state/nodemanager``), so the demo needs no root.
+    Under systemd, ``$STATE_DIRECTORY`` (set by the unit's StateDirectory=) comes first.
     """
+    if os.environ.get("STATE_DIRECTORY"):
+        return os.environ["STATE_DIRECTORY"].split(":")[0]
     if os.geteuid() == 0:
         return "/var/lib/nodemanager"
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")

@@ -138,3 +138,11 @@ def test_every_option_is_documented():
     shown = [o for o in list(config._DAEMON) + list(config._DAEMON_SHELL) + list(config._POLL)
              + list(config._DRAIN) + list(config._MANAGE) if f"\n{o} =" not in example]
     assert shown == []
+
+
+def test_the_state_dir_defaults_to_the_systemd_units_state_directory(monkeypatch, tmp_path):
+    """The shipped unit runs as user nodemanager, not root: its lock goes where systemd says."""
+    from nodemanager.config import loads
+    monkeypatch.setenv("STATE_DIRECTORY", str(tmp_path / "state"))
+    assert loads("[Manage]\nport = -1\n").manage.state_dir == str(tmp_path / "state")
+    assert loads("[Manage]\nstate_dir = /elsewhere\n").manage.state_dir == "/elsewhere"
