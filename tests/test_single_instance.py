@@ -11,8 +11,7 @@ import pytest
 
 from nodemanager.lock import InstanceLock, InstanceRunning, LockError, lock_path
 from tests.fixtures.moto import EC2_IMAGE
-from tests.test_daemon import write_config
-from tests.test_daemon_cli import Proc
+from tests.test_daemon_cli import private_config, running, stops_cleanly
 
 EXIT_RUNNING = 75
 
@@ -62,16 +61,8 @@ def run_briefly(config, timeout=60.0):
 @pytest.fixture
 def first(tmp_path):
     """A running daemon (embedded default, cluster "demo", state_dir tmp_path/state)."""
-    cfg = write_config(tmp_path / "first.ini", port="0")
-    os.chmod(cfg, 0o600)
-    proc = Proc("run", "--config", cfg)
-    try:
-        proc.wait_for("nodemanager.daemon: started")
+    with running("run", "--config", private_config(tmp_path, "first.ini")) as proc:
         yield proc
-    finally:
-        if proc.p.poll() is None:
-            proc.p.kill()
-            proc.p.wait()
 
 
 def test_a_second_instance_with_the_same_config_refuses_and_names_the_first(tmp_path, first):
@@ -105,15 +96,8 @@ def test_the_lock_of_a_killed_instance_does_not_block_the_next(tmp_path, first):
     first.p.send_signal(signal.SIGKILL)
     first.p.wait()
     assert (tmp_path / "state" / "demo.lock").read_text().startswith(f"{first.p.pid} ")  # stale file
-    nxt = Proc("run", "--config", str(tmp_path / "first.ini"))
-    try:
-        nxt.wait_for("nodemanager.daemon: started")
-        nxt.p.send_signal(signal.SIGTERM)
-        assert nxt.p.wait(timeout=30) == 0
-    finally:
-        if nxt.p.poll() is None:
-            nxt.p.kill()
-            nxt.p.wait()
+    with running("run", "--config", str(tmp_path / "first.ini")) as nxt:
+        assert stops_cleanly(nxt)
 
 
 def test_a_state_dir_that_cannot_be_made_is_a_config_error(tmp_path, ec2_proxy):
@@ -126,16 +110,8 @@ def test_a_state_dir_that_cannot_be_made_is_a_config_error(tmp_path, ec2_proxy):
 
 def test_a_dry_run_takes_no_lock(tmp_path, first, ec2_proxy):
     """A dry run never acts, so it may run beside the daemon to try a config (docs/operations.md)."""
-    cfg = ec2_config(tmp_path / "dry.ini", ec2_proxy.port)
-    proc = Proc("run", "--dry-run", "--config", cfg)
-    try:
-        proc.wait_for("nodemanager.daemon: started")
-        proc.p.send_signal(signal.SIGTERM)
-        assert proc.p.wait(timeout=30) == 0
-    finally:
-        if proc.p.poll() is None:
-            proc.p.kill()
-            proc.p.wait()
+    with running("run", "--dry-run", "--config", ec2_config(tmp_path / "dry.ini", ec2_proxy.port)) as proc:
+        assert stops_cleanly(proc)
 
 
 # -- the lock itself ------------------------------------------------------------------------------
