@@ -11,7 +11,8 @@ API note::
 Ports: ``[Cloud] driver = simulated`` with ``[Scheduler] type = simulated`` is the embedded
 default (:class:`~nodemanager.sim.world.SimWorld`); otherwise the libcloud adapter and the SLURM
 or HTCondor adapter. Threads: one timer, two pollers, one controller, :data:`POOL_SIZE`
-actuators (plus the status server's), whatever the number of nodes.
+actuators (plus the status server's, and in :meth:`Daemon.run` a reloader), whatever the number of
+nodes.
 
 Reload: the new config must load without error, else nothing changes. Options that need a new
 process (cloud driver and its arguments, cluster, scheduler type and options, [Manage],
