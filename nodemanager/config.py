@@ -24,8 +24,11 @@ from nodemanager.settings import (CloudSettings, CoreSettings, DrainSettings, HA
                                   PollSettings, SchedulerSettings, Settings)
 
 __all__ = ["ConfigError", "Problem", "load", "loads", "parse_duration", "credential_warnings",
-           "default_state_dir",
+           "default_state_dir", "MAX_BYTES",
            "SCHEDULER_OPTIONS", "SECRET_OPTIONS", "with_overrides", "parse_bool"]
+
+MAX_BYTES = 1024 * 1024
+"""Largest config file accepted: 1 MiB (the full example is 10 KB); larger ones are refused unread."""
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -409,7 +412,10 @@ def default_state_dir() -> str:
 
     Root (a system service): ``/var/lib/nodemanager``, the systemd unit's StateDirectory; anyone
     else: ``$XDG_STATE_HOME/nodemanager`` (``~/.local/state/nodemanager``), so the demo needs no root.
+    Under systemd, ``$STATE_DIRECTORY`` (set by the unit's StateDirectory=) comes first.
     """
+    if os.environ.get("STATE_DIRECTORY"):
+        return os.environ["STATE_DIRECTORY"].split(":")[0]
     if os.geteuid() == 0:
         return "/var/lib/nodemanager"
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
@@ -516,12 +522,14 @@ def credential_warnings(path: str, settings: Settings) -> list[str]:
 
 def load(path: str, *, require_sizes: bool = False, resolve: bool = False) -> Settings:
     """Settings from the INI file at ``path`` (relative paths inside resolve against its folder)."""
+    from policy_matrix.files import FileRefused, read_capped
+
     try:
-        with open(path, encoding="utf-8-sig") as f:
-            text = f.read()
-    except FileNotFoundError:
-        raise ConfigError([Problem(path, None, "-", None, "file not found")]) from None
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_capped(path, MAX_BYTES, what="a config file").decode("utf-8-sig")
+    except FileRefused as exc:
+        message = "file not found" if exc.kind == "not found" else str(exc)
+        raise ConfigError([Problem(path, None, "-", None, message)]) from None
+    except UnicodeDecodeError as exc:
         raise ConfigError([Problem(path, None, "-", None, f"cannot read: {exc}")]) from None
     return loads(text, path, base_dir=os.path.dirname(os.path.abspath(path)),
                  require_sizes=require_sizes, resolve=resolve)

@@ -11,13 +11,17 @@ API note::
 Ports: ``[Cloud] driver = simulated`` with ``[Scheduler] type = simulated`` is the embedded
 default (:class:`~nodemanager.sim.world.SimWorld`); otherwise the libcloud adapter and the SLURM
 or HTCondor adapter. Threads: one timer, two pollers, one controller, :data:`POOL_SIZE`
-actuators (plus the status server's), whatever the number of nodes.
+actuators (plus the status server's, and in :meth:`Daemon.run` a reloader), whatever the number of
+nodes.
 
 Reload: the new config must load without error, else nothing changes. Options that need a new
 process (cloud driver and its arguments, cluster, scheduler type and options, [Manage],
 ``dry_run``) keep their running values, with a warning; everything else (sizes, limits, graces,
 poll intervals, drain settings, log level) applies from the next cycle. The matrix file is re-read too; a bad matrix keeps the
-old one (shown as ``matrix_error`` in the next reports and on the status page).
+old one (shown as ``matrix_error`` in the next reports and on the status page, every error logged).
+Reloads run on their own thread, so SIGTERM is served whatever a reload waits on. The matrix file
+is also checked after every cycle (:meth:`Daemon.check_matrix`: a stat; read and parsed only when
+its mtime, size or inode changed) and swapped in when good, with no SIGHUP.
 
 Stop: no new cycle is planned and queued actions are skipped; calls under way get
 ``stop_timeout`` seconds to finish, then are abandoned. Nothing is left half-done: a destroy
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import os
 import signal
 import threading
 import time
@@ -151,20 +156,64 @@ class Daemon:
         self.metrics = Metrics(sizes=settings.core.sizes, clock=self.clock)
         self.matrix_source = policy_matrix.MatrixSource(settings.matrix_file or None)
         self.metrics.observe_matrix_reload(True, self.matrix_source.sha256)
-        cloud, scheduler, self.world = ports or build_ports(settings, self.clock)
         self.ha = ha  # [HA]: nodemanager.ha.wiring.HighAvailability (tests pass their own)
         if self.ha is None and settings.ha is not None:
             from nodemanager.ha.wiring import HighAvailability
             self.ha = HighAvailability(settings.ha)
+        # with [HA], holds, drains and the pause live in etcd (not state_file), for whichever head leads
+        where = {"store": self.ha.admin_store} if self.ha is not None else {"path": settings.manage.state_file or None}
+        self.admin = AdminState(clock=self.clock, **where)
+        self.last_report: CycleReport | None = None
+        self.last_cycle_at: float | None = None
+        self.counters: dict[str, float] = {"cycles": 0, "actor_restarts": 0, "reloads": 0,
+                                           "reload_errors": 0}
+        # bound before the cloud and scheduler are built: a second instance stops here having called neither
+        self.status_server: Any = self._bind_status() if status and settings.manage.port >= 0 else None
+        try:
+            self._build(settings, ports)
+        except BaseException:
+            if self.status_server is not None:
+                self.status_server.stop()
+            raise
+        self._stop_wanted = threading.Event()
+        self._reload_wanted = threading.Event()
+        self._matrix_lock = threading.Lock()          # reload (reloader thread) vs check_matrix (controller)
+        self.fatal_error: str | None = None
+        self._stopped = False
+
+    def _bind_status(self) -> Any:
+        """The status server, bound but not serving; a port that cannot be bound is a ConfigError."""
+        import errno
+
+        from nodemanager.status import StatusServer
+        s = self.settings
+        secrets = [str(v) for k, v in s.cloud.driver_args.items() if k in SECRET_OPTIONS]
+        server = StatusServer(s.manage, self.status_view, admin=self.admin, registry=self.metrics.registry,
+                              clock=self.clock, stale_after=max(3 * s.poll.cycle_interval, s.core.poll_stale_after),
+                              secrets=secrets)
+        try:
+            return server.bind()
+        except OSError as exc:
+            where = f"{s.manage.address}:{s.manage.port}"
+            option, hint = "port", ""
+            if exc.errno == errno.EADDRINUSE:
+                hint = ("; another process listens there (a second nodemanager?): choose another port, "
+                        "or -1 for no status server")
+            elif exc.errno == errno.EADDRNOTAVAIL or not exc.errno or exc.errno < 0:  # < 0: a name lookup
+                option = "address"
+            reason = os.strerror(exc.errno) if exc.errno and exc.errno > 0 else str(exc.strerror or exc)
+            raise ConfigError([Problem(s.source or "config", None, "Manage", option,
+                                       f"cannot listen on {where}: {reason}{hint}")]) from None
+
+    def _build(self, settings: Settings, ports: tuple[CloudDriver, Scheduler, Any] | None) -> None:
+        """The cloud and scheduler ports, the actuator, the controller and the actor system."""
+        cloud, scheduler, self.world = ports or build_ports(settings, self.clock)
         if self.ha is not None:
             cloud, scheduler = self.ha.fence_ports(cloud, scheduler)
             self.metrics.registry.register(self.ha.collector())
         self.cloud = _Timed("cloud", cloud, self.metrics.observe_call)
         self.scheduler = _Timed("scheduler", scheduler, self.metrics.observe_call)
         self._draining_stats = scheduler.draining_stats  # local bookkeeping: not a timed call
-        # with [HA], holds, drains and the pause live in etcd (not state_file), for whichever head leads
-        where = {"store": self.ha.admin_store} if self.ha is not None else {"path": settings.manage.state_file or None}
-        self.admin = AdminState(clock=self.clock, **where)
         self._latest_workers: dict[str, Worker] = {}
         self.actuator = Actuator(self.cloud, self.scheduler, settings, clock=self.clock,
                                  latest_worker=lambda name: self._latest_workers.get(name),
@@ -179,16 +228,6 @@ class Daemon:
             self.ha.fresh_start = self.controller.forget_inputs
         self.system = ActorSystem(self.clock, watchdog=settings.poll.watchdog, on_fatal=self._fatal,
                                   on_restart=self._restarted)
-        self.counters: dict[str, float] = {"cycles": 0, "actor_restarts": 0, "reloads": 0,
-                                           "reload_errors": 0}
-        self.last_report: CycleReport | None = None
-        self.last_cycle_at: float | None = None
-        self.status_server: Any = None
-        self._want_status = status and settings.manage.port >= 0
-        self._requests: list[str] = []
-        self._wake = threading.Event()
-        self.fatal_error: str | None = None
-        self._stopped = False
 
     # -- wiring ---------------------------------------------------------------------------------
 
@@ -206,6 +245,7 @@ class Daemon:
         self.last_cycle_at = self.clock()
         self.counters["cycles"] += 1
         self.metrics.observe(report)
+        self.check_matrix()
 
     def _restarted(self, role: str) -> None:
         self.counters["actor_restarts"] += 1
@@ -239,13 +279,8 @@ class Daemon:
         self.system.spawn(SCHEDULER_POLLER, PollerActor, self._poll_scheduler, "scheduler_poll",
                           lambda: self.settings.poll.scheduler_interval, lambda: self.settings.poll.max_backoff)
         self.system.start_watchdog()
-        if self._want_status:
-            from nodemanager.status import StatusServer
-            secrets = [str(v) for k, v in s.cloud.driver_args.items() if k in SECRET_OPTIONS]
-            self.status_server = StatusServer(s.manage, self.status_view, admin=self.admin,
-                                              registry=self.metrics.registry, clock=self.clock,
-                                              stale_after=max(3 * s.poll.cycle_interval, s.core.poll_stale_after),
-                                              secrets=secrets).start()
+        if self.status_server is not None:
+            self.status_server.start()
             log.info("status page at %s", self.status_server.url)
         log.info("started: cloud %s, scheduler %s, matrix %s (sha256 %s)%s", s.cloud.driver,
                  s.scheduler.kind, self.matrix_source.path, self.matrix_source.sha256[:12],
@@ -275,27 +310,19 @@ class Daemon:
             if getattr(new, attr) != getattr(old, attr):
                 log.warning("reload: changes in %s need a restart; the running values stay", section)
                 new = replace(new, **{attr: getattr(old, attr)})
-        ok = True
-        if (new.matrix_file or None) != (old.matrix_file or None):
-            try:
-                self.matrix_source = policy_matrix.MatrixSource(new.matrix_file or None)
-            except policy_matrix.MatrixError as exc:
-                ok = False
-                self.controller.set_matrix(self.matrix_source.current, error=str(exc))
-                log.error("reload: new matrix file rejected, the running matrix stays: %s", exc)
-                new = replace(new, matrix_file=old.matrix_file)
-        else:
-            self.matrix_source.refresh(force=True)
-            if self.matrix_source.last_error is not None:
-                ok = False
-                log.error("reload: matrix rejected, the running matrix stays: %s",
-                          self.matrix_source.last_error)
-        error = str(self.matrix_source.last_error) if self.matrix_source.last_error else None
-        if ok:
-            self.controller.set_matrix(self.matrix_source.current, error=error)
-        else:
-            self.controller.matrix_error = error or self.controller.matrix_error
-        self.metrics.observe_matrix_reload(ok, self.matrix_source.sha256 if ok else None)
+        with self._matrix_lock:
+            if (new.matrix_file or None) != (old.matrix_file or None):
+                try:
+                    source = policy_matrix.MatrixSource(new.matrix_file or None)
+                except policy_matrix.MatrixError as exc:
+                    ok = self._matrix_outcome("reload: new matrix file", exc)
+                    new = replace(new, matrix_file=old.matrix_file)
+                else:
+                    self.matrix_source = source
+                    ok = self._matrix_outcome("reload", None)
+            else:
+                self.matrix_source.refresh(force=True)
+                ok = self._matrix_outcome("reload", self.matrix_source.last_error)
         self.settings = new
         self.controller.update_settings(new)
         if new.log_level != old.log_level:
@@ -306,6 +333,36 @@ class Daemon:
         log.info("reload: configuration %s applied; matrix %s (sha256 %s)", self.config_path,
                  "reloaded" if ok else "kept", self.matrix_source.sha256[:12])
         return ok
+
+    def check_matrix(self) -> bool:
+        """Swap in the matrix file if it changed since the last look (a stat when it did not: no
+        read, no parse); a bad file keeps the running matrix. Runs after every cycle. True when a
+        new matrix is now in force."""
+        with self._matrix_lock:
+            src = self.matrix_source
+            before = (src.sha256, src.last_error_hash, str(src.last_error or ""))
+            src.refresh()
+            if (src.sha256, src.last_error_hash, str(src.last_error or "")) == before:
+                return False
+            ok = self._matrix_outcome(f"matrix file {src.path} changed", src.last_error)
+            return ok and src.sha256 != before[0]
+
+    def _matrix_outcome(self, why: str, error: Any) -> bool:
+        """Log, count and show one matrix (re)load: ``error`` is its MatrixError, or None when
+        ``matrix_source.current`` is the file's content. True when it is."""
+        src = self.matrix_source
+        if error is None:
+            self.controller.set_matrix(src.current)
+            self.metrics.observe_matrix_reload(True, src.sha256, src.loaded_mtime)
+            log.info("%s: matrix %s in force (sha256 %s)", why, src.path, src.sha256[:12])
+            return True
+        errors = getattr(error, "errors", ()) or (error,)
+        more = f" (and {len(errors) - 1} more: see the log)" if len(errors) > 1 else ""
+        self.controller.set_matrix(src.current, error=f"{errors[0]}{more}")
+        self.metrics.observe_matrix_reload(False)
+        log.error("%s: rejected, the running matrix stays (sha256 %s); %d error(s):\n%s", why,
+                  src.sha256[:12], len(errors), "\n".join(f"  {e}" for e in errors))
+        return False
 
     # -- stop -----------------------------------------------------------------------------------
 
@@ -334,8 +391,17 @@ class Daemon:
 
     def request(self, what: str) -> None:
         """Ask the main loop to ``reload`` or ``stop`` (signal-safe)."""
-        self._requests.append(what)
-        self._wake.set()
+        (self._stop_wanted if what == "stop" else self._reload_wanted).set()
+
+    def _reloader(self) -> None:
+        """Reloads off the main thread: whatever a reload waits on, SIGTERM is served at once."""
+        while True:
+            self._reload_wanted.wait()
+            self._reload_wanted.clear()
+            if self._stop_wanted.is_set():
+                return
+            log.info("SIGHUP: reloading %s", self.config_path)
+            self.reload()
 
     def run(self) -> int:
         """Start, then serve SIGHUP (reload) and SIGTERM/SIGINT (stop) until stopped."""
@@ -343,17 +409,13 @@ class Daemon:
         signal.signal(signal.SIGTERM, lambda *_: self.request("stop"))
         signal.signal(signal.SIGINT, lambda *_: self.request("stop"))
         self.start()
-        while True:
-            self._wake.wait()
-            self._wake.clear()
-            while self._requests:
-                what = self._requests.pop(0)
-                if what == "reload":
-                    log.info("SIGHUP: reloading %s", self.config_path)
-                    self.reload()
-                elif what == "stop":
-                    self.stop()
-                    if self.fatal_error:
-                        log.critical("nodemanager stopped by a fatal error: %s", self.fatal_error)
-                        return EXIT_FATAL
-                    return 0
+        threading.Thread(target=self._reloader, name="reloader", daemon=True).start()
+        # a timed wait: a signal the kernel gives another thread is only seen when this one wakes
+        while not self._stop_wanted.wait(0.5):
+            pass
+        self._reload_wanted.set()                     # lets the reloader see the stop and end
+        self.stop()
+        if self.fatal_error:
+            log.critical("nodemanager stopped by a fatal error: %s", self.fatal_error)
+            return EXIT_FATAL
+        return 0

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, Info
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -250,6 +250,9 @@ class Metrics:
                                 registry=r)
         self._matrix = Info("nodemanager_matrix", "The matrix in force (sha256 of its text).",
                             registry=r)
+        self._matrix_mtime = Gauge("nodemanager_matrix_file_mtime_seconds",
+                                   "Modification time of the matrix file in force (epoch seconds).",
+                                   registry=r)
         self._build = Info("nodemanager_build", "The nodemanager version.", registry=r)
         self._build.info({"version": version or _version()})
         for result in ("ok", "error"):
@@ -279,11 +282,14 @@ class Metrics:
         if error_kind is not None:
             self._call_errors.labels(target, call, _label(error_kind)).inc()
 
-    def observe_matrix_reload(self, ok: bool, sha256: str | None = None) -> None:
-        """One matrix reload attempt; ``sha256`` of the matrix now in force when it succeeded."""
+    def observe_matrix_reload(self, ok: bool, sha256: str | None = None, mtime: float | None = None) -> None:
+        """One matrix reload attempt; ``sha256`` and file ``mtime`` of the matrix now in force when it
+        succeeded."""
         self._reloads.labels("ok" if ok else "error").inc()
         if ok and sha256:
             self._matrix.info({"sha256": sha256})
+        if ok and mtime is not None:
+            self._matrix_mtime.set(mtime)
 
     # -- one cycle ---------------------------------------------------------------------------
     def observe(self, report: CycleReport) -> None:

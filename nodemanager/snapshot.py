@@ -38,7 +38,10 @@ from nodemanager.core.classify import htcondor_worker_fields
 from nodemanager.model import CloudNode, Demand, InFlight, Snapshot, Worker, frozen_map
 
 __all__ = ["SnapshotError", "from_json", "loads", "load", "to_json", "dumps", "parse_time",
-           "MAX_TIME", "MAX_COUNT"]
+           "MAX_TIME", "MAX_COUNT", "MAX_BYTES"]
+
+MAX_BYTES = 128 * 1024 * 1024
+"""Largest snapshot file ``load`` reads: 128 MiB (50,000 nodes take about 25 MB)."""
 
 _IN_FLIGHT_ACTIONS = ("drain", "destroy", "boot", "cancel_drain")
 _SCHEDULERS = ("slurm", "htcondor", "simulated")
@@ -347,14 +350,20 @@ def _too_deep(text: str) -> str:
 
 def load(path: str) -> Snapshot:
     """Read a snapshot file (``-`` reads standard input)."""
-    if path == "-":
-        import sys
-        return loads(sys.stdin.read(), "<stdin>")
+    from policy_matrix.files import FileRefused, describe_size, read_capped
+
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as e:
-        raise SnapshotError(f"{path}: cannot read: {e.strerror or e}") from None
+        if path == "-":
+            import sys
+            path = "<stdin>"
+            data = sys.stdin.buffer.read(MAX_BYTES + 1)
+            if len(data) > MAX_BYTES:
+                raise FileRefused(f"a snapshot may be at most {describe_size(MAX_BYTES)}", "too big")
+        else:
+            data = read_capped(path, MAX_BYTES, what="a snapshot")
+        text = data.decode("utf-8")
+    except FileRefused as e:
+        raise SnapshotError(f"{path}: {e}") from None
     except UnicodeDecodeError:
         raise SnapshotError(f"{path}: not UTF-8 text") from None
     return loads(text, path)

@@ -19,6 +19,7 @@ import re
 from typing import Iterable
 
 from policy_matrix.errors import ERROR, WARNING, Diagnostic, MatrixError
+from policy_matrix.files import FileRefused, describe_size, read_capped
 from policy_matrix.matrix import WILDCARD, Match, Matrix, Rule
 from policy_matrix.suggest import quote, suggest
 from policy_matrix.vocabulary import BUSY, DEFAULT_VOCABULARY, Action, StateTuple, Vocabulary
@@ -56,21 +57,13 @@ def load_default(*, strict: bool = False) -> Matrix:
 
 
 def read_bytes(path: str | os.PathLike[str]) -> bytes:
-    """The file's bytes, refusing files over ``MAX_BYTES`` before reading them."""
+    """The file's bytes, refusing non-regular files and files over ``MAX_BYTES`` before reading them."""
     name = os.fspath(path)
     try:
-        with open(name, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size > MAX_BYTES:
-                raise MatrixError(name, 1, 1, _too_big(size))
-            data = f.read(MAX_BYTES + 1)
-    except IsADirectoryError:
-        raise MatrixError(name, 0, 0, "cannot read: is a directory") from None
-    except OSError as e:
-        raise MatrixError(name, 0, 0, f"cannot read: {e.strerror or e}") from None
-    if len(data) > MAX_BYTES:
-        raise MatrixError(name, 1, 1, _too_big(len(data)))
-    return data
+        return read_capped(name, MAX_BYTES, what="a matrix file")
+    except FileRefused as e:
+        at = 1 if e.kind == "too big" else 0
+        raise MatrixError(name, at, at, str(e)) from None
 
 
 def load(path: str | os.PathLike[str], *, strict: bool = False,
@@ -107,7 +100,7 @@ def parse(text: str | bytes, filename: str = "<matrix>", *, strict: bool = False
 
 
 def _too_big(size: int) -> str:
-    return f"file is {size} bytes; a matrix file may be at most {MAX_BYTES} bytes (1 MiB)"
+    return f"file is {size} bytes; a matrix file may be at most {describe_size(MAX_BYTES)}"
 
 
 def _position(data: bytes, offset: int) -> tuple[int, int]:

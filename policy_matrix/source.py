@@ -19,7 +19,8 @@ class MatrixSource:
     ``current`` is always a valid ``Matrix`` (the last good one). ``refresh()`` checks the file
     (modification time, size, inode, then content hash) and, when it changed and is valid, swaps
     ``current`` in one assignment. When it is invalid or unreadable, ``current`` stays and
-    ``last_error`` / ``last_error_hash`` say why and for which content. ``path=None`` means the
+    ``last_error`` / ``last_error_hash`` say why and for which content; ``loaded_mtime`` is the
+    modification time (epoch seconds) of the file ``current`` was read from. ``path=None`` means the
     shipped default matrix. The constructor raises ``MatrixError`` when the first read fails:
     there is no last good table to fall back on.
     """
@@ -33,6 +34,7 @@ class MatrixSource:
         self._signature = self._stat()
         data = read_bytes(self.path)
         self._current = parse(data, self.path, strict=strict)
+        self.loaded_mtime = self._mtime(self._signature)
 
     @property
     def current(self) -> Matrix:
@@ -42,6 +44,10 @@ class MatrixSource:
     def sha256(self) -> str:
         """Hash of the matrix in use (not of a rejected file on disk)."""
         return self._current.sha256
+
+    @staticmethod
+    def _mtime(signature: tuple[int, int, int] | None) -> float:
+        return signature[0] / 1e9 if signature else 0.0
 
     def _stat(self) -> tuple[int, int, int] | None:
         try:
@@ -66,6 +72,7 @@ class MatrixSource:
             self._signature = signature
             if digest == self._current.sha256:
                 self.last_error = self.last_error_hash = None
+                self.loaded_mtime = self._mtime(signature)
                 return False
             if digest == self.last_error_hash and not force:
                 return False
@@ -75,5 +82,6 @@ class MatrixSource:
                 self.last_error, self.last_error_hash = e, digest
                 return False
             self._current = matrix
+            self.loaded_mtime = self._mtime(signature)
             self.last_error = self.last_error_hash = None
             return True

@@ -161,3 +161,11 @@ def test_ha_section_defaults_its_keys_under_the_cluster_and_reports_bad_values_w
         "site.ini:2: [HA] endpoints: 'a:2379' is not an http:// or https:// URL",
         "site.ini:4: [HA] stop_margin: must be above 0 and below lease_ttl (10s)",
         "site.ini:5: [HA] cert_file: cert_file and key_file go together"]
+
+
+def test_the_state_dir_defaults_to_the_systemd_units_state_directory(monkeypatch, tmp_path):
+    """The shipped unit runs as user nodemanager, not root: its lock goes where systemd says."""
+    from nodemanager.config import loads
+    monkeypatch.setenv("STATE_DIRECTORY", str(tmp_path / "state"))
+    assert loads("[Manage]\nport = -1\n").manage.state_dir == str(tmp_path / "state")
+    assert loads("[Manage]\nstate_dir = /elsewhere\n").manage.state_dir == "/elsewhere"

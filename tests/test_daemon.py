@@ -25,6 +25,7 @@ def write_config(path, *, port="-1", idle_grace="60s", matrix="", extra=""):
     text = (REPO / "config.example.ini").read_text()
     text = text.replace("port = 8989", f"port = {port}").replace("idle_grace = 60s", f"idle_grace = {idle_grace}")
     text = text.replace("\nmatrix =\n", f"\nmatrix = {matrix}\n")
+    text = text.replace("\nstate_dir =\n", "\nstate_dir = state\n")      # its own lock, beside the file
     path.write_text(text + extra)
     return str(path)
 
@@ -226,3 +227,28 @@ def test_an_unreadable_state_file_stops_the_daemon_before_it_starts(tmp_path, da
     (tmp_path / "admin.json").write_text('{"held": {"i-1": 1}, }')
     with pytest.raises(AdminStateError, match=r"admin\.json:1:22: the admin state is not JSON"):
         daemons(cfg)
+
+
+def test_sigterm_is_served_while_a_reload_waits(tmp_path, daemons):
+    """A reload blocked on something (a slow file system, say) must not hold SIGTERM back."""
+    import os
+    import signal
+    d = daemons(write_config(tmp_path / "nm.ini"))
+    entered, release, outcome = threading.Event(), threading.Event(), []
+
+    def stuck_reload():
+        entered.set()
+        outcome.append("released" if release.wait(10) else "timed out")
+        return False
+    d.reload = stuck_reload
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGINT)}
+    d.request("reload")
+    threading.Thread(target=lambda: entered.wait(10) and os.kill(os.getpid(), signal.SIGTERM),
+                     daemon=True).start()
+    try:
+        assert d.run() == 0
+        assert outcome == [], "the stop waited for the reload to give up"
+    finally:
+        release.set()
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)

@@ -274,3 +274,14 @@ def test_dashboard_is_a_valid_grafana_model() -> None:
         for target in panel["targets"]:
             used = set(re.findall(r"\$\{?(\w+)", target["expr"]))
             assert used <= variables, (panel["title"], used - variables)
+
+
+def test_systemd_unit_caps_memory_well_above_the_measured_peak() -> None:
+    """A runaway (a huge file, a leak) is stopped by the kernel before it starves the head node;
+    the cap leaves room above the 470 MB measured at 50,000 nodes (BENCHMARKS.md)."""
+    unit = (DEPLOY / "systemd" / "nodemanager.service").read_text()
+    options = dict(re.findall(r"^(\w+)=(.*)$", unit, re.M))
+    size = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    high, hard = (int(options[o][:-1]) * size[options[o][-1]] for o in ("MemoryHigh", "MemoryMax"))
+    assert 2 * 470 * 10 ** 6 <= high < hard
+    assert options["StateDirectory"] == "nodemanager"         # where the instance lock lives

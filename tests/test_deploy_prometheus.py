@@ -149,7 +149,7 @@ def test_prometheus_scrapes_a_running_daemon_of_the_embedded_default(tmp_path) -
     text = (REPO / "config.example.ini").read_text()
     for option, value in (("cloud_interval", "1s"), ("scheduler_interval", "1s"),
                           ("cycle_interval", "1s"), ("port", str(port)),
-                          ("token", "daemon-test-token")):
+                          ("token", "daemon-test-token"), ("state_dir", "state")):
         text, n = re.subn(rf"^{option} *=.*$", f"{option} = {value}", text, flags=re.M)
         assert n == 1, option
     config = tmp_path / "nodemanager.ini"

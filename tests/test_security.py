@@ -68,6 +68,7 @@ job_runtime = 3s
 [Manage]
 port = {port}
 token = {TOKEN}
+state_dir = state
 
 [Size small]
 cores = 4

@@ -2,7 +2,14 @@
 
 Logs one line per decision (node, tuple, matched rule, action) and per actuator outcome; SIGHUP
 reloads the config and the matrix; SIGTERM (or Ctrl-C) stops cleanly. Exit codes: 0 stopped,
-2 unusable config or matrix (the error names the file and place), 70 stopped by a fatal error.
+2 unusable config or matrix (the error names the file and place; also a status port that cannot
+be bound, or a state_dir that cannot be locked), 70 stopped by a fatal error, 75 another instance
+runs this cluster (the line names its pid, host and start).
+
+Start-up order: config, the instance lock (``nodemanager.lock``, in ``[Manage] state_dir``), the
+status port, then the cloud and scheduler and the actors; so a second instance or a taken port
+stops before any cloud or scheduler call. A dry run takes no lock (it never acts, so it may run
+beside the real daemon to try a config or matrix: give it another ``[Manage] port`` or -1).
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from typing import Any
 __all__ = ["register", "setup_logging"]
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+EXIT_RUNNING = 75      # EX_TEMPFAIL: another instance holds the lock; try again when it has stopped
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -45,6 +53,7 @@ def _run(args: argparse.Namespace) -> int:
     import policy_matrix
     from nodemanager import config
     from nodemanager.daemon import Daemon, tune_gc
+    from nodemanager.lock import InstanceLock, InstanceRunning, LockError
 
     try:
         settings = config.load(args.config, require_sizes=True, resolve=True)
@@ -54,13 +63,27 @@ def _run(args: argparse.Namespace) -> int:
     setup_logging(settings.log_level)
     for warning in config.credential_warnings(args.config, settings):
         logging.getLogger("nodemanager.config").warning("%s", warning)
+    lock = None
+    if not (args.dry_run or settings.dry_run):
+        try:
+            lock = InstanceLock.acquire(settings.manage.state_dir, settings.cloud.cluster)
+        except InstanceRunning as exc:
+            print(f"nodemanager run: {exc}; not starting", file=sys.stderr)
+            return EXIT_RUNNING
+        except LockError as exc:
+            print(f"nodemanager run: {args.config}: [Manage] state_dir: {exc}", file=sys.stderr)
+            return 2
     try:
-        daemon = Daemon(settings, config_path=args.config, dry_run=args.dry_run)
-    except policy_matrix.MatrixError as exc:
-        print(f"nodemanager run: {exc}", file=sys.stderr)
-        return 2
-    except (config.ConfigError, ValueError) as exc:
-        print(f"nodemanager run: {exc}", file=sys.stderr)
-        return 2
-    tune_gc()
-    return daemon.run()
+        try:
+            daemon = Daemon(settings, config_path=args.config, dry_run=args.dry_run)
+        except policy_matrix.MatrixError as exc:
+            print(f"nodemanager run: {exc}", file=sys.stderr)
+            return 2
+        except (config.ConfigError, ValueError) as exc:
+            print(f"nodemanager run: {exc}", file=sys.stderr)
+            return 2
+        tune_gc()
+        return daemon.run()
+    finally:
+        if lock is not None:
+            lock.release()
