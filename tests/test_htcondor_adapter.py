@@ -192,6 +192,11 @@ def test_an_ad_that_cannot_be_read_is_a_scheduler_error_naming_it(condor):
         def __contains__(self, key):
             raise RuntimeError("lost the ad")
 
+        def get(self, key, default=None):
+            if key.startswith("Request"):
+                raise RuntimeError("lost the ad")
+            return super().get(key, default)
+
     class Bindings(Htcondor2Bindings):
         def query_idle_jobs(self, projection):
             return [Broken(ClusterId=7, ProcId=1)]

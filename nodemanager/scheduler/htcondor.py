@@ -409,7 +409,7 @@ class HTCondorScheduler:
             try:
                 ad = plain_ad(r)
                 slot = str(ad.get("Name") or ad.get("Machine") or "?")
-                bad = slot_problems(r, slot)
+                bad = slot_problems(ad, slot, r)
                 w = worker_from_ad(ad, id_attribute=self.id_attribute, unusable=[p.field for p in bad])
             except ValueError as exc:
                 log.warning("htcondor: ignoring a bad slot ad: %s", exc)

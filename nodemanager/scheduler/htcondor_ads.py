@@ -31,19 +31,24 @@ _JOB_SIZES = (("RequestCpus", 1, MAX_COUNT), ("RequestMemory", 0, MAX_COUNT),
 SLOT_COUNTS = ("TotalSlotCpus", "Cpus", "TotalCpus", "TotalSlotMemory", "Memory", "TotalMemory",
                "NumDynamicSlots")
 
+
 def _values(ad: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
     """The evaluated values of those ``keys`` that ``ad`` has, classad2 ``Undefined``/``Error``
-    kept (:func:`plain_ad` drops them, which would make them look absent)."""
+    kept (``plain_ad`` drops them, which would make them look absent)."""
     import classad2
 
     out: dict[str, Any] = {}
+    if isinstance(ad, classad2.ClassAd):
+        wanted = set(keys)
+        for key in ad.keys():  # one pass: a ClassAd lookup of a missing key costs an exception
+            if key in wanted:
+                v = ad[key]
+                out[key] = ad.eval(key) if isinstance(v, classad2.ExprTree) else v
+        return out
     for key in keys:
-        if key in ad:
-            v = ad[key]
-            if isinstance(v, classad2.ExprTree):
-                v = ad.eval(key) if isinstance(ad, classad2.ClassAd) else v.eval()
-            if v is not None:  # a plain dict's None is an absent attribute
-                out[key] = v
+        v = ad.get(key)
+        if v is not None:  # a plain dict's None is an absent attribute
+            out[key] = v.eval() if isinstance(v, classad2.ExprTree) else v
     return out
 
 
@@ -57,10 +62,19 @@ def _value_problem(v: Any, high: float) -> tuple[str, str] | None:
     return number_problem(v, 0, high)
 
 
-def slot_problems(ad: Mapping[str, Any], slot: str) -> list[RecordProblem]:
-    """The resource counts (:data:`SLOT_COUNTS`) of slot ``slot`` that cannot be used."""
+def slot_problems(ad: Mapping[str, Any], slot: str, raw: Mapping[str, Any] | None = None) -> list[RecordProblem]:
+    """The resource counts (:data:`SLOT_COUNTS`) of slot ``slot`` that cannot be used. ``ad`` is
+    plain (``plain_ad``); ``raw``, the ad it came from, tells a count that evaluated to
+    ``undefined`` or ``error`` (which ``plain_ad`` drops) from an absent one."""
     out = []
-    for key, v in _values(ad, SLOT_COUNTS).items():
+    for key in SLOT_COUNTS:
+        v = ad.get(key)
+        if v is None:
+            if raw is None or key not in raw:  # absent: the common case, no ClassAd lookup
+                continue
+            v = _values(raw, (key,)).get(key)
+            if v is None:
+                continue
         bad = _value_problem(v, MAX_COUNT)
         if bad is not None:
             out.append(RecordProblem("node", slot, key, bad[1] + "; the startd is left alone", bad[0]))
@@ -68,13 +82,13 @@ def slot_problems(ad: Mapping[str, Any], slot: str) -> list[RecordProblem]:
 
 
 def worker_from_ad(ad: Mapping[str, Any], *, id_attribute: str = "CloudInstanceID",
-                   unusable: Iterable[str] = ()) -> Worker:
+                   unusable: Iterable[str] | None = None) -> Worker:
     """A :class:`Worker` for the startd whose (partitionable) slot ad is ``ad`` (a plain dict).
 
     ``name`` is the startd's ``Machine``; ``state`` is ``"State/Activity"``; ``ad`` keeps the whole
     ad for the classifier, the victim estimates and the escalation expressions. Raises ValueError
-    if the ad lacks ``Name``/``Machine``. A resource count in ``unusable`` or not usable in ``ad``
-    (:func:`slot_problems`) is left out of the worker's ad; the worker then has no known capacity
+    if the ad lacks ``Name``/``Machine``. The resource counts in ``unusable`` (default: those
+    :func:`slot_problems` finds in ``ad``) are left out of the worker's ad; the worker then has no known capacity
     and at least one job, so nothing drains or shuts it down on numbers it cannot trust.
     """
     get = ad.get
@@ -83,7 +97,7 @@ def worker_from_ad(ad: Mapping[str, Any], *, id_attribute: str = "CloudInstanceI
         raise ValueError(f"slot ad without Name or Machine: {sorted(ad)[:8]}")
     machine = get("Machine")
     name = machine if isinstance(machine, str) and machine else slot.split("@", 1)[-1]
-    bad = set(unusable) | {p.field for p in slot_problems(ad, slot)}
+    bad = set(unusable) if unusable is not None else {p.field for p in slot_problems(ad, slot)}
     if bad:
         ad = {k: v for k, v in ad.items() if k not in bad}
     fields = htcondor_worker_fields(ad)  # the one mapping of ad attributes to Worker fields
@@ -96,16 +110,18 @@ def worker_from_ad(ad: Mapping[str, Any], *, id_attribute: str = "CloudInstanceI
                   cloud_id=str(cloud_id) if cloud_id not in (None, "") else None, **fields)
 
 
-def job_request(ad: Mapping[str, Any], name: str) -> tuple[int, int, int, float] | RecordProblem:
-    """(cpus, memory MB, disk MB, QDate or 0) of idle job ``ad`` (a ClassAd or dict), or the
-    problem that leaves it out of demand. Absent requests take HTCondor's defaults (1 core)."""
+def job_request(ad: Mapping[str, Any], index: int) -> tuple[int, int, int, float] | RecordProblem:
+    """(cpus, memory MB, disk MB, QDate or 0) of idle job ``ad`` (a ClassAd or dict; ``index``:
+    its place in the reply), or the problem that leaves it out of demand. Absent requests take
+    HTCondor's defaults (1 core)."""
     values = _values(ad, JOB_ATTRIBUTES)
     sizes = []
     for key, default, high in _JOB_SIZES:
         v = values.get(key, default)
         bad = _value_problem(v, high)
         if bad is not None:
-            return RecordProblem("job", name, key, bad[1] + "; the job is left out of demand", bad[0])
+            return RecordProblem("job", job_name(values, index), key,
+                                 bad[1] + "; the job is left out of demand", bad[0])
         sizes.append(int(v))
     qdate = values.get("QDate")
     submitted = float(qdate) if number_problem(qdate, 1, 2.0**53) is None else 0.0
@@ -114,7 +130,10 @@ def job_request(ad: Mapping[str, Any], name: str) -> tuple[int, int, int, float]
 
 def job_name(ad: Mapping[str, Any], index: int) -> str:
     """``ClusterId.ProcId`` of a job ad, else its position in the reply (``#7``)."""
-    cluster, proc = ad.get("ClusterId"), ad.get("ProcId")
+    try:
+        cluster, proc = ad.get("ClusterId"), ad.get("ProcId")
+    except Exception:  # noqa: BLE001 - only a name for a message about an ad that broke
+        cluster = proc = None
     if type(cluster) is int and type(proc) is int:
         return f"{cluster}.{proc}"
     return f"#{index}"
@@ -130,7 +149,7 @@ def demand_from_jobs(jobs: Iterable[Mapping[str, Any]],
     groups: dict[tuple[int, int, int], list[float]] = defaultdict(list)
     for i, job in enumerate(jobs):
         try:
-            req = job_request(job, job_name(job, i))
+            req = job_request(job, i)
         except Exception as exc:  # noqa: BLE001 - hostile data: name the job, never a bare traceback
             raise SchedulerError(f"job {job_name(job, i)}: cannot read its ad "
                                  f"({type(exc).__name__}: {exc})") from exc

@@ -49,6 +49,8 @@ def number_problem(value: Any, low: float = 0, high: float = MAX_COUNT) -> tuple
     Booleans and strings are not numbers; ints are compared exactly (never converted to float,
     which overflows for a 400-digit JSON integer).
     """
+    if type(value) is int and low <= value <= high:  # the common case, checked first
+        return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return "wrong_type", f"is not a number: {_short(value)}"
     if isinstance(value, float) and not math.isfinite(value):
