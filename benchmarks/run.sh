@@ -36,3 +36,6 @@ esac
 case "${1:-all}" in
   bench|all)  nodemanager bench --repeat 11; python benchmarks/bench_cycle.py 1000 10000 50000 ;;
 esac
+case "${1:-all}" in
+  poll|all)   python benchmarks/bench_poll.py --repeat 3 ;;
+esac
