@@ -41,4 +41,5 @@ case "${1:-all}" in
 esac
 case "${1:-all}" in
   logescape|all) python benchmarks/bench_log_escape.py ;;
+  poll|all)   python benchmarks/bench_poll.py --repeat 3 ;;
 esac

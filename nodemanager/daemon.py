@@ -238,6 +238,7 @@ class Daemon:
         poll = self.scheduler.poll()
         self._latest_workers = {w.name: w for w in poll.workers}  # swapped whole: readers never see half
         self.metrics.observe_draining(self._draining_stats())
+        self.metrics.observe_record_problems(poll.problems)
         return poll
 
     def _on_report(self, report: CycleReport) -> None:

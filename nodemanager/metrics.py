@@ -6,7 +6,8 @@ The daemon feeds a :class:`Metrics` with:
   counts by tuple and size and by raw scheduler state, actions decided and carried out, drains,
   paid node-seconds by what the node was doing, spend, demand, boots, frozen state, matrix hash;
 * :meth:`Metrics.observe_call` after every cloud or scheduler call (latency, errors by kind);
-* :meth:`Metrics.observe_matrix_reload` after every matrix reload attempt.
+* :meth:`Metrics.observe_matrix_reload` after every matrix reload attempt;
+* :meth:`Metrics.observe_record_problems` after every scheduler poll with its unusable values.
 
 Names follow Prometheus conventions (``nodemanager_`` prefix, base units, ``_total`` counters).
 Labels are bounded: tuple values, sizes from the config, action kinds, results, error kinds and
@@ -29,6 +30,7 @@ from prometheus_client.registry import Collector
 from nodemanager.core.billing import charged_between, late_give_back
 from nodemanager.model import CycleReport, NodeExplanation, Size, Snapshot
 from nodemanager.scheduler.draining_stats import DrainingStats
+from nodemanager.scheduler.records import KINDS, REASONS, RecordProblem
 
 __all__ = ["Metrics", "PAID_STATES", "FROZEN_REASONS", "CALL_TARGETS", "paid_state",
            "frozen_reason"]
@@ -245,6 +247,13 @@ class Metrics:
         self._call_errors = Counter("nodemanager_call_errors",
                                     "Failed cloud and scheduler calls, by error kind.",
                                     ["target", "call", "kind"], registry=r)
+        self._skipped = Counter("nodemanager_scheduler_records_skipped",
+                                "Unusable values in scheduler records, per poll, by record kind "
+                                "(job: left out of demand; node: value not used) and reason.",
+                                ["kind", "reason"], registry=r)
+        for kind in KINDS:
+            for reason in REASONS:
+                self._skipped.labels(kind, reason)
         self._reloads = Counter("nodemanager_matrix_reloads",
                                 "Matrix reload attempts, by result (ok, error).", ["result"],
                                 registry=r)
@@ -412,6 +421,12 @@ class Metrics:
             polled_at=dict(snap.polled_at), last_cycle=self._clock(),
             clock_skew=snap.cloud_clock_skew,
         )
+
+    def observe_record_problems(self, problems: Iterable[RecordProblem]) -> None:
+        """One scheduler poll's unusable values (kind and reason are bounded; names never labels)."""
+        for p in problems:
+            if p.kind in KINDS and p.reason in REASONS:
+                self._skipped.labels(p.kind, p.reason).inc()
 
     def observe_draining(self, stats: DrainingStats) -> None:
         """The scheduler adapter's draining totals (call after each poll): the badput counter grows

@@ -6,6 +6,10 @@ parsers have their own fuzzers: test_config_fuzz.py, test_matrix_fuzz.py):
 * SLURM ``sinfo --json`` / ``squeue --json`` replies: parsed, with bad fields named, or a
   ValueError for an unusable reply; demand and workers come out of whatever parsed;
 * HTCondor slot ads: turned into workers (bad ads skipped) and classified, never an exception;
+* hostile values (INF, NaN, overflows, huge or negative numbers, wrong types, ClassAd
+  ``undefined``/``error``, SLURM's ``{"set", "infinite", "number"}`` objects) in either
+  scheduler's jobs and nodes: the poll succeeds, never with an infinite or negative demand or
+  capacity; anything else is the adapter's own error naming the record;
 * cloud replies: libcloud exceptions of any shape become a classified CloudError with no secret
   in it; libcloud nodes of any shape map to CloudNodes;
 * the daemon keeps its last good state: polls that raise keep the previous listing/poll, and
@@ -29,6 +33,7 @@ from nodemanager.cloud.port import CloudError, ErrorKind
 from nodemanager.core import plan
 from nodemanager.core.classify import classify_worker
 from nodemanager.model import Snapshot
+from nodemanager.scheduler.records import MAX_COUNT
 from nodemanager.scheduler.slurm_json import demand_from_jobs, parse_jobs, parse_nodes
 from nodemanager.settings import CoreSettings
 from nodemanager.snapshot import SnapshotError, from_json
@@ -39,8 +44,14 @@ EXAMPLE = json.loads((REPO / "docs" / "example-snapshot.json").read_text())
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+# Values a hostile or broken scheduler reply carries where numbers belong (issue 12 item 3).
+hostile_numbers = st.one_of(
+    st.sampled_from([math.inf, -math.inf, math.nan, 1e308, 10**30, 10**400, -1, -(2**63), 2**31, 2**53 + 1,
+                     0xFFFFFFFE, True, "4", "Infinity"]),
+    st.builds(lambda s, i, n: {"set": s, "infinite": i, "number": n}, st.booleans(), st.booleans(),
+              st.one_of(st.integers(-2**70, 2**70), st.floats(allow_nan=True, allow_infinity=True))))
 json_scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**63, 2**63),
-                         st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12))
+                         st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12), hostile_numbers)
 json_values = st.recursive(json_scalars, lambda inner: st.one_of(
     st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)), max_leaves=8)
 
@@ -146,8 +157,33 @@ def test_slurm_replies_parse_with_named_errors_or_fail_as_a_whole(nodes_doc, job
         return
     for e in errors + job_errors:
         assert str(e).startswith(("node ", "job ")), str(e)
-    for d in demand_from_jobs(jobs):
-        assert d.count >= 1 and d.cpus >= 0 and d.ram_mb >= 0
+    _sane_demand(demand_from_jobs(jobs))
+    for n in nodes:
+        assert all(0 <= v <= MAX_COUNT for v in (n.cpus, n.alloc_cpus, n.real_memory, n.alloc_memory))
+
+
+def _sane_demand(demand):
+    for d in demand:
+        # SLURM's per-node memory may be memory_per_cpu x cores: a product of two bounded counts
+        assert 1 <= d.count and 0 <= d.cpus <= MAX_COUNT and 0 <= d.ram_mb <= MAX_COUNT**2, d
+        assert all(type(v) is int for v in (d.count, d.cpus, d.ram_mb, d.scratch_mb)), d
+        assert 0 <= d.scratch_mb <= MAX_COUNT
+        assert d.oldest_submit is None or math.isfinite(d.oldest_submit)
+
+
+SIZE_FIELDS = ["cpus", "node_count", "memory_per_node", "memory_per_cpu", "submit_time", "array_task_string"]
+
+
+@FUZZ
+@given(st.lists(st.tuples(st.sampled_from(SIZE_FIELDS), hostile_numbers), min_size=1, max_size=4))
+def test_hostile_numbers_in_a_pending_job_never_make_a_bad_demand(changes):
+    doc = copy.deepcopy(SQUEUE)
+    for field, value in changes:
+        doc["jobs"][0][field] = value
+    # through the decoder too: Python's json reads back Infinity/NaN and 400-digit integers
+    jobs, errors = parse_jobs(json.loads(json.dumps(doc)))
+    _sane_demand(demand_from_jobs(jobs))
+    assert all(str(e).startswith("job 1: ") for e in errors)
 
 
 # -- HTCondor ads -----------------------------------------------------------------------------
@@ -170,6 +206,39 @@ def test_htcondor_ads_become_workers_or_are_skipped_never_raise(ads):
     for w in adapter.workers_from_ads(ads):
         c = classify_worker(w, 1000.0, 600.0)
         assert c[0] in ("idle", "busy", "down", "unpaired")
+        assert 0 <= w.cpus <= MAX_COUNT and 0 <= w.cpus_busy <= MAX_COUNT and 0 <= w.ram_mb <= MAX_COUNT
+
+
+# ClassAd expressions a job or slot ad may hold where a number belongs
+classad_hostile = st.one_of(
+    st.sampled_from(['real("INF")', 'real("-INF")', 'real("NaN")', "1e400", "-1", 'int(real("INF"))',
+                     "9223372036854775807", "2147483648", "true", '"8"', "undefined", "error", "1/0",
+                     "size(1)", "{1, 2}", "[a = 1]", "ifThenElse(x > 1, 2, real(\"INF\"))", "MY.Missing * 2"]),
+    st.integers(-2**40, 2**40).map(str), st.floats(allow_nan=False, allow_infinity=False).map(repr))
+SLOT_NUMBERS = ["Cpus", "TotalSlotCpus", "Memory", "TotalSlotMemory", "NumDynamicSlots", "EnteredCurrentState",
+                "DaemonStartTime", "LastHeardFrom", "ExpectedMachineGracefulDrainingCompletion",
+                "ExpectedMachineGracefulDrainingBadput", "MyCurrentTime"]
+
+
+@FUZZ
+@given(st.lists(st.tuples(st.sampled_from(["RequestCpus", "RequestMemory", "RequestDisk", "QDate"]),
+                          classad_hostile), max_size=4),
+       st.lists(st.tuples(st.sampled_from(SLOT_NUMBERS), classad_hostile), max_size=4))
+def test_hostile_classad_values_never_fail_an_htcondor_poll(job_attrs, slot_attrs):
+    """Through the simulated collector and schedd, so the real classad2 evaluates every value."""
+    import classad2
+
+    from tests.fixtures.htcondor import CondorWorld
+    world = CondorWorld()
+    world.add("a.example", attrs={"CloudInstanceID": "i-a", **{k: classad2.ExprTree(v) for k, v in slot_attrs}})
+    world.sim.submit(RequestCpus=1, RequestMemory=100)
+    world.sim.submit(**{k: classad2.ExprTree(v) for k, v in job_attrs})
+    poll = world.htc.poll()
+    _sane_demand(poll.demand)
+    assert 1 <= sum(d.count for d in poll.demand) <= 2
+    (w,) = poll.workers
+    assert 0 <= w.cpus <= MAX_COUNT and 0 <= w.cpus_busy <= MAX_COUNT and 0 <= w.ram_mb <= MAX_COUNT
+    assert classify_worker(w, world.clock(), 600.0).state in ("idle", "busy", "down", "unpaired")
 
 
 # -- cloud replies ----------------------------------------------------------------------------

@@ -131,13 +131,83 @@ def test_collector_failure_is_a_scheduler_error(condor):
         condor.htc.poll()
 
 
-def test_a_bad_slot_ad_is_skipped_with_a_warning(condor, caplog):
-    condor.add("ok.example")
-    condor.add("bad.example", attrs={"CloudInstanceID": "i-bad", "TotalSlotCpus": "eight"})
+def test_a_slot_ad_without_a_name_is_skipped_with_a_warning(condor, caplog):
+    ads = [{"Name": "slot1@ok.example", "Machine": "ok.example", "State": "Unclaimed"},
+           {"State": "Unclaimed", "Cpus": 4}]
     with caplog.at_level(logging.WARNING):
-        workers = condor.htc.poll().workers
+        workers = condor.htc.workers_from_ads(ads)
     assert [w.name for w in workers] == ["ok.example"]
-    assert "slot1@bad.example" in caplog.text and "TotalSlotCpus" in caplog.text
+    assert "ignoring a bad slot ad: slot ad without Name or Machine" in caplog.text
+
+
+# -- hostile values (issue 12 item 3) ----------------------------------------------------------
+
+UNUSABLE = ['real("INF")', 'real("-INF")', 'real("NaN")', "1e400", "-5", 'int(real("INF"))', "true", '"x"',
+            "undefined", "error", "1/0", "size(1)", "{1, 2}"]
+
+
+@pytest.mark.parametrize("expr", UNUSABLE)
+@pytest.mark.parametrize("attr", ["RequestCpus", "RequestMemory", "RequestDisk"])
+def test_an_idle_job_with_an_unusable_request_is_left_out_and_the_poll_succeeds(condor, caplog, attr, expr):
+    condor.add("a.example")
+    condor.sim.submit(RequestCpus=1, RequestMemory=2048)
+    condor.sim.submit(**{"RequestCpus": 2, "RequestMemory": 1024, attr: classad2.ExprTree(expr)})
+    with caplog.at_level(logging.WARNING, logger="nodemanager.scheduler.htcondor"):
+        poll = condor.htc.poll()
+        assert [(d.cpus, d.ram_mb, d.count) for d in poll.demand] == [(1, 2048, 1)]
+        assert [w.name for w in poll.workers] == ["a.example"]
+        (p,) = poll.problems
+        assert (p.kind, p.name, p.field) == ("job", "2.0", attr)
+        assert caplog.text.count(f"htcondor poll: job 2.0: field '{attr}' ") == 1
+        assert "the job is left out of demand" in caplog.text
+        condor.htc.poll()
+        assert len(caplog.records) == 1                  # one warning per job per hour
+
+
+@pytest.mark.parametrize("expr", UNUSABLE + ["10000000000", "2147483648"])
+@pytest.mark.parametrize("attr", ["Cpus", "TotalSlotCpus", "Memory", "NumDynamicSlots"])
+def test_a_startd_with_an_unusable_count_is_kept_and_left_alone(condor, attr, expr):
+    """Not dropped (its VM would turn unpaired and be shut down as a broken boot), not idle (it
+    might run jobs), no capacity (a Cpus of INF would absorb all demand)."""
+    from nodemanager.core.classify import classify_worker
+
+    condor.add("ok.example")
+    condor.add("odd.example", attrs={"CloudInstanceID": "i-odd", attr: classad2.ExprTree(expr)})
+    condor.sim.submit(RequestCpus=1)
+    poll = condor.htc.poll()
+    workers = {w.name: w for w in poll.workers}
+    odd = workers["odd.example"]
+    assert (odd.cloud_id, odd.cpus, odd.cpus_busy, odd.ram_mb) == ("i-odd", 0, 0, 0)
+    assert attr not in odd.ad
+    assert classify_worker(odd, condor.clock(), 600.0).state == BUSY
+    assert classify_worker(workers["ok.example"], condor.clock(), 600.0).state == IDLE
+    assert [(p.kind, p.name, p.field) for p in poll.problems] == [("node", "slot1@odd.example", attr)]
+    assert sum(d.count for d in poll.demand) == 1
+
+
+def test_an_ad_that_cannot_be_read_is_a_scheduler_error_naming_it(condor):
+    class Broken(dict):
+        """An ad whose reading fails (no binding makes one; the adapter must still name it)."""
+
+        def __contains__(self, key):
+            raise RuntimeError("lost the ad")
+
+        def get(self, key, default=None):
+            if key.startswith("Request"):
+                raise RuntimeError("lost the ad")
+            return super().get(key, default)
+
+    class Bindings(Htcondor2Bindings):
+        def query_idle_jobs(self, projection):
+            return [Broken(ClusterId=7, ProcId=1)]
+
+    condor.add("a.example")
+    htc = HTCondorScheduler(Bindings(module=condor.sim), clock=condor.clock)
+    with pytest.raises(SchedulerError, match=r"^job 7\.1: cannot read its ad \(RuntimeError: lost the ad\)"):
+        htc.poll()
+    with pytest.raises(SchedulerError, match=r"^slot slot1@b: cannot read its ad") as exc:
+        htc.workers_from_ads([Broken(Name="slot1@b", Machine="b")])
+    assert exc.value.node == "slot1@b"
 
 
 def test_worker_from_ad_names_the_slot_when_the_ad_is_unusable():

@@ -290,3 +290,16 @@ def test_ticket_rebuilt_from_a_polled_worker(condor):
     other = condor.add("b.example")
     other.drain(condor.clock(), "graceful", reason="Defrag pool")
     assert ticket_from_worker(condor.worker("b.example")) is None
+
+
+def test_a_drained_startd_whose_job_count_cannot_be_read_is_not_confirmed(condor):
+    """Issue 12 item 3: a destroy is never confirmed on counts we cannot trust (INF, undefined)."""
+    import classad2
+
+    st = condor.add("a.example")
+    ticket = drained_ticket(condor)
+    st.attrs["NumDynamicSlots"] = classad2.ExprTree('real("INF")')
+    c = condor.htc.confirm_drained(ticket)
+    assert not c.ok and "node a.example: field 'NumDynamicSlots' is not finite: inf" in c.reason
+    del st.attrs["NumDynamicSlots"]
+    assert condor.htc.confirm_drained(ticket).ok

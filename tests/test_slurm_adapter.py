@@ -355,3 +355,77 @@ def test_killed_slurmd_goes_down_and_is_classified_down(slurm, sched):
     assert w.last_heard == heard                        # no longer heard from
     sched.node_destroyed("node6")
     assert worker(sched, "node6").drain_reason == DESTROYED_REASON
+
+
+# -- hostile and large replies (issue 12 items 3 and 8), from canned sinfo/squeue commands ---------
+
+def _canned(tmp_path, sinfo: str, squeue: str) -> str:
+    """A bin_dir whose sinfo and squeue print these replies (the adapter runs them as the real ones)."""
+    for name, text in (("sinfo", sinfo), ("squeue", squeue)):
+        (tmp_path / f"{name}.json").write_text(text)
+        path = tmp_path / name
+        path.write_text(f"#!/bin/sh\nexec cat {tmp_path / name}.json\n")
+        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return str(tmp_path)
+
+
+def _node_text(name: str, cpus: str = "4", state: str = "idle") -> str:
+    return (f'{{"name": "{name}", "state": "{state}", "state_flags": [], "cpus": {cpus}, "alloc_cpus": 0, '
+            f'"real_memory": 8000, "last_busy": 1000, "slurmd_start_time": 900, "reason": ""}}')
+
+
+def _job_text(job_id: int, state: str = "PENDING", nodes: str = "", cpus: str = "1", end: int = 0) -> str:
+    return (f'{{"job_id": {job_id}, "job_state": "{state}", "nodes": "{nodes}", "cpus": {cpus}, '
+            f'"node_count": 1, "memory_per_cpu": 100, "state_reason": "Resources", "partition": "debug", '
+            f'"submit_time": 500, "time_limit": 60, "end_time": {end}}}')
+
+
+def test_a_hostile_reply_leaves_the_job_out_warns_once_an_hour_and_the_poll_succeeds(tmp_path, caplog):
+    from nodemanager.actors.clock import ManualClock
+
+    sinfo = '{"errors": [], "nodes": [%s, %s]}' % (_node_text("n1", state="mixed"), _node_text("n2", "Infinity"))
+    squeue = '{"errors": [], "jobs": [%s, %s, %s]}' % (
+        _job_text(1), _job_text(2, cpus="NaN"), _job_text(3, "RUNNING", "n1", cpus="1e400"))
+    clock = ManualClock(10_000.0)
+    sched = SlurmScheduler(SlurmOptions(bin_dir=_canned(tmp_path, sinfo, squeue)), clock=clock)
+    with caplog.at_level("WARNING", logger="nodemanager.scheduler.slurm"):
+        poll = sched.poll()
+        assert [(d.cpus, d.count) for d in poll.demand] == [(1, 1)]          # job 2 is no demand
+        workers = {w.name: w for w in poll.workers}
+        assert (workers["n1"].running_jobs, workers["n2"].cpus) == (1, 0)    # job 3 still holds n1
+        assert {(p.kind, p.name, p.field, p.reason) for p in poll.problems} == {
+            ("job", "2", "cpus", "not_finite"), ("job", "3", "cpus", "not_finite"), ("node", "n2", "cpus", "not_finite")}
+        assert "slurm poll: job 2: field 'cpus' is not finite: nan; the job is left out of demand" in caplog.text
+        assert len(caplog.records) == 3
+        clock.advance(3599)
+        sched.poll()
+        assert len(caplog.records) == 3                                      # not again within the hour
+        clock.advance(1)
+        sched.poll()
+        assert len(caplog.records) == 6
+    metrics = Metrics()
+    metrics.observe_record_problems(poll.problems)
+    value = metrics.registry.get_sample_value
+    assert value("nodemanager_scheduler_records_skipped_total", {"kind": "job", "reason": "not_finite"}) == 2
+    assert value("nodemanager_scheduler_records_skipped_total", {"kind": "node", "reason": "not_finite"}) == 1
+
+
+@pytest.mark.parametrize("reply", ['{"nodes": [{"cpus": 1%s}]}' % ("0" * 5000), "[" * 100_000 + "]" * 100_000],
+                         ids=["5000-digit-number", "nested-100000-deep"])
+def test_a_reply_the_decoder_refuses_is_a_scheduler_error(tmp_path, reply):
+    sched = SlurmScheduler(SlurmOptions(bin_dir=_canned(tmp_path, reply, '{"jobs": []}')))
+    with pytest.raises(SchedulerError, match=r"^sinfo --json: reply cannot be decoded"):
+        sched.poll()
+
+
+def test_jobs_are_counted_on_the_nodes_they_hold(tmp_path):
+    """The per-node job index gives what a scan of every job for every node gave."""
+    sinfo = '{"nodes": [%s]}' % ", ".join(_node_text(f"n{i}", state="mixed") for i in range(1, 6))
+    squeue = '{"jobs": [%s]}' % ", ".join([
+        _job_text(1, "RUNNING", "n[1-2]", end=3000), _job_text(2, "COMPLETING", "n2", end=2000),
+        _job_text(3), _job_text(4, "COMPLETED", "n3", end=1500), _job_text(5, "RUNNING", "n1,n1", end=2500),
+        _job_text(6, "SUSPENDED", "n4"), _job_text(7, "RUNNING", "n9")])
+    sched = SlurmScheduler(SlurmOptions(bin_dir=_canned(tmp_path, sinfo, squeue)))
+    got = {w.name: (w.running_jobs, w.job_end_times) for w in sched.poll().workers}
+    assert got == {"n1": (2, (2500.0, 3000.0)), "n2": (2, (2000.0, 3000.0)), "n3": (0, ()),
+                   "n4": (1, ()), "n5": (0, ())}

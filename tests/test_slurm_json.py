@@ -6,9 +6,11 @@ cases here are states a test cluster cannot easily reach (maintenance, reboot, p
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from nodemanager.scheduler.slurm_json import (array_task_count, cloud_id_of, demand_from_jobs,
+from nodemanager.scheduler.slurm_json import (RecordError, array_task_count, cloud_id_of, demand_from_jobs,
                                               drain_reason, expand_hostlist, parse_jobs, parse_nodes,
                                               request_id_of, short_state)
 
@@ -144,3 +146,62 @@ def test_newer_slurm_state_lists_and_number_objects_are_understood():
     (node,), errors = parse_nodes({"nodes": [rec]})
     assert errors == []
     assert (node.state, node.last_busy, node.alloc_cpus) == ("drng", 1234.0, 0)
+
+
+# -- hostile values (issue 12 item 3): a bad job is no demand, a bad node field is not used --------
+
+HOSTILE = ["Infinity", "-Infinity", "NaN", "1e400", "1" + "0" * 400, "-4", "true", '"4"', "[1]",
+           '{"set": true, "infinite": false, "number": 1e400}', str(2**40)]
+
+
+@pytest.mark.parametrize("field, text", [
+    (field, text) for field in ("cpus", "node_count", "memory_per_node", "memory_per_cpu") for text in HOSTILE
+    # a negative memory is SLURM's "unset" (-1): the other field decides (test_unset_memory...)
+    if not (field.startswith("memory") and text.startswith("-"))])
+def test_a_pending_job_with_an_unusable_size_is_left_out_of_demand(field, text):
+    # what squeue --json could carry, decoded as the adapter does (json accepts Infinity and NaN)
+    value = json.loads(text)
+    jobs, errors = parse_jobs({"jobs": [_job(1), _job(2, **{field: value}), _job(3, cpus=2)]})
+    assert [j.job_id for j in jobs] == [1, 2, 3]
+    assert [(d.cpus, d.count) for d in demand_from_jobs(jobs)] == [(1, 1), (2, 1)]
+    (e,) = errors
+    assert (e.kind, e.name, e.field) == ("job", "2", field)
+    assert str(e).startswith(f"job 2: field '{field}' ") and str(e).endswith("the job is left out of demand")
+
+
+def test_unusable_node_fields_get_their_default_and_never_become_infinite_capacity():
+    nodes, errors = parse_nodes({"nodes": [
+        _node(name="inf", cpus=json.loads("Infinity")), _node(name="nan", alloc_cpus=float("nan")),
+        _node(name="huge", real_memory=10**400), _node(name="neg", cpus=-8), _node(name="ok")]})
+    assert {n.name: (n.cpus, n.alloc_cpus, n.real_memory) for n in nodes} == {
+        "inf": (0, 0, 8000), "nan": (4, 0, 8000), "huge": (4, 0, 0), "neg": (0, 0, 8000), "ok": (4, 0, 8000)}
+    assert {(e.name, e.field, e.reason) for e in errors} == {
+        ("inf", "cpus", "not_finite"), ("nan", "alloc_cpus", "not_finite"),
+        ("huge", "real_memory", "out_of_range"), ("neg", "cpus", "out_of_range")}
+
+
+def test_a_hostlist_or_array_of_absurd_size_is_refused_not_expanded():
+    jobs, errors = parse_jobs({"jobs": [
+        _job(1, job_state="RUNNING", nodes="n[0-99999999999]"),
+        _job(2, array_task_string="0-99999999999"), _job(3)]})
+    assert jobs[0].nodes == ()
+    assert [d.count for d in demand_from_jobs(jobs)] == [1]
+    assert [(e.name, e.field) for e in errors] == [("1", "nodes"), ("2", "array_task_string")]
+    with pytest.raises(ValueError, match="hostlist names more than"):
+        expand_hostlist("a[1-60000],b[1-60000]")
+
+
+def test_a_record_that_breaks_the_parser_is_an_error_naming_it():
+    class Hostile(dict):
+        """A record whose field access fails: no decoder makes one, the parser must still name it."""
+
+        def get(self, key, default=None):
+            if key == "cpus":
+                raise KeyError(key)
+            return super().get(key, default)
+
+    with pytest.raises(RecordError, match=r"squeue --json: job 7: cannot be read \(KeyError"):
+        parse_jobs({"jobs": [Hostile(_job(7))]})
+    with pytest.raises(RecordError, match=r"sinfo --json: node n9: cannot be read") as exc:
+        parse_nodes({"nodes": [Hostile(_node(name="n9"))]})
+    assert (exc.value.kind, exc.value.name) == ("node", "n9")

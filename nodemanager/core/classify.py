@@ -141,14 +141,19 @@ def _classify_slurm(state: str | None, has_jobs: bool) -> Classification:
     return Classification(DOWN, f"slurm state {raw!r} not recognised")
 
 
+_AD_LIMIT = 2.0**63  # a ClassAd integer is 64-bit: a value beyond it is no count or time
+
+
 def ad_number(ad: Mapping[str, Any], key: str) -> float | None:
-    """A numeric ad attribute, or None when absent or not a number (booleans are not numbers)."""
+    """A numeric ad attribute, or None when absent, not a number (booleans and classad2 Values are
+    not numbers), not finite (``real("INF")``, NaN) or beyond a 64-bit integer."""
     v = ad.get(key)
-    if type(v) is float:  # the common case, checked first: this runs for every ad every cycle
-        return v
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return None
-    return float(v)
+    t = type(v)
+    if t is float:  # the common case, checked first: this runs for every ad every cycle
+        return v if -_AD_LIMIT < v < _AD_LIMIT else None  # false for inf and NaN too
+    if t is int and -_AD_LIMIT < v < _AD_LIMIT:
+        return float(v)
+    return None
 
 
 def _ad_true(ad: Mapping[str, Any], key: str) -> bool:

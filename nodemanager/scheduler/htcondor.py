@@ -6,7 +6,12 @@ parameter, so the tests run exactly this code against the simulated collector an
 (``nodemanager.sim.collector``). Everything else here is plain Python on plain dict ads.
 
 Per cycle, :meth:`HTCondorScheduler.poll` makes **one** collector query of partitionable-slot ads
-(with a projection) and one idle-job query per schedd.
+(with a projection) and one idle-job query per schedd, and reads each ad once (linear in startds +
+jobs).
+
+Hostile or broken values in ads (``RequestMemory = real("INF")``, ``Cpus = undefined``): see
+:mod:`nodemanager.scheduler.htcondor_ads`. The poll succeeds; each problem is warned about once an
+hour (:class:`~nodemanager.scheduler.records.ProblemLog`) and returned in ``SchedulerPoll.problems``.
 
 The drain transaction (seed 000, "Race Conditions"; docs/htcondor.md):
 
@@ -32,14 +37,16 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import defaultdict
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
-from nodemanager.core.classify import htcondor_worker_fields
-from nodemanager.model import Demand, Worker, frozen_map
+from nodemanager.core.classify import ad_number
+from nodemanager.model import Worker
 from nodemanager.scheduler.draining_stats import DrainingStats, DrainingStatsRecorder
 from nodemanager.scheduler.port import (DRAIN_REASON_PREFIX, Confirmation, DrainRefused, DrainSchedule,
                                         DrainTicket, SchedulerError, SchedulerPoll)
+from nodemanager.scheduler.htcondor_ads import (JOB_ATTRIBUTES, demand_from_jobs, slot_problems,
+                                                worker_from_ad)
+from nodemanager.scheduler.records import ProblemLog, RecordProblem
 from nodemanager.settings import SchedulerSettings
 
 __all__ = [
@@ -70,7 +77,6 @@ SLOT_ATTRIBUTES = (
     "LastDrainStartTime", "LastDrainStopTime",
 ) + PILOT_ATTRIBUTES
 
-JOB_ATTRIBUTES = ("RequestCpus", "RequestMemory", "RequestDisk", "QDate")
 IDLE_JOBS = "JobStatus == 1"
 DEFAULT_CONSTRAINT = "PartitionableSlot =?= true"
 # dc_startd.cpp hard-codes 20 s for DRAIN_JOBS / CANCEL_DRAIN_JOBS; a failure this slow is a timeout.
@@ -189,52 +195,10 @@ def plain_ad(ad: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-_NUMBER_TYPES = (int, float)
-
-
 def _num(ad: Mapping[str, Any], key: str, default: float | None = None) -> float | None:
-    """A numeric attribute as float, else ``default`` (booleans and classad2 Values are not numbers)."""
-    v = ad.get(key)
-    return float(v) if v.__class__ in _NUMBER_TYPES else default
-
-
-def worker_from_ad(ad: Mapping[str, Any], *, id_attribute: str = "CloudInstanceID") -> Worker:
-    """A :class:`Worker` for the startd whose (partitionable) slot ad is ``ad`` (a plain dict).
-
-    ``name`` is the startd's ``Machine``; ``state`` is ``"State/Activity"``; ``ad`` keeps the whole
-    ad for the classifier, the victim estimates and the escalation expressions. Raises ValueError
-    naming the slot if the ad lacks ``Name``/``Machine`` or a resource count is not a number.
-    """
-    get = ad.get
-    slot = get("Name") or get("Machine")
-    if not isinstance(slot, str) or not slot:
-        raise ValueError(f"slot ad without Name or Machine: {sorted(ad)[:8]}")
-    machine = get("Machine")
-    name = machine if isinstance(machine, str) and machine else slot.split("@", 1)[-1]
-    for key in ("TotalSlotCpus", "Cpus", "TotalSlotMemory", "Memory", "NumDynamicSlots"):
-        v = get(key)
-        if v is not None and v.__class__ not in _NUMBER_TYPES:
-            raise ValueError(f"slot {slot}: {key} is not a number: {v!r}")
-    fields = htcondor_worker_fields(ad)  # the one mapping of ad attributes to Worker fields
-    fields.pop("cloud_id", None)
-    fields.setdefault("last_heard", _num(ad, "MyCurrentTime", 0.0) or 0.0)
-    cloud_id = get(id_attribute)
-    return Worker(name=name, scheduler="htcondor", ad=frozen_map(ad),
-                  cloud_id=str(cloud_id) if cloud_id not in (None, "") else None, **fields)
-
-
-def demand_from_jobs(jobs: Iterable[Mapping[str, Any]]) -> tuple[Demand, ...]:
-    """Idle jobs grouped by (RequestCpus, RequestMemory MB, RequestDisk MB), largest groups first."""
-    groups: dict[tuple[int, int, int], list[float]] = defaultdict(list)
-    for job in jobs:
-        cpus = int(_num(job, "RequestCpus", 1.0) or 1)
-        mem = int(_num(job, "RequestMemory", 0.0) or 0)
-        disk_mb = int((_num(job, "RequestDisk", 0.0) or 0) // 1024)  # RequestDisk is KiB
-        groups[(max(1, cpus), max(0, mem), max(0, disk_mb))].append(_num(job, "QDate", 0.0) or 0.0)
-    out = [Demand(cpus=c, ram_mb=m, count=len(q), scratch_mb=d, oldest_submit=min(q) if any(q) else None)
-           for (c, m, d), q in groups.items()]
-    out.sort(key=lambda d: (-d.count, d.cpus, d.ram_mb))
-    return tuple(out)
+    """A numeric attribute as float (see :func:`~nodemanager.core.classify.ad_number`), else ``default``."""
+    v = ad_number(ad, key)
+    return default if v is None else v
 
 
 def drain_check_expression(ad: Mapping[str, Any], schedule: DrainSchedule | str, *,
@@ -392,6 +356,7 @@ class HTCondorScheduler:
         self.recorder = DrainingStatsRecorder()
         self._lock = threading.Lock()          # actuator threads and the poller share the counters
         self._ads: dict[str, Mapping[str, Any]] = {}
+        self.problem_log = ProblemLog(log, "htcondor poll", clock)
         # (action, worker) -> the last ticket counted, so a repeated completion/escalation counts once
         self._counted: dict[tuple[str, str], tuple[Any, ...]] = {}
 
@@ -423,24 +388,37 @@ class HTCondorScheduler:
             raw = self._b.query_slots(self.constraint, self.projection)
         except self._b.error_types as exc:
             raise SchedulerError(f"collector query failed: {exc}") from None
-        workers = self.workers_from_ads(raw)
+        problems: list[RecordProblem] = []
+        workers = self.workers_from_ads(raw, problems)
         try:
             jobs = self._b.query_idle_jobs(JOB_ATTRIBUTES)
         except self._b.error_types as exc:
             raise SchedulerError(f"schedd query failed: {exc}") from None
-        demand = demand_from_jobs(plain_ad(j) for j in jobs)
-        return SchedulerPoll(workers=workers, demand=demand, polled_at=now)
+        demand = demand_from_jobs(jobs, problems)
+        self.problem_log.report(problems)
+        return SchedulerPoll(workers=workers, demand=demand, polled_at=now, problems=tuple(problems))
 
-    def workers_from_ads(self, raw: Iterable[Mapping[str, Any]]) -> tuple[Worker, ...]:
-        """Workers from slot ads (bad ads are logged and skipped; one worker per startd), then
-        :meth:`observe` them."""
+    def workers_from_ads(self, raw: Iterable[Mapping[str, Any]],
+                         problems: list[RecordProblem] | None = None) -> tuple[Worker, ...]:
+        """Workers from slot ads (one per startd), then :meth:`observe` them. An ad without a name
+        is logged and skipped; unusable counts are appended to ``problems`` (the worker is kept,
+        see :func:`worker_from_ad`); an ad that cannot be read at all is a SchedulerError."""
         workers: dict[str, Worker] = {}
         for r in raw:
+            slot = "?"
             try:
-                w = worker_from_ad(plain_ad(r), id_attribute=self.id_attribute)
+                ad = plain_ad(r)
+                slot = str(ad.get("Name") or ad.get("Machine") or "?")
+                bad = slot_problems(ad, slot, r)
+                w = worker_from_ad(ad, id_attribute=self.id_attribute, unusable=[p.field for p in bad])
             except ValueError as exc:
                 log.warning("htcondor: ignoring a bad slot ad: %s", exc)
                 continue
+            except Exception as exc:  # noqa: BLE001 - hostile data: name the slot, never a bare traceback
+                raise SchedulerError(f"slot {slot}: cannot read its ad ({type(exc).__name__}: {exc})",
+                                     node=slot) from exc
+            if problems is not None:
+                problems.extend(bad)
             workers.setdefault(w.name, w)
         out = tuple(workers.values())
         self.observe(out)
@@ -580,6 +558,9 @@ class HTCondorScheduler:
         ours, why = is_our_drain(p, ticket, tag=self.reason_tag)
         if not ours:
             return Confirmation(False, f"{ticket.worker}: {why}")
+        bad = slot_problems(p, ticket.worker)
+        if bad:
+            return Confirmation(False, f"{bad[0]}: its job count cannot be trusted")
         seen = _num(p, "MyCurrentTime")
         if seen is None or seen <= ticket.started_at:
             return Confirmation(False, f"{ticket.worker}: state not newer than the drain start")

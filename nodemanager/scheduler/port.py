@@ -14,6 +14,7 @@ from typing import Protocol, runtime_checkable
 
 from nodemanager.model import Demand, Worker
 from nodemanager.scheduler.draining_stats import DrainingStats
+from nodemanager.scheduler.records import RecordProblem
 
 __all__ = ["Scheduler", "SchedulerPoll", "SchedulerError", "DrainRefused", "DrainTicket",
            "DrainSchedule", "Confirmation", "DRAIN_REASON_PREFIX"]
@@ -33,9 +34,12 @@ class DrainSchedule(str, enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class SchedulerPoll:
+    """``problems``: the unusable values this poll met (jobs left out of demand, node fields not used)."""
+
     workers: tuple[Worker, ...]
     demand: tuple[Demand, ...]
     polled_at: float
+    problems: tuple[RecordProblem, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,7 +46,8 @@ from nodemanager.settings import SchedulerSettings
 from nodemanager.scheduler.draining_stats import DrainingStats, NodeDrainingStats
 from nodemanager.scheduler.port import (DRAIN_REASON_PREFIX, Confirmation, DrainRefused, DrainSchedule,
                                         DrainTicket, SchedulerError, SchedulerPoll)
-from nodemanager.scheduler.slurm_json import (ACTIVE_JOB_STATES, DEMAND_REASONS, FieldError, SlurmJob,
+from nodemanager.scheduler.records import ProblemLog, RecordProblem
+from nodemanager.scheduler.slurm_json import (ACTIVE_JOB_STATES, DEMAND_REASONS, RecordError, SlurmJob,
                                               SlurmNode, cloud_id_of, demand_from_jobs, drain_reason,
                                               parse_jobs, parse_nodes, request_id_of)
 
@@ -136,11 +137,26 @@ class _Track:
 class _State:
     nodes: Mapping[str, SlurmNode]
     jobs: tuple[SlurmJob, ...]
-    errors: tuple[FieldError, ...]
+    errors: tuple[RecordProblem, ...]
     at: float
+    by_node: Mapping[str, tuple[SlurmJob, ...]]  # active jobs per node, in squeue order
 
-    def jobs_on(self, name: str) -> list[SlurmJob]:
-        return [j for j in self.jobs if j.state in ACTIVE_JOB_STATES and name in j.nodes]
+    def jobs_on(self, name: str) -> tuple[SlurmJob, ...]:
+        return self.by_node.get(name, ())
+
+
+def _jobs_by_node(jobs: Sequence[SlurmJob]) -> dict[str, tuple[SlurmJob, ...]]:
+    """Each node's active jobs, from one pass over the jobs (a poll stays linear in nodes + jobs)."""
+    out: dict[str, list[SlurmJob]] = {}
+    for job in jobs:
+        if job.state in ACTIVE_JOB_STATES:
+            for name in job.nodes:
+                on = out.get(name)
+                if on is None:
+                    out[name] = [job]
+                elif on[-1] is not job:  # a hostlist naming a node twice holds it once
+                    on.append(job)
+    return {name: tuple(js) for name, js in out.items()}
 
 
 class SlurmScheduler:
@@ -160,7 +176,7 @@ class SlurmScheduler:
         self._unclaimed: dict[str, float] = {}
         self._seen: dict[str, tuple[bool, str | None]] = {}
         self._tracks: dict[str, _Track] = {}
-        self.last_errors: tuple[str, ...] = ()
+        self.problem_log = ProblemLog(log, "slurm poll", clock)
 
     @classmethod
     def from_settings(cls, settings: SchedulerSettings, *, clock: Callable[[], float] = time.time,
@@ -209,6 +225,8 @@ class SlurmScheduler:
         except json.JSONDecodeError as exc:
             raise SchedulerError(f"{' '.join(args)}: reply is not valid JSON "
                                  f"(line {exc.lineno} column {exc.colno}: {exc.msg})") from None
+        except (ValueError, RecursionError) as exc:  # a 5,000-digit number, nesting too deep
+            raise SchedulerError(f"{' '.join(args)}: reply cannot be decoded ({exc})") from None
 
     def _query(self) -> _State:
         """One full ``sinfo --json`` and one full ``squeue --json``, parsed."""
@@ -218,13 +236,15 @@ class SlurmScheduler:
         try:
             nodes, node_errors = parse_nodes(node_doc)
             jobs, job_errors = parse_jobs(job_doc)
+        except RecordError as exc:
+            raise SchedulerError(str(exc), node=exc.name if exc.kind == "node" else None) from None
         except ValueError as exc:
             raise SchedulerError(str(exc)) from None
         parts = self.options.partitions
         if parts:
             nodes = [n for n in nodes if set(n.partitions) & parts]
         return _State(nodes={n.name: n for n in nodes}, jobs=tuple(jobs),
-                      errors=tuple(node_errors + job_errors), at=at)
+                      errors=tuple(node_errors + job_errors), at=at, by_node=_jobs_by_node(jobs))
 
     def _scontrol_update(self, name: str, *settings: str) -> None:
         self._run(["scontrol", "update", f"NodeName={name}", *settings], node=name)
@@ -233,15 +253,11 @@ class SlurmScheduler:
     def poll(self) -> SchedulerPoll:
         """All workers (nodes) and the demand (pending jobs) from one query of each."""
         state = self._query()
-        errors = tuple(str(e) for e in state.errors)
-        if errors != self.last_errors:
-            for e in errors:
-                log.warning("slurm poll: %s", e)
-        self.last_errors = errors
+        self.problem_log.report(state.errors)
         workers = tuple(self._worker(n, state) for n in state.nodes.values())
         self._sample(state)
         demand = demand_from_jobs(state.jobs, self.options.partitions, self._demand_reasons)
-        return SchedulerPoll(workers=workers, demand=demand, polled_at=state.at)
+        return SchedulerPoll(workers=workers, demand=demand, polled_at=state.at, problems=state.errors)
 
     def _worker(self, node: SlurmNode, state: _State) -> Worker:
         jobs = state.jobs_on(node.name)
@@ -324,7 +340,7 @@ class SlurmScheduler:
         return self._busier(snap, self._worker(node, state), state.jobs_on(node.name))
 
     @staticmethod
-    def _busier(snap: Worker, fresh: Worker, jobs: list[SlurmJob]) -> str | None:
+    def _busier(snap: Worker, fresh: Worker, jobs: Sequence[SlurmJob]) -> str | None:
         if fresh.cpus_busy > snap.cpus_busy or fresh.running_jobs > snap.running_jobs:
             ids = ",".join(str(j.job_id) for j in jobs) or "-"
             return (f"became busy since the snapshot (state {snap.state!r} -> {fresh.state!r}, "

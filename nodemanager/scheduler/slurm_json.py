@@ -1,8 +1,12 @@
 """Pure parsing of SLURM 22.05 ``sinfo --json`` / ``squeue --json`` (openapi v0.0.38) replies.
 
 No I/O here: :mod:`nodemanager.scheduler.slurm` runs the commands and hands the decoded JSON in.
-Every problem with a record is reported as a :class:`FieldError` naming the node (or job) and the
-field, and the other records are still parsed.
+Every problem with a record is reported as a :class:`~nodemanager.scheduler.records.RecordProblem`
+naming the node (or job) and the field, and the other records are still parsed. A value that is not
+a number, not finite (JSON ``Infinity``/``NaN``, which Python's decoder accepts), negative or beyond
+:data:`~nodemanager.scheduler.records.MAX_COUNT` is unusable: a node's field gets its default; a
+pending job with such a size (cpus, node count, memory, array) is left out of demand. A record whose
+reading fails in any other way makes the whole reply a :class:`RecordError` naming it.
 
 State: :func:`short_state` turns the JSON's base ``state`` plus ``state_flags`` into what
 ``sinfo -o %t`` prints (``idle``, ``mix``, ``alloc``, ``drng``, ``drain``, ``down*``, ``idle*``,
@@ -14,14 +18,15 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
 from nodemanager.model import Demand
 from nodemanager.scheduler.port import DRAIN_REASON_PREFIX
+from nodemanager.scheduler.records import MAX_COUNT, RecordProblem, number_problem
 
 __all__ = [
-    "FieldError",
+    "RecordError",
     "SlurmNode",
     "SlurmJob",
     "short_state",
@@ -47,16 +52,18 @@ _REQUEST_ID = re.compile(r"\[req=([A-Za-z0-9_.:-]+)\]\s*$")
 _CLOUD_ID = re.compile(r"(?:^|[\s,;])instance-id=([^\s,;]+)")
 
 
-@dataclass(frozen=True, slots=True)
-class FieldError:
-    """A record that could not be (fully) read: ``what`` is ``node NAME`` or ``job ID``."""
+# Epoch seconds beyond 2^53 (exact floats) are no real time.
+_MAX_TIME = 2.0**53
+# A hostlist naming more nodes than this is no real job's (SLURM's largest clusters have ~10^4).
+MAX_HOSTS = 100_000
 
-    what: str
-    field: str
-    problem: str
 
-    def __str__(self) -> str:
-        return f"{self.what}: field {self.field!r} {self.problem}"
+class RecordError(ValueError):
+    """A record whose reading failed unexpectedly; ``kind`` and ``name`` say which (``node n1``)."""
+
+    def __init__(self, command: str, kind: str, name: str, exc: BaseException) -> None:
+        super().__init__(f"{command}: {kind} {name}: cannot be read ({type(exc).__name__}: {exc})")
+        self.kind, self.name = kind, name
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,22 +101,24 @@ class SlurmNode:
 
 @dataclass(frozen=True, slots=True)
 class SlurmJob:
-    """One ``squeue --json`` job record, typed. ``nodes`` is the expanded node list."""
+    """One ``squeue --json`` job record, typed. ``nodes`` is the expanded node list. Only what its
+    state needs is read: a pending job's size and reason, a running job's nodes and times."""
 
     job_id: int
     state: str
     nodes: tuple[str, ...]
     cpus: int
     node_count: int
-    memory_per_node: int | None
-    memory_per_cpu: int | None
-    state_reason: str
-    partition: str
-    start_time: float
-    end_time: float | None      # None: no time limit
-    submit_time: float
-    requeue: bool
-    array_tasks: int            # pending array records: how many tasks this record stands for
+    memory_per_node: int | None = None
+    memory_per_cpu: int | None = None
+    state_reason: str = "None"
+    partition: str = ""
+    start_time: float = 0.0
+    end_time: float | None = None   # None: no time limit
+    submit_time: float = 0.0
+    requeue: bool = True
+    array_tasks: int = 1            # pending array records: how many tasks this record stands for
+    sized: bool = True              # False: a size field (cpus, nodes, memory, array) is unusable
 
 
 # ------------------------------------------------------------------ state
@@ -208,32 +217,31 @@ def cloud_id_of(*texts: str) -> str | None:
 # ------------------------------------------------------------------ hostlists
 
 
-def expand_hostlist(text: str) -> tuple[str, ...]:
-    """``node[1-3,05],gpu1`` → ``(node1, node2, node3, node05, gpu1)`` (SLURM hostlist syntax)."""
-    names: list[str] = []
-    for item in _split_top(text):
-        names.extend(_expand_one(item))
-    return tuple(names)
+def expand_hostlist(text: str, limit: int = MAX_HOSTS) -> tuple[str, ...]:
+    """``node[1-3,05],gpu1`` → ``(node1, node2, node3, node05, gpu1)`` (SLURM hostlist syntax).
+    Raises ValueError for bad syntax or more than ``limit`` names (counted before expanding)."""
+    if "[" not in text:  # the common case: plain names, nothing to expand
+        names = tuple(n for n in (x.strip() for x in text.split(",")) if n)
+    else:
+        out: list[str] = []
+        for item in _split_top(text):
+            out.extend(_expand_one(item, limit - len(out)))
+        names = tuple(out)
+    if len(names) > limit:
+        raise ValueError(f"hostlist names more than {limit} nodes: {text[:60]!r}")
+    return names
+
+
+# A comma outside brackets: no "]" follows before the next "[" (SLURM hostlists do not nest).
+_TOP_COMMA = re.compile(r",(?![^\[]*\])")
 
 
 def _split_top(text: str) -> list[str]:
-    parts, depth, cur = [], 0, []
-    for ch in text.strip():
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    if cur:
-        parts.append("".join(cur))
-    return [p for p in (x.strip() for x in parts) if p]
+    return [p for p in (x.strip() for x in _TOP_COMMA.split(text)) if p]
 
 
-def _expand_one(item: str) -> list[str]:
+def _expand_one(item: str, budget: int) -> list[str]:
+    """The names of one hostlist item; ValueError if more than ``budget`` (before making them)."""
     start = item.find("[")
     if start < 0:
         return [item]
@@ -241,16 +249,19 @@ def _expand_one(item: str) -> list[str]:
     if end < 0:
         raise ValueError(f"unbalanced '[' in hostlist {item!r}")
     prefix, body, rest = item[:start], item[start + 1:end], item[end + 1:]
-    tails = _expand_one(rest) if rest else [""]
-    out: list[str] = []
+    ranges = []
+    count = 0
     for part in body.split(","):
         lo, _, hi = part.partition("-")
         if not lo.isdigit() or (hi and not hi.isdigit()):
             raise ValueError(f"bad range {part!r} in hostlist {item!r}")
-        width = len(lo)
-        for i in range(int(lo), int(hi or lo) + 1):
-            out.extend(f"{prefix}{i:0{width}d}{tail}" for tail in tails)
-    return out
+        first, last = int(lo), int(hi or lo)
+        ranges.append((len(lo), first, last))
+        count += max(last - first + 1, 0)
+    if count > budget:
+        raise ValueError(f"hostlist names more than {budget} nodes: {item[:60]!r}")
+    tails = _expand_one(rest, budget // max(count, 1)) if rest else [""]
+    return [f"{prefix}{i:0{width}d}{tail}" for width, a, b in ranges for i in range(a, b + 1) for tail in tails]
 
 
 def array_task_count(text: str) -> int:
@@ -264,6 +275,8 @@ def array_task_count(text: str) -> int:
         lo, _, hi = rng.partition("-")
         step = int(step_text) if step_text else 1
         total += (int(hi or lo) - int(lo)) // max(step, 1) + 1
+    if total > MAX_COUNT:
+        raise ValueError(f"{total} tasks is more than {MAX_COUNT}")
     return max(total, 1)
 
 
@@ -273,49 +286,72 @@ def array_task_count(text: str) -> int:
 def _plain(value: Any) -> Any:
     """Unwrap SLURM 23.02+ number objects ``{"set", "infinite", "number"}`` (unset/infinite: None)
     and one-element state lists; other values pass unchanged."""
+    t = type(value)
+    if t is int or t is float or t is str or value is None:  # the common case, checked first
+        return value
     if isinstance(value, Mapping) and "number" in value:
         return value["number"] if value.get("set", True) and not value.get("infinite") else None
     return value
 
 
-_NO_VAL = 0xFFFFFFFE  # SLURM's "not set" for 32-bit fields (and larger ones for 64-bit)
+# SLURM's "not set" and "infinite" for 32- and 64-bit fields (NO_VAL, INFINITE, NO_VAL64, INFINITE64)
+_UNSET = frozenset({0xFFFFFFFE, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFE, 0xFFFFFFFFFFFFFFFF})
 
 
 def _memory(r: "_Reader", key: str) -> int | None:
     """A memory request in MB; an absent, unset, negative or NO_VAL one is None, so the other
-    field (per node or per CPU) or none at all decides, never a negative demand."""
-    if _plain(r.record.get(key)) is None:
+    field (per node or per CPU) or none at all decides, never a negative demand. An unusable one
+    (not finite, beyond 2^31-1 MB, not a number) is reported by the reader."""
+    raw = r.record.get(key)
+    if type(raw) is int and 0 <= raw <= MAX_COUNT:  # the common case, checked first
+        return raw
+    raw = _plain(raw)
+    if raw is None or (number_problem(raw, -math.inf, math.inf) is None and (raw < 0 or raw in _UNSET)):
         return None
-    value = r.integer(key)
-    return value if 0 <= value < _NO_VAL else None
+    return r.integer(key)
 
 
 class _Reader:
-    """Typed access to one record's fields, collecting FieldErrors instead of raising."""
+    """Typed access to one record's fields, collecting RecordProblems instead of raising."""
 
-    def __init__(self, record: Mapping[str, Any], what: str, errors: list[FieldError]) -> None:
-        self.record, self.what, self.errors = record, what, errors
+    def __init__(self, record: Mapping[str, Any], kind: str, name: str, errors: list[RecordProblem]) -> None:
+        self.record, self.kind, self.name, self.errors = record, kind, name, errors
 
-    def number(self, key: str, default: float = 0.0, *, required: bool = False) -> float:
-        value = _plain(self.record.get(key))
+    def problem(self, key: str, words: str, reason: str = "wrong_type") -> None:
+        self.errors.append(RecordProblem(self.kind, self.name, key, words, reason))
+
+    def number(self, key: str, default: float = 0.0, *, required: bool = False,
+               high: float = _MAX_TIME) -> float:
+        """A number in [0, ``high``] (epoch seconds by default); else ``default``, with a problem."""
+        value = self.record.get(key)
+        if type(value) is int and 0 <= value <= high:  # the common case, checked first
+            return float(value)
+        value = _plain(value)
         if value is None:
             if required:
-                self.errors.append(FieldError(self.what, key, "is missing"))
+                self.problem(key, "is missing", "unreadable")
             return default
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            self.errors.append(FieldError(self.what, key, f"is not a number: {value!r}"))
+        bad = number_problem(value, 0, high)
+        if bad is not None:
+            self.problem(key, bad[1], bad[0])
             return default
         return float(value)
 
     def integer(self, key: str, default: int = 0, *, required: bool = False) -> int:
-        return int(self.number(key, default, required=required))
+        """A count in [0, MAX_COUNT]; else ``default``, with a problem."""
+        value = self.record.get(key)
+        if type(value) is int and 0 <= value <= MAX_COUNT:  # the common case, checked first
+            return value
+        return int(self.number(key, default, required=required, high=MAX_COUNT))
 
     def text(self, key: str, default: str = "") -> str:
         value = self.record.get(key)
+        if type(value) is str:  # the common case, checked first
+            return value
         if value is None:
             return default
         if not isinstance(value, str):
-            self.errors.append(FieldError(self.what, key, f"is not a string: {value!r}"))
+            self.problem(key, f"is not a string: {value!r}")
             return default
         return value
 
@@ -324,7 +360,7 @@ class _Reader:
         if value is None:
             return ()
         if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
-            self.errors.append(FieldError(self.what, key, f"is not a list of strings: {value!r}"))
+            self.problem(key, f"is not a list of strings: {value!r}")
             return ()
         return tuple(value)
 
@@ -354,104 +390,125 @@ def _error_text(errs: Any) -> str:
     return "; ".join(out)
 
 
-def parse_nodes(doc: Any) -> tuple[list[SlurmNode], list[FieldError]]:
+def parse_nodes(doc: Any) -> tuple[list[SlurmNode], list[RecordProblem]]:
     """The nodes of a ``sinfo --json`` reply. A node without a usable name or state is left out
-    (with an error); a bad optional field gets its default (with an error). Raises ValueError if
-    the reply as a whole is unusable."""
+    (with a problem); a bad optional field gets its default (with a problem). Raises ValueError if
+    the reply as a whole is unusable (:class:`RecordError` if one record cannot be read at all)."""
     nodes: list[SlurmNode] = []
-    errors: list[FieldError] = []
+    errors: list[RecordProblem] = []
     for i, rec in enumerate(_records(doc, "nodes", "sinfo --json")):
-        if not isinstance(rec, Mapping):
-            errors.append(FieldError(f"node #{i}", "-", "is not a JSON object"))
+        if type(rec) is not dict and not isinstance(rec, Mapping):
+            errors.append(RecordProblem("node", f"#{i}", "-", "is not a JSON object"))
             continue
         name = rec.get("name")
         if not isinstance(name, str) or not name:
-            errors.append(FieldError(f"node #{i}", "name", f"is missing or not a string: {name!r}"))
+            errors.append(RecordProblem("node", f"#{i}", "name", f"is missing or not a string: {name!r}"))
             continue
-        r = _Reader(rec, f"node {name}", errors)
-        base = rec.get("state")
-        flags = r.strings("state_flags")
-        if isinstance(base, list) and base and all(isinstance(x, str) for x in base):
-            # SLURM 23.02+: "state": ["IDLE", "DRAIN", ...], base state first.
-            base, flags = base[0], tuple(base[1:]) + flags
-        if not isinstance(base, str) or not base:
-            errors.append(FieldError(r.what, "state", f"is missing or not a string: {base!r}"))
-            continue
-        nodes.append(SlurmNode(
-            name=name,
-            state=short_state(base, flags),
-            base_state=base.lower(),
-            flags=tuple(_FLAG_ALIASES.get(f.upper(), f.upper()) for f in flags),
-            reason=r.text("reason"),
-            reason_changed_at=r.number("reason_changed_at"),
-            cpus=r.integer("cpus", required=True),
-            alloc_cpus=r.integer("alloc_cpus"),
-            real_memory=r.integer("real_memory"),
-            alloc_memory=r.integer("alloc_memory"),
-            last_busy=r.number("last_busy"),
-            slurmd_start_time=r.number("slurmd_start_time"),
-            boot_time=r.number("boot_time"),
-            address=r.text("address") or None,
-            hostname=r.text("hostname") or None,
-            comment=r.text("comment"),
-            extra=r.text("extra"),
-            features=r.text("features"),
-            partitions=r.strings("partitions"),
-        ))
+        try:
+            node = _node(rec, _Reader(rec, "node", name, errors))
+        except Exception as exc:  # noqa: BLE001 - hostile data: name the record, never a bare traceback
+            raise RecordError("sinfo --json", "node", name, exc) from exc
+        if node is not None:
+            nodes.append(node)
     return nodes, errors
 
 
-def parse_jobs(doc: Any) -> tuple[list[SlurmJob], list[FieldError]]:
-    """The jobs of a ``squeue --json`` reply (all states: 22.05's ``--json`` ignores filters)."""
+def _node(rec: Mapping[str, Any], r: _Reader) -> SlurmNode | None:
+    base = rec.get("state")
+    flags = r.strings("state_flags")
+    if isinstance(base, list) and base and all(isinstance(x, str) for x in base):
+        # SLURM 23.02+: "state": ["IDLE", "DRAIN", ...], base state first.
+        base, flags = base[0], tuple(base[1:]) + flags
+    if not isinstance(base, str) or not base:
+        r.problem("state", f"is missing or not a string: {base!r}")
+        return None
+    return SlurmNode(
+        name=r.name,
+        state=short_state(base, flags),
+        base_state=base.lower(),
+        flags=tuple(_FLAG_ALIASES.get(f.upper(), f.upper()) for f in flags),
+        reason=r.text("reason"),
+        reason_changed_at=r.number("reason_changed_at"),
+        cpus=r.integer("cpus", required=True),
+        alloc_cpus=r.integer("alloc_cpus"),
+        real_memory=r.integer("real_memory"),
+        alloc_memory=r.integer("alloc_memory"),
+        last_busy=r.number("last_busy"),
+        slurmd_start_time=r.number("slurmd_start_time"),
+        boot_time=r.number("boot_time"),
+        address=r.text("address") or None,
+        hostname=r.text("hostname") or None,
+        comment=r.text("comment"),
+        extra=r.text("extra"),
+        features=r.text("features"),
+        partitions=r.strings("partitions"),
+    )
+
+
+def parse_jobs(doc: Any) -> tuple[list[SlurmJob], list[RecordProblem]]:
+    """The jobs of a ``squeue --json`` reply (all states: 22.05's ``--json`` ignores filters).
+    A job whose size is unusable is kept (it may hold nodes) but marked ``sized=False``."""
     jobs: list[SlurmJob] = []
-    errors: list[FieldError] = []
+    errors: list[RecordProblem] = []
     for i, rec in enumerate(_records(doc, "jobs", "squeue --json")):
-        if not isinstance(rec, Mapping):
-            errors.append(FieldError(f"job #{i}", "-", "is not a JSON object"))
+        if type(rec) is not dict and not isinstance(rec, Mapping):
+            errors.append(RecordProblem("job", f"#{i}", "-", "is not a JSON object"))
             continue
         job_id = rec.get("job_id")
         if isinstance(job_id, bool) or not isinstance(job_id, int):
-            errors.append(FieldError(f"job #{i}", "job_id", f"is missing or not a number: {job_id!r}"))
+            errors.append(RecordProblem("job", f"#{i}", "job_id", f"is missing or not a number: {job_id!r}"))
             continue
-        r = _Reader(rec, f"job {job_id}", errors)
-        raw_state = rec.get("job_state")
-        if isinstance(raw_state, list):
-            raw_state = raw_state[0] if raw_state else None
-        state = raw_state.upper() if isinstance(raw_state, str) else ""
-        if not state:
-            errors.append(FieldError(r.what, "job_state", "is missing"))
-            continue
+        try:
+            job = _job(rec, job_id, _Reader(rec, "job", str(job_id), errors))
+        except Exception as exc:  # noqa: BLE001 - hostile data: name the record, never a bare traceback
+            raise RecordError("squeue --json", "job", str(job_id), exc) from exc
+        if job is not None:
+            jobs.append(job)
+    return jobs, errors
+
+
+def _job(rec: Mapping[str, Any], job_id: int, r: _Reader) -> SlurmJob | None:
+    errors = r.errors
+    raw_state = rec.get("job_state")
+    if isinstance(raw_state, list):
+        raw_state = raw_state[0] if raw_state else None
+    state = raw_state.upper() if isinstance(raw_state, str) else ""
+    if not state:
+        r.problem("job_state", "is missing", "unreadable")
+        return None
+    pending = state == "PENDING"
+    if not pending and state not in ACTIVE_JOB_STATES:
+        return None  # finished: holds no node and is no demand (squeue lists it for MinJobAge)
+    before = len(errors)  # problems from here on are in the job's size
+    cpus = max(r.integer("cpus", 1), 1)
+    node_count = max(r.integer("node_count", 1), 1)
+    if not pending:
         try:
             nodes = expand_hostlist(r.text("nodes"))
         except ValueError as exc:
-            errors.append(FieldError(r.what, "nodes", str(exc)))
+            r.problem("nodes", str(exc), "unreadable")
             nodes = ()
         time_limit = _plain(rec.get("time_limit"))
         end = r.number("end_time") if isinstance(time_limit, int) and not isinstance(time_limit, bool) else None
-        array_text = r.text("array_task_string")
-        tasks = 1
-        if state == "PENDING" and array_text and rec.get("array_task_id") is None:
-            try:
-                tasks = array_task_count(array_text)
-            except ValueError:
-                errors.append(FieldError(r.what, "array_task_string", f"cannot be read: {array_text!r}"))
-        jobs.append(SlurmJob(
-            job_id=job_id,
-            state=state,
-            nodes=nodes,
-            cpus=max(r.integer("cpus", 1), 1),
-            node_count=max(r.integer("node_count", 1), 1),
-            memory_per_node=_memory(r, "memory_per_node"),
-            memory_per_cpu=_memory(r, "memory_per_cpu"),
-            state_reason=r.text("state_reason", "None"),
-            partition=r.text("partition"),
-            start_time=r.number("start_time"),
-            end_time=end,
-            submit_time=r.number("submit_time"),
-            requeue=bool(rec.get("requeue", True)),
-            array_tasks=tasks,
-        ))
-    return jobs, errors
+        # positional: this runs for every running job every poll
+        return SlurmJob(job_id, state, nodes, cpus, node_count, None, None, "None", "", r.number("start_time"),
+                        end, 0.0, bool(rec.get("requeue", True)), 1, len(errors) == before)
+    array_text = r.text("array_task_string")
+    tasks = 1
+    if array_text and rec.get("array_task_id") is None:
+        try:
+            tasks = array_task_count(array_text)
+        except ValueError as exc:
+            r.problem("array_task_string", f"cannot be read: {array_text[:60]!r} ({exc})", "unreadable")
+    memory_per_node = _memory(r, "memory_per_node")
+    memory_per_cpu = _memory(r, "memory_per_cpu")
+    sized = len(errors) == before
+    if not sized:
+        errors[before:] = [replace(e, problem=e.problem + "; the job is left out of demand")
+                           for e in errors[before:]]
+    return SlurmJob(job_id, state, (), cpus, node_count, memory_per_node, memory_per_cpu,
+                    r.text("state_reason", "None"), r.text("partition"), 0.0, None, r.number("submit_time"),
+                    bool(rec.get("requeue", True)), tasks, sized)
 
 
 def demand_from_jobs(jobs: Iterable[SlurmJob], partitions: frozenset[str] = frozenset(),
@@ -460,12 +517,13 @@ def demand_from_jobs(jobs: Iterable[SlurmJob], partitions: frozenset[str] = froz
 
     A job asking for N nodes counts as N nodes' worth of demand (``count``); per node it needs
     ``ceil(cpus / nodes)`` cores and ``memory_per_node`` (or ``memory_per_cpu`` × cores) MB.
-    Held, dependent, throttled (``JobArrayTaskLimit``) or limit-blocked jobs are not demand.
+    Held, dependent, throttled (``JobArrayTaskLimit``) or limit-blocked jobs are not demand, nor
+    jobs whose size could not be read (``sized``).
     """
     groups: dict[tuple[int, int], list[float]] = {}
     counts: dict[tuple[int, int], int] = {}
     for job in jobs:
-        if job.state != "PENDING" or job.state_reason not in reasons:
+        if job.state != "PENDING" or job.state_reason not in reasons or not job.sized:
             continue
         if partitions and not (set(job.partition.split(",")) & partitions):
             continue

@@ -1,0 +1,165 @@
+"""Workers and demand from HTCondor ads: what the adapter reads from one slot or job ad.
+
+Pure functions on ``classad2.ClassAd`` objects or plain dicts (the tests and the simulated pool
+pass dicts). Hostile or broken values (:mod:`nodemanager.scheduler.records`): an idle job whose
+``RequestCpus``/``RequestMemory``/``RequestDisk`` is not a usable number (``real("INF")``, NaN, an
+overflow, negative, beyond 2^31-1, a string or boolean, ``undefined`` or ``error``) is left out of
+demand with a :class:`~nodemanager.scheduler.records.RecordProblem`. A slot ad with such a resource
+count (:data:`SLOT_COUNTS`) keeps its worker, so its VM stays paired and is never shut down as a
+broken boot, but the count is not used: capacity unknown (0) and at least one job, so the core
+classes it busy and leaves it alone. An ad that cannot be read at all is a SchedulerError naming it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Iterable, Mapping
+
+from nodemanager.core.classify import ad_number, htcondor_worker_fields
+from nodemanager.model import Demand, Worker, frozen_map
+from nodemanager.scheduler.port import SchedulerError
+from nodemanager.scheduler.records import MAX_COUNT, RecordProblem, number_problem
+
+__all__ = ["JOB_ATTRIBUTES", "SLOT_COUNTS", "worker_from_ad", "demand_from_jobs", "slot_problems",
+           "job_request", "job_name"]
+
+JOB_ATTRIBUTES = ("RequestCpus", "RequestMemory", "RequestDisk", "QDate", "ClusterId", "ProcId")
+# The job attributes that size a demand, with their default when absent and their largest value.
+_JOB_SIZES = (("RequestCpus", 1, MAX_COUNT), ("RequestMemory", 0, MAX_COUNT),
+              ("RequestDisk", 0, MAX_COUNT * 1024))  # RequestDisk is KiB
+# The slot attributes that count resources or jobs: an unusable one leaves the worker alone.
+SLOT_COUNTS = ("TotalSlotCpus", "Cpus", "TotalCpus", "TotalSlotMemory", "Memory", "TotalMemory",
+               "NumDynamicSlots")
+
+
+def _values(ad: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
+    """The evaluated values of those ``keys`` that ``ad`` has, classad2 ``Undefined``/``Error``
+    kept (``plain_ad`` drops them, which would make them look absent)."""
+    import classad2
+
+    out: dict[str, Any] = {}
+    if isinstance(ad, classad2.ClassAd):
+        wanted = set(keys)
+        for key in ad.keys():  # one pass: a ClassAd lookup of a missing key costs an exception
+            if key in wanted:
+                v = ad[key]
+                out[key] = ad.eval(key) if isinstance(v, classad2.ExprTree) else v
+        return out
+    for key in keys:
+        v = ad.get(key)
+        if v is not None:  # a plain dict's None is an absent attribute
+            out[key] = v.eval() if isinstance(v, classad2.ExprTree) else v
+    return out
+
+
+def _value_problem(v: Any, high: float) -> tuple[str, str] | None:
+    """Why ``v`` (an evaluated attribute) is no usable count in [0, ``high``], else None."""
+    import classad2
+
+    if isinstance(v, classad2.Value):
+        reason = "error" if v == classad2.Value.Error else "undefined"
+        return reason, f"evaluates to {reason}"
+    return number_problem(v, 0, high)
+
+
+def slot_problems(ad: Mapping[str, Any], slot: str, raw: Mapping[str, Any] | None = None) -> list[RecordProblem]:
+    """The resource counts (:data:`SLOT_COUNTS`) of slot ``slot`` that cannot be used. ``ad`` is
+    plain (``plain_ad``); ``raw``, the ad it came from, tells a count that evaluated to
+    ``undefined`` or ``error`` (which ``plain_ad`` drops) from an absent one."""
+    out = []
+    for key in SLOT_COUNTS:
+        v = ad.get(key)
+        if v is None:
+            if raw is None or key not in raw:  # absent: the common case, no ClassAd lookup
+                continue
+            v = _values(raw, (key,)).get(key)
+            if v is None:
+                continue
+        bad = _value_problem(v, MAX_COUNT)
+        if bad is not None:
+            out.append(RecordProblem("node", slot, key, bad[1] + "; the startd is left alone", bad[0]))
+    return out
+
+
+def worker_from_ad(ad: Mapping[str, Any], *, id_attribute: str = "CloudInstanceID",
+                   unusable: Iterable[str] | None = None) -> Worker:
+    """A :class:`Worker` for the startd whose (partitionable) slot ad is ``ad`` (a plain dict).
+
+    ``name`` is the startd's ``Machine``; ``state`` is ``"State/Activity"``; ``ad`` keeps the whole
+    ad for the classifier, the victim estimates and the escalation expressions. Raises ValueError
+    if the ad lacks ``Name``/``Machine``. The resource counts in ``unusable`` (default: those
+    :func:`slot_problems` finds in ``ad``) are left out of the worker's ad; the worker then has no known capacity
+    and at least one job, so nothing drains or shuts it down on numbers it cannot trust.
+    """
+    get = ad.get
+    slot = get("Name") or get("Machine")
+    if not isinstance(slot, str) or not slot:
+        raise ValueError(f"slot ad without Name or Machine: {sorted(ad)[:8]}")
+    machine = get("Machine")
+    name = machine if isinstance(machine, str) and machine else slot.split("@", 1)[-1]
+    bad = set(unusable) if unusable is not None else {p.field for p in slot_problems(ad, slot)}
+    if bad:
+        ad = {k: v for k, v in ad.items() if k not in bad}
+    fields = htcondor_worker_fields(ad)  # the one mapping of ad attributes to Worker fields
+    fields.pop("cloud_id", None)
+    fields.setdefault("last_heard", ad_number(ad, "MyCurrentTime") or 0.0)
+    if bad:
+        fields.update(cpus=0, cpus_busy=0, ram_mb=0, running_jobs=max(fields.get("running_jobs", 0), 1))
+    cloud_id = get(id_attribute)
+    return Worker(name=name, scheduler="htcondor", ad=frozen_map(ad),
+                  cloud_id=str(cloud_id) if cloud_id not in (None, "") else None, **fields)
+
+
+def job_request(ad: Mapping[str, Any], index: int) -> tuple[int, int, int, float] | RecordProblem:
+    """(cpus, memory MB, disk MB, QDate or 0) of idle job ``ad`` (a ClassAd or dict; ``index``:
+    its place in the reply), or the problem that leaves it out of demand. Absent requests take
+    HTCondor's defaults (1 core)."""
+    values = _values(ad, JOB_ATTRIBUTES)
+    sizes = []
+    for key, default, high in _JOB_SIZES:
+        v = values.get(key, default)
+        bad = _value_problem(v, high)
+        if bad is not None:
+            return RecordProblem("job", job_name(values, index), key,
+                                 bad[1] + "; the job is left out of demand", bad[0])
+        sizes.append(int(v))
+    qdate = values.get("QDate")
+    submitted = float(qdate) if number_problem(qdate, 1, 2.0**53) is None else 0.0
+    return max(1, sizes[0]), sizes[1], sizes[2] // 1024, submitted
+
+
+def job_name(ad: Mapping[str, Any], index: int) -> str:
+    """``ClusterId.ProcId`` of a job ad, else its position in the reply (``#7``)."""
+    try:
+        cluster, proc = ad.get("ClusterId"), ad.get("ProcId")
+    except Exception:  # noqa: BLE001 - only a name for a message about an ad that broke
+        cluster = proc = None
+    if type(cluster) is int and type(proc) is int:
+        return f"{cluster}.{proc}"
+    return f"#{index}"
+
+
+def demand_from_jobs(jobs: Iterable[Mapping[str, Any]],
+                     problems: list[RecordProblem] | None = None) -> tuple[Demand, ...]:
+    """Idle jobs grouped by (RequestCpus, RequestMemory MB, RequestDisk MB), largest groups first.
+
+    Jobs with an unusable request are left out (appended to ``problems`` when given). Raises
+    SchedulerError naming the job if an ad cannot be read at all.
+    """
+    groups: dict[tuple[int, int, int], list[float]] = defaultdict(list)
+    for i, job in enumerate(jobs):
+        try:
+            req = job_request(job, i)
+        except Exception as exc:  # noqa: BLE001 - hostile data: name the job, never a bare traceback
+            raise SchedulerError(f"job {job_name(job, i)}: cannot read its ad "
+                                 f"({type(exc).__name__}: {exc})") from exc
+        if isinstance(req, RecordProblem):
+            if problems is not None:
+                problems.append(req)
+            continue
+        cpus, mem, disk_mb, qdate = req
+        groups[(cpus, mem, disk_mb)].append(qdate)
+    out = [Demand(cpus=c, ram_mb=m, count=len(q), scratch_mb=d, oldest_submit=min(q) if any(q) else None)
+           for (c, m, d), q in groups.items()]
+    out.sort(key=lambda d: (-d.count, d.cpus, d.ram_mb))
+    return tuple(out)
