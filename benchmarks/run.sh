@@ -41,5 +41,7 @@ case "${1:-all}" in
 esac
 case "${1:-all}" in
   logescape|all) python benchmarks/bench_log_escape.py ;;
+esac
+case "${1:-all}" in
   poll|all)   python benchmarks/bench_poll.py --repeat 3 ;;
 esac

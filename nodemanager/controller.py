@@ -123,7 +123,8 @@ LINE_WIDTH = 120  # a routine decision line at INFO; the whole explanation follo
 
 def decision_line(e: NodeExplanation, dry_run: bool = False) -> str:
     """The operator's one line for a node decision: node, tuple, matched rule, matrix action ->
-    planned action, and as much of the reason as fits in :data:`LINE_WIDTH` characters."""
+    planned action and the reason; a routine line (no action, nothing blocked) keeps as much of
+    the reason as fits in :data:`LINE_WIDTH` characters, an action or a block keeps all of it."""
     action = e.action.value if e.action is not None else "none"
     if dry_run and e.action is not None:
         action = f"dry-run: would {action}"
@@ -131,7 +132,8 @@ def decision_line(e: NodeExplanation, dry_run: bool = False) -> str:
     why = f"blocked by {e.blocked_by}: {e.reason}" if e.blocked_by else e.reason
     if why:
         room = LINE_WIDTH - len(line) - 2
-        line += ": " + (why if len(why) <= room else why[:max(0, room - 1)] + "…")
+        routine = e.action is None and not e.blocked_by
+        line += ": " + (why if len(why) <= room or not routine else why[:max(0, room - 1)] + "…")
     return line
 
 

@@ -84,7 +84,10 @@ def _describe(v: Any) -> str:
     """How an out-of-range number is named in an error."""
     if isinstance(v, _Unusable):
         return v.what
-    digits = len(str(abs(int(v)))) if math.isfinite(v) else 0
+    if isinstance(v, int):  # math.isfinite cannot take an int beyond a float's range
+        digits = len(str(abs(v)))
+    else:
+        digits = len(str(abs(int(v)))) if math.isfinite(v) else 0
     return f"a number of {digits} digits" if digits > _MAX_DIGITS else repr(v)
 
 
