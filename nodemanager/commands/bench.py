@@ -75,7 +75,6 @@ def _rss_mb() -> float:
 def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None) -> dict:
     """Build a pool of ``n`` nodes and time its controller cycles (see the module docstring).
     ``tick`` is called once the pool is built and after each cycle (progress)."""
-    import logging
     import time
     from dataclasses import replace
 
@@ -89,7 +88,6 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None) ->
     from nodemanager.sim.cloud import SimCloud
     from nodemanager.sim.pool import Job, SimPool
 
-    logging.getLogger("nodemanager").setLevel(logging.ERROR)
     size = default_size(8)
     base = loads("", "<embedded defaults>")
     settings = replace(base, core=replace(base.core, sizes=(size,), max_nodes=2 * n))
@@ -201,6 +199,9 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None) ->
 
 
 def _child(n: int, repeat: int, conn) -> None:
+    import logging
+
+    logging.getLogger("nodemanager").setLevel(logging.ERROR)  # this child process only: no decision log
     try:
         conn.send(measure(n, repeat, tick=lambda: conn.send(None)))
     except BaseException as exc:  # report, do not hang the parent
