@@ -24,6 +24,9 @@ SIZES = (Size("small", 4, 16000, 0.17), Size("large", 16, 64000, 0.68, billing_p
                                              shutdown_window=300),
          Size("arv", 8, 32000, 0.4, shutdown_windows=(54, 5, 1)))
 SLURM = ["idle", "alloc", "mix", "drng", "drain", "down*", "idle~", "comp"]
+SETTINGS = CoreSettings(sizes=SIZES, min_nodes=10, max_nodes=10**6, max_concurrent_drains=50,
+                        max_destroys_per_hour=500, down_freeze_count=10**6)
+"""Limits that make the planner choose victims and boot, as a busy pool's would."""
 HTC = [("Unclaimed", "Idle", 0), ("Unclaimed", "Idle", 3), ("Drained", "Idle", 0),
        ("Drained", "Retiring", 2), ("Owner", "Idle", 0)]
 
@@ -70,8 +73,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="1000,10000,50000")
     args = ap.parse_args()
     matrix = policy_matrix.load_default()
-    settings = CoreSettings(sizes=SIZES, min_nodes=10, max_nodes=10**6, max_concurrent_drains=50,
-                            max_destroys_per_hour=500, down_freeze_count=10**6)
+    settings = SETTINGS
     for n in (int(x) for x in args.sizes.split(",")):
         snap = pool(n)
         walls, cpus = [], []

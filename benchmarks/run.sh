@@ -43,5 +43,8 @@ case "${1:-all}" in
   logescape|all) python benchmarks/bench_log_escape.py ;;
 esac
 case "${1:-all}" in
+  snapshot|all) python benchmarks/bench_snapshot_http.py ;;
+esac
+case "${1:-all}" in
   poll|all)   python benchmarks/bench_poll.py --repeat 3 ;;
 esac

@@ -23,6 +23,9 @@ Endpoints (all on the configured address, loopback by default):
   ``#sort=-COLUMN`` in the URL sorts on load);
 * ``GET /metrics`` the private Prometheus registry;
 * ``GET /healthz`` 200 when the last cycle finished within ``stale_after`` seconds, else 503 with why;
+* ``GET /snapshot.json`` with the admin token: the last cycle's snapshot, the JSON
+  ``nodemanager plan --snapshot`` reads (``plan --live`` previews an edit on it); 503 before the
+  first cycle. It needs the token because it holds addresses, cloud tags and HTCondor ads;
 * ``POST /admin/hold|release|drain|cancel/NODE`` and ``POST /admin/pause|resume`` with
   ``Authorization: Bearer TOKEN``: 404 while no token is configured, 401 without the header,
   403 with a wrong token. ``pause`` takes an optional JSON body ``{"reason": "..."}``.
@@ -514,6 +517,8 @@ class StatusServer:
                                  f"{shown} is not a name of this server ([Manage] allowed_hosts)")
             return _text(421, f"this server does not answer to the name {shown}: add it to "
                               "[Manage] allowed_hosts\n")
+        if method in ("GET", "HEAD") and path == "/snapshot.json":
+            return self._snapshot(environ, peer)
         if method in ("GET", "HEAD"):
             return self._get(path)
         if method == "POST":
@@ -540,9 +545,8 @@ class StatusServer:
             return _text(405, "admin actions need POST\n", {"Allow": "POST"})
         return _text(404, "not found: try /, /status.json, /metrics, /healthz\n")
 
-    def _post(self, path: str, environ: Mapping[str, Any], peer: str) -> _Reply:
-        if not path.startswith("/admin/"):
-            return _text(404, "not found\n")
+    def _check_admin(self, environ: Mapping[str, Any], path: str, peer: str) -> _Reply | None:
+        """None when the request carries the admin token, else the reply refusing it."""
         refused = self.check_token(environ.get("HTTP_AUTHORIZATION"))
         if refused == 404:
             return self._json(404, {"error": "admin API disabled: no token configured ([Manage] token)"})
@@ -553,6 +557,26 @@ class StatusServer:
         if refused == 403:
             self._refuse("wrong_token", f"admin request {path} from {peer} refused: wrong token")
             return self._json(403, {"error": "wrong token"})
+        return None
+
+    def _snapshot(self, environ: Mapping[str, Any], peer: str) -> _Reply:
+        """``GET /snapshot.json``: the snapshot the last cycle planned, secrets redacted."""
+        from nodemanager.snapshot import to_json
+        refused = self._check_admin(environ, "/snapshot.json", peer)
+        if refused is not None:
+            return refused
+        report = self.source().report
+        if report is None:
+            return self._json(503, {"error": "no cycle has finished yet: no snapshot to serve"})
+        body = json.dumps(_redact(to_json(report.snapshot), self.secrets), separators=(",", ":"))
+        return _Reply(200, body.encode(), "application/json")
+
+    def _post(self, path: str, environ: Mapping[str, Any], peer: str) -> _Reply:
+        if not path.startswith("/admin/"):
+            return _text(404, "not found\n")
+        refused = self._check_admin(environ, path, peer)
+        if refused is not None:
+            return refused
         parts = path[len("/admin/"):].split("/")
         verb, node = parts[0], None
         if verb in _NODE_VERBS:

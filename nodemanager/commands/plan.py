@@ -3,6 +3,7 @@
 Nothing is contacted and nothing is changed: the same pure core as the daemon, on a file.
 Exit codes: 0 a plan was printed; 1 the snapshot, config or matrix is unusable (the error names the
 file and the field, section/option or line); 2 bad command-line usage (from argparse).
+``--live`` (:mod:`nodemanager.commands.plan_live`) exits as diff(1): 0 no change, 1 changes, 2 errors.
 See docs/plan.md.
 """
 
@@ -19,10 +20,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "plan", help="show what the controller would do for a snapshot (no action taken)",
         description="Pair, classify, look up the matrix and plan for the snapshot in FILE, and "
                     "print each node's state tuple, matched rule and planned action.")
-    parser.add_argument("--snapshot", required=True, metavar="FILE",
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--snapshot", metavar="FILE",
                         help="snapshot JSON (see docs/plan.md); - reads standard input")
+    source.add_argument("--live", action="store_true",
+                        help="preview --config/--matrix on the running daemon's last snapshot: "
+                             "print only the nodes and boots that would change (needs the admin "
+                             "token; exit 0 no change, 1 changes, 2 errors)")
     parser.add_argument("--config", metavar="INI",
-                        help="configuration file (sizes, [Daemon] limits); default: built-in defaults")
+                        help="configuration file (sizes, [Daemon] limits); default: built-in "
+                             "defaults. With --live: required; also where the daemon is")
+    parser.add_argument("--url", help="with --live: the daemon's status server (default "
+                                      "$NODEMANAGER_URL, else [Manage] of --config)")
+    parser.add_argument("--token", help="with --live: admin token (default $NODEMANAGER_TOKEN, "
+                                        "else [Manage] token of --config)")
+    parser.add_argument("--timeout", type=float, default=60.0,
+                        help="with --live: seconds per request (default 60)")
     parser.add_argument("--matrix", metavar="FILE",
                         help="policy matrix file; default: the config's, else the shipped default")
     parser.add_argument("--now", type=_epoch, metavar="EPOCH",
@@ -46,13 +59,17 @@ def _fail(*messages: object) -> int:
     return 1
 
 
-def _run(args: argparse.Namespace) -> int:
-    import dataclasses
-    import json
+class _Unusable(Exception):
+    """The config, matrix or snapshot cannot be used: the messages name the file and the place."""
 
+    def __init__(self, *messages: object) -> None:
+        super().__init__(*messages)
+        self.messages = messages
+
+
+def _inputs(args: argparse.Namespace) -> tuple:
+    """(settings, matrix, escalation) from ``--config`` and ``--matrix``; raises _Unusable."""
     import policy_matrix
-    from nodemanager import snapshot as snapshot_json
-    from nodemanager.core import plan
     from nodemanager.settings import Settings
 
     settings = Settings()
@@ -61,32 +78,60 @@ def _run(args: argparse.Namespace) -> int:
         try:
             settings = load(args.config)
         except ConfigError as e:
-            return _fail(*e.problems)
+            raise _Unusable(*e.problems) from None
         except OSError as e:
-            return _fail(f"{args.config}: cannot read: {e.strerror or e}")
-    try:
-        snap = snapshot_json.load(args.snapshot)
-    except snapshot_json.SnapshotError as e:
-        return _fail(str(e))
-    if args.now is not None:
-        snap = dataclasses.replace(snap, now=args.now)
+            raise _Unusable(f"{args.config}: cannot read: {e.strerror or e}") from None
     matrix_file = args.matrix or settings.matrix_file
     try:
         matrix = policy_matrix.load(matrix_file) if matrix_file else policy_matrix.load_default()
     except policy_matrix.MatrixError as e:
-        return _fail(str(e))
+        raise _Unusable(str(e)) from None
     except OSError as e:
-        return _fail(f"{matrix_file}: cannot read: {e.strerror or e}")
+        raise _Unusable(f"{matrix_file}: cannot read: {e.strerror or e}") from None
     escalation = None
     if settings.drain.escalate_quick or settings.drain.escalate_fast or settings.drain.deadline:
         try:
             from nodemanager.core.escalation import make_escalation
         except ImportError as e:  # the HTCondor bindings are an optional extra
-            return _fail(f"{args.config}: [Drain] escalation needs the htcondor extra ({e})")
+            raise _Unusable(f"{args.config}: [Drain] escalation needs the htcondor extra ({e})") from None
         try:
             escalation = make_escalation(settings.drain)
         except ValueError as e:
-            return _fail(f"{args.config}: {e}")
+            raise _Unusable(f"{args.config}: {e}") from None
+    return settings, matrix, escalation
+
+
+def _live_inputs(args: argparse.Namespace) -> tuple:
+    from nodemanager.commands.plan_live import LiveError
+    try:
+        return _inputs(args)
+    except _Unusable as e:
+        raise LiveError("; ".join(str(m) for m in e.messages)) from None
+
+
+def _run(args: argparse.Namespace) -> int:
+    import dataclasses
+    import json
+
+    from nodemanager import snapshot as snapshot_json
+    from nodemanager.core import plan
+
+    if args.live:
+        if args.now is not None:
+            print("nodemanager plan: error: --now cannot be used with --live (the daemon's "
+                  "decisions are for its cycle's time)", file=sys.stderr)
+            return 2
+        from nodemanager.commands.plan_live import run_live
+        return run_live(args, _live_inputs)
+    try:
+        settings, matrix, escalation = _inputs(args)
+        snap = snapshot_json.load(args.snapshot)
+    except _Unusable as e:
+        return _fail(*e.messages)
+    except snapshot_json.SnapshotError as e:
+        return _fail(str(e))
+    if args.now is not None:
+        snap = dataclasses.replace(snap, now=args.now)
     result = plan(snap, settings.core, matrix, escalation=escalation)
     if args.format == "json":
         json.dump(plan_to_json(result), sys.stdout, indent=1)
