@@ -56,7 +56,7 @@ import functools
 from typing import Any, Mapping, NamedTuple
 
 from nodemanager.model import Worker
-from nodemanager.scheduler.port import DRAIN_REASON_PREFIX
+from nodemanager.tags import DRAIN_REASON_PREFIX
 from policy_matrix.vocabulary import BUSY, DOWN, IDLE, UNPAIRED
 
 __all__ = ["Classification", "classify_slurm", "classify_htcondor", "classify_worker",

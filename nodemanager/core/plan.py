@@ -27,7 +27,6 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from nodemanager.cloud.port import TAG_REQUEST
 from nodemanager.core.billing import (Schedule, _window, boot_grace_state, idle_grace_state,
                                       schedule_for, window_state)
 from nodemanager.core.classify import (Classification, classify_foreign, classify_worker,
@@ -39,6 +38,7 @@ from nodemanager.model import (Action, BootRequest, CloudNode, Demand, InFlight,
                                NodeExplanation, Plan, PlanItem, Size, Snapshot, StateTuple,
                                VictimCost, Worker)
 from nodemanager.settings import CoreSettings
+from nodemanager.tags import TAG_REQUEST
 from nodemanager.text import duration
 from policy_matrix.vocabulary import (BOOT_EXCEEDED, BUSY, DOWN, IDLE, UNPAIRED)
 

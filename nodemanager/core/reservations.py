@@ -15,9 +15,8 @@ import json
 from dataclasses import dataclass
 from typing import Iterable, NamedTuple
 
-from nodemanager.cloud.port import TAG_REQUEST
-from nodemanager.cloud.reconcile import is_gone
-from nodemanager.model import CloudNode, InFlight
+from nodemanager.model import CloudNode, InFlight, is_gone
+from nodemanager.tags import TAG_REQUEST
 
 __all__ = ["Reservation", "Settled", "settle", "to_line", "from_line"]
 
