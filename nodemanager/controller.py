@@ -416,6 +416,7 @@ class Controller:
         report, tasks = self.prepare(nodes, cloud_polled_at, poll)
         outcomes: list[Outcome] = []
         for task in tasks:
+            assert self.actuator is not None  # prepare() hands out tasks only to an actuator
             outcomes.extend(self.actuator.run(task))
         self.record(outcomes)
         self._pending_outcomes = []

@@ -130,7 +130,7 @@ def format_table(p) -> str:
     from nodemanager.text import printable
     head = ("NODE", "NAME", "SIZE", "STATE", "WINDOW", "BOOT", "IDLE", "RULE", "MATRIX",
             "ACTION", "BLOCKED")
-    rows = [head]
+    rows: list[tuple[str, ...]] = [head]
     for e in p.nodes:
         rows.append(tuple(printable(c) for c in (
             e.node_id, e.name, e.size, *e.tuple.as_tuple(), _short_rule(e.rule),

@@ -114,7 +114,7 @@ class JobStream:
 
     def due(self, now: float) -> list[Job]:
         """The jobs submitted up to ``now`` that were not handed out yet."""
-        jobs = []
+        jobs: list[Job] = []
         while self.next_time() <= now:
             if self._next_burst <= self._next_single:
                 t = self._next_burst
