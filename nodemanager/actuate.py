@@ -42,15 +42,13 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable, TypeGuard
 
-from nodemanager.cloud.port import (TAG_CLUSTER, TAG_DESTROY, TAG_DRAIN, TAG_REQUEST, TAG_SIZE,
-                                    CloudDriver, CloudError, ErrorKind)
-from nodemanager.cloud.reconcile import is_gone
-from nodemanager.core.classify import is_our_reason
-from nodemanager.core.reservations import Reservation, settle
+from nodemanager.cloud import (CloudDriver, CloudError, ErrorKind, TAG_CLUSTER, TAG_DESTROY,
+                               TAG_DRAIN, TAG_REQUEST, TAG_SIZE, is_gone)
+from nodemanager.core import Reservation, is_our_reason, settle
 from nodemanager.journal import ReservationJournal
 from nodemanager.model import BootRequest, CloudNode, InFlight, ItemKind, Outcome, PlanItem, Worker
-from nodemanager.scheduler.port import (DrainRefused, DrainSchedule, DrainTicket,
-                                        Scheduler, SchedulerError, SchedulerPoll)
+from nodemanager.scheduler import (DrainRefused, DrainSchedule, DrainTicket, Scheduler,
+                                   SchedulerError, SchedulerPoll)
 from nodemanager.settings import Settings
 
 __all__ = ["Actuator", "ActuatorState", "Task", "INITIAL_BACKOFF", "BOOT_LISTING_TIMEOUT",

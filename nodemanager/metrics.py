@@ -29,8 +29,7 @@ from prometheus_client.registry import Collector
 
 from nodemanager.core import charged_between, is_our_reason, late_give_back
 from nodemanager.model import CycleReport, NodeExplanation, Size, Snapshot
-from nodemanager.scheduler.draining_stats import DrainingStats
-from nodemanager.scheduler.records import KINDS, REASONS, RecordProblem
+from nodemanager.scheduler import DrainingStats, KINDS, REASONS, RecordProblem
 
 __all__ = ["Metrics", "PAID_STATES", "FROZEN_REASONS", "CALL_TARGETS", "paid_state",
            "frozen_reason"]

@@ -64,7 +64,7 @@ from nodemanager.cloud.port import (PROVIDERS, TAG_CLUSTER, TAG_DRAIN, TAG_REQUE
                                     CloudError, ErrorKind, image_required)
 from nodemanager.cloud.ratelimit import TokenBucket
 from nodemanager.config import parse_bool
-from nodemanager.core.clocks import date_skew
+from nodemanager.core import date_skew
 from nodemanager.model import CloudNode, Size, frozen_map
 from nodemanager.settings import CloudSettings
 

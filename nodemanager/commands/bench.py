@@ -81,7 +81,7 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None) ->
 
     import policy_matrix
     from nodemanager.actuate import Actuator
-    from nodemanager.cloud.port import TAG_DRAIN
+    from nodemanager.cloud import TAG_DRAIN
     from nodemanager.config import loads
     from nodemanager.controller import Controller
     from nodemanager.daemon import tune_gc

@@ -80,7 +80,7 @@ def _run(args: argparse.Namespace) -> int:
     escalation = None
     if settings.drain.escalate_quick or settings.drain.escalate_fast or settings.drain.deadline:
         try:
-            from nodemanager.core.escalation import make_escalation
+            from nodemanager.core import make_escalation
         except ImportError as e:  # the HTCondor bindings are an optional extra
             return _fail(f"{args.config}: [Drain] escalation needs the htcondor extra ({e})")
         try:

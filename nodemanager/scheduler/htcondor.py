@@ -39,7 +39,7 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
-from nodemanager.core.classify import ad_number
+from nodemanager.core import ad_number
 from nodemanager.model import Worker
 from nodemanager.scheduler.draining_stats import DrainingStats, DrainingStatsRecorder
 from nodemanager.scheduler.port import (DRAIN_REASON_PREFIX, Confirmation, DrainRefused, DrainSchedule,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Iterable, Mapping
 
-from nodemanager.core.classify import ad_number, htcondor_worker_fields
+from nodemanager.core import ad_number, htcondor_worker_fields
 from nodemanager.model import Demand, Worker, frozen_map
 from nodemanager.scheduler.port import SchedulerError
 from nodemanager.scheduler.records import MAX_COUNT, RecordProblem, number_problem

@@ -45,9 +45,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from nodemanager.model import CloudNode, Demand, Size, Worker
-from nodemanager.scheduler.draining_stats import DrainingStats
-from nodemanager.scheduler.htcondor import DEFAULT_CONSTRAINT, HTCondorScheduler, worker_from_ad
-from nodemanager.scheduler.port import Confirmation, DrainSchedule, DrainTicket, SchedulerPoll
+from nodemanager.scheduler import (Confirmation, DEFAULT_CONSTRAINT, DrainSchedule, DrainTicket,
+                                   DrainingStats, HTCondorScheduler, SchedulerPoll, worker_from_ad)
 from nodemanager.sim.startd import DrainError, Job, JobEnd, SimStartd
 
 __all__ = ["SimPool", "PoolStats", "Job", "JobEnd"]
