@@ -40,17 +40,15 @@ import re
 import threading
 import uuid
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable
+from typing import Callable, Iterable, TypeGuard
 
-from nodemanager.cloud.port import (TAG_CLUSTER, TAG_DESTROY, TAG_DRAIN, TAG_REQUEST, TAG_SIZE,
-                                    CloudDriver, CloudError, ErrorKind)
-from nodemanager.cloud.reconcile import is_gone
-from nodemanager.core.classify import is_our_reason
-from nodemanager.core.reservations import Reservation, settle
+from nodemanager.cloud import (CloudDriver, CloudError, ErrorKind, TAG_CLUSTER, TAG_DESTROY,
+                               TAG_DRAIN, TAG_REQUEST, TAG_SIZE, is_gone)
+from nodemanager.core import Reservation, is_our_reason, settle
 from nodemanager.journal import ReservationJournal
 from nodemanager.model import BootRequest, CloudNode, InFlight, ItemKind, Outcome, PlanItem, Worker
-from nodemanager.scheduler.port import (DrainRefused, DrainSchedule, DrainTicket,
-                                        Scheduler, SchedulerError, SchedulerPoll)
+from nodemanager.scheduler import (DrainRefused, DrainSchedule, DrainTicket, Scheduler,
+                                   SchedulerError, SchedulerPoll)
 from nodemanager.settings import Settings
 
 __all__ = ["Actuator", "ActuatorState", "Task", "INITIAL_BACKOFF", "BOOT_LISTING_TIMEOUT",
@@ -122,7 +120,7 @@ def parse_drain_tag(value: str) -> tuple[float, str, float | None] | None:
     return started, _unquote(parts[1]), daemon_start
 
 
-def is_our_drain(worker: Worker | None) -> bool:
+def is_our_drain(worker: Worker | None) -> TypeGuard[Worker]:
     """True if the scheduler says the worker drains with our reason prefix."""
     return worker is not None and worker.draining and is_our_reason(worker.drain_reason)
 
@@ -149,7 +147,7 @@ def ticket_for(node: CloudNode | None, worker: Worker | None, worker_name: str |
     return None
 
 
-def worker_is_busy(worker: Worker | None) -> bool:
+def worker_is_busy(worker: Worker | None) -> TypeGuard[Worker]:
     """True if the worker runs anything (jobs or busy cores)."""
     return worker is not None and (worker.running_jobs > 0 or worker.cpus_busy > 0)
 
@@ -374,7 +372,8 @@ class Actuator:
                 self._blocked[size] = now + backoff
                 if err.kind is ErrorKind.QUOTA:
                     self._quota = (self._listed + len(self._boots), now)
-            what = f"quota learned: {self._quota[0]} nodes; " if err.kind is ErrorKind.QUOTA else ""
+            learned = self._quota if err.kind is ErrorKind.QUOTA else None
+            what = f"quota learned: {learned[0]} nodes; " if learned else ""
             return f"{err}; {what}size {size} not booted for {backoff:.0f}s"
         delay = self._failed(key, now)
         return f"{err}; retry in {delay:.0f}s"

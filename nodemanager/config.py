@@ -18,7 +18,7 @@ import stat
 from dataclasses import dataclass, fields, replace
 from typing import Any, Callable, Mapping
 
-from nodemanager.cloud.port import PROVIDERS, image_required
+from nodemanager.cloud import PROVIDERS, image_required
 from nodemanager.model import Size, frozen_map
 from nodemanager.settings import (CloudSettings, CoreSettings, DrainSettings, HASettings, ManageSettings,
                                   PollSettings, SchedulerSettings, Settings)
@@ -425,7 +425,7 @@ def default_state_dir() -> str:
 def _expression_error(expr: str) -> str | None:
     """Why an escalation expression is unusable, or None."""
     try:
-        from nodemanager.core.escalation import validate_expression
+        from nodemanager.core import validate_expression
         validate_expression(expr)
     except ImportError:
         return "needs the HTCondor bindings (classad2): pip install htcondor"

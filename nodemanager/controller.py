@@ -45,12 +45,11 @@ from dataclasses import replace
 from typing import Any, Callable, Iterable, Sequence
 
 from nodemanager.actuate import Actuator, ActuatorState, Task, is_our_drain, parse_drain_tag
-from nodemanager.cloud.port import TAG_DESTROY, TAG_DRAIN, TAG_REQUEST
-from nodemanager.cloud.reconcile import is_gone
-from nodemanager.core.clocks import launch_time
+from nodemanager.cloud import TAG_DESTROY, TAG_DRAIN, TAG_REQUEST, is_gone
+from nodemanager.core import launch_time
 from nodemanager.model import (CloudNode, CycleReport, InFlight, ItemKind, NodeExplanation,
                                Outcome, Plan, PlanItem, Snapshot, Worker)
-from nodemanager.scheduler.port import SchedulerPoll
+from nodemanager.scheduler import SchedulerPoll
 from nodemanager.settings import Settings
 from nodemanager.text import duration, short_rule
 from policy_matrix.vocabulary import DOWN, UNPAIRED
@@ -261,7 +260,7 @@ def _default_planner() -> Callable[..., Plan]:
 
 def _default_escalation(settings: Settings) -> Any:
     try:
-        from nodemanager.core.escalation import make_escalation
+        from nodemanager.core import make_escalation
     except ImportError:
         return None
     return make_escalation(settings.drain)
@@ -416,6 +415,7 @@ class Controller:
         report, tasks = self.prepare(nodes, cloud_polled_at, poll)
         outcomes: list[Outcome] = []
         for task in tasks:
+            assert self.actuator is not None  # prepare() hands out tasks only to an actuator
             outcomes.extend(self.actuator.run(task))
         self.record(outcomes)
         self._pending_outcomes = []

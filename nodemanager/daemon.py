@@ -45,12 +45,12 @@ from nodemanager.actors.roles import (CLOUD_POLLER, CONTROLLER, SCHEDULER_POLLER
 from nodemanager.actors.system import ActorSystem
 from nodemanager.actuate import Actuator
 from nodemanager.admin import AdminState
-from nodemanager.cloud.port import CloudDriver, CloudError
+from nodemanager.cloud import CloudDriver, CloudError
 from nodemanager.config import SECRET_OPTIONS, ConfigError, Problem
 from nodemanager.controller import Controller
 from nodemanager.journal import ReservationJournal
 from nodemanager.model import CycleReport, Worker
-from nodemanager.scheduler.port import Scheduler, SchedulerError
+from nodemanager.scheduler import Scheduler, SchedulerError
 from nodemanager.settings import Settings
 
 __all__ = ["Daemon", "POOL_SIZE", "EXIT_FATAL", "build_ports", "tune_gc"]
@@ -75,12 +75,12 @@ def build_ports(settings: Settings, clock: Callable[[], float]) -> tuple[CloudDr
         from nodemanager.sim.world import SimWorld
         world = SimWorld(settings, clock)
         return world.cloud, world.scheduler, world
-    from nodemanager.cloud.libcloud_driver import LibcloudCloud
+    from nodemanager.cloud import LibcloudCloud
     cloud = LibcloudCloud(settings.cloud)
     if settings.scheduler.kind == "slurm":
-        from nodemanager.scheduler.slurm import SlurmScheduler
+        from nodemanager.scheduler import SlurmScheduler
         return cloud, SlurmScheduler.from_settings(settings.scheduler, source=source), None
-    from nodemanager.scheduler.htcondor import HTCondorScheduler
+    from nodemanager.scheduler import HTCondorScheduler
     return cloud, HTCondorScheduler.from_settings(settings.scheduler), None
 
 

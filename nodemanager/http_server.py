@@ -116,7 +116,7 @@ def own_names(address: str) -> tuple[str, ...]:
     return tuple({address.lower(), hostname, hostname.split(".", 1)[0]} - {""})
 
 
-class _Demoted(logging.LoggerAdapter):  # type: ignore[type-arg]
+class _Demoted(logging.LoggerAdapter):
     """A waitress logger whose messages starting with ``prefix`` (nothing an operator can act
     on: a client that went away, requests waiting for a worker thread) are logged at DEBUG."""
 

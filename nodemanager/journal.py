@@ -20,7 +20,7 @@ import os
 import threading
 from typing import Iterable
 
-from nodemanager.core.reservations import Reservation, from_line, to_line
+from nodemanager.core import Reservation, from_line, to_line
 from nodemanager.settings import Settings
 
 __all__ = ["ReservationJournal", "journal_path"]

@@ -27,10 +27,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from nodemanager.core.billing import charged_between, late_give_back
+from nodemanager.core import charged_between, is_our_reason, late_give_back
 from nodemanager.model import CycleReport, NodeExplanation, Size, Snapshot
-from nodemanager.scheduler.draining_stats import DrainingStats
-from nodemanager.scheduler.records import KINDS, REASONS, RecordProblem
+from nodemanager.scheduler import DrainingStats, KINDS, REASONS, RecordProblem
 
 __all__ = ["Metrics", "PAID_STATES", "FROZEN_REASONS", "CALL_TARGETS", "paid_state",
            "frozen_reason"]
@@ -39,7 +38,6 @@ PAID_STATES = ("busy", "idle", "booting", "draining", "down")
 FROZEN_REASONS = ("stale", "mass_down", "paused", "clock_skew", "other")
 CALL_TARGETS = ("cloud", "scheduler")
 _GONE_CLOUD_STATES = frozenset({"terminated", "stopped", "deleted", "error"})
-_DRAIN_REASON_PREFIX = "nodemanager"  # same as nodemanager.scheduler.port.DRAIN_REASON_PREFIX
 _LABEL_OK = re.compile(r"[a-z0-9_.:*~#!%$@^+/-]{1,40}")
 _CALL_OK = re.compile(r"[a-z][a-z0-9_]{0,39}")
 _CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -320,12 +318,11 @@ class Metrics:
 
         by_tuple: dict[tuple[Any, str], int] = {}
         for e in plan.nodes:
-            key = (e.tuple, e.size)
-            by_tuple[key] = by_tuple.get(key, 0) + 1
+            by_tuple[e.tuple, e.size] = by_tuple.get((e.tuple, e.size), 0) + 1
         nodes: dict[tuple[str, ...], int] = {}
         for (st, size), count in by_tuple.items():
-            key = (*st.as_tuple(), _label(size))
-            nodes[key] = nodes.get(key, 0) + count
+            labels = (*st.as_tuple(), _label(size))
+            nodes[labels] = nodes.get(labels, 0) + count
         raw: dict[str, int] = {}
         for w in snap.workers:
             key = _label(w.state)
@@ -333,8 +330,8 @@ class Metrics:
         blocked: dict[tuple[str, str], int] = {}
         for e in plan.nodes:
             if e.blocked_by:
-                key = (_label(e.blocked_by), e.matrix_action.value)
-                blocked[key] = blocked.get(key, 0) + 1
+                why = (_label(e.blocked_by), e.matrix_action.value)
+                blocked[why] = blocked.get(why, 0) + 1
         planned: dict[str, int] = {}
         for item in plan.items:
             planned[item.kind.value] = planned.get(item.kind.value, 0) + 1
@@ -347,8 +344,8 @@ class Metrics:
         for node in snap.cloud_nodes:
             if node.state.lower() in _GONE_CLOUD_STATES:
                 continue
-            e = explained.get(node.id)
-            state = paid_state(e.tuple.worker_state if e else None, node.id in draining_nodes)
+            shown = explained.get(node.id)
+            state = paid_state(shown.tuple.worker_state if shown else None, node.id in draining_nodes)
             size = _label(node.size)
             paid_nodes[(state, size)] = paid_nodes.get((state, size), 0) + 1
             node_size = sizes.get(node.size)
@@ -374,7 +371,7 @@ class Metrics:
 
         if interval:
             idle_cores = sum(max(0, w.cpus - w.cpus_busy) for w in snap.workers
-                             if w.draining and _is_ours(w.drain_reason))
+                             if w.draining and is_our_reason(w.drain_reason))
             self._unclaimed.inc(idle_cores * interval)
 
         in_flight: dict[str, int] = {}
@@ -413,7 +410,7 @@ class Metrics:
             drains=len(drains), drain_oldest_age=max((snap.now - t for t in drains.values()),
                                                      default=0.0),
             foreign_drains=sum(1 for w in snap.workers
-                               if w.draining and not _is_ours(w.drain_reason)),
+                               if w.draining and not is_our_reason(w.drain_reason)),
             demand_jobs=jobs, demand_cpus=cpus,
             demand_oldest_wait=max(0.0, snap.now - min(submits)) if submits else 0.0,
             held=len(snap.held), frozen=frozen_reason(plan.frozen, snap.paused),
@@ -437,16 +434,13 @@ class Metrics:
         if last is not None and stats.badput > last:
             self._badput.inc(stats.badput - last)
 
-def _is_ours(reason: str | None) -> bool:
-    return bool(reason) and reason.startswith(_DRAIN_REASON_PREFIX)
-
 
 def _our_drains(snap: Snapshot, nodes: Iterable[NodeExplanation]) -> dict[str, float]:
     """Drains of ours under way: cloud node id -> when the drain started."""
     drains = {f.node: f.since for f in snap.in_flight if f.action == "drain"}
     by_worker = {e.worker: e.node_id for e in nodes if e.worker}
     for w in snap.workers:
-        if w.draining and _is_ours(w.drain_reason):
+        if w.draining and is_our_reason(w.drain_reason):
             node = by_worker.get(w.name, f"worker:{w.name}")
             drains.setdefault(node, w.state_since or snap.now)
     return drains

@@ -18,6 +18,8 @@ __all__ = [
     "StateTuple",
     "Size",
     "CloudNode",
+    "GONE_STATES",
+    "is_gone",
     "Worker",
     "Demand",
     "InFlight",
@@ -87,6 +89,15 @@ class CloudNode:
     private_ip: str | None = None
     hostname: str | None = None
     tags: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
+
+
+# States in which a listed VM is on its way out or gone: the core ignores such nodes.
+GONE_STATES = frozenset({"terminated", "shutting-down"})
+
+
+def is_gone(node: CloudNode) -> bool:
+    """True when the cloud reports the node terminated or terminating."""
+    return node.state in GONE_STATES
 
 
 @dataclass(frozen=True, slots=True)

@@ -142,7 +142,7 @@ def _port(settings: Settings) -> Check:
 
 
 def _cloud(settings: Settings, cloud: Any) -> Iterator[Check]:
-    from nodemanager.cloud.port import CloudError
+    from nodemanager.cloud import CloudError
 
     try:
         nodes = cloud.list_nodes()
@@ -173,7 +173,7 @@ def _cloud_fix(settings: Settings, message: str) -> str:
 
 
 def _scheduler(settings: Settings, scheduler: Any) -> Check:
-    from nodemanager.scheduler.port import SchedulerError
+    from nodemanager.scheduler import SchedulerError
 
     try:
         poll = scheduler.poll()

@@ -34,7 +34,7 @@ import math
 import re
 from typing import Any, Callable, Mapping
 
-from nodemanager.core.classify import htcondor_worker_fields
+from nodemanager.core import htcondor_worker_fields
 from nodemanager.model import CloudNode, Demand, InFlight, Snapshot, Worker, frozen_map
 
 __all__ = ["SnapshotError", "from_json", "loads", "load", "to_json", "dumps", "parse_time",

@@ -510,9 +510,9 @@ class StatusServer:
             self._throttle.warning(reason, warning)
 
     def _route(self, method: str, path: str, environ: Mapping[str, Any], peer: str) -> _Reply:
-        host = environ.get("HTTP_HOST")
+        host: str | None = environ.get("HTTP_HOST")
         if not host_allowed(host, self._hosts):
-            shown = repr(host[:100])  # the client's text: bounded and quoted
+            shown = repr((host or "")[:100])  # the client's text: bounded and quoted
             self._refuse("host", f"status server refused {method} {path[:100]} from {peer}: Host "
                                  f"{shown} is not a name of this server ([Manage] allowed_hosts)")
             return _text(421, f"this server does not answer to the name {shown}: add it to "

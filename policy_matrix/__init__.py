@@ -12,14 +12,18 @@ Usable without the daemon::
 The file format is described in docs/matrix.md.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from policy_matrix.errors import Diagnostic, MatrixError
 from policy_matrix.vocabulary import DEFAULT_VOCABULARY, Action, StateTuple, Vocabulary
 from policy_matrix.matrix import Match, Matrix, Rule
 from policy_matrix.parser import MAX_BYTES, default_path, load, load_default, parse
-from policy_matrix.source import MatrixSource
 from policy_matrix.diff import Change, diff
 from policy_matrix.importer import import_dict
 from policy_matrix.render import compact, format_rules, render_table, to_json
+
+if TYPE_CHECKING:
+    from policy_matrix.source import MatrixSource
 
 __all__ = [
     "Action",
@@ -45,3 +49,11 @@ __all__ = [
     "render_table",
     "to_json",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # MatrixSource (threads, file watching) loads on first use, so the pure core never loads it.
+    if name == "MatrixSource":
+        from policy_matrix.source import MatrixSource
+        return MatrixSource
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

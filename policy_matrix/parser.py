@@ -186,11 +186,11 @@ def _parse_rule(code: str, number: int, filename: str, vocabulary: Vocabulary
     dims = vocabulary.dimensions
     arrow = code.find(_ARROW)
     if arrow < 0:
-        fields = code.split(_SEP)
-        if len(fields) == len(dims) + 1:
+        parts = code.split(_SEP)
+        if len(parts) == len(dims) + 1:
             last_sep = code.rfind(_SEP)
             return error(last_sep + 1, f"missing '->' before the action: write "
-                                       f"'... {_ARROW} {fields[-1].strip()[:40]}' (columns: {_columns(vocabulary)})")
+                                       f"'... {_ARROW} {parts[-1].strip()[:40]}' (columns: {_columns(vocabulary)})")
         return error(len(code.rstrip()) + 1, f"missing '->' and action (a rule is: {_columns(vocabulary)})")
     second = code.find(_ARROW, arrow + len(_ARROW))
     if second >= 0:

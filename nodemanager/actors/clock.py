@@ -23,9 +23,9 @@ log = logging.getLogger(__name__)
 class Clock(Protocol):
     def __call__(self) -> float: ...
 
-    def call_at(self, when: float, fn: Callable[[], None]) -> int: ...
+    def call_at(self, when: float, fn: Callable[[], object]) -> int: ...
 
-    def call_later(self, delay: float, fn: Callable[[], None]) -> int: ...
+    def call_later(self, delay: float, fn: Callable[[], object]) -> int: ...
 
     def cancel(self, handle: int) -> None: ...
 
@@ -33,25 +33,25 @@ class Clock(Protocol):
 class _Timers:
     def __init__(self) -> None:
         self._lock = threading.Condition()
-        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._heap: list[tuple[float, int, Callable[[], object]]] = []
         self._cancelled: set[int] = set()
         self._seq = itertools.count(1)
 
-    def call_at(self, when: float, fn: Callable[[], None]) -> int:
+    def call_at(self, when: float, fn: Callable[[], object]) -> int:
         with self._lock:
             handle = next(self._seq)
             heapq.heappush(self._heap, (when, handle, fn))
             self._lock.notify()
             return handle
 
-    def call_later(self, delay: float, fn: Callable[[], None]) -> int:
+    def call_later(self, delay: float, fn: Callable[[], object]) -> int:
         return self.call_at(self() + max(0.0, delay), fn)  # type: ignore[operator]
 
     def cancel(self, handle: int) -> None:
         with self._lock:
             self._cancelled.add(handle)
 
-    def _pop_due(self, now: float) -> tuple[float, Callable[[], None]] | None:
+    def _pop_due(self, now: float) -> tuple[float, Callable[[], object]] | None:
         with self._lock:
             while self._heap and self._heap[0][0] <= now:
                 when, handle, fn = heapq.heappop(self._heap)
@@ -62,7 +62,7 @@ class _Timers:
             return None
 
     @staticmethod
-    def _fire(fn: Callable[[], None]) -> None:
+    def _fire(fn: Callable[[], object]) -> None:
         try:
             fn()
         except Exception:  # a timer callback must never kill the clock
@@ -112,10 +112,10 @@ class RealClock(_Timers):
     def __call__(self) -> float:
         return time.time()
 
-    def call_at(self, when: float, fn: Callable[[], None]) -> int:
+    def call_at(self, when: float, fn: Callable[[], object]) -> int:
         return super().call_at(time.monotonic() + (when - time.time()), fn)
 
-    def call_later(self, delay: float, fn: Callable[[], None]) -> int:
+    def call_later(self, delay: float, fn: Callable[[], object]) -> int:
         return super().call_at(time.monotonic() + max(0.0, delay), fn)
 
     def start(self) -> "RealClock":

@@ -111,7 +111,7 @@ class BaseActor(pykka.ThreadingActor):
                 self.system._done()
 
     def on_failure(self, exc_type: Any, exc_value: BaseException | None, tb: Any) -> None:
-        lost = self.actor_inbox.qsize()
+        lost = self.actor_inbox.qsize()  # type: ignore[attr-defined]  # pykka types the inbox as a protocol; a ThreadingActor's is a queue.Queue
         try:
             self.system._crashed(self.role, self.incarnation, exc_value)
         finally:

@@ -72,21 +72,21 @@ def normalise_namespace(root: Any, target: str | None) -> Any:
 class _TolerantResponse:
     """Mixin for libcloud's ``EC2Response``: normalise the namespace, then parse as libcloud does."""
 
-    def parse_body(self):  # type: ignore[no-untyped-def]
-        root = super().parse_body()  # type: ignore[misc]
+    def parse_body(self):
+        root = super().parse_body()
         if hasattr(root, "iter"):
             normalise_namespace(root, NAMESPACE)
         return root
 
-    def parse_error(self):  # type: ignore[no-untyped-def]
-        body = self.body  # type: ignore[attr-defined]
+    def parse_error(self):
+        body = self.body
         try:
             root = ET.XML(body)
         except Exception:
-            return super().parse_error()  # type: ignore[misc]
+            return super().parse_error()
         if _namespace_of(root.tag) is not None:
             self.body = ET.tostring(normalise_namespace(root, None), encoding="unicode")
-        return super().parse_error()  # type: ignore[misc]
+        return super().parse_error()
 
 
 class _EC2Extras:
@@ -127,7 +127,7 @@ class _EC2Extras:
 
 
 @lru_cache(maxsize=None)
-def tolerant_ec2_driver(driver_cls: type) -> type:
+def tolerant_ec2_driver(driver_cls: type[Any]) -> type[Any]:
     """A subclass of libcloud's EC2 driver class with the adjustments above."""
     conn_cls = driver_cls.connectionCls
     response_cls = type(f"Tolerant{conn_cls.responseCls.__name__}",

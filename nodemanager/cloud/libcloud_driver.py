@@ -64,7 +64,7 @@ from nodemanager.cloud.port import (PROVIDERS, TAG_CLUSTER, TAG_DRAIN, TAG_REQUE
                                     CloudError, ErrorKind, image_required)
 from nodemanager.cloud.ratelimit import TokenBucket
 from nodemanager.config import parse_bool
-from nodemanager.core.clocks import date_skew
+from nodemanager.core import date_skew
 from nodemanager.model import CloudNode, Size, frozen_map
 from nodemanager.settings import CloudSettings
 
@@ -303,7 +303,7 @@ class LibcloudCloud:
         self._first_seen: dict[str, float] = {}
         cls = get_driver(self.provider)
         if self.provider == "ec2":
-            cls = tolerant_ec2_driver(cls)
+            cls = tolerant_ec2_driver(cls)  # type: ignore[arg-type]  # mypy takes a class for unhashable (NodeDriver.__hash__); classes hash by identity
         _check_driver_args(self.provider, cls, self._options.driver_kwargs)
         self._driver_cls = cls
         self._driver_obj: Any = None
@@ -454,7 +454,7 @@ class LibcloudCloud:
             kwargs[tags_kwarg] = dict(tags)
         location = None
         if opts.location:
-            location = NodeLocation(id=opts.location, name=opts.location, country=None, driver=d)
+            location = NodeLocation(id=opts.location, name=opts.location, country=None, driver=d)  # type: ignore[arg-type]  # libcloud annotates str; its drivers pass None
         if self.provider == "gce":
             kwargs.update(size=size.cloud_type, image=opts.image)
             if opts.location:
@@ -470,7 +470,7 @@ class LibcloudCloud:
             if opts.location:  # an availability zone of the driver's region
                 zone = ExEC2AvailabilityZone(opts.location, "available", d.region_name)
                 kwargs["location"] = EC2NodeLocation(opts.location, opts.location, None, d, zone)
-            kwargs["image"] = NodeImage(id=opts.image, name=None, driver=d)
+            kwargs["image"] = NodeImage(id=opts.image, name=None, driver=d)  # type: ignore[arg-type]  # libcloud annotates str; image is required here (image_required)
             kwargs["ex_clienttoken"] = request[:64]
             if "ex_subnet" in kwargs:
                 kwargs["ex_subnet"] = EC2NetworkSubnet(kwargs["ex_subnet"], None, None)
@@ -485,7 +485,7 @@ class LibcloudCloud:
         elif self.provider == "openstack":
             from libcloud.compute.drivers.openstack import (OpenStackNetwork,
                                                             OpenStackSecurityGroup)
-            kwargs["image"] = NodeImage(id=opts.image, name=None, driver=d)
+            kwargs["image"] = NodeImage(id=opts.image, name=None, driver=d)  # type: ignore[arg-type]  # libcloud annotates str; image is required here (image_required)
             if "ex_security_groups" in kwargs:
                 kwargs["ex_security_groups"] = [OpenStackSecurityGroup(None, None, g, None, d)
                                                 for g in kwargs["ex_security_groups"]]

@@ -10,6 +10,8 @@ import enum
 from typing import Mapping, Protocol, runtime_checkable
 
 from nodemanager.model import CloudNode, Size
+from nodemanager.tags import (TAG_CLUSTER, TAG_DESTROY, TAG_DRAIN, TAG_FENCE, TAG_REQUEST,
+                              TAG_SIZE)
 
 __all__ = ["CloudDriver", "CloudError", "ErrorKind", "TAG_CLUSTER", "TAG_SIZE", "TAG_REQUEST",
            "TAG_DRAIN", "TAG_DESTROY", "TAG_FENCE", "PROVIDERS", "image_required"]
@@ -23,13 +25,6 @@ def image_required(driver: str) -> bool:
     return driver in PROVIDERS and driver != "dummy"
 
 
-# Tag keys written on our VMs; they are what survives a controller restart.
-TAG_CLUSTER = "nodemanager-cluster"
-TAG_SIZE = "nodemanager-size"
-TAG_REQUEST = "nodemanager-request"
-TAG_DRAIN = "nodemanager-drain"        # value: "<epoch>:<request id>" while we drain the node
-TAG_DESTROY = "nodemanager-destroy"    # value: "<epoch>" once we decided to destroy the node
-TAG_FENCE = "nodemanager-fence"        # value: the HA leader's fencing revision at its last mutation
 
 
 class ErrorKind(str, enum.Enum):

@@ -11,19 +11,10 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from nodemanager.cloud.port import TAG_REQUEST
-from nodemanager.model import CloudNode
+from nodemanager.model import GONE_STATES, CloudNode, is_gone
+from nodemanager.tags import TAG_REQUEST
 
 __all__ = ["GONE_STATES", "is_gone", "reconcile_create", "reconcile_destroy"]
-
-# States in which a listed VM is on its way out or gone: the core ignores such nodes.
-GONE_STATES = frozenset({"terminated", "shutting-down"})
-
-
-def is_gone(node: CloudNode) -> bool:
-    """True when the cloud reports the node terminated or terminating."""
-    return node.state in GONE_STATES
-
 
 def reconcile_create(listing: Iterable[CloudNode], request_id: str,
                      name: str | None = None) -> CloudNode | None:

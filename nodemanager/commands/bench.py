@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable
+from typing import Any, Callable
 
 __all__ = ["register", "measure"]
 
@@ -80,13 +80,21 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None) ->
 
     import policy_matrix
     from nodemanager.actuate import Actuator
-    from nodemanager.cloud.port import TAG_DRAIN
+    from nodemanager.cloud import TAG_DRAIN
     from nodemanager.config import loads
     from nodemanager.controller import Controller
     from nodemanager.daemon import tune_gc
     from nodemanager.sim.baselines import default_size
     from nodemanager.sim.cloud import SimCloud
+    from nodemanager.scheduler import DrainSchedule
     from nodemanager.sim.pool import Job, SimPool
+    from nodemanager.sim.startd import SimStartd
+
+    def joined(nid: str) -> SimStartd:
+        st = pool.startd(nid)
+        if st is None:
+            raise RuntimeError(f"bench: VM {nid} has no startd in the pool")
+        return st
 
     size = default_size(8)
     base = loads("", "<embedded defaults>")
@@ -109,7 +117,7 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None) ->
     n_drained = n * 2 // 100
     jid = 0
     for k, nid in enumerate(ids):
-        st = pool.startd(nid)
+        st = joined(nid)
         if k < n_busy:
             for _ in range(1 + k % 8):
                 jid += 1
@@ -123,13 +131,13 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None) ->
                         submit_time=clock[0]))
     idle_fresh = ids[n_busy + n_idle_old:n_busy + 2 * n_idle_old]
     for nid in idle_fresh:                          # recently idle: a short job just ended
-        st = pool.startd(nid)
+        st = joined(nid)
         jid += 1
         st.start_job(Job(id=f"s{jid}", cpus=1, ram_mb=512, runtime=10.0, submit_time=clock[0]),
                      clock[0])
     clock[0] += 20.0
     for nid in idle_fresh:
-        pool.startd(nid).advance(clock[0])
+        joined(nid).advance(clock[0])
     # ours: drains under way on some busy nodes, finished on some idle ones
     matrix = policy_matrix.load_default()
     actuator = Actuator(cloud, pool, settings, clock=now)
@@ -138,8 +146,10 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None) ->
     draining = ids[:n * 3 // 100]
     drained = ids[n_busy + 2 * n_idle_old:n_busy + 2 * n_idle_old + n_drained]
     for nid in draining + drained:
-        ticket = pool.drain(workers[nid], "graceful", "nodemanager: bench")
-        cloud.set_tags(cloud.node(nid), {TAG_DRAIN: f"{int(clock[0])}:{ticket.request_id}"})
+        ticket = pool.drain(workers[nid], DrainSchedule.GRACEFUL, "nodemanager: bench")
+        vm = cloud.node(nid)
+        assert vm is not None, nid  # built above, never destroyed
+        cloud.set_tags(vm, {TAG_DRAIN: f"{int(clock[0])}:{ticket.request_id}"})
     build_s = time.perf_counter() - t_build
     tick()
 
@@ -154,7 +164,7 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None) ->
     actuator = Actuator(c_cloud, c_sched, settings, clock=now)
     controller = Controller(settings, matrix, actuator, clock=now)
     tune_gc()  # as `nodemanager run` does once it has started up
-    rows = []
+    rows: list[dict[str, Any]] = []
     for _ in range(max(1, repeat)):
         if rows:
             tick()

@@ -91,7 +91,7 @@ def _inputs(args: argparse.Namespace) -> tuple:
     escalation = None
     if settings.drain.escalate_quick or settings.drain.escalate_fast or settings.drain.deadline:
         try:
-            from nodemanager.core.escalation import make_escalation
+            from nodemanager.core import make_escalation
         except ImportError as e:  # the HTCondor bindings are an optional extra
             raise _Unusable(f"{args.config}: [Drain] escalation needs the htcondor extra ({e})") from None
         try:
@@ -175,7 +175,7 @@ def format_table(p) -> str:
     from nodemanager.text import printable
     head = ("NODE", "NAME", "SIZE", "STATE", "WINDOW", "BOOT", "IDLE", "RULE", "MATRIX",
             "ACTION", "BLOCKED")
-    rows = [head]
+    rows: list[tuple[str, ...]] = [head]
     for e in p.nodes:
         rows.append(tuple(printable(c) for c in (
             e.node_id, e.name, e.size, *e.tuple.as_tuple(), _short_rule(e.rule),

@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nodemanager.settings import Settings
+    from policy_matrix import Matrix
 
 __all__ = ["register"]
 
@@ -112,7 +117,7 @@ def _settings(args: argparse.Namespace):
     return replace(settings, core=replace(settings.core, sizes=sizes))
 
 
-def _matrices(args: argparse.Namespace, settings) -> list[tuple[str, object]]:
+def _matrices(args: argparse.Namespace, settings: Settings) -> list[tuple[str, Matrix]]:
     import os
 
     import policy_matrix
@@ -192,8 +197,9 @@ def _simulate(args: argparse.Namespace) -> int:
     if sweeps and args.compare and not any(k == "nodes" for k, _ in sweeps):
         static = next(p for p in mains if p.baseline == "static")
         for n in sorted({max(1, round(static_nodes * f)) for f in (0.25, 0.5, 0.75)}):
-            if n < static_nodes:
-                variants.append(B.apply_param(static, "nodes", n))
+            fewer = B.apply_param(static, "nodes", n) if n < static_nodes else None
+            if fewer is not None:
+                variants.append(fewer)
 
     window = (f"days {args.skip_days:g}-{args.skip_days + args.days:g}" if args.days
               else f"days {args.skip_days:g}-end")
@@ -244,8 +250,8 @@ def _simulate(args: argparse.Namespace) -> int:
             print(format_table(sweep_rows).split("\n", 2)[-1])
         for n in notes:
             print(n)
-        for v in judged:
-            print(v.line())
+        for verdict in judged:
+            print(verdict.line())
         for f in killed:
             print(f"WARNING: {f.policy} killed {f.jobs_killed} job(s) without an escalation")
         print(f"total wall time {wall:.1f}s")

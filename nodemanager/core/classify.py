@@ -56,7 +56,7 @@ import functools
 from typing import Any, Mapping, NamedTuple
 
 from nodemanager.model import Worker
-from nodemanager.scheduler.port import DRAIN_REASON_PREFIX
+from nodemanager.tags import DRAIN_REASON_PREFIX
 from policy_matrix.vocabulary import BUSY, DOWN, IDLE, UNPAIRED
 
 __all__ = ["Classification", "classify_slurm", "classify_htcondor", "classify_worker",
@@ -147,7 +147,7 @@ _AD_LIMIT = 2.0**63  # a ClassAd integer is 64-bit: a value beyond it is no coun
 def ad_number(ad: Mapping[str, Any], key: str) -> float | None:
     """A numeric ad attribute, or None when absent, not a number (booleans and classad2 Values are
     not numbers), not finite (``real("INF")``, NaN) or beyond a 64-bit integer."""
-    v = ad.get(key)
+    v: Any = ad.get(key)
     t = type(v)
     if t is float:  # the common case, checked first: this runs for every ad every cycle
         return v if -_AD_LIMIT < v < _AD_LIMIT else None  # false for inf and NaN too

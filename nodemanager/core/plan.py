@@ -25,9 +25,8 @@ Order of reasoning, per cycle:
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Protocol
 
-from nodemanager.cloud.port import TAG_REQUEST
 from nodemanager.core.billing import (Schedule, _window, boot_grace_state, idle_grace_state,
                                       schedule_for, window_state)
 from nodemanager.core.classify import (Classification, classify_foreign, classify_worker,
@@ -39,12 +38,21 @@ from nodemanager.model import (Action, BootRequest, CloudNode, Demand, InFlight,
                                NodeExplanation, Plan, PlanItem, Size, Snapshot, StateTuple,
                                VictimCost, Worker)
 from nodemanager.settings import CoreSettings
+from nodemanager.tags import TAG_REQUEST
 from nodemanager.text import duration
+from policy_matrix.matrix import Match
 from policy_matrix.vocabulary import (BOOT_EXCEEDED, BUSY, DOWN, IDLE, UNPAIRED)
 
 __all__ = ["plan", "Escalation", "stale_inputs"]
 
 Escalation = Callable[[Worker, InFlight, float], "str | None"]
+
+
+class MatrixLookup(Protocol):
+    """What :func:`plan` needs of a matrix (a :class:`policy_matrix.Matrix`, or a test's stand-in)."""
+
+    def lookup(self, state: StateTuple) -> Match: ...
+
 
 _STALE, _PAUSED, _FROZEN, _HELD = "stale", "paused", "frozen", "held"
 _DEMAND, _MIN, _BUDGET, _IN_FLIGHT, _NO_WORKER = "demand", "min_nodes", "budget", "in_flight", "no_worker"
@@ -62,6 +70,13 @@ class _Node:
                  "next_what", "want", "forced", "cancellable", "drain", "blocked", "reason",
                  "needed", "why_needed", "request_id", "schedule", "ours_draining", "drained",
                  "foreign", "theirs")
+    # set by _classify for every node before any other step reads them
+    cls: Classification
+    tuple: StateTuple
+    rule: str
+    maction: Action
+    next_change: float | None
+    next_what: str | None
 
     def __init__(self, node: CloudNode, worker: Worker | None, size: Size | None) -> None:
         self.node, self.worker, self.size = node, worker, size
@@ -99,7 +114,7 @@ def stale_inputs(snapshot: Snapshot, poll_stale_after: float, tolerance: float =
     return f"input is stale ({', '.join(old)}; poll_stale_after {poll_stale_after:.0f}s)"
 
 
-def plan(snapshot: Snapshot, settings: CoreSettings, matrix, *, estimator: Estimator | None = None,
+def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, estimator: Estimator | None = None,
          escalation: Escalation | None = None) -> Plan:
     """Decide what to do now. ``matrix`` needs ``lookup(StateTuple) -> Match``; ``estimator``
     prices victims (default :func:`nodemanager.core.victims.estimate`); ``escalation`` may return
@@ -154,12 +169,16 @@ def _is_up(n: _Node) -> bool:
         or (n.tuple.worker_state == UNPAIRED and n.tuple.boot_grace != BOOT_EXCEEDED))
 
 
-def _verb(kind: ItemKind) -> str:
-    return {ItemKind.DRAIN: "drain", ItemKind.DESTROY: "destroy", ItemKind.CANCEL_DRAIN:
-            "cancel of drain", ItemKind.ESCALATE: "escalation"}[kind]
+_VERBS: dict[ItemKind | None, str] = {ItemKind.DRAIN: "drain", ItemKind.DESTROY: "destroy",
+                                      ItemKind.CANCEL_DRAIN: "cancel of drain",
+                                      ItemKind.ESCALATE: "escalation"}
 
 
-def _classify(snapshot: Snapshot, settings: CoreSettings, matrix, sizes: dict[str, Size],
+def _verb(kind: ItemKind | None) -> str:
+    return _VERBS[kind]
+
+
+def _classify(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, sizes: dict[str, Size],
               pairing: Pairing) -> list[_Node]:
     paired, reasons = pairing.paired, pairing.reasons
     now = snapshot.now
@@ -295,19 +314,22 @@ def _mass_down(nodes: list[_Node], settings: CoreSettings) -> str | None:
 
 # ---- demand ---------------------------------------------------------------------------------
 
+_Taken = Callable[["_Node | None", Demand, int], None]  # told each owner a placement used
+
+
 class _Bins:
     """Free capacity grouped by (cpus, ram, size); each group holds the owners (node or None)."""
 
     __slots__ = ("groups",)
 
     def __init__(self) -> None:
-        self.groups: dict[tuple[int, float, str], list] = {}
+        self.groups: dict[tuple[int, float, str], list[_Node | None]] = {}
 
-    def add(self, cpus: int, ram: float, size: str, owner) -> None:
+    def add(self, cpus: int, ram: float, size: str, owner: _Node | None) -> None:
         if cpus > 0:
             self.groups.setdefault((cpus, ram, size), []).append(owner)
 
-    def place(self, d: Demand, want_size: str | None, count: int, taken: Callable) -> int:
+    def place(self, d: Demand, want_size: str | None, count: int, taken: _Taken) -> int:
         """Place up to ``count`` jobs of ``d``; return how many were placed."""
         if count <= 0:
             return 0
@@ -387,10 +409,10 @@ def _place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, S
         elif ws in (IDLE, BUSY) and n.theirs is None:
             free = _free(cpus, ram, n.worker, ws)
             going = n.want is not None and not n.forced
-            tier = 2 if going else (1 if ws == IDLE else 0)
+            rank = 2 if going else (1 if ws == IDLE else 0)
             if n.forced:
                 continue
-            tiers[tier].add(free[0], free[1], n.node.size, n)
+            tiers[rank].add(free[0], free[1], n.node.size, n)
     for w, c in orphans:
         if c.state in (IDLE, BUSY) and not w.draining and foreign_drain(w) is None:
             free = _free(w.cpus, float(w.ram_mb), w, c.state)
@@ -400,7 +422,7 @@ def _place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, S
         if s is not None:
             tiers[3].add(s.cores, s.ram_mb * settings.node_mem_scaling, s.name, None)
 
-    def taken(owner, d: Demand, k: int) -> None:
+    def taken(owner: _Node | None, d: Demand, k: int) -> None:
         if isinstance(owner, _Node) and not owner.needed:
             owner.needed = True
             owner.why_needed = (f"queued jobs need it ({k} job(s) of {d.cpus} cpus, "
@@ -467,7 +489,7 @@ def _place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, S
                          f"{', '.join(sorted(s.name for s in fitting))})")
             continue
 
-        def cost(s: Size) -> tuple:
+        def cost(s: Size) -> tuple[float, float, int, float, str]:
             per = s.cores // max(d.cpus, 1)
             if d.ram_mb > 0:
                 per = min(per, int(s.ram_mb * scaling // d.ram_mb))

@@ -15,9 +15,8 @@ import json
 from dataclasses import dataclass
 from typing import Iterable, NamedTuple
 
-from nodemanager.cloud.port import TAG_REQUEST
-from nodemanager.cloud.reconcile import is_gone
-from nodemanager.model import CloudNode, InFlight
+from nodemanager.model import CloudNode, InFlight, is_gone
+from nodemanager.tags import TAG_REQUEST
 
 __all__ = ["Reservation", "Settled", "settle", "to_line", "from_line"]
 
@@ -59,11 +58,13 @@ def settle(reservations: Iterable[Reservation], listing: Iterable[CloudNode], no
             by_token[tag] = node
         else:
             untagged.setdefault(node.name, node)
-    listed, expired, still = [], [], []
+    listed: list[tuple[Reservation, CloudNode]] = []
+    expired: list[Reservation] = []
+    still: list[Reservation] = []
     for r in reservations:
-        node = by_token.get(r.token) or untagged.get(r.name)
-        if node is not None:
-            listed.append((r, node))
+        found = by_token.get(r.token) or untagged.get(r.name)
+        if found is not None:
+            listed.append((r, found))
         elif now - r.at > hold:
             expired.append(r)
         else:

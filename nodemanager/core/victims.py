@@ -122,7 +122,7 @@ def estimate(worker: Worker, now: float) -> VictimCost:
 
 def order_victims(costs: Iterable[tuple[str, VictimCost]], horizon: float) -> list[str]:
     """Node ids, best victim first (see the module docstring)."""
-    def key(item: tuple[str, VictimCost]) -> tuple:
+    def key(item: tuple[str, VictimCost]) -> tuple[int, float, float, bool, float, str]:
         node_id, c = item
         if c.stuck:
             return (0, 0.0, c.priority, not c.winding_down, c.time_to_go, node_id)

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Protocol
 
-from nodemanager.cloud.port import TAG_FENCE, CloudDriver, CloudError, ErrorKind
+from nodemanager.cloud import CloudDriver, CloudError, ErrorKind, TAG_FENCE
 from nodemanager.model import CloudNode, Size
-from nodemanager.scheduler.port import Confirmation, DrainSchedule, DrainTicket, SchedulerError, SchedulerPoll
+from nodemanager.scheduler import (Confirmation, DrainSchedule, DrainTicket, SchedulerError,
+                                   SchedulerPoll)
 
 __all__ = ["FencedCloud", "FencedScheduler", "Gate", "NOT_LEADER"]
 

@@ -39,7 +39,7 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
-from nodemanager.core.classify import ad_number
+from nodemanager.core import ad_number
 from nodemanager.model import Worker
 from nodemanager.scheduler.draining_stats import DrainingStats, DrainingStatsRecorder
 from nodemanager.scheduler.port import (DRAIN_REASON_PREFIX, Confirmation, DrainRefused, DrainSchedule,
@@ -120,14 +120,15 @@ class Htcondor2Bindings:
     def __init__(self, pool: str | None = None, schedds: Iterable[str] = (), *, module: Any = None,
                  query_timeout: float | None = None) -> None:
         if module is None:
-            import htcondor2 as module
+            import htcondor2
+            module = htcondor2
         self._htc = module
         if query_timeout:
             module.param["QUERY_TIMEOUT"] = str(int(query_timeout))
         self._pool = pool
         self._schedds = tuple(schedds)
         # socket.gaierror (an OSError) comes out of locate() for unresolvable names.
-        self.error_types = (module.HTCondorException, OSError)
+        self.error_types: tuple[type[BaseException], ...] = (module.HTCondorException, OSError)
 
     def _location(self, ad: Mapping[str, Any]) -> Any:
         import classad2
@@ -534,7 +535,7 @@ class HTCondorScheduler:
         raise DrainRefused(f"{name}: drain refused: {detail}", node=name)
 
     def _ours_now(self, ticket: DrainTicket
-                  ) -> tuple[Mapping[str, Any] | None, list[dict[str, Any]] | None, str]:
+                  ) -> tuple[Mapping[str, Any], list[dict[str, Any]] | None, str]:
         """(location, the startd's live slot ads or None, what went wrong or "")."""
         location = self._location(ticket.worker)
         fresh = self._fresh(ticket.worker, location)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Iterable, Mapping
 
-from nodemanager.core.classify import ad_number, htcondor_worker_fields
+from nodemanager.core import ad_number, htcondor_worker_fields
 from nodemanager.model import Demand, Worker, frozen_map
 from nodemanager.scheduler.port import SchedulerError
 from nodemanager.scheduler.records import MAX_COUNT, RecordProblem, number_problem
@@ -123,7 +123,7 @@ def job_request(ad: Mapping[str, Any], index: int) -> tuple[int, int, int, float
             return RecordProblem("job", job_name(values, index), key,
                                  bad[1] + "; the job is left out of demand", bad[0])
         sizes.append(int(v))
-    qdate = values.get("QDate")
+    qdate: Any = values.get("QDate")
     submitted = float(qdate) if number_problem(qdate, 1, 2.0**53) is None else 0.0
     return max(1, sizes[0]), sizes[1], sizes[2] // 1024, submitted
 

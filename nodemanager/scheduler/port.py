@@ -15,12 +15,10 @@ from typing import Protocol, runtime_checkable
 from nodemanager.model import Demand, Worker
 from nodemanager.scheduler.draining_stats import DrainingStats
 from nodemanager.scheduler.records import RecordProblem
+from nodemanager.tags import DRAIN_REASON_PREFIX
 
 __all__ = ["Scheduler", "SchedulerPoll", "SchedulerError", "DrainRefused", "DrainTicket",
            "DrainSchedule", "Confirmation", "DRAIN_REASON_PREFIX"]
-
-# Every drain we start carries this reason prefix, so we can tell our drains from anyone else's.
-DRAIN_REASON_PREFIX = "nodemanager"
 
 
 class DrainSchedule(str, enum.Enum):

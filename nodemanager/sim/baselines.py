@@ -240,5 +240,6 @@ def apply_param(policy: Policy, key: str, value: float) -> Policy | None:
     else:
         current = getattr(policy.settings.core, key)
         cast = type(current) if isinstance(current, (int, float)) else float
-        s = _with(policy.settings, **{key: cast(value)})
+        changed: dict[str, Any] = {key: cast(value)}
+        s = _with(policy.settings, **changed)
     return replace(policy, settings=s, params={**policy.params, "sweep": sweep})

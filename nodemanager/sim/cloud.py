@@ -38,9 +38,8 @@ from collections import Counter
 from dataclasses import replace
 from typing import Callable, Iterable, Mapping
 
-from nodemanager.core.billing import late_give_back, paid_seconds_for
-from nodemanager.core.clocks import date_skew
-from nodemanager.cloud.port import TAG_CLUSTER, TAG_SIZE, CloudError, ErrorKind
+from nodemanager.core import date_skew, late_give_back, paid_seconds_for
+from nodemanager.cloud import CloudError, ErrorKind, TAG_CLUSTER, TAG_SIZE
 from nodemanager.model import CloudNode, Size, frozen_map
 
 __all__ = ["SimCloud"]

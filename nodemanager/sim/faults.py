@@ -29,11 +29,10 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
-from nodemanager.cloud.port import CloudDriver, CloudError, ErrorKind
+from nodemanager.cloud import CloudDriver, CloudError, ErrorKind
 from nodemanager.model import CloudNode, Size, Worker
-from nodemanager.scheduler.draining_stats import DrainingStats
-from nodemanager.scheduler.port import (Confirmation, DrainSchedule, DrainTicket, Scheduler,
-                                        SchedulerError, SchedulerPoll)
+from nodemanager.scheduler import (Confirmation, DrainSchedule, DrainTicket, DrainingStats,
+                                   Scheduler, SchedulerError, SchedulerPoll)
 
 __all__ = ["Crash", "CloudFaults", "SchedulerFaults", "FaultyCloud", "FaultyScheduler",
            "CLOUD_ERRORS", "cloud_error", "dud_boots"]

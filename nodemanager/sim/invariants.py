@@ -32,13 +32,12 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from nodemanager.cloud.port import CloudDriver
-from nodemanager.core.plan import stale_inputs
+from nodemanager.cloud import CloudDriver
+from nodemanager.core import stale_inputs
 from nodemanager.journal import ReservationJournal
 from nodemanager.model import CloudNode, CycleReport, Size, Worker
-from nodemanager.scheduler.draining_stats import DrainingStats
-from nodemanager.scheduler.port import (Confirmation, DrainSchedule, DrainTicket, Scheduler,
-                                        SchedulerPoll)
+from nodemanager.scheduler import (Confirmation, DrainSchedule, DrainTicket, DrainingStats,
+                                   Scheduler, SchedulerPoll)
 from nodemanager.settings import Settings
 from nodemanager.sim.faults import Crash
 
@@ -350,8 +349,8 @@ class CheckedRun:
 
     def poll_inputs(self) -> None:
         """One cloud listing and one scheduler poll; a failure keeps the previous result."""
-        from nodemanager.cloud.port import CloudError
-        from nodemanager.scheduler.port import SchedulerError
+        from nodemanager.cloud import CloudError
+        from nodemanager.scheduler import SchedulerError
 
         now = self.clock()
         try:

@@ -45,9 +45,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from nodemanager.model import CloudNode, Demand, Size, Worker
-from nodemanager.scheduler.draining_stats import DrainingStats
-from nodemanager.scheduler.htcondor import DEFAULT_CONSTRAINT, HTCondorScheduler, worker_from_ad
-from nodemanager.scheduler.port import Confirmation, DrainSchedule, DrainTicket, SchedulerPoll
+from nodemanager.scheduler import (Confirmation, DEFAULT_CONSTRAINT, DrainSchedule, DrainTicket,
+                                   DrainingStats, HTCondorScheduler, SchedulerPoll, worker_from_ad)
 from nodemanager.sim.startd import DrainError, Job, JobEnd, SimStartd
 
 __all__ = ["SimPool", "PoolStats", "Job", "JobEnd"]
@@ -91,15 +90,16 @@ class _PoolBindings:
 
         self._pool = pool
         self._exc = htcondor2.HTCondorException
-        self.error_types = (htcondor2.HTCondorException, OSError)
+        self.error_types: tuple[type[BaseException], ...] = (htcondor2.HTCondorException, OSError)
 
     def _startd(self, location: Mapping[str, Any], message: str) -> SimStartd:
-        st = self._pool._by_address.get(location.get("MyAddress"))
+        address: Any = location.get("MyAddress")
+        st = self._pool._by_address.get(address)
         if st is None or not st.alive:
             raise self._exc(message)
         return st
 
-    def query_slots(self, constraint: str, projection: Sequence[str]) -> list[dict[str, Any]]:
+    def query_slots(self, constraint: str, projection: Sequence[str]) -> list[Mapping[str, Any]]:
         now = self._pool.now
         if constraint == DEFAULT_CONSTRAINT:
             return [st.pslot_ad(now) for st in self._pool._joined.values() if st.alive]
@@ -108,10 +108,10 @@ class _PoolBindings:
         return [ad for st in self._pool._joined.values() if st.alive for ad in st.slot_ads(now)
                 if is_true(evaluate(constraint, ad, now))]
 
-    def query_startd(self, location: Mapping[str, Any], projection: Sequence[str]) -> list[dict[str, Any]]:
-        return self._startd(location, "Failed communication with collector.").slot_ads(self._pool.now)
+    def query_startd(self, location: Mapping[str, Any], projection: Sequence[str]) -> list[Mapping[str, Any]]:
+        return list(self._startd(location, "Failed communication with collector.").slot_ads(self._pool.now))
 
-    def query_idle_jobs(self, projection: Sequence[str]) -> list[dict[str, Any]]:
+    def query_idle_jobs(self, projection: Sequence[str]) -> list[Mapping[str, Any]]:
         return [{"RequestCpus": j.cpus, "RequestMemory": j.ram_mb, "QDate": int(j.submit_time)}
                 for _, j in self._pool._idle_jobs()]
 

@@ -171,7 +171,7 @@ class _World:
         and while jobs queue, the queue and free cores."""
         demand = self.pool.demand()
         startd = self.pool.startd
-        nodes = []
+        nodes: list[tuple[object, ...]] = []
         for nid in self.launched:
             if nid in self.gone:
                 continue
@@ -380,9 +380,9 @@ def _figures(jobs: Sequence[SwfJob], split: _Split, policy: Policy, bounds: Boun
         booting += max(0.0, min(gone, joined) - launched)
     draining = 0.0
     for nid, t in drained_at.items():
-        gone = w.gone.get(nid)
-        if gone is not None:
-            draining += max(0.0, gone - max(t, w.last_busy.get(nid, t)))
+        ended = w.gone.get(nid)
+        if ended is not None:
+            draining += max(0.0, ended - max(t, w.last_busy.get(nid, t)))
     idle = max(0.0, alive_s - busy_s - booting - draining)
     waste = {"busy": busy_s / HOUR, "idle": idle / HOUR, "booting": booting / HOUR,
              "draining": draining / HOUR, "billing": max(0.0, paid - alive_s) / HOUR}

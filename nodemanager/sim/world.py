@@ -24,11 +24,11 @@ import random
 import threading
 from typing import Any, Callable, Mapping
 
-from nodemanager.cloud.port import CloudDriver
+from nodemanager.cloud import CloudDriver
 from nodemanager.config import ConfigError, Problem, parse_duration
 from nodemanager.model import CloudNode, Size, Worker
-from nodemanager.scheduler.draining_stats import DrainingStats
-from nodemanager.scheduler.port import Confirmation, DrainSchedule, DrainTicket, Scheduler, SchedulerPoll
+from nodemanager.scheduler import (Confirmation, DrainSchedule, DrainTicket, DrainingStats,
+                                   Scheduler, SchedulerPoll)
 from nodemanager.settings import Settings
 from nodemanager.sim.cloud import SimCloud
 from nodemanager.sim.pool import Job, SimPool
@@ -114,7 +114,7 @@ class JobStream:
 
     def due(self, now: float) -> list[Job]:
         """The jobs submitted up to ``now`` that were not handed out yet."""
-        jobs = []
+        jobs: list[Job] = []
         while self.next_time() <= now:
             if self._next_burst <= self._next_single:
                 t = self._next_burst
