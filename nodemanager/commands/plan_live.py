@@ -111,10 +111,10 @@ def format_changes(nodes: list[NodeChange], boots: list[BootChange], header: str
                          _arrow(short_rule(c.old_rule), short_rule(c.new_rule)),
                          f"{_action_text(c.old_action, c.old_blocked)} -> "
                          f"{_action_text(c.new_action, c.new_blocked)}"))
-        rows = [tuple(printable(x) for x in r) for r in rows]
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        cells: list[tuple[str, ...]] = [tuple(printable(x) for x in r) for r in rows]
+        widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
         lines.append("")
-        lines.extend("  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip() for r in rows)
+        lines.extend("  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip() for r in cells)
         lines.append("")
         lines.append("why (with the edit):")
         lines.extend(f"  {c.node_id}: {c.new_reason}" for c in nodes)
