@@ -254,7 +254,10 @@ class HttpServer:
         server = self._server
         if self._thread is not None:
             # closed from inside the I/O thread: the socket map is not shared across threads
-            server.trigger.pull_trigger(lambda: _close_all(server))
+            try:
+                server.trigger.pull_trigger(lambda: _close_all(server))
+            except OSError:  # the wake-up pipe is gone (seen once in a full test run): close here
+                _close_all(server)
             self._thread.join(timeout=5)
             self._thread = None
         else:
