@@ -4,7 +4,7 @@ The controller adds an event only when something changed (the same place that de
 decision line), so a quiet pool of 50,000 nodes costs nothing per cycle. A node that leaves the
 cloud listing moves to a "recent" list, kept :data:`KEEP_GONE` seconds.
 
-With a ``path`` (``[Manage] state_dir``/``history.json``) the rings are written there (temporary
+With a ``path`` (``[Manage] state_dir``/``CLUSTER.history.json``, :meth:`NodeHistory.for_settings`) the rings are written there (temporary
 file, fsync, rename) at most every ``save_every`` seconds and on :meth:`save`, and read back at
 start, so a restart keeps them. The history is local to each head, also with ``[HA]`` (it is a
 record of what this process saw, not state a new leader needs to act safely). A file that cannot
@@ -44,6 +44,16 @@ class NodeHistory:
         self._saved_at: float | None = None
         if path:
             self._load(path)
+
+    @classmethod
+    def for_settings(cls, settings: Any) -> NodeHistory:
+        """The history of ``settings``' cluster: ``<state_dir>/<cluster>.history.json``; kept in
+        memory only without a ``state_dir`` or for a cloud that lives in this process (its nodes
+        die with it), as the reservation journal does."""
+        from nodemanager.journal import _IN_PROCESS_DRIVERS
+        if not settings.manage.state_dir or settings.cloud.driver in _IN_PROCESS_DRIVERS:
+            return cls()
+        return cls(os.path.join(settings.manage.state_dir, f"{settings.cloud.cluster}.history.json"))
 
     def add(self, node_id: str, at: float, kind: str, text: str) -> None:
         """Append one event to ``node_id``'s ring (the oldest drops out past :data:`RING`)."""
