@@ -38,14 +38,16 @@ th,td{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}
 #nodes th{background:#eee;cursor:pointer;user-select:none;position:sticky;top:0}
 th.asc::after{content:" \\25B2"} th.desc::after{content:" \\25BC"}
 tr.planned td{background:#fff6d6} tr.blocked td{background:#f3f3f3}
-td.rule,td.tuple{font-family:monospace;white-space:nowrap} td.name{white-space:nowrap}
+td.rule,td.tuple{font-family:monospace} td.rule,td.name{white-space:nowrap} td.tuple{min-width:13em}
 #pool{display:flex;flex-wrap:wrap;gap:1em;margin:.6em 0}
 .card{border:1px solid #ccc;border-radius:4px;padding:.4em .7em;min-width:11em}
 .card h2{margin:0 0 .2em;font-size:.95em;color:#555} .card table{margin:0;font-size:.85em}
 .card td{border:0;padding:0 .6em 0 0} .big{font-size:1.4em;font-weight:bold}
 .binds{color:#a00;font-weight:bold} #whynot li{margin:.15em 0}
 .reason{font-family:monospace;background:#eee;border-radius:3px;padding:0 4px}
-details ol{margin:.2em 0 .2em 1.2em;padding:0;font-size:.9em} details li{white-space:nowrap}
+details ol,tr.hist ol{margin:.2em 0 .2em 1.4em;padding:0;font-size:.95em}
+tr.hist td{background:#fafcff;padding:.3em 1em .5em} a.toggle{white-space:nowrap;color:#05a}
+td.why{min-width:16em} td.next{min-width:12em} td.last{min-width:10em}
 .ev-outcome{color:#05a} .ev-state{color:#870} .controls{margin:.6em 0}
 """
 
@@ -75,7 +77,7 @@ _JS = """
       if(heads[i].getAttribute('data-key')===key) idx=i;}
     if(idx<0) return;
     heads[idx].className=desc?'desc':'asc';
-    var rows=Array.prototype.slice.call(body().rows);
+    var rows=Array.prototype.slice.call(body().querySelectorAll('tr.node'));
     rows.sort(function(a,b){
       var x=a.cells[idx].getAttribute('data-sort')||a.cells[idx].textContent;
       var y=b.cells[idx].getAttribute('data-sort')||b.cells[idx].textContent;
@@ -83,18 +85,19 @@ _JS = """
       if(!isNaN(nx)&&!isNaN(ny)&&String(nx)===x&&String(ny)===y) c=nx-ny;
       else c=x.localeCompare(y);
       return desc?-c:c;});
-    rows.forEach(function(r){body().appendChild(r);});
+    rows.forEach(function(r){body().appendChild(r);
+      var h=hist(r.getAttribute('data-node')); if(h) body().appendChild(h);});
     state.sort=(desc?'-':'')+key; table.setAttribute('data-sorted', state.sort);
   }
-  function filter(){var f=state.filter.toLowerCase(), rows=body().rows, shown=0;
+  function filter(){var f=state.filter.toLowerCase(), rows=body().querySelectorAll('tr.node'), shown=0;
     for(var i=0;i<rows.length;i++){var hit=!f||rows[i].textContent.toLowerCase().indexOf(f)>=0;
-      rows[i].style.display=hit?'':'none'; if(hit) shown++;}
+      rows[i].style.display=hit?'':'none'; if(hit) shown++;
+      var h=hist(rows[i].getAttribute('data-node')); if(h) h.style.display=hit?'':'none';}
     table.setAttribute('data-shown', shown);}
-  function opened(){var d=body().querySelectorAll('details'); state.open={};
-    for(var i=0;i<d.length;i++) if(d[i].open) state.open[d[i].getAttribute('data-node')]=1;}
-  function reopen(){var d=body().querySelectorAll('details');
-    for(var i=0;i<d.length;i++) if(state.open[d[i].getAttribute('data-node')]) d[i].open=true;}
-  function save(){opened(); var parts=[];
+  function hist(id){return body().querySelector('tr.hist[data-for="'+CSS.escape(id)+'"]');}
+  function reopen(){var rows=body().querySelectorAll('tr.hist');
+    for(var i=0;i<rows.length;i++) rows[i].hidden=!state.open[rows[i].getAttribute('data-for')];}
+  function save(){var parts=[];
     if(state.sort) parts.push('sort='+state.sort);
     if(state.filter) parts.push('filter='+encodeURIComponent(state.filter));
     var o=Object.keys(state.open); if(o.length) parts.push('open='+o.map(encodeURIComponent).join(','));
@@ -106,7 +109,9 @@ _JS = """
     sortBy(key, desc); save();});})(heads[i]);}
   var box=document.getElementById('filter');
   box.addEventListener('input',function(){state.filter=box.value; filter(); save();});
-  body().addEventListener('toggle',function(){save();},true);
+  table.addEventListener('click',function(ev){var a=ev.target.closest('a.toggle'); if(!a) return;
+    ev.preventDefault(); var id=a.getAttribute('data-node');
+    if(state.open[id]) delete state.open[id]; else state.open[id]=1; reopen(); save();});
   var hash=location.hash.replace(/^#/,'').split('&');
   for(var j=0;j<hash.length;j++){var kv=hash[j].split('='), v=decodeURIComponent(kv[1]||'');
     if(kv[0]==='sort') state.sort=v; if(kv[0]==='filter'){state.filter=v; box.value=v;}
@@ -115,7 +120,7 @@ _JS = """
   apply();
   var parts=['top','pool','whynot','recent'];
   function refresh(){var x=new XMLHttpRequest(); x.open('GET', location.pathname);
-    x.onload=function(){if(x.status!==200) return; opened();
+    x.onload=function(){if(x.status!==200) return;
       var doc=new DOMParser().parseFromString(x.responseText,'text/html');
       parts.forEach(function(id){var a=document.getElementById(id), b=doc.getElementById(id);
         if(a&&b) a.innerHTML=b.innerHTML;});
@@ -203,15 +208,15 @@ def _whynot(doc: Mapping[str, Any]) -> str:
     return "<h2>Why not?</h2><ul>" + ("".join(items) or "<li>nothing is held back</li>") + "</ul>"
 
 
-def _history(node: Mapping[str, Any]) -> str:
+def _events(node: Mapping[str, Any]) -> str:
+    """A node's why-not sentence and its events, latest first."""
     e = html.escape
     events = node.get("events") or []
     why = node.get("why_not")
     lines = [f"<li>{_at(ev['at'], _utc(ev['at']))} <span class='ev-{e(ev['kind'])}'>"
              f"{e(ev['kind'])}</span> {e(ev['text'])}</li>" for ev in reversed(events)]
-    head = f"<b>why not:</b> {e(why['text'])}" if why else ""
-    return (f"<details data-node='{e(node['node_id'])}'><summary>{len(events)} event(s)</summary>"
-            f"{head}<ol>{''.join(lines)}</ol></details>")
+    head = f"<div><b>why not:</b> {e(why['text'])}</div>" if why else ""
+    return f"{head}<ol>{''.join(lines) or '<li>no events recorded</li>'}</ol>"
 
 
 def _top(doc: Mapping[str, Any]) -> str:
@@ -260,7 +265,7 @@ def render_html(doc: Mapping[str, Any]) -> str:
     parts.append("<table id='nodes'><thead><tr>")
     for key, title in NODE_COLUMNS:
         parts.append(f"<th data-key='{key}'>{e(title)}</th>")
-    parts.append("<th data-key='history'>history</th></tr></thead><tbody>")
+    parts.append("<th data-key='events'>history</th></tr></thead><tbody>")
     for node in doc.get("nodes", []):
         parts.append(_row(node))
     parts.append("</tbody></table>")
@@ -297,8 +302,11 @@ def _row(node: Mapping[str, Any]) -> str:
             attrs = f" title='{e(text)}'"
             text = short_rule(text)
         cells.append(f"<td class='{key.split('_')[0]}'{attrs}>{e(text)}</td>")
-    cells.append(f"<td class='history' data-sort='{len(node.get('events') or ())}'>"
-                 f"{_history(node)}</td></tr>")
+    events = node.get("events") or ()
+    cells.append(f"<td class='history' data-sort='{len(events)}'><a href='#' class='toggle' "
+                 f"data-node='{e(node['node_id'])}'>{len(events)} event(s)</a></td></tr>")
+    cells.append(f"<tr class='hist' data-for='{e(node['node_id'])}' hidden>"
+                 f"<td colspan='{len(NODE_COLUMNS) + 1}'>{_events(node)}</td></tr>")
     return "".join(cells)
 
 
@@ -310,6 +318,7 @@ def _recent(doc: Mapping[str, Any]) -> str:
     rows = "".join(
         f"<tr data-node='{e(r['node_id'])}'><td>{e(str(r.get('name') or r['node_id']))}</td>"
         f"<td>{e(str(r.get('size') or ''))}</td>{_at(r['gone_at'], _utc(r['gone_at']), 'gone', 'td')}"
-        f"<td>{_history({**r, 'why_not': None})}</td></tr>" for r in recent)
+        f"<td><details><summary>{len(r['events'])} event(s)</summary>{_events({**r, 'why_not': None})}"
+        "</details></td></tr>" for r in recent)
     return ("<h2>Recently gone (last hour)</h2><table><thead><tr><th>node</th><th>size</th>"
             f"<th>left the listing</th><th>history</th></tr></thead><tbody>{rows}</tbody></table>")

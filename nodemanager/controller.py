@@ -151,7 +151,19 @@ def _note_change(history: Any, e: NodeExplanation, old: tuple[Any, ...] | None, 
         history.add(e.node_id, now, "state", f"{old[3].worker_state} -> {e.tuple.worker_state}"
                     + (f" (scheduler: {e.raw_state})" if e.raw_state else ""))
     if old is None or (old[0], old[1], old[2]) != (e.matrix_action, e.action, e.blocked_by):
-        history.add(e.node_id, now, "decision", decision_line(e, dry_run)[len(e.name) + 6:])
+        history.add(e.node_id, now, "decision", _Decision(e, dry_run))
+
+
+class _Decision:
+    """A decision event's text, made from the explanation only when someone reads it."""
+
+    __slots__ = ("e", "dry_run")
+
+    def __init__(self, e: NodeExplanation, dry_run: bool) -> None:
+        self.e, self.dry_run = e, dry_run
+
+    def __str__(self) -> str:
+        return decision_line(self.e, self.dry_run)[len(self.e.name) + 6:]
 
 
 MISSING_LISTINGS = 3   # a listed node absent from this many listings in a row...

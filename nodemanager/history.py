@@ -55,9 +55,11 @@ class NodeHistory:
             return cls()
         return cls(os.path.join(settings.manage.state_dir, f"{settings.cloud.cluster}.history.json"))
 
-    def add(self, node_id: str, at: float, kind: str, text: str) -> None:
-        """Append one event to ``node_id``'s ring (the oldest drops out past :data:`RING`)."""
-        event = (at, kind, text[:_MAX_TEXT])
+    def add(self, node_id: str, at: float, kind: str, text: object) -> None:
+        """Append one event to ``node_id``'s ring (the oldest drops out past :data:`RING`).
+        ``text`` may be any object whose ``str()`` is the text: it is made only when read, so
+        50,000 first-seen nodes cost no string each."""
+        event = (at, kind, text)
         with self._lock:
             ring = self._events.get(node_id)
             if ring is None:
@@ -81,7 +83,7 @@ class NodeHistory:
             ring = self._events.get(node_id)
             if ring is None and node_id in self._gone:
                 ring = self._gone[node_id][1]["events"]
-            return list(ring or ())
+            return [_event(ev) for ev in ring or ()]
 
     def recent(self, now: float) -> list[dict[str, Any]]:
         """The nodes gone within :data:`KEEP_GONE` of ``now``, latest first, each with
@@ -92,7 +94,8 @@ class NodeHistory:
                 del self._gone[k]
             self._dirty = self._dirty or bool(old)
             items = sorted(self._gone.items(), key=lambda kv: -kv[1][0])
-            return [{"node_id": k, "gone_at": at, **info} for k, (at, info) in items]
+            return [{"node_id": k, "gone_at": at, **info,
+                     "events": [_event(ev) for ev in info["events"]]} for k, (at, info) in items]
 
     # -- the file ----------------------------------------------------------------------------
     def save_if_due(self, now: float) -> None:
@@ -106,8 +109,10 @@ class NodeHistory:
         if not self.path or not self._dirty:
             return
         with self._lock:
-            doc = {"version": 1, "nodes": dict(self._events),
-                   "gone": {k: {"gone_at": at, **info} for k, (at, info) in self._gone.items()}}
+            doc = {"version": 1,
+                   "nodes": {k: [_event(ev) for ev in ring] for k, ring in self._events.items()},
+                   "gone": {k: {"gone_at": at, **info, "events": [_event(ev) for ev in info["events"]]}
+                            for k, (at, info) in self._gone.items()}}
             text = json.dumps(doc, separators=(",", ":"))
             self._dirty = False
         tmp = f"{self.path}.tmp"
@@ -142,6 +147,11 @@ class NodeHistory:
                         "history", path, type(err).__name__, err)
             return
         self._events, self._gone = events, gone
+
+
+def _event(ev: tuple[float, str, object]) -> Event:
+    at, kind, text = ev
+    return (at, kind, (text if type(text) is str else str(text))[:_MAX_TEXT])
 
 
 def _events(items: Iterable[Any]) -> list[Event]:

@@ -91,14 +91,15 @@ def test_the_summary_shows_the_numbers_of_status_json(status_server, tmp_path) -
 
 def test_a_node_history_opens_in_local_time_and_says_why_not(status_server, tmp_path) -> None:
     dom = _dump_dom(status_server.url + "/#open=i-min", tmp_path, tz="Europe/Berlin")
-    details = re.search(r'<details data-node="i-min" open="">(.*?)</details>', dom).group(1)
-    assert "3 event(s)" in details
+    assert re.search(r'data-node="i-min">3 event\(s\)</a>', dom)
+    details = re.search(r'<tr class="hist" data-for="i-min"><td colspan="13">(.*?)</td></tr>', dom).group(1)
     assert "<b>why not:</b> nm-small-5 is kept: min_nodes: draining it would leave fewer than " \
            "min_nodes=6 nodes (rule default.matrix:30 says START_DRAIN)" in details
     # the latest event first, at 14:01:40 UTC shown as Berlin time, "11m 40s ago"
     first = re.search(r"<li><span data-at[^>]*>([^<]*)</span>", details).group(1)
+    assert details.index("16:01:40") < details.index("15:40:00") < details.index("15:33:20")
     assert re.fullmatch(r"16:01:40 \(11m 4[0-2]s ago\)", first), first
-    assert '<details data-node="i-idle">' in dom   # not opened
+    assert '<tr class="hist" data-for="i-idle" hidden="">' in dom   # not opened
     whynot = re.search(r'<div id="whynot">(.*?)</div>', dom).group(1)
     assert "max_nodes 9 reached" in whynot and 'data-reason="max_nodes"' in whynot
     assert 'data-reason="held"' in whynot and 'data-reason="min_nodes"' in whynot
@@ -141,5 +142,5 @@ def test_a_refresh_updates_in_place_and_keeps_the_readers_place(tmp_path) -> Non
     names = dict(re.findall(r'data-node="([^"]+)"><td class="name">([^<(]+)', dom))
     assert [names[n].strip() for n in shown] == sorted((names[n].strip() for n in shown), reverse=True)
     assert all("small" in names[n] for n in shown) and "i-grace" not in shown   # ...filtered, sorted
-    assert '<details data-node="i-min" open="">' in dom    # still open, with the new event
+    assert '<tr class="hist" data-for="i-min">' in dom    # still open, with the new event
     assert "a new decision after the refresh" in dom
