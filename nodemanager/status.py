@@ -137,7 +137,7 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
     nodes = []
     for e in plan.nodes:
         o = last_outcome.get(e.node_id) or last_outcome.get(e.name)
-        w = why_not.nodes.get(e.node_id)
+        w = why_not.node(e)
         f = in_flight.get(e.node_id)
         c = cloud.get(e.node_id)
         nodes.append({

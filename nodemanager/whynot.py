@@ -9,12 +9,12 @@ label, never free text); ``text`` is the sentence for people.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from nodemanager.text import short_rule
 
 if TYPE_CHECKING:
-    from nodemanager.model import CycleReport
+    from nodemanager.model import CycleReport, NodeExplanation
 
 __all__ = ["WhyNot", "WhyNots", "why_not", "NODE_REASONS", "DEMAND_REASONS"]
 
@@ -43,35 +43,46 @@ class WhyNot:
 
 @dataclass(frozen=True, slots=True)
 class WhyNots:
-    """Every why-not of one cycle: ``nodes`` by node id, ``demand`` in the plan's order."""
+    """Every why-not of one cycle: ``reasons`` maps each node id not given back to its reason
+    (the sentence is made by :meth:`node` when asked: 50,000 kept nodes cost no string each);
+    ``demand`` in the plan's order."""
 
-    nodes: dict[str, WhyNot]
+    reasons: Mapping[str, str]
     demand: tuple[WhyNot, ...]
+
+    def node(self, e: NodeExplanation) -> WhyNot | None:
+        """The why-not of the node ``e`` explains, or None when it is being given back."""
+        reason = self.reasons.get(e.node_id)
+        if reason is None:
+            return None
+        rule = f"rule {short_rule(e.rule)} says {e.matrix_action}"
+        if e.blocked_by:
+            text = f"{e.name} is kept: {e.blocked_by}: {e.reason} ({rule})"
+        else:
+            text = f"{e.name} is kept: {rule} for {e.tuple}" + (f": {e.reason}" if e.reason else "")
+        return WhyNot("node", e.node_id, reason, text)
 
     def counts(self) -> dict[tuple[str, str], int]:
         """``(subject, reason) -> count`` with every reason present (0 when none): the metric."""
         out = {("node", r): 0 for r in NODE_REASONS}
         out.update({("demand", r): 0 for r in DEMAND_REASONS})
-        for w in (*self.nodes.values(), *self.demand):
-            out[(w.subject, w.reason)] += 1
+        for r in self.reasons.values():
+            out[("node", r)] += 1
+        for w in self.demand:
+            out[("demand", w.reason)] += 1
         return out
 
 
 def why_not(report: CycleReport) -> WhyNots:
     """The why-nots of ``report`` (use ``report.why_not``: it is computed once per report)."""
     going = {f.node for f in report.snapshot.in_flight if f.action in ("drain", "destroy")}
-    nodes: dict[str, WhyNot] = {}
+    known = frozenset(NODE_REASONS)
+    reasons: dict[str, str] = {}
     for e in report.plan.nodes:
         if (e.action is not None and e.action.value in _GIVING_BACK) or e.node_id in going:
             continue  # being given back: nothing to explain
-        rule = f"rule {short_rule(e.rule)} says {e.matrix_action}"
-        if e.blocked_by:
-            reason = e.blocked_by if e.blocked_by in NODE_REASONS else "other"
-            text = f"{e.name} is kept: {e.blocked_by}: {e.reason} ({rule})"
-        else:
-            reason = "matrix"
-            text = f"{e.name} is kept: {rule} for {e.tuple}" + (f": {e.reason}" if e.reason else "")
-        nodes[e.node_id] = WhyNot("node", e.node_id, reason, text)
+        b = e.blocked_by
+        reasons[e.node_id] = "matrix" if not b else b if b in known else "other"
     demand = tuple(WhyNot("demand", u.what, u.reason if u.reason in DEMAND_REASONS else "other",
                           u.text) for u in report.plan.unmet)
-    return WhyNots(nodes, demand)
+    return WhyNots(reasons, demand)

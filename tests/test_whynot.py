@@ -52,14 +52,17 @@ def test_met_demand_has_no_why_not() -> None:
 
 
 def test_each_kept_node_gets_one_reason_and_a_node_given_back_none() -> None:
-    why = sample_report().why_not
-    assert {k: w.reason for k, w in why.nodes.items()} == {
+    report = sample_report()
+    why = report.why_not
+    nodes = {e.node_id: why.node(e) for e in report.plan.nodes}
+    assert {k: w.reason for k, w in nodes.items() if w} == {
         "i-busy": "matrix", "i-grace": "matrix", "i-boot": "matrix", "i-held": "held",
         "i-min": "min_nodes"}   # i-idle drains, i-down is destroyed, i-drain is draining
-    assert why.nodes["i-min"].text == (
+    assert nodes["i-idle"] is None and nodes["i-drain"] is None
+    assert nodes["i-min"].text == (
         "nm-small-5 is kept: min_nodes: draining it would leave fewer than min_nodes=6 nodes "
         "(rule default.matrix:30 says START_DRAIN)")
-    assert why.nodes["i-busy"].text.startswith(
+    assert nodes["i-busy"].text.startswith(
         "nm-small-1 is kept: rule default.matrix:12 says None for (busy, closed")
 
 
@@ -71,4 +74,4 @@ def test_reasons_are_bounded_and_counted_once_per_report() -> None:
     counts = r.why_not.counts()
     assert set(counts) == {("node", x) for x in NODE_REASONS} | {("demand", x) for x in DEMAND_REASONS}
     assert counts[("node", "min_nodes")] == 2 and counts[("demand", "no_size")] == 1
-    assert sum(counts.values()) == len(r.why_not.nodes) + len(r.why_not.demand) == 4
+    assert sum(counts.values()) == len(r.why_not.reasons) + len(r.why_not.demand) == 4
