@@ -24,6 +24,7 @@ __all__ = ["NodeHistory", "Event", "RING", "KEEP_GONE", "EVENT_KINDS"]
 log = logging.getLogger("nodemanager.history")
 
 Event = tuple[float, str, str]          # (epoch, kind, text)
+_Stored = tuple[float, str, object]     # text: a str, or an object whose str() is the text
 EVENT_KINDS = ("decision", "state", "outcome")
 RING = 20                               # events kept per node
 KEEP_GONE = 3600.0                      # seconds a destroyed node stays in the recent list
@@ -38,7 +39,7 @@ class NodeHistory:
         self.path = path
         self.save_every = save_every
         self._lock = threading.Lock()
-        self._events: dict[str, list[Event]] = {}
+        self._events: dict[str, list[_Stored]] = {}
         self._gone: dict[str, tuple[float, dict[str, Any]]] = {}
         self._dirty = False
         self._saved_at: float | None = None
@@ -138,7 +139,7 @@ class NodeHistory:
                         path, err)
             return
         try:
-            events = {str(k): _events(v) for k, v in doc["nodes"].items()}
+            events: dict[str, list[_Stored]] = {str(k): list(_events(v)) for k, v in doc["nodes"].items()}
             gone = {str(k): (float(v["gone_at"]), {**{i: v[i] for i in v if i not in ("gone_at", "events")},
                                                     "events": _events(v.get("events", []))})
                     for k, v in doc.get("gone", {}).items()}
@@ -149,7 +150,7 @@ class NodeHistory:
         self._events, self._gone = events, gone
 
 
-def _event(ev: tuple[float, str, object]) -> Event:
+def _event(ev: _Stored) -> Event:
     at, kind, text = ev
     return (at, kind, (text if type(text) is str else str(text))[:_MAX_TEXT])
 

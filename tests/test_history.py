@@ -91,3 +91,12 @@ def test_a_broken_history_file_starts_empty_and_says_which(tmp_path, caplog) -> 
     path.write_text(json.dumps({"nodes": {"a": [[1, "decision"]]}}))
     assert NodeHistory(str(path)).events("a") == []
     assert str(path) in caplog.text and "starting with an empty history" in caplog.text
+
+
+def test_the_daemons_history_file_is_per_cluster_in_state_dir(tmp_path) -> None:
+    from nodemanager.settings import CloudSettings, ManageSettings
+    ec2 = Settings(cloud=CloudSettings(driver="ec2", cluster="pool1"),
+                   manage=ManageSettings(state_dir=str(tmp_path)))
+    assert NodeHistory.for_settings(ec2).path == str(tmp_path / "pool1.history.json")
+    sim = Settings(cloud=CloudSettings(driver="simulated"), manage=ManageSettings(state_dir=str(tmp_path)))
+    assert NodeHistory.for_settings(sim).path is None   # its nodes die with the process
