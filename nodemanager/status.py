@@ -19,8 +19,8 @@ Endpoints (all on the configured address, loopback by default):
 
 * ``GET /status.json`` daemon counters and, per node: tuple, matched matrix rule (file:line),
   planned action, what blocks it in words, and when it next changes by time alone;
-* ``GET /`` the same as an HTML table, sortable by clicking a header (``#sort=COLUMN`` or
-  ``#sort=-COLUMN`` in the URL sorts on load);
+* ``GET /`` the operator's console (:mod:`nodemanager.console`): pool summary, "why not?",
+  the node table (sort, filter, each node's history), refreshed in place;
 * ``GET /metrics`` the private Prometheus registry;
 * ``GET /healthz`` 200 when the last cycle finished within ``stale_after`` seconds, else 503 with why;
 * ``POST /admin/hold|release|drain|cancel/NODE`` and ``POST /admin/pause|resume`` with
