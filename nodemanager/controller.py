@@ -143,6 +143,28 @@ def decision_details(e: NodeExplanation) -> str:
             f"{e.action.value if e.action else 'none'}; blocked by {e.blocked_by or '-'}; {e.reason}")
 
 
+def _note_change(history: Any, e: NodeExplanation, old: tuple[Any, ...] | None, now: float,
+                 dry_run: bool) -> None:
+    """Add a history event when the node is new, its worker state or its decision changed."""
+    if old is not None and old[3].worker_state != e.tuple.worker_state:
+        history.add(e.node_id, now, "state", f"{old[3].worker_state} -> {e.tuple.worker_state}"
+                    + (f" (scheduler: {e.raw_state})" if e.raw_state else ""))
+    if old is None or (old[0], old[1], old[2]) != (e.matrix_action, e.action, e.blocked_by):
+        history.add(e.node_id, now, "decision", _Decision(e, dry_run))
+
+
+class _Decision:
+    """A decision event's text, made from the explanation only when someone reads it."""
+
+    __slots__ = ("e", "dry_run")
+
+    def __init__(self, e: NodeExplanation, dry_run: bool) -> None:
+        self.e, self.dry_run = e, dry_run
+
+    def __str__(self) -> str:
+        return decision_line(self.e, self.dry_run)[len(self.e.name) + 6:]
+
+
 MISSING_LISTINGS = 3   # a listed node absent from this many listings in a row...
 MISSING_SECONDS = 120.0  # ...and for this long is believed gone (until then it counts for the caps)
 
@@ -291,6 +313,8 @@ class Controller:
         self.matrix_error: str | None = None
         self.last_report: CycleReport | None = None
         self._seen: dict[str, tuple[Any, ...]] = {}
+        # nodemanager.history.NodeHistory: each node's events, added where a decision changes
+        self.history: Any = None
         self._pending_outcomes: list[Outcome] = []
         self._last_summary: tuple[Any, ...] | None = None
         self._just_destroyed: set[str] = set()
@@ -429,6 +453,8 @@ class Controller:
             self._pending_outcomes.append(o)
             if o.kind == "destroy" and o.result == "ok":
                 self.inputs.destroyed[o.node] = o.at
+            if self.history is not None and o.node in self._seen:
+                self.history.add(o.node, o.at, "outcome", f"{o.kind} {o.result}: {o.detail}")
             size = f", {o.size}" if o.size else ""
             level = {"ok": logging.INFO, "skipped": logging.DEBUG}.get(o.result, logging.WARNING)
             log.log(level, "outcome %s %s%s: %s: %s", o.kind, o.node, size, o.result, o.detail)
@@ -494,6 +520,7 @@ class Controller:
         seen = self._seen
         acted = {i.node_id for i in plan.items}
         info, debug = log.isEnabledFor(logging.INFO), log.isEnabledFor(logging.DEBUG)
+        history = self.history
         for e in plan.nodes:
             old = seen.get(e.node_id)  # (matrix action, action, blocked by, tuple, rule) last logged
             if e.action is not None or e.node_id in acted:
@@ -510,12 +537,20 @@ class Controller:
                 log.log(level, "%s", decision_line(e, self.dry_run))
                 if debug:
                     log.debug("%s", decision_details(e))
+            if history is not None:
+                _note_change(history, e, old, plan.now, self.dry_run)
             seen[e.node_id] = (e.matrix_action, e.action, e.blocked_by, e.tuple, e.rule)
         explained = {e.node_id for e in plan.nodes}
         gone = [k for k in seen if k not in explained]
+        listed = {n.id: n for n in self.last_report.snapshot.cloud_nodes} \
+            if gone and history is not None and self.last_report is not None else {}
         for node_id in gone:
             del seen[node_id]
             log.info("node %s left the cloud listing", node_id)
+            if history is not None:
+                n = listed.get(node_id)
+                history.gone(node_id, plan.now, {"name": n.name, "size": n.size,
+                                                 "launched_at": n.launched_at} if n else None)
         for item in plan.items:
             if item.node_id not in explained:
                 prefix = "dry-run: would " if self.dry_run else ""

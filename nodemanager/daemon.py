@@ -48,6 +48,7 @@ from nodemanager.admin import AdminState
 from nodemanager.cloud import CloudDriver, CloudError
 from nodemanager.config import SECRET_OPTIONS, ConfigError, Problem
 from nodemanager.controller import Controller
+from nodemanager.history import NodeHistory
 from nodemanager.journal import ReservationJournal
 from nodemanager.model import CycleReport, Worker
 from nodemanager.scheduler import Scheduler, SchedulerError
@@ -163,6 +164,8 @@ class Daemon:
         # with [HA], holds, drains and the pause live in etcd (not state_file), for whichever head leads
         where = {"store": self.ha.admin_store} if self.ha is not None else {"path": settings.manage.state_file or None}
         self.admin = AdminState(clock=self.clock, **where)
+        # each node's last events: local to this head also with [HA] (what this process saw)
+        self.history = NodeHistory.for_settings(settings)
         self.last_report: CycleReport | None = None
         self.last_cycle_at: float | None = None
         self.counters: dict[str, float] = {"cycles": 0, "actor_restarts": 0, "reloads": 0,
@@ -222,6 +225,7 @@ class Daemon:
                                      None if self.dry_run else self.actuator, clock=self.clock,
                                      dry_run=self.dry_run, admin=self.admin,
                                      clock_skew=lambda: getattr(cloud, "clock_skew", None))
+        self.controller.history = self.history
         if self.ha is not None:
             self.ha.admin = self.admin
             self.controller.hold_back = self.ha.hold_back
@@ -246,6 +250,7 @@ class Daemon:
         self.last_cycle_at = self.clock()
         self.counters["cycles"] += 1
         self.metrics.observe(report)
+        self.history.save_if_due(self.last_cycle_at)
         self.check_matrix()
 
     def _restarted(self, role: str) -> None:
@@ -261,7 +266,8 @@ class Daemon:
         from nodemanager.status import StatusView
         return StatusView(report=self.last_report, counters=dict(self.counters), started_at=self.started_at,
                           last_cycle_at=self.last_cycle_at, version=_version(),
-                          ha=self.ha.describe() if self.ha is not None else None)
+                          ha=self.ha.describe() if self.ha is not None else None,
+                          core=self.settings.core, history=self.history)
 
     def start(self) -> "Daemon":
         """Start the actors (and the status server unless disabled); return at once."""
@@ -379,6 +385,7 @@ class Daemon:
             self.ha.stop()  # after the calls under way: releasing lets a standby act at once
         if self.status_server is not None:
             self.status_server.stop()
+        self.history.save()
         if isinstance(self.clock, RealClock):
             self.clock.stop()
         if abandoned:

@@ -90,6 +90,7 @@ class _CycleGauges:
     paid_nodes: Mapping[tuple[str, str], int] = field(default_factory=dict)
     spend: Mapping[str, float] = field(default_factory=dict)
     in_flight: Mapping[str, int] = field(default_factory=dict)
+    why_not: Mapping[tuple[str, str], int] = field(default_factory=dict)
     drains: int = 0
     drain_oldest_age: float = 0.0
     foreign_drains: int = 0
@@ -137,6 +138,10 @@ class _CycleCollector(Collector):
                         ["size"], s.spend)
         yield _labelled("nodemanager_in_flight", "Actions under way, by action.",
                         ["action"], s.in_flight)
+        yield _labelled("nodemanager_why_not",
+                        "Nodes not given back (subject=node) and queued job signatures not booted "
+                        "for (subject=demand), by the one reason that binds.",
+                        ["subject", "reason"], s.why_not)
         yield GaugeMetricFamily("nodemanager_drains_in_progress",
                                 "Drains of ours under way.", value=s.drains)
         yield GaugeMetricFamily("nodemanager_drain_oldest_age_seconds",
@@ -407,7 +412,7 @@ class Metrics:
         self._gauges.state = _CycleGauges(
             nodes=nodes, raw_states=raw, blocked=blocked, planned=planned,
             paid_nodes=paid_nodes, spend=spend, in_flight=in_flight,
-            drains=len(drains), drain_oldest_age=max((snap.now - t for t in drains.values()),
+            why_not=report.why_not.counts(), drains=len(drains), drain_oldest_age=max((snap.now - t for t in drains.values()),
                                                      default=0.0),
             foreign_drains=sum(1 for w in snap.workers
                                if w.draining and not is_our_reason(w.drain_reason)),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Mapping, NamedTuple
 
@@ -28,6 +29,7 @@ __all__ = [
     "ItemKind",
     "PlanItem",
     "BootRequest",
+    "Unmet",
     "NodeExplanation",
     "Plan",
     "Outcome",
@@ -242,6 +244,21 @@ class BootRequest:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class Unmet:
+    """Queued demand the plan does not boot for, and the one thing that binds.
+
+    ``reason`` is one of :data:`nodemanager.whynot.DEMAND_REASONS` (``max_nodes``, ``quota``,
+    ``max_total_price``, ``no_size``, ``backoff``, ``paused``, ``stale``); ``what`` names the
+    demand (``"2 job(s) of 16 cpus, 0 MB"`` or ``"min_nodes 3"``), ``text`` says it in words.
+    """
+
+    what: str
+    jobs: int
+    reason: str
+    text: str
+
+
 class NodeExplanation(NamedTuple):
     """Why a node gets (or does not get) an action: the operator-facing answer per node.
 
@@ -281,6 +298,7 @@ class Plan:
     nodes: tuple[NodeExplanation, ...] = ()
     frozen: str | None = None
     notes: tuple[str, ...] = ()  # plan-wide reasons in words (demand not met and why, caps hit)
+    unmet: tuple[Unmet, ...] = ()  # the same demand not booted for, typed (see Unmet)
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,3 +326,10 @@ class CycleReport:
     matrix_hash: str = ""
     matrix_error: str | None = None
     cpu_seconds: float = 0.0
+
+    @cached_property
+    def why_not(self) -> Any:
+        """The binding reason for each node kept and each demand not booted for: a
+        :class:`nodemanager.whynot.WhyNots`, computed once per report, on first use."""
+        from nodemanager.whynot import why_not
+        return why_not(self)

@@ -19,8 +19,8 @@ Endpoints (all on the configured address, loopback by default):
 
 * ``GET /status.json`` daemon counters and, per node: tuple, matched matrix rule (file:line),
   planned action, what blocks it in words, and when it next changes by time alone;
-* ``GET /`` the same as an HTML table, sortable by clicking a header (``#sort=COLUMN`` or
-  ``#sort=-COLUMN`` in the URL sorts on load);
+* ``GET /`` the operator's console (:mod:`nodemanager.console`): pool summary, "why not?",
+  the node table (sort, filter, each node's history), refreshed in place;
 * ``GET /metrics`` the private Prometheus registry;
 * ``GET /healthz`` 200 when the last cycle finished within ``stale_after`` seconds, else 503 with why;
 * ``GET /snapshot.json`` with the admin token: the last cycle's snapshot, the JSON
@@ -39,7 +39,6 @@ Every request's ``Host`` must be a name of this server (:func:`~nodemanager.http
 from __future__ import annotations
 
 import hmac
-import html
 import ipaddress
 import json
 import logging
@@ -54,9 +53,11 @@ from urllib.parse import unquote, urlsplit
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 
 from nodemanager.admin import AdminChange, AdminState
+from nodemanager.console import NODE_COLUMNS, render_html
 from nodemanager.http_server import HttpServer, LogThrottle, host_allowed, own_names
 from nodemanager.model import EMPTY_MAP, CycleReport
-from nodemanager.settings import ManageSettings, Settings
+from nodemanager.settings import CoreSettings, ManageSettings, Settings
+from nodemanager.summary import pool_summary
 from nodemanager.text import duration, short_rule
 
 __all__ = ["StatusServer", "StatusView", "status_document", "render_html", "when_text",
@@ -68,15 +69,6 @@ _NODE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,252}")
 _NODE_VERBS = ("hold", "release", "drain", "cancel")
 _GLOBAL_VERBS = ("pause", "resume")
 _MAX_BODY = 4096
-
-# (JSON key, column header) of the node table, in display order.
-NODE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("name", "node"), ("size", "size"), ("worker", "worker"), ("raw_state", "scheduler state"),
-    ("tuple_text", "tuple"), ("rule", "matrix rule"), ("matrix_action", "matrix says"),
-    ("planned_action", "planned"), ("blocked_by", "blocked by"), ("why", "why"),
-    ("next_change_text", "next change"), ("last_outcome", "last outcome"),
-)
-
 
 @dataclass(frozen=True)
 class StatusView:
@@ -92,6 +84,8 @@ class StatusView:
     last_cycle_at: float | None = None
     version: str = ""
     ha: str | None = None           # [HA]: "leader (...)" or "standby; leader is host:pid since ..."
+    core: CoreSettings | None = None  # prices and caps for the summary (None: none shown)
+    history: Any = None             # nodemanager.history.NodeHistory: each node's last events
 
 
 def when_text(at: float | None, what: str | None, now: float) -> str | None:
@@ -130,7 +124,7 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
     report = view.report
     if report is None:
         doc.update(nodes=[], unpaired_workers=[], outcomes=[], notes=[], frozen=None,
-                   paused=doc["admin"].get("paused"),
+                   paused=doc["admin"].get("paused"), why_not_demand=[], recent=[],
                    matrix={"sha256": None, "error": None}, polls={}, summary={})
         return doc
     snap, plan = report.snapshot, report.plan
@@ -140,19 +134,24 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
     last_outcome = {o.node: o for o in report.outcomes}
     in_flight = {f.node: f for f in snap.in_flight}
     cloud = {c.id: c for c in snap.cloud_nodes}
+    history = view.history
+    why_not = report.why_not
+    recent = history.recent(now) if history is not None else []
     nodes = []
     for e in plan.nodes:
         o = last_outcome.get(e.node_id) or last_outcome.get(e.name)
+        w = why_not.node(e)
         f = in_flight.get(e.node_id)
         c = cloud.get(e.node_id)
         nodes.append({
             "node_id": e.node_id, "name": e.name, "size": e.size, "worker": e.worker,
             "raw_state": e.raw_state, "tuple": dict(zip(
                 ("worker_state", "window", "boot_grace", "idle_grace"), e.tuple.as_tuple())),
-            "tuple_text": str(e.tuple), "rule": e.rule, "matrix_action": e.matrix_action.to_json(),
+            "tuple_text": str(e.tuple), "rule": e.rule, "rule_short": short_rule(e.rule),
+            "matrix_action": e.matrix_action.to_json(),
             "planned_action": e.action.value if e.action else None,
             "blocked_by": e.blocked_by, "why": e.reason,
-            "next_change": e.next_change,
+            "next_change": e.next_change, "next_change_what": e.next_change_what,
             "next_change_text": when_text(e.next_change, e.next_change_what, report.snapshot.now),
             "held": e.node_id in held or e.name in held,
             "forced_drain": e.node_id in forced or e.name in forced,
@@ -160,6 +159,8 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
                            "for_seconds": round(snap.now - f.since, 1)} if f else None),
             "launched_at": c.launched_at if c else None,
             "last_outcome": f"{o.kind} {o.result}: {o.detail}" if o else None,
+            "why_not": w.to_json() if w else None,
+            "events": _events(history.events(e.node_id)) if history is not None else [],
         })
     paired = {e.worker for e in plan.nodes if e.worker}
     doc.update(
@@ -167,7 +168,9 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
         matrix={"sha256": report.matrix_hash or None, "error": report.matrix_error},
         polls={k: {"at": v, "age_seconds": round(now - v, 1)} for k, v in snap.polled_at.items()},
         cloud_clock_skew=snap.cloud_clock_skew,
-        summary=_summary(report), notes=list(plan.notes),
+        summary=pool_summary(report, view.core, recent), notes=list(plan.notes),
+        why_not_demand=[w.to_json() for w in why_not.demand],
+        recent=[{**r, "events": _events(r["events"])} for r in recent],
         nodes=nodes,
         unpaired_workers=[{"name": w.name, "state": w.state, "draining": w.draining,
                            "drain_reason": w.drain_reason}
@@ -178,25 +181,8 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
     return doc
 
 
-def _summary(report: CycleReport) -> dict[str, Any]:
-    plan = report.plan
-
-    def count(values: Iterable[str | None]) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for v in values:
-            if v is not None:
-                out[v] = out.get(v, 0) + 1
-        return dict(sorted(out.items()))
-
-    return {
-        "nodes": len(plan.nodes),
-        "by_worker_state": count(e.tuple.worker_state for e in plan.nodes),
-        "planned": count(i.kind.value for i in plan.items),
-        "blocked": count(e.blocked_by for e in plan.nodes),
-        "boots": [{"size": b.size, "count": b.count, "reason": b.reason} for b in plan.boots],
-        "demand": {"jobs": sum(d.count for d in report.snapshot.demand),
-                   "cpus": sum(d.count * d.cpus for d in report.snapshot.demand)},
-    }
+def _events(events: Iterable[tuple[float, str, str]]) -> list[dict[str, Any]]:
+    return [{"at": at, "kind": kind, "text": text} for at, kind, text in events]
 
 
 def settings_secrets(settings: Settings) -> tuple[str, ...]:
@@ -224,125 +210,6 @@ def _redact(obj: Any, secrets: tuple[str, ...]) -> Any:
     return obj
 
 
-_CSS = """
-body{font-family:system-ui,sans-serif;margin:1em;color:#222}
-h1{font-size:1.3em;margin:0 0 .3em} .summary span{margin-right:1.5em}
-.bad{color:#a00;font-weight:bold} .ok{color:#070}
-table{border-collapse:collapse;font-size:.9em;margin-top:.8em}
-th,td{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}
-th{background:#eee;cursor:pointer;user-select:none;position:sticky;top:0}
-th.asc::after{content:" \\25B2"} th.desc::after{content:" \\25BC"}
-tr.planned td{background:#fff6d6} tr.blocked td{background:#f3f3f3}
-td.rule,td.tuple{font-family:monospace;white-space:nowrap} td.name{white-space:nowrap}
-"""
-
-_JS = """
-(function(){
-  var table=document.getElementById('nodes'); if(!table) return;
-  var heads=table.tHead.rows[0].cells, body=table.tBodies[0];
-  function sortBy(key, desc){
-    var idx=-1;
-    for(var i=0;i<heads.length;i++){heads[i].className='';
-      if(heads[i].getAttribute('data-key')===key) idx=i;}
-    if(idx<0) return;
-    heads[idx].className=desc?'desc':'asc';
-    var rows=Array.prototype.slice.call(body.rows);
-    rows.sort(function(a,b){
-      var x=a.cells[idx].getAttribute('data-sort')||a.cells[idx].textContent;
-      var y=b.cells[idx].getAttribute('data-sort')||b.cells[idx].textContent;
-      var nx=parseFloat(x), ny=parseFloat(y), c;
-      if(!isNaN(nx)&&!isNaN(ny)&&String(nx)===x&&String(ny)===y) c=nx-ny;
-      else c=x.localeCompare(y);
-      return desc?-c:c;});
-    rows.forEach(function(r){body.appendChild(r);});
-    table.setAttribute('data-sorted', (desc?'-':'')+key);
-  }
-  for(var i=0;i<heads.length;i++){(function(h){h.addEventListener('click',function(){
-    var key=h.getAttribute('data-key'), desc=h.className==='asc';
-    sortBy(key, desc); history.replaceState(null,'','#sort='+(desc?'-':'')+key);});})(heads[i]);}
-  var m=/sort=(-?)([a-z_]+)/.exec(location.hash);
-  if(m) sortBy(m[2], m[1]==='-');
-})();
-"""
-
-
-def render_html(doc: Mapping[str, Any]) -> str:
-    """The status page: a summary line and one table row per node (from :func:`status_document`)."""
-    e = html.escape
-    parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'>",
-             "<meta name='viewport' content='width=device-width'>",
-             "<title>nodemanager status</title><style>", _CSS, "</style></head><body>",
-             "<h1>nodemanager</h1><div class='summary'>"]
-    health_cls = "ok" if doc.get("healthy") else "bad"
-    parts.append(f"<span class='{health_cls}' id='health'>{e(str(doc.get('health')))}</span>")
-    if doc.get("ha"):
-        parts.append(f"<span id='ha'>{e(str(doc['ha']))}</span>")
-    if doc.get("paused"):
-        parts.append(f"<span class='bad' id='paused'>paused: {e(str(doc['paused']))}</span>")
-    if doc.get("frozen"):
-        parts.append(f"<span class='bad' id='frozen'>actions frozen: {e(str(doc['frozen']))}</span>")
-    matrix = doc.get("matrix") or {}
-    if matrix.get("error"):
-        parts.append(f"<span class='bad'>matrix error (running the last good one): "
-                     f"{e(str(matrix['error']))}</span>")
-    if matrix.get("sha256"):
-        parts.append(f"<span>matrix {e(str(matrix['sha256'])[:12])}</span>")
-    for name, poll in sorted((doc.get("polls") or {}).items()):
-        parts.append(f"<span>{e(name)} polled {e(duration(poll['age_seconds']))} ago</span>")
-    summary = doc.get("summary") or {}
-    if summary:
-        demand = summary.get("demand", {})
-        parts.append(f"<span>{summary.get('nodes', 0)} nodes</span>")
-        parts.append(f"<span>queue: {demand.get('jobs', 0)} jobs, {demand.get('cpus', 0)} "
-                     f"cores</span>")
-        for b in summary.get("boots", []):
-            parts.append(f"<span>boot {b['count']} x {e(b['size'])}: {e(b['reason'])}</span>")
-    parts.append(f"<span>{e(str(doc.get('now_text') or ''))}</span></div>")
-    if doc.get("notes"):
-        parts.append("<ul id='notes'>" + "".join(f"<li>{e(str(n))}</li>" for n in doc["notes"])
-                     + "</ul>")
-    counters = doc.get("counters") or {}
-    if counters:
-        parts.append("<div class='summary' id='counters'>" + "".join(
-            f"<span>{e(str(k))}: {e(str(v))}</span>" for k, v in sorted(counters.items()))
-            + "</div>")
-    parts.append("<table id='nodes'><thead><tr>")
-    for key, title in NODE_COLUMNS:
-        parts.append(f"<th data-key='{key}'>{e(title)}</th>")
-    parts.append("</tr></thead><tbody>")
-    for node in doc.get("nodes", []):
-        cls = "planned" if node.get("planned_action") else \
-            "blocked" if node.get("blocked_by") else ""
-        parts.append(f"<tr class='node {cls}' data-node='{e(node['node_id'])}'>")
-        for key, _ in NODE_COLUMNS:
-            value = node.get(key)
-            text = "" if value is None else str(value)
-            if key == "name" and node.get("held"):
-                text += " (held)"
-            if key == "planned_action" and node.get("in_flight"):
-                f = node["in_flight"]
-                text = (text + " " if text else "") + \
-                    f"[{f['action']} under way {duration(f['for_seconds'])}]"
-            attrs = ""
-            if key == "next_change_text" and node.get("next_change") is not None:
-                attrs = f" data-sort='{node['next_change']:.0f}'"
-            if key == "rule" and text:
-                attrs = f" title='{e(text)}'"
-                text = short_rule(text)
-            parts.append(f"<td class='{key.split('_')[0]}'{attrs}>{e(text)}</td>")
-        parts.append("</tr>")
-    parts.append("</tbody></table>")
-    workers = doc.get("unpaired_workers") or []
-    if workers:
-        parts.append("<h2 style='font-size:1em'>Workers without a cloud node</h2><ul id='workers'>")
-        for w in workers:
-            extra = f", draining ({w['drain_reason']})" if w.get("draining") else ""
-            parts.append(f"<li>{e(w['name'])}: {e(str(w['state']))}{e(extra)}</li>")
-        parts.append("</ul>")
-    parts.append("<script>" + _JS + "</script></body></html>")
-    return "".join(parts)
-
-
 @dataclass(frozen=True)
 class _Reply:
     code: int
@@ -358,7 +225,8 @@ def _text(code: int, text: str, extra: Mapping[str, str] = EMPTY_MAP) -> _Reply:
 _SECURITY_HEADERS = (
     ("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff"),
     ("Content-Security-Policy",
-     "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'"),
+     "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+     "connect-src 'self'"),
 )
 
 

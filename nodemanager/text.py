@@ -13,9 +13,10 @@ escapes control characters itself.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Mapping
 
-__all__ = ["printable", "EscapingFilter", "duration", "short_rule"]
+__all__ = ["printable", "EscapingFilter", "duration", "short_rule", "local_when"]
 
 _PLAIN = (int, float, type(None))
 _FAST = frozenset({int, float, bool, type(None)})
@@ -34,6 +35,14 @@ def duration(seconds: float) -> str:
         return f"{h}h {m:02d}m"
     d, h = divmod(h, 24)
     return f"{d}d {h:02d}h"
+
+
+def local_when(at: float, now: float) -> str:
+    """``"14:16:40 (in 3m 20s)"`` / ``"14:01:40 (11m 40s ago)"`` in this machine's local zone;
+    the date is added when not today. For text; JSON keeps the epoch."""
+    t, today = time.localtime(at), time.localtime(now)
+    stamp = time.strftime("%H:%M:%S" if t[:3] == today[:3] else "%Y-%m-%d %H:%M:%S", t)
+    return f"{stamp} (in {duration(at - now)})" if at >= now else f"{stamp} ({duration(now - at)} ago)"
 
 
 def short_rule(rule: str) -> str:

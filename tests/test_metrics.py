@@ -283,3 +283,16 @@ def test_frozen_state_and_why(metrics: Metrics, frozen: str | None, paused: str 
     metrics.observe(sample_report(frozen=frozen, paused=paused))
     for r in ("stale", "mass_down", "paused", "other"):
         assert value(metrics, "nodemanager_actions_frozen", reason=r) == (1 if r == reason else 0)
+
+
+def test_why_not_counts_each_binding_reason_with_a_bounded_label(metrics: Metrics) -> None:
+    from nodemanager.whynot import DEMAND_REASONS, NODE_REASONS
+    metrics.observe(sample_report())
+    assert value(metrics, "nodemanager_why_not", subject="node", reason="min_nodes") == 1
+    assert value(metrics, "nodemanager_why_not", subject="node", reason="held") == 1
+    assert value(metrics, "nodemanager_why_not", subject="node", reason="matrix") == 3
+    assert value(metrics, "nodemanager_why_not", subject="demand", reason="max_nodes") == 1
+    assert value(metrics, "nodemanager_why_not", subject="demand", reason="quota") == 0
+    family = next(f for f in families(metrics) if f.name == "nodemanager_why_not")
+    assert {(s.labels["subject"], s.labels["reason"]) for s in family.samples} == \
+        {("node", r) for r in NODE_REASONS} | {("demand", r) for r in DEMAND_REASONS}

@@ -1,4 +1,5 @@
-"""``nodemanager status`` and the admin verbs ``hold|release|drain|cancel NODE``, ``pause|resume``.
+"""``nodemanager status [NODE]``, ``nodemanager why [NODE]`` and the admin verbs
+``hold|release|drain|cancel NODE``, ``pause|resume``.
 
 They talk HTTP to a running daemon's status server (see ``nodemanager.status``). Where it is:
 ``--url``, else ``$NODEMANAGER_URL``, else ``[Manage] address/port`` of ``--config``, else
@@ -47,7 +48,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "it and when it next changes, from the daemon's /status.json.")
     _common(status, token=False)
     status.add_argument("--json", action="store_true", help="print the raw /status.json")
+    status.add_argument("node", metavar="NODE", nargs="?",
+                        help="one node (cloud id, name or worker; also one gone in the last hour): "
+                             "its decision, why not, and its last events")
     status.set_defaults(func=_status)
+    why = subparsers.add_parser(
+        "why", help="why a node is not given back, or queued jobs not booted for",
+        description="One sentence per node not being given back and per queued job signature "
+                    "not booted for, naming the reason that binds (from /status.json); with NODE, "
+                    "that node's only.")
+    _common(why, token=False)
+    why.add_argument("node", metavar="NODE", nargs="?")
+    why.set_defaults(func=_status, why=True, json=False)
     for verb, text in _NODE_VERBS.items():
         p = subparsers.add_parser(verb, help=text, description=f"{text[0].upper()}{text[1:]}. "
                                   "NODE is a cloud node id, node name or worker name.")
@@ -116,17 +128,24 @@ def _status(args: argparse.Namespace) -> int:
         doc = resp.json()
     except ValueError:
         return _fail(f"{url}/status.json did not return JSON: is this a nodemanager?")
+    from nodemanager.commands.node_text import find_node, node_text, why_text
+    node = find_node(doc, args.node) if args.node else None
+    if args.node and node is None:
+        return _fail(f"no node {args.node!r} in the daemon's last cycle nor gone in the last hour")
     if args.json:
-        json.dump(doc, sys.stdout, indent=1)
+        json.dump(node or doc, sys.stdout, indent=1)
         print()
         return 0
-    print(_status_text(doc))
+    if getattr(args, "why", False):
+        print(why_text(doc, node))
+    else:
+        print(node_text(doc, node) if node else _status_text(doc))
     return 0
 
 
 def _status_text(doc: dict[str, Any]) -> str:
     """The status document as text; names and reasons with control characters escaped."""
-    from nodemanager.text import printable
+    from nodemanager.text import local_when, printable, short_rule
     lines = [doc.get("health", "")]
     if doc.get("paused"):
         lines.append(f"PAUSED: {doc['paused']}")
@@ -150,7 +169,10 @@ def _status_text(doc: dict[str, Any]) -> str:
             if key == "name" and node.get("held"):
                 text += " (held)"
             if key == "rule":
-                text = text.rsplit("/", 1)[-1]
+                text = short_rule(text)
+            if key == "next_change_text" and node.get("next_change") is not None:
+                text = f"{node.get('next_change_what') or 'changes'} " \
+                       f"{local_when(node['next_change'], doc['now'])}"
             row.append(printable(text))
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

@@ -36,7 +36,7 @@ from nodemanager.core.pair import Pairing, by_id, pair
 from nodemanager.core.victims import Estimator, estimate, order_victims
 from nodemanager.model import (Action, BootRequest, CloudNode, Demand, InFlight, ItemKind,
                                NodeExplanation, Plan, PlanItem, Size, Snapshot, StateTuple,
-                               VictimCost, Worker)
+                               Unmet, VictimCost, Worker)
 from nodemanager.settings import CoreSettings
 from nodemanager.tags import TAG_REQUEST
 from nodemanager.text import duration
@@ -138,7 +138,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     listed_requests = {n.tags.get(TAG_REQUEST) for n in snapshot.cloud_nodes if n.tags}
     boots_in_flight = [f for f in snapshot.in_flight
                        if f.action == "boot" and f.node not in listed_requests]
-    boots, notes = _place_demand(snapshot, settings, sizes, nodes, orphans, boots_in_flight)
+    boots, notes, unmet = _place_demand(snapshot, settings, sizes, nodes, orphans, boots_in_flight)
 
     items: list[PlanItem] = []
     if halt:
@@ -146,6 +146,8 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
             if n.want is not None:
                 n.blocked, n.reason = halt_kind, f"{_verb(n.want)} held back: {halt}"
                 n.want = None
+        unmet.extend(Unmet(f"{b.count} x {b.size}", 0, halt_kind, f"boot {b.count} x {b.size} held "
+                           f"back: {halt}") for b in boots)
         boots = []
         notes.append(f"no action taken: {halt}")
     else:
@@ -159,7 +161,8 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
                                       schedule=n.schedule))
     items.sort(key=lambda i: (_KIND_ORDER[i.kind], i.node_id))
     return Plan(now=now, items=tuple(items), boots=tuple(boots),
-                nodes=tuple(_explain(n) for n in nodes), frozen=halt or freeze, notes=tuple(notes))
+                nodes=tuple(_explain(n) for n in nodes), frozen=halt or freeze, notes=tuple(notes),
+                unmet=tuple(unmet))
 
 
 def _is_up(n: _Node) -> bool:
@@ -389,7 +392,7 @@ def _size_name(sizes: dict[str, Size], pinned: str | None) -> str | None:
 
 def _place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Size],
                   nodes: list[_Node], orphans: list[tuple[Worker, Classification]],
-                  boots_in_flight: list[InFlight]) -> tuple[list[BootRequest], list[str]]:
+                  boots_in_flight: list[InFlight]) -> tuple[list[BootRequest], list[str], list[Unmet]]:
     tiers = [_Bins() for _ in range(6)]  # busy-free, idle kept, idle going, booting, draining, new
     for n in nodes:
         ws = n.tuple.worker_state
@@ -440,32 +443,34 @@ def _place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, S
     boots: dict[str, int] = {}
     why: dict[str, list[str]] = {}
     notes: list[str] = []
+    unmet: list[Unmet] = []
     scaling = settings.node_mem_scaling
 
-    def cap_room(size: Size) -> tuple[int, str | None]:
+    def cap_room(size: Size) -> tuple[int, str | None, str]:
         room = limit - total
+        kind = "max_nodes" if limit == settings.max_nodes else "quota"
         cause = (f"max_nodes {settings.max_nodes}" if limit == settings.max_nodes
                  else f"cloud quota {limit}") + f" reached ({total} nodes incl. booting)"
         if settings.max_total_price > 0 and size.price > 0:
             by_price = int(math.floor((settings.max_total_price - price) / size.price + 1e-9))
             if by_price < room:
-                room = by_price
+                room, kind = by_price, "max_total_price"
                 cause = (f"max_total_price {settings.max_total_price:g}/h reached "
                          f"({price:g}/h in use)")
-        return max(room, 0), (cause if room <= 0 else None)
+        return max(room, 0), (cause if room <= 0 else None), kind
 
-    def boot(size: Size, count: int) -> tuple[int, str | None]:
+    def boot(size: Size, count: int) -> tuple[int, str | None, str]:
         nonlocal total, price
-        room, cause = cap_room(size)
+        room, cause, kind = cap_room(size)
         k = min(room, count)
         if k > 0:
             boots[size.name] = boots.get(size.name, 0) + k
             total += k
             price += k * size.price
         if k < count:
-            _, cause = cap_room(size)
-            return k, cause or "cap reached"
-        return k, None
+            _, cause, kind = cap_room(size)
+            return k, cause or "cap reached", kind
+        return k, None, kind
 
     demand = sorted((d for d in snapshot.demand if d.count > 0),
                     key=lambda d: (-d.cpus, -d.ram_mb, d.size or "", d.scratch_mb, d.count,
@@ -487,6 +492,7 @@ def _place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, S
             notes.append(f"{label}: no size fits" if not fitting else
                          f"{label}: every fitting size is blocked ("
                          f"{', '.join(sorted(s.name for s in fitting))})")
+            unmet.append(Unmet(label, left, "backoff" if fitting else "no_size", notes[-1]))
             continue
 
         def cost(s: Size) -> tuple[float, float, int, float, str]:
@@ -500,7 +506,7 @@ def _place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, S
             per = min(per, int(best.ram_mb * scaling // d.ram_mb))
         per = max(per, 1)
         need = math.ceil(left / per)
-        got, cause = boot(best, need)
+        got, cause, kind = boot(best, need)
         if got:
             placed = min(left, got * per)
             why.setdefault(best.name, []).append(f"{placed} job(s) of {d.cpus} cpus, {d.ram_mb} MB")
@@ -515,18 +521,20 @@ def _place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, S
                 tiers[5].add(best.cores, ram, best.name, None)
         if cause:
             notes.append(f"{label}: {need - got} more node(s) of {best.name} not booted: {cause}")
+            unmet.append(Unmet(label, max(0, left - got * per), kind, notes[-1]))
 
     up = len(boots_in_flight) + sum(boots.values()) + sum(1 for n in nodes if _is_up(n))
     if up < settings.min_nodes and usable:
         cheapest = usable[0]
-        got, cause = boot(cheapest, settings.min_nodes - up)
+        got, cause, kind = boot(cheapest, settings.min_nodes - up)
         if got:
             why.setdefault(cheapest.name, []).append(f"min_nodes {settings.min_nodes} ({up} up)")
         if cause:
             notes.append(f"min_nodes {settings.min_nodes}: {settings.min_nodes - up - got} "
                          f"node(s) not booted: {cause}")
+            unmet.append(Unmet(f"min_nodes {settings.min_nodes}", 0, kind, notes[-1]))
     return ([BootRequest(size=s, count=c, reason="; ".join(why.get(s, ())))
-             for s, c in sorted(boots.items())], notes)
+             for s, c in sorted(boots.items())], notes, unmet)
 
 
 # ---- gates and budgets --------------------------------------------------------------------

@@ -1,0 +1,74 @@
+"""``nodemanager status NODE`` and ``nodemanager why [NODE]`` against a running status server:
+a node's decision, its one why-not sentence and its history, in this machine's local time."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from nodemanager import cli
+from nodemanager.text import local_when
+from tests.fixtures.observability import T0
+
+
+@pytest.fixture
+def berlin(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_local_when_uses_the_local_zone_and_says_in_or_ago(berlin) -> None:
+    assert local_when(T0 + 200, T0) == "16:16:40 (in 3m 20s)"
+    assert local_when(T0 - 700, T0) == "16:01:40 (11m 40s ago)"
+    assert local_when(T0 + 86400, T0) == "2026-09-22 16:13:20 (in 24h 00m)"
+
+
+def test_status_node_shows_decision_why_not_and_history(status_server, berlin, monkeypatch,
+                                                         capsys) -> None:
+    monkeypatch.setenv("NODEMANAGER_URL", status_server.url)
+    assert cli.main(["status", "nm-small-5"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "node nm-small-5 (i-min, small)"
+    assert "rule default.matrix:30: matrix says START_DRAIN, planned nothing, blocked by min_nodes" in out
+    assert ("why not: nm-small-5 is kept: min_nodes: draining it would leave fewer than "
+            "min_nodes=6 nodes (rule default.matrix:30 says START_DRAIN)") in out
+    history = out[out.index("history (latest first):") + 1:]
+    assert len(history) == 3
+    assert history[0].startswith("  16:01:40 (11m 40s ago)  decision  (idle, open")
+    assert history[2].startswith("  15:33:20 (40m 00s ago)  decision  (busy, closed")
+    assert cli.main(["status", "w3"]) == 0   # by worker name; next change in local time
+    assert "next change: idle grace ends 16:16:40 (in 3m 20s)" in capsys.readouterr().out
+    assert cli.main(["status", "nm-small-0"]) == 0   # destroyed 23m ago: still there
+    out = capsys.readouterr().out
+    assert "left the cloud listing 15:50:00 (23m 20s ago)" in out and "destroy ok: destroyed" in out
+
+
+def test_status_table_shows_next_change_in_local_time(status_server, berlin, monkeypatch,
+                                                      capsys) -> None:
+    monkeypatch.setenv("NODEMANAGER_URL", status_server.url)
+    assert cli.main(["status"]) == 0
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("nm-large-1"))
+    assert "idle grace ends 16:16:40 (in 3m 20s)" in line and "UTC" not in line
+
+
+def test_why_names_the_binding_reason(status_server, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("NODEMANAGER_URL", status_server.url)
+    assert cli.main(["why", "i-held"]) == 0
+    assert capsys.readouterr().out.strip() == (
+        "nm-small-4 is kept: held: held by an operator (rule default.matrix:30 says START_DRAIN)")
+    assert cli.main(["why", "nm-small-2"]) == 0
+    assert capsys.readouterr().out.strip() == (
+        "nm-small-2 is being given back: drain (idle past its grace in an open window: drain)")
+    assert cli.main(["why"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == ("[max_nodes] 1 job(s) of 16 cpus, 0 MB: 1 more node(s) of large not booted: "
+                      "max_nodes 9 reached (9 nodes incl. booting)")
+    assert "[min_nodes] nm-small-5 is kept: min_nodes: draining it would leave fewer than " \
+           "min_nodes=6 nodes (rule default.matrix:30 says START_DRAIN)" in out
+    assert len(out) == 6   # one demand + five kept nodes
+    assert cli.main(["why", "nope"]) == 1
+    assert "no node 'nope'" in capsys.readouterr().err

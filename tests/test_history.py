@@ -1,0 +1,102 @@
+"""Each node's last events: added by the controller only when something changed, bounded, kept
+across a restart in the state directory, and a destroyed node kept an hour in the recent list."""
+
+from __future__ import annotations
+
+import json
+
+import policy_matrix
+
+from nodemanager.controller import Controller
+from nodemanager.history import KEEP_GONE, RING, NodeHistory
+from nodemanager.model import Outcome
+from nodemanager.scheduler.port import SchedulerPoll
+from nodemanager.settings import Settings
+from tests.core_world import NOW, node, settings, worker
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _cycle(ctl: Controller, clock: Clock, nodes, workers) -> None:
+    ctl.cycle(nodes, clock.now, SchedulerPoll(workers=tuple(workers), demand=(), polled_at=clock.now))
+
+
+def _controller(clock: Clock, history: NodeHistory) -> Controller:
+    ctl = Controller(Settings(core=settings(min_nodes=1)), policy_matrix.load_default(), None,
+                     clock=clock, dry_run=True)
+    ctl.history = history
+    return ctl
+
+
+def test_events_are_added_on_change_only() -> None:
+    clock, history = Clock(), NodeHistory()
+    ctl = _controller(clock, history)
+    nodes = [node("a", age=7200), node("b", age=7200)]
+    busy = [worker("a", state="alloc"), worker("b", state="alloc")]
+    for _ in range(3):
+        _cycle(ctl, clock, nodes, busy)
+        clock.now += 10
+    assert [(k, t.split(" ")[0]) for _, k, t in history.events("a")] == [("decision", "(busy,")]
+    _cycle(ctl, clock, nodes, [worker("a", idle_for=30), busy[1]])
+    events = history.events("a")
+    assert [k for _, k, _ in events] == ["decision", "state"]
+    assert events[-1][2] == "busy -> idle (scheduler: idle)" and events[-1][0] == clock.now
+    clock.now += 400   # past idle grace: the matrix wants a drain, min_nodes=1 lets one go
+    _cycle(ctl, clock, nodes, [worker("a", idle_for=430), busy[1]])
+    _, kind, text = history.events("a")[-1]
+    assert kind == "decision" and "START_DRAIN -> dry-run: would drain" in text
+    assert len(history.events("b")) == 1
+
+
+def test_outcomes_and_a_gone_node_move_to_recent() -> None:
+    clock, history = Clock(), NodeHistory()
+    ctl = _controller(clock, history)
+    _cycle(ctl, clock, [node("a", age=7200)], [worker("a", state="alloc")])
+    ctl.record([Outcome("destroy", "a", "ok", "destroyed", clock.now + 1),
+                Outcome("boot", "nm-9", "ok", "booted", clock.now + 1, size="small")])
+    clock.now += 60
+    _cycle(ctl, clock, [], [])
+    recent = history.recent(clock.now)
+    assert [(r["node_id"], r["name"], r["size"], r["gone_at"]) for r in recent] == \
+        [("a", "a", "small", clock.now)]
+    assert recent[0]["events"][-1][1:] == ("outcome", "destroy ok: destroyed")
+    assert history.events("nm-9") == []   # a boot's request name is no node
+    assert history.recent(clock.now + KEEP_GONE + 1) == []
+
+
+def test_the_ring_is_bounded_and_survives_a_restart(tmp_path) -> None:
+    path = str(tmp_path / "pool.history.json")
+    history = NodeHistory(path, save_every=60.0)
+    for i in range(RING + 5):
+        history.add("a", NOW + i, "decision", f"event {i}")
+    history.gone("b", NOW, {"name": "nm-b", "size": "small", "launched_at": NOW - 100})
+    history.save_if_due(NOW)
+    history.add("a", NOW + 100, "decision", "not yet saved")
+    history.save_if_due(NOW + 30)   # within save_every: not written
+    again = NodeHistory(path)
+    assert [t for _, _, t in again.events("a")] == [f"event {i}" for i in range(5, RING + 5)]
+    assert again.recent(NOW)[0]["name"] == "nm-b"
+    history.save()
+    assert NodeHistory(path).events("a")[-1][2] == "not yet saved"
+
+
+def test_a_broken_history_file_starts_empty_and_says_which(tmp_path, caplog) -> None:
+    path = tmp_path / "pool.history.json"
+    path.write_text(json.dumps({"nodes": {"a": [[1, "decision"]]}}))
+    assert NodeHistory(str(path)).events("a") == []
+    assert str(path) in caplog.text and "starting with an empty history" in caplog.text
+
+
+def test_the_daemons_history_file_is_per_cluster_in_state_dir(tmp_path) -> None:
+    from nodemanager.settings import CloudSettings, ManageSettings
+    ec2 = Settings(cloud=CloudSettings(driver="ec2", cluster="pool1"),
+                   manage=ManageSettings(state_dir=str(tmp_path)))
+    assert NodeHistory.for_settings(ec2).path == str(tmp_path / "pool1.history.json")
+    sim = Settings(cloud=CloudSettings(driver="simulated"), manage=ManageSettings(state_dir=str(tmp_path)))
+    assert NodeHistory.for_settings(sim).path is None   # its nodes die with the process
