@@ -8,8 +8,8 @@ from __future__ import annotations
 import time
 from typing import Any, Iterable, Mapping
 
-from nodemanager.cloud.port import TAG_REQUEST
-from nodemanager.core.billing import charged_between
+from nodemanager.tags import TAG_REQUEST
+from nodemanager.core import charged_between
 from nodemanager.model import CycleReport
 from nodemanager.settings import CoreSettings
 
