@@ -31,6 +31,8 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from nodemanager.progress import progress_bar  # noqa: E402 (after the path above)
+
 DEFAULT_TRACE = "LPC-EGEE-2004-1.2-cln.swf.gz"
 DAY = 86400.0
 
@@ -114,6 +116,7 @@ def soak_trace(trace: str, *, days: float = 14.0, seed: int = 1, step: float | N
     next_sample = t0
     i = 0
     end = t0 + days * DAY
+    bar = progress_bar(days, "soak", enabled=progress, unit=" days")
     while run.clock() < end:
         now = run.clock()
         while i < len(queue) and t0 + queue[i].submit - base <= now:
@@ -130,10 +133,11 @@ def soak_trace(trace: str, *, days: float = 14.0, seed: int = 1, step: float | N
         if now >= next_sample:
             samples.append(((now - t0) / DAY, rss_mb(), threads()))
             next_sample += sample_every
-            if progress:
-                print(f"  day {(now - t0) / DAY:6.2f}: rss {samples[-1][1]:.1f} MB, threads {samples[-1][2]}, "
-                      f"violations {len(run.inv.violations)}", file=sys.stderr)
+            bar.set_postfix_str(f"rss {samples[-1][1]:.0f} MB, threads {samples[-1][2]}, "
+                                f"violations {len(run.inv.violations)}")
         run.clock.advance(step)
+        bar.update(step / DAY)
+    bar.close()
     stats = run.world.pool.stats
     return {
         "trace": os.path.basename(trace), "days": days, "seed": seed, "step_seconds": step, "jobs_in_window": len(jobs),
@@ -165,15 +169,17 @@ def soak_realtime(minutes: float = 10.0, *, sample_every: float = 10.0, progress
     samples: list[tuple[float, float, int]] = []
     start = time.monotonic()
     daemon.start()
+    bar = progress_bar(minutes * 60, "soak", enabled=progress, unit=" s")
     try:
         while time.monotonic() - start < minutes * 60:
             time.sleep(min(sample_every, max(0.1, minutes * 60 - (time.monotonic() - start))))
             inv.check(daemon.last_report)
             samples.append((round(time.monotonic() - start), rss_mb(), threads()))
-            if progress:
-                print(f"  {samples[-1][0]:5.0f}s: rss {samples[-1][1]:.1f} MB, threads {samples[-1][2]}, "
-                      f"cycles {daemon.counters['cycles']:.0f}", file=sys.stderr)
+            bar.update(samples[-1][0] - bar.n)
+            bar.set_postfix_str(f"rss {samples[-1][1]:.0f} MB, threads {samples[-1][2]}, "
+                                f"cycles {daemon.counters['cycles']:.0f}")
     finally:
+        bar.close()
         daemon.stop()
     stats = world.pool.stats
     return {
@@ -205,6 +211,7 @@ def soak_crashes(seeds: list[int], crashes: int = 120, *, faults: float = 0.0,
     mix = soak_faults(faults) if faults else None
     wall0 = time.perf_counter()
     per_seed, problems, by_point = [], [], {}
+    bar = progress_bar(len(seeds), "crash sweep", enabled=progress, unit=" seeds")
     for seed in seeds:
         run, points = crash_run(seed=seed, crashes_wanted=crashes, faults=mix)
         found, figures = crash_problems(run, points, seed, faults=mix is not None)
@@ -212,10 +219,9 @@ def soak_crashes(seeds: list[int], crashes: int = 120, *, faults: float = 0.0,
         problems.extend(f"seed {seed}: {p}" for p in found)
         for k, v in points.items():
             by_point[k] = by_point.get(k, 0) + v
-        if progress:
-            print(f"  seed {seed}: {figures['restarts']} restarts, {figures['creates']} creates "
-                  f"({figures['creates_without_crashes']} without crashes), {figures['drains']} drains, "
-                  f"{len(found)} problems", file=sys.stderr)
+        bar.update(1)
+        bar.set_postfix_str(f"seed {seed}: {figures['restarts']} restarts, {len(problems)} problems so far")
+    bar.close()
     total = lambda key: sum(f[key] for f in per_seed)   # noqa: E731
     return {
         "seeds": seeds, "crashes_per_seed": crashes, "faults": faults, "restarts": total("restarts"),

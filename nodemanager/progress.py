@@ -26,6 +26,9 @@ class Quiet:
     def refresh(self) -> None:
         pass
 
+    def set_postfix_str(self, text: str) -> None:
+        pass
+
     def close(self) -> None:
         pass
 
