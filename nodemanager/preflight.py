@@ -10,6 +10,7 @@ need what an earlier one failed to give are skipped, not failed twice.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import socket
 import time
@@ -18,7 +19,7 @@ from typing import Any, Callable, Iterator
 
 from nodemanager.settings import Settings
 
-__all__ = ["Check", "preflight", "render"]
+__all__ = ["Check", "preflight", "render", "start_checks", "log_checks"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,21 @@ class Check:
 def preflight(config_path: str, *, clock: Callable[[], float] = time.time) -> list[Check]:
     """Every check, in order; see the module docstring."""
     return list(_checks(config_path, clock))
+
+
+def start_checks(settings: Settings, cloud: Any, scheduler: Any) -> list[Check]:
+    """What ``nodemanager run`` checks once its ports are built, before its actors start: the
+    cloud listing and permissions and one scheduler poll (config, matrix, lock and port are
+    checked by the start itself)."""
+    return [*_cloud(settings, cloud), _scheduler(settings, scheduler)]
+
+
+def log_checks(checks: list[Check], logger: logging.Logger) -> None:
+    """One log line per check: INFO when it passed, WARNING undecided, ERROR failed (with the fix)."""
+    for c in checks:
+        level = {True: logging.INFO, None: logging.WARNING, False: logging.ERROR}[c.ok]
+        fix = f"; fix: {c.fix}" if c.fix and c.ok is not True else ""
+        logger.log(level, "preflight %s: %s%s", c.name, c.detail, fix)
 
 
 def render(checks: list[Check]) -> str:

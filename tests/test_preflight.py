@@ -123,3 +123,35 @@ def test_the_shipped_policy_grants_exactly_what_the_adapter_calls(ec2_proxy, ec2
     granted = {a.removeprefix("ec2:") for s in policy["Statement"] for a in s["Action"]}
     assert sent <= granted, sent - granted
     assert granted == sent == set(EC2_ACTIONS)
+
+
+@pytest.mark.ec2
+def test_run_logs_the_same_checks_before_its_actors_start(ec2_proxy, tmp_path):
+    """`nodemanager run` asks EC2 the same DryRun questions at start: a refused permission is an
+    ERROR line with the fix, and the daemon still starts (a cloud down at start must not keep it
+    down)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    ec2_proxy.fail("RunInstances", 403, "UnauthorizedOperation",
+                   message="You are not authorized to perform this operation.")
+    config = _ec2_config(tmp_path, ec2_proxy.port)
+    log = tmp_path / "daemon.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "nodemanager", "run", "--config", str(config)],
+                                stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
+    try:
+        deadline = time.monotonic() + 60
+        while "nodemanager.daemon: started" not in log.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    text = log.read_text()
+    assert re.search(r"ERROR nodemanager\.preflight: preflight cloud permission ec2:RunInstances: "
+                     r"refused: .*UnauthorizedOperation.*; fix: grant ec2:RunInstances", text), text[-2000:]
+    assert "INFO nodemanager.preflight: preflight cloud permission ec2:TerminateInstances: allowed" in text
+    assert text.index("preflight cloud permission") < text.index("nodemanager.daemon: started")

@@ -82,6 +82,12 @@ def _run(args: argparse.Namespace) -> int:
         except (config.ConfigError, ValueError) as exc:
             print(f"nodemanager run: {exc}", file=sys.stderr)
             return 2
+        if not (daemon.dry_run or settings.ha is not None):
+            # the checklist of `nodemanager check`, logged; a cloud or scheduler that is down now
+            # does not stop the start (the first cycles retry, stale inputs freeze actions)
+            from nodemanager.preflight import log_checks, start_checks
+            log_checks(start_checks(settings, daemon.cloud, daemon.scheduler),
+                       logging.getLogger("nodemanager.preflight"))
         tune_gc()
         return daemon.run()
     finally:
