@@ -27,7 +27,8 @@ from nodemanager.commands.plan_live import _fetch  # noqa: E402
 from nodemanager.core import plan  # noqa: E402
 from nodemanager.model import CycleReport  # noqa: E402
 from nodemanager.settings import ManageSettings  # noqa: E402
-from nodemanager.status import StatusServer, StatusView  # noqa: E402
+from nodemanager.status import StatusServer  # noqa: E402
+from nodemanager.status_document import StatusView  # noqa: E402
 
 TOKEN = "bench-token"
 

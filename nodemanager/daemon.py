@@ -263,7 +263,7 @@ class Daemon:
         self.request("stop")
 
     def status_view(self) -> Any:
-        from nodemanager.status import StatusView
+        from nodemanager.status_document import StatusView
         return StatusView(report=self.last_report, counters=dict(self.counters), started_at=self.started_at,
                           last_cycle_at=self.last_cycle_at, version=_version(),
                           ha=self.ha.describe() if self.ha is not None else None,

@@ -13,7 +13,8 @@ import requests
 from nodemanager import cli
 from nodemanager.admin import AdminState, AdminStateError
 from nodemanager.settings import ManageSettings
-from nodemanager.status import StatusServer, StatusView
+from nodemanager.status import StatusServer
+from nodemanager.status_document import StatusView
 from tests.fixtures.observability import T0, Clock, sample_report
 
 TOKEN = "s3cret-token"

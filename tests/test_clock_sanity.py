@@ -17,7 +17,7 @@ from nodemanager.core import plan
 from nodemanager.model import CloudNode, Demand, Snapshot
 from nodemanager.settings import CloudSettings, CoreSettings, Settings
 from nodemanager.sim.cloud import SimCloud
-from nodemanager.status import StatusView, status_document
+from nodemanager.status_document import StatusView, status_document
 from policy_matrix.vocabulary import BOOT_EXCEEDED, CLOSED, OPEN
 from tests.fixtures.daemon import SIZES, ScriptedScheduler, Time
 

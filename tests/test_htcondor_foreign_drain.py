@@ -7,7 +7,8 @@ from __future__ import annotations
 import logging
 
 from nodemanager.sim.startd import Job
-from nodemanager.status import StatusView, render_html, status_document
+from nodemanager.console import render_html
+from nodemanager.status_document import StatusView, status_document
 from tests.fixtures.daemon import sim_settings
 from tests.test_controller import Loop
 

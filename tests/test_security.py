@@ -204,7 +204,8 @@ def test_admin_token_is_compared_in_constant_time_and_only_from_the_header(runni
 
     from nodemanager.admin import AdminState
     from nodemanager.settings import ManageSettings
-    from nodemanager.status import StatusServer, StatusView
+    from nodemanager.status import StatusServer
+    from nodemanager.status_document import StatusView
     calls = []
     real = hmac.compare_digest
     monkeypatch.setattr(hmac, "compare_digest", lambda a, b: calls.append(1) or real(a, b))

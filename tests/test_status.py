@@ -13,8 +13,9 @@ from nodemanager.admin import AdminState
 from nodemanager.metrics import Metrics
 from nodemanager.model import Outcome
 from nodemanager.settings import CloudSettings, ManageSettings, Settings
-from nodemanager.status import (StatusServer, StatusView, render_html, settings_secrets,
-                                status_document, when_text)
+from nodemanager.console import render_html
+from nodemanager.status import StatusServer, settings_secrets
+from nodemanager.status_document import StatusView, status_document, when_text
 from tests.fixtures.observability import SIZES, T0, Clock, sample_report
 
 

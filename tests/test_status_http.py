@@ -19,7 +19,8 @@ from nodemanager.config import ConfigError, load
 from nodemanager.http_server import (CROWDED_IDLE, IDLE_TIMEOUT, REQUEST_TIMEOUT, BindError,
                                       HttpServer, host_allowed)
 from nodemanager.settings import ManageSettings
-from nodemanager.status import StatusServer, StatusView
+from nodemanager.status import StatusServer
+from nodemanager.status_document import StatusView
 from tests.fixtures.observability import Clock, sample_report
 
 TOKEN = "s3cret-token"  # the status_server fixture's

@@ -15,7 +15,9 @@ from nodemanager.controller import Controller
 from nodemanager.metrics import Metrics
 from nodemanager.settings import ManageSettings
 from nodemanager.sim.world import SimWorld
-from nodemanager.status import StatusServer, StatusView, render_html, status_document
+from nodemanager.console import render_html
+from nodemanager.status import StatusServer
+from nodemanager.status_document import StatusView, status_document
 from tests.fixtures.daemon import Time, sim_settings
 
 
