@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from nodemanager.scheduler.htcondor import (drain_check_expression, is_our_drain, ticket_from_worker)
+from nodemanager.scheduler.htcondor_drain import drain_check_expression, is_our_drain, ticket_from_worker
 from nodemanager.scheduler.port import DrainRefused, DrainSchedule, DrainTicket, SchedulerError
 from tests.fixtures.htcondor import CondorWorld
 

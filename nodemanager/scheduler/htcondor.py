@@ -1,9 +1,9 @@
 """The HTCondor adapter: workers from startd ads, demand from idle jobs, drains as a transaction.
 
-The calls into the official bindings (``htcondor2``) are kept thin, behind :class:`Bindings`:
-:class:`Htcondor2Bindings` is the production implementation and takes the ``htcondor2`` module as a
-parameter, so the tests run exactly this code against the simulated collector and startds
-(``nodemanager.sim.collector``). Everything else here is plain Python on plain dict ads.
+The calls into the official bindings (``htcondor2``) are kept thin, behind
+:class:`~nodemanager.scheduler.htcondor_bindings.Bindings` (:mod:`~nodemanager.scheduler.htcondor_bindings`);
+the drain transaction's pure parts (reason, check expression, "is this drain ours") are in
+:mod:`~nodemanager.scheduler.htcondor_drain`. Everything else here is plain Python on plain dict ads.
 
 Per cycle, :meth:`HTCondorScheduler.poll` makes **one** collector query of partitionable-slot ads
 (with a projection) and one idle-job query per schedd, and reads each ad once (linear in startds +
@@ -18,7 +18,7 @@ The drain transaction (seed 000, "Race Conditions"; docs/htcondor.md):
 1. :meth:`~HTCondorScheduler.drain` sends ``drainJobs`` with ``CompletionType.Nothing`` (a drained
    node takes no new jobs until it is destroyed), ``start_expr`` false, a reason that marks the drain
    as ours (``"nodemanager <epoch> <why>"``) and a **check expression** that makes the startd refuse
-   if the node changed since the snapshot the decision was made on (:func:`drain_check_expression`).
+   if the node changed since the snapshot the decision was made on (:func:`~nodemanager.scheduler.htcondor_drain.drain_check_expression`).
    The bindings' errors are generic, so after a failure the adapter re-reads the startd to tell
    why: a drain of ours that started although the answer was lost is adopted; otherwise the
    refusal says what it saw (already draining, busy since the snapshot, ...). A call that took the
@@ -37,24 +37,22 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from nodemanager.core import ad_number
 from nodemanager.model import Worker
 from nodemanager.scheduler.draining_stats import DrainingStats, DrainingStatsRecorder
 from nodemanager.scheduler.port import (DRAIN_REASON_PREFIX, Confirmation, DrainRefused, DrainSchedule,
                                         DrainTicket, SchedulerError, SchedulerPoll)
 from nodemanager.scheduler.htcondor_ads import (JOB_ATTRIBUTES, demand_from_jobs, slot_problems,
                                                 worker_from_ad)
+from nodemanager.scheduler.htcondor_bindings import Bindings, Htcondor2Bindings, plain_ad
+from nodemanager.scheduler.htcondor_drain import (DRAIN_TIMEOUT, drain_check_expression, drain_reason,
+                                                  is_our_drain, jobs_on, number, pslot_of)
 from nodemanager.scheduler.records import ProblemLog, RecordProblem
 from nodemanager.settings import SchedulerSettings
 
-__all__ = [
-    "Bindings", "Htcondor2Bindings", "HTCondorScheduler",
-    "SLOT_ATTRIBUTES", "PILOT_ATTRIBUTES", "JOB_ATTRIBUTES", "DEFAULT_CONSTRAINT", "IDLE_JOBS",
-    "DRAIN_TIMEOUT", "drain_check_expression", "worker_from_ad", "demand_from_jobs", "plain_ad",
-    "pslot_of", "is_our_drain", "ticket_from_worker", "drain_reason",
-]
+__all__ = ["HTCondorScheduler", "SLOT_ATTRIBUTES", "PILOT_ATTRIBUTES", "DEFAULT_CONSTRAINT",
+           "worker_from_ad"]
 
 log = logging.getLogger(__name__)
 
@@ -77,164 +75,7 @@ SLOT_ATTRIBUTES = (
     "LastDrainStartTime", "LastDrainStopTime",
 ) + PILOT_ATTRIBUTES
 
-IDLE_JOBS = "JobStatus == 1"
 DEFAULT_CONSTRAINT = "PartitionableSlot =?= true"
-# dc_startd.cpp hard-codes 20 s for DRAIN_JOBS / CANCEL_DRAIN_JOBS; a failure this slow is a timeout.
-DRAIN_TIMEOUT = 20.0
-
-
-class Bindings(Protocol):
-    """The few HTCondor calls the adapter makes. Ads may be ``classad2.ClassAd`` or dicts."""
-
-    error_types: tuple[type[BaseException], ...]
-
-    def query_slots(self, constraint: str, projection: Sequence[str]) -> list[Mapping[str, Any]]:
-        """The collector's slot ads matching ``constraint`` (one query)."""
-
-    def query_startd(self, location: Mapping[str, Any], projection: Sequence[str]) -> list[Mapping[str, Any]]:
-        """Every slot ad of one startd, asked of the startd itself (live, not the collector copy)."""
-
-    def query_idle_jobs(self, projection: Sequence[str]) -> list[Mapping[str, Any]]:
-        """The idle jobs of the pool's schedds."""
-
-    def drain_jobs(self, location: Mapping[str, Any], schedule: str, check_expr: str, start_expr: str,
-                   reason: str) -> str:
-        """``Startd.drainJobs`` with ``CompletionType.Nothing``; returns the request id."""
-
-    def cancel_drain_jobs(self, location: Mapping[str, Any], request_id: str) -> None:
-        """``Startd.cancelDrainJobs(request_id)``."""
-
-    def vacate(self, location: Mapping[str, Any], fast: bool) -> None:
-        """``Startd.vacate``: soft-kill (graceful) or hard-kill (fast) every claim."""
-
-
-class Htcondor2Bindings:
-    """:class:`Bindings` on the official ``htcondor2`` bindings (or anything with its API).
-
-    ``pool`` is the collector (None: the configured ``COLLECTOR_HOST``); ``schedds`` the schedd
-    names to ask for idle jobs (empty: every schedd the collector knows). ``module`` defaults to
-    ``htcondor2``; the tests pass the simulated pool's module here.
-    Authorization comes from the HTCondor configuration (``SEC_*``, tokens), not from here.
-    """
-
-    def __init__(self, pool: str | None = None, schedds: Iterable[str] = (), *, module: Any = None,
-                 query_timeout: float | None = None) -> None:
-        if module is None:
-            import htcondor2
-            module = htcondor2
-        self._htc = module
-        if query_timeout:
-            module.param["QUERY_TIMEOUT"] = str(int(query_timeout))
-        self._pool = pool
-        self._schedds = tuple(schedds)
-        # socket.gaierror (an OSError) comes out of locate() for unresolvable names.
-        self.error_types: tuple[type[BaseException], ...] = (module.HTCondorException, OSError)
-
-    def _location(self, ad: Mapping[str, Any]) -> Any:
-        import classad2
-
-        if isinstance(ad, classad2.ClassAd):
-            return ad
-        return classad2.ClassAd({k: ad[k] for k in ("MyAddress", "Name", "Machine") if ad.get(k) is not None})
-
-    def query_slots(self, constraint: str, projection: Sequence[str]) -> list[Any]:
-        htc = self._htc
-        return htc.Collector(self._pool).query(htc.AdType.Startd, constraint, list(projection))
-
-    def query_startd(self, location: Mapping[str, Any], projection: Sequence[str]) -> list[Any]:
-        htc = self._htc
-        return htc.Collector(self._location(location)).query(htc.AdType.Startd, None, list(projection))
-
-    def query_idle_jobs(self, projection: Sequence[str]) -> list[Any]:
-        htc = self._htc
-        collector = htc.Collector(self._pool)
-        if self._schedds:
-            locations = [collector.locate(htc.DaemonType.Schedd, name) for name in self._schedds]
-        else:
-            locations = collector.locateAll(htc.DaemonType.Schedd)
-        jobs: list[Any] = []
-        for loc in locations:
-            if loc is not None:
-                jobs.extend(htc.Schedd(loc).query(constraint=IDLE_JOBS, projection=list(projection)))
-        return jobs
-
-    def drain_jobs(self, location: Mapping[str, Any], schedule: str, check_expr: str, start_expr: str,
-                   reason: str) -> str:
-        htc = self._htc
-        return htc.Startd(self._location(location)).drainJobs(
-            drain_type=htc.DrainType[schedule.capitalize()],
-            on_completion=htc.CompletionType.Nothing,
-            check_expr=check_expr, start_expr=start_expr, reason=reason)
-
-    def cancel_drain_jobs(self, location: Mapping[str, Any], request_id: str) -> None:
-        self._htc.Startd(self._location(location)).cancelDrainJobs(request_id)
-
-    def vacate(self, location: Mapping[str, Any], fast: bool) -> None:
-        htc = self._htc
-        htc.Startd(self._location(location)).vacate(htc.VacateType.Fast if fast else htc.VacateType.Graceful)
-
-
-# ------------------------------------------------------------------------- pure helpers
-
-
-def plain_ad(ad: Mapping[str, Any]) -> dict[str, Any]:
-    """A plain dict of ``ad``: expressions evaluated in the ad, Undefined/Error left out."""
-    import classad2
-
-    if not isinstance(ad, classad2.ClassAd):
-        return dict(ad)
-    from nodemanager.classad_eval import plain_value
-
-    out: dict[str, Any] = {}
-    for key in ad.keys():
-        value = ad[key]
-        if isinstance(value, classad2.ExprTree):
-            value = ad.eval(key)
-        value = plain_value(value)
-        if value is not None:
-            out[key] = value
-    return out
-
-
-def _num(ad: Mapping[str, Any], key: str, default: float | None = None) -> float | None:
-    """A numeric attribute as float (see :func:`~nodemanager.core.classify.ad_number`), else ``default``."""
-    v = ad_number(ad, key)
-    return default if v is None else v
-
-
-def drain_check_expression(ad: Mapping[str, Any], schedule: DrainSchedule | str, *,
-                           slack: float = 1200.0, factor: float = 1.25) -> str:
-    """The ``check_expr`` that makes the startd refuse a drain decided on stale state (seed 000).
-
-    * Node idle in the snapshot: refuse if any slot is a dynamic slot, the p-slot has dynamic slots,
-      or a slot is claimed (``DynamicSlot =!= true`` is false on every dynamic slot ad).
-    * Node busy in the snapshot (a deliberate drain of a busy node): defrag's guard, refuse if the
-      startd's own estimate for this schedule is now much worse than the snapshot's
-      (completion later than snapshot + ``slack``; badput above ``factor`` x snapshot + ``slack``).
-    * Always: refuse if the startd restarted since the snapshot (``DaemonStartTime``).
-
-    ``=?=``/``=!=`` keep undefined attributes from making the check "not a bool" (which refuses).
-    """
-    schedule = DrainSchedule(schedule)
-    dslots = _num(ad, "NumDynamicSlots", 0.0) or 0.0
-    parts: list[str]
-    if dslots == 0 and not _children_busy(ad):
-        parts = ["DynamicSlot =!= true",
-                 "(NumDynamicSlots =?= 0 || NumDynamicSlots =?= undefined)",
-                 '(State =?= "Unclaimed" || State =?= "Owner")']
-    else:
-        kind = "Graceful" if schedule is DrainSchedule.GRACEFUL else "Quick"
-        parts = []
-        done = _num(ad, f"ExpectedMachine{kind}DrainingCompletion")
-        badput = _num(ad, f"ExpectedMachine{kind}DrainingBadput")
-        if done is not None:
-            parts.append(f"ExpectedMachine{kind}DrainingCompletion <= {int(done + slack)}")
-        if badput is not None:
-            parts.append(f"ExpectedMachine{kind}DrainingBadput <= {int(factor * badput + slack)}")
-    started = _num(ad, "DaemonStartTime")
-    if started is not None:
-        parts.append(f"DaemonStartTime =?= {int(started)}")
-    return " && ".join(parts) if parts else "true"
 
 
 def _seconds(text: str | None) -> float | None:
@@ -247,79 +88,6 @@ def _seconds(text: str | None) -> float | None:
 def _quote(text: str) -> str:
     """``text`` as a ClassAd string literal."""
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _jobs(pslot: Mapping[str, Any], ads: Iterable[Mapping[str, Any]] | None) -> int:
-    """How many jobs (dynamic slots) a startd runs, from its p-slot ad and its slot ads."""
-    dynamic = sum(1 for a in ads or () if a.get("DynamicSlot") is True)
-    return max(dynamic, int(_num(pslot, "NumDynamicSlots", 0.0) or 0))
-
-
-def _children_busy(ad: Mapping[str, Any]) -> bool:
-    child = ad.get("ChildState")
-    return isinstance(child, (list, tuple)) and any(c in ("Claimed", "Preempting", "Matched") for c in child)
-
-
-def drain_reason(why: str, now: float, *, tag: str = DRAIN_REASON_PREFIX) -> str:
-    """The ``DrainReason`` we send: ``"<tag> <epoch> <why>"``, unique per node and ours by its tag."""
-    why = why.strip()
-    if why.startswith(tag + " ") or why == tag:
-        why = why[len(tag):].strip()
-    return f"{tag} {int(now)} {why}".rstrip()
-
-
-def pslot_of(ads: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
-    """The partitionable slot (else the first non-dynamic slot) of one startd's ads."""
-    first = None
-    for ad in ads:
-        if ad.get("PartitionableSlot") is True or ad.get("SlotType") == "Partitionable":
-            return ad
-        if first is None and ad.get("DynamicSlot") is not True:
-            first = ad
-    return first
-
-
-def is_our_drain(ad: Mapping[str, Any], ticket: DrainTicket, *, tag: str = DRAIN_REASON_PREFIX,
-                 skew: float = 5.0) -> tuple[bool, str]:
-    """Is the drain ``ad`` shows the one ``ticket`` started? (False, why) if not.
-
-    Checks ``Draining``, ``DrainingRequestId``, ``DrainReason`` (exactly, or our tag when the ticket
-    has no reason) and the startd process: ``DaemonStartTime`` equal to the ticket's, or when the
-    ticket does not know it, not after the drain started (ids restart at 1 on a restart).
-    """
-    if ad.get("Draining") is not True:
-        return False, "not draining"
-    rid = ad.get("DrainingRequestId")
-    if rid is None or str(rid) != str(ticket.request_id):
-        return False, f"drain request {rid} is not ours ({ticket.request_id})"
-    reason = ad.get("DrainReason")
-    if ticket.reason:
-        if reason != ticket.reason:
-            return False, f"drain reason {reason!r} is not ours ({ticket.reason!r})"
-    elif not (isinstance(reason, str) and reason.startswith(tag + " ")):
-        return False, f"drain reason {reason!r} is not ours"
-    started = _num(ad, "DaemonStartTime")
-    if ticket.daemon_start is not None:
-        if started is None or int(started) != int(ticket.daemon_start):
-            return False, (f"startd restarted (DaemonStartTime {started} != {ticket.daemon_start}): "
-                           f"request id {rid} is not our drain")
-    elif started is None or started > ticket.started_at + skew:
-        return False, f"startd started at {started}, after our drain began: request id {rid} is not ours"
-    return True, "our drain"
-
-
-def ticket_from_worker(worker: Worker, *, tag: str = DRAIN_REASON_PREFIX) -> DrainTicket | None:
-    """Rebuild the ticket of a drain of ours from a polled worker (after a controller restart).
-
-    None unless the worker drains with our reason tag. The start time is ``LastDrainStartTime``.
-    """
-    reason = worker.drain_reason
-    if not worker.draining or not worker.drain_request_id or not (reason or "").startswith(tag + " "):
-        return None
-    ad = worker.ad
-    return DrainTicket(worker=worker.name, request_id=worker.drain_request_id, reason=reason or "",
-                       started_at=_num(ad, "LastDrainStartTime", 0.0) or 0.0,
-                       daemon_start=_num(ad, "DaemonStartTime"))
 
 
 # ------------------------------------------------------------------------- the adapter
@@ -486,7 +254,7 @@ class HTCondorScheduler:
         check = drain_check_expression(worker.ad, schedule, slack=self.slack, factor=self.badput_factor)
         if self.extra_check:
             check = f"{check} && ({self.extra_check})"
-        started = _num(worker.ad, "DaemonStartTime")
+        started = number(worker.ad, "DaemonStartTime")
         try:
             rid = self._b.drain_jobs(location, schedule.value, check, self.start_expr, why)
         except self._b.error_types as exc:
@@ -512,7 +280,7 @@ class HTCondorScheduler:
             log.info("htcondor: %s: drain request failed (%s) but our drain %s is running: adopted",
                      name, exc, rid)
             return DrainTicket(worker=name, request_id=rid, reason=why, started_at=now,
-                               daemon_start=_num(p, "DaemonStartTime"), schedule=schedule)
+                               daemon_start=number(p, "DaemonStartTime"), schedule=schedule)
         if timed_out:
             log.warning("htcondor: %s: no answer to the drain request in %.0f s", name, elapsed)
             raise SchedulerError(f"{name}: no answer to the drain request within {self.drain_timeout:.0f} s "
@@ -523,10 +291,10 @@ class HTCondorScheduler:
         elif p.get("Draining") is True:
             detail = (f"already draining ({p.get('DrainReason')!r}, request {p.get('DrainingRequestId')}); "
                       "one drain per node")
-        elif _num(p, "DaemonStartTime") != _num(worker.ad, "DaemonStartTime"):
+        elif number(p, "DaemonStartTime") != number(worker.ad, "DaemonStartTime"):
             detail = "the startd restarted since the snapshot"
-        elif _jobs(p, fresh) > worker.running_jobs:
-            detail = (f"it became busy since the snapshot ({_jobs(p, fresh)} jobs now, "
+        elif jobs_on(p, fresh) > worker.running_jobs:
+            detail = (f"it became busy since the snapshot ({jobs_on(p, fresh)} jobs now, "
                       f"{worker.running_jobs} then)")
         else:
             detail = ("refused although it looks unchanged: its drain cost grew past the check, or we lack "
@@ -562,15 +330,15 @@ class HTCondorScheduler:
         bad = slot_problems(p, ticket.worker)
         if bad:
             return Confirmation(False, f"{bad[0]}: its job count cannot be trusted")
-        seen = _num(p, "MyCurrentTime")
+        seen = number(p, "MyCurrentTime")
         if seen is None or seen <= ticket.started_at:
             return Confirmation(False, f"{ticket.worker}: state not newer than the drain start")
         if p.get("State") != "Drained" or p.get("Activity") != "Idle":
             return Confirmation(False, f"{ticket.worker}: still {p.get('State')}/{p.get('Activity')}")
         busy = [a for a in fresh
                 if a is not p and (a.get("DynamicSlot") is True or a.get("State") != "Drained")]
-        if busy or (_num(p, "NumDynamicSlots", 0.0) or 0) > 0:
-            n = max(len(busy), int(_num(p, "NumDynamicSlots", 0.0) or 0))
+        if busy or (number(p, "NumDynamicSlots", 0.0) or 0) > 0:
+            n = max(len(busy), int(number(p, "NumDynamicSlots", 0.0) or 0))
             return Confirmation(False, f"{ticket.worker}: {n} slot(s) still have jobs")
         self._count("completed", (ticket.worker, str(ticket.request_id), ticket.daemon_start))
         return Confirmation(True, f"{ticket.worker}: drained by our request {ticket.request_id}, "

@@ -1,7 +1,7 @@
 """A simulated HTCondor collector, schedd and startd clients that look like the ``htcondor2`` module.
 
 :class:`SimCondor` is passed as ``module=`` to
-:class:`~nodemanager.scheduler.htcondor.Htcondor2Bindings`, so the adapter's real binding calls run
+:class:`~nodemanager.scheduler.htcondor_bindings.Htcondor2Bindings`, so the adapter's real binding calls run
 against simulated startds (:class:`~nodemanager.sim.startd.SimStartd`). What it reproduces
 (``../shared/notes/htcondor-draining.md`` §2 and §5):
 

@@ -82,7 +82,7 @@ class PoolStats:
 
 
 class _PoolBindings:
-    """The adapter's :class:`~nodemanager.scheduler.htcondor.Bindings`, answered by the pool's startds
+    """The adapter's :class:`~nodemanager.scheduler.htcondor_bindings.Bindings`, answered by the pool's startds
     with plain dict ads and the bindings' generic exceptions."""
 
     def __init__(self, pool: "SimPool") -> None:
