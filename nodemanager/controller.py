@@ -44,9 +44,11 @@ import time
 from dataclasses import replace
 from typing import Any, Callable, Iterable, Sequence
 
-from nodemanager.actuate import Actuator, ActuatorState, Task, is_our_drain, parse_drain_tag
+from nodemanager.actuate import Actuator, Task
+from nodemanager.actuator_memory import ActuatorState
 from nodemanager.cloud import TAG_DESTROY, TAG_DRAIN, TAG_REQUEST, is_gone
 from nodemanager.core import launch_time
+from nodemanager.drain_tickets import is_our_drain, parse_drain_tag
 from nodemanager.model import (CloudNode, CycleReport, InFlight, ItemKind, NodeExplanation,
                                Outcome, Plan, PlanItem, Snapshot, Worker)
 from nodemanager.scheduler import SchedulerPoll

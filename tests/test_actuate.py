@@ -1,8 +1,9 @@
 """The actuator against the simulated cloud and a scripted scheduler: what an operator would see
 happen to nodes (or refused), with plans built by hand."""
 
-from nodemanager.actuate import (BOOT_LISTING_TIMEOUT, NAME_QUARANTINE, Actuator, Task, drain_tag, parse_drain_tag,
-                                 ticket_for)
+from nodemanager.actuate import BOOT_LISTING_TIMEOUT, Actuator, Task
+from nodemanager.actuator_memory import NAME_QUARANTINE
+from nodemanager.drain_tickets import drain_tag, parse_drain_tag, ticket_for
 from nodemanager.cloud.port import TAG_DESTROY, TAG_DRAIN, TAG_REQUEST, CloudError, ErrorKind
 from nodemanager.model import BootRequest, ItemKind, PlanItem
 from nodemanager.scheduler.port import DrainTicket, SchedulerError
