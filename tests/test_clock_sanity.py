@@ -202,7 +202,7 @@ def test_a_launch_time_in_the_future_is_not_believed_even_without_a_measured_ske
     """A cloud whose Date is unknown (or right) but whose launch times run ahead: the launch time
     is our boot request's time; a node we did not boot keeps the time this process first saw it."""
     from nodemanager.cloud.port import TAG_REQUEST
-    from nodemanager.controller import InputMemory
+    from nodemanager.controller_inputs import InputMemory
     from nodemanager.scheduler.port import SchedulerPoll
     now = 2_000_000.0
     ours = CloudNode(id="i-1", name="vm1", size="small", launched_at=now + HOUR,
