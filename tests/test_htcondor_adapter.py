@@ -8,7 +8,7 @@ import classad2
 import htcondor2
 import pytest
 
-from nodemanager.core.classify import classify_htcondor
+from nodemanager.scheduler.htcondor_classify import classify_htcondor
 from nodemanager.scheduler.htcondor import (PILOT_ATTRIBUTES, Htcondor2Bindings, HTCondorScheduler,
                                             demand_from_jobs, worker_from_ad)
 from nodemanager.scheduler.port import SchedulerError
