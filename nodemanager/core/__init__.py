@@ -5,9 +5,9 @@ The daemon, the simulator, the status page and ``nodemanager plan`` all call :fu
     from nodemanager.core import plan
     result = plan(snapshot, settings.core, matrix)       # -> nodemanager.model.Plan
 
-The surface: :func:`plan` and :func:`stale_inputs`; pairing (:func:`pair`); classification
-of what the adapters classified (:func:`classify_worker`, :func:`is_our_reason`,
-:func:`foreign_reason`, :func:`ad_number`); billing windows and paid time
+The surface: :func:`plan` and :func:`stale_inputs`; pairing (:func:`pair`); the
+scheduler-independent classification rules over the adapters' verdicts (:func:`classify_worker`,
+:func:`is_our_reason`, :func:`foreign_reason`, :func:`ad_number`); billing windows and paid time
 (``*_grace_state``, :func:`window_state`, :func:`paid_seconds_for`, :func:`charged_between`,
 :func:`late_give_back`); clock sanity (:func:`launch_time`, :func:`date_skew`); victim costs
 (:func:`estimate`, :func:`order_victims`); boot reservations (:class:`Reservation`,
