@@ -17,6 +17,7 @@ import time
 import policy_matrix
 from nodemanager.core import plan
 from nodemanager.model import CloudNode, Demand, InFlight, Size, Snapshot, Worker
+from nodemanager.scheduler import classified
 from nodemanager.settings import CoreSettings
 
 NOW = 1_800_000_000.0
@@ -63,7 +64,7 @@ def pool(n: int, seed: int = 1) -> Snapshot:
     demand = tuple(Demand(cpus=rng.choice([1, 2, 4, 8, 12]), ram_mb=rng.choice([1000, 4000, 20000]),
                           count=rng.randint(1, max(2, n // 50))) for _ in range(20))
     return Snapshot(now=NOW, polled_at={"cloud": NOW - 5, "scheduler": NOW - 5},
-                    cloud_nodes=tuple(nodes), workers=tuple(workers), demand=demand,
+                    cloud_nodes=tuple(nodes), workers=tuple(classified(w) for w in workers), demand=demand,
                     in_flight=tuple(flights), recent_destroys=(NOW - 100,) * 3)
 
 

@@ -21,6 +21,7 @@ __all__ = [
     "CloudNode",
     "GONE_STATES",
     "is_gone",
+    "Classified",
     "Worker",
     "Demand",
     "InFlight",
@@ -103,6 +104,18 @@ def is_gone(node: CloudNode) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
+class Classified:
+    """A scheduler adapter's verdict on its own raw record: the matrix's ``worker_state``, why (in
+    words), for an idle worker the time it became idle (None: unknown; the core caps it at now),
+    and someone else's drain reason when another party drains it (None: not draining, or ours)."""
+
+    state: str
+    why: str
+    idle_since: float | None = None
+    foreign_drain: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Worker:
     """A node as the scheduler reports it (a SLURM node, or an HTCondor startd).
 
@@ -114,6 +127,8 @@ class Worker:
     ``registered_at`` is when this scheduler record began (daemon start / slurmd registration), used
     to refuse pairing a record older than the VM (a recycled hostname). ``drain_since`` is when the
     current drain began (SLURM: the reason's time; HTCondor: ``LastDrainStartTime``), 0: unknown.
+    ``classified`` is the adapter's classification of this record (see
+    :func:`nodemanager.scheduler.classified`); the core leaves an unclassified worker alone (busy).
     """
 
     name: str
@@ -134,6 +149,7 @@ class Worker:
     drain_request_id: str | None = None
     drain_since: float = 0.0
     ad: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAP)
+    classified: Classified | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,8 +34,9 @@ import math
 import re
 from typing import Any, Callable, Mapping
 
-from nodemanager.core import htcondor_worker_fields
 from nodemanager.model import CloudNode, Demand, InFlight, Snapshot, Worker, frozen_map
+from nodemanager.scheduler import classified
+from nodemanager.scheduler.htcondor_ads import htcondor_worker_fields
 
 __all__ = ["SnapshotError", "from_json", "loads", "load", "to_json", "dumps", "parse_time",
            "MAX_TIME", "MAX_COUNT", "MAX_BYTES"]
@@ -258,7 +259,7 @@ def _worker(v: Any, path: str) -> Worker:
     ends = f.opt("job_end_times", _list, [])
     kwargs["job_end_times"] = tuple(_number(t, f"{f.sub('job_end_times')}[{i}]")
                                     for i, t in enumerate(ends))
-    return Worker(name=f.req("name", _str), scheduler=scheduler, ad=frozen_map(ad), **kwargs)
+    return classified(Worker(name=f.req("name", _str), scheduler=scheduler, ad=frozen_map(ad), **kwargs))
 
 
 def _demand(v: Any, path: str) -> Demand:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from nodemanager.model import CloudNode, Demand, InFlight, Size, Snapshot, Worker
+from nodemanager.scheduler import classified
 from nodemanager.settings import CoreSettings
 
 NOW = 1_000_000.0
@@ -31,7 +32,7 @@ def worker(name: str, state: str = "idle", idle_for: float = 1000.0, **kw) -> Wo
     if state in ("alloc", "mix", "drng"):
         base.update(cpus_busy=4 if state != "mix" else 2, running_jobs=1)
     base.update(kw)
-    return Worker(**base)
+    return classified(Worker(**base))
 
 
 def snap(nodes=(), workers=(), demand=(), in_flight=(), **kw) -> Snapshot:

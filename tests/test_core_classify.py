@@ -1,9 +1,13 @@
-"""Scheduler states to worker_state: every SLURM and HTCondor mapping, and staleness."""
+"""Scheduler states to worker_state: every SLURM and HTCondor mapping (the adapters' classifiers),
+and the core's staleness."""
 
 import pytest
 
-from nodemanager.core import classify_htcondor, classify_slurm, classify_worker
+from nodemanager.core import classify_worker
 from nodemanager.model import Worker
+from nodemanager.scheduler import classified
+from nodemanager.scheduler.htcondor_classify import classify_htcondor
+from nodemanager.scheduler.slurm_classify import classify_slurm
 
 NOW = 1_000_000.0
 
@@ -96,12 +100,12 @@ def test_htcondor_idle_since_uses_frozen_draining_completion():
 
 @pytest.mark.parametrize("heard_ago, expected", [(599, "idle"), (600, "idle"), (601, "down")])
 def test_stale_worker_is_down(heard_ago, expected):
-    w = Worker(name="n1", scheduler="slurm", state="idle", last_heard=NOW - heard_ago)
+    w = classified(Worker(name="n1", scheduler="slurm", state="idle", last_heard=NOW - heard_ago))
     assert classify_worker(w, NOW, 600).state == expected
 
 
 def test_unreported_last_heard_is_not_stale():
-    w = Worker(name="n1", scheduler="slurm", state="alloc", last_heard=0.0)
+    w = classified(Worker(name="n1", scheduler="slurm", state="alloc", last_heard=0.0))
     assert classify_worker(w, NOW, 600).state == "busy"
 
 
@@ -110,5 +114,21 @@ def test_no_worker_is_unpaired():
 
 
 def test_slurm_idle_since_is_the_scheduler_state_since():
-    w = Worker(name="n1", scheduler="slurm", state="idle", last_heard=NOW, state_since=NOW - 42)
+    w = classified(Worker(name="n1", scheduler="slurm", state="idle", last_heard=NOW, state_since=NOW - 42))
     assert classify_worker(w, NOW, 600).idle_since == NOW - 42
+
+
+def test_the_core_takes_any_schedulers_classification_as_its_adapter_gave_it():
+    from nodemanager.model import Classified
+    w = Worker(name="n1", scheduler="pbs", state="free", last_heard=NOW,
+               classified=Classified("idle", "pbs: free", NOW - 50))
+    assert classify_worker(w, NOW, 600) == ("idle", "pbs: free", NOW - 50)
+    ahead = Worker(name="n1", scheduler="pbs", classified=Classified("idle", "pbs: free", NOW + 99))
+    assert classify_worker(ahead, NOW, 600).idle_since == NOW   # never idle since the future
+    stale = Worker(name="n1", scheduler="pbs", last_heard=NOW - 601, classified=Classified("idle", ""))
+    assert classify_worker(stale, NOW, 600).state == "down"
+
+
+def test_a_worker_no_adapter_classified_is_left_alone():
+    c = classify_worker(Worker(name="n1", scheduler="pbs", state="free", last_heard=NOW), NOW, 600)
+    assert c.state == "busy" and "not classified" in c.why

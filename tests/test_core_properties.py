@@ -15,6 +15,7 @@ from policy_matrix.vocabulary import DEFAULT_VOCABULARY
 
 from nodemanager.core import plan
 from nodemanager.model import (CloudNode, Demand, InFlight, ItemKind, Size, Snapshot, Worker)
+from nodemanager.scheduler import classified
 from nodemanager.settings import CoreSettings
 
 NOW = 2_000_000.0
@@ -60,19 +61,19 @@ def worlds(draw):
         idle_for = draw(st.sampled_from([0, 100, 299, 301, 5000]))
         jobs = draw(st.integers(0, 3))
         if kind == "slurm":
-            workers.append(Worker(name=f"cn-{i}", scheduler="slurm", state=draw(st.sampled_from(SLURM)),
+            workers.append(classified(Worker(name=f"cn-{i}", scheduler="slurm", state=draw(st.sampled_from(SLURM)),
                                   last_heard=heard, state_since=NOW - idle_for, cpus=4,
                                   cpus_busy=min(jobs, 4), running_jobs=jobs,
-                                  registered_at=NOW - min(age, 100)))
+                                  registered_at=NOW - min(age, 100))))
         elif kind == "htcondor":
             state, act, dslots = draw(st.sampled_from(HTCONDOR))
             ad = {"State": state, "Activity": act, "NumDynamicSlots": dslots,
                   "EnteredCurrentState": NOW - idle_for,
                   "ExpectedMachineGracefulDrainingBadput": draw(st.integers(0, 10**5)),
                   "ExpectedMachineGracefulDrainingCompletion": NOW + draw(st.integers(-100, 10**4))}
-            workers.append(Worker(name=f"cn-{i}", scheduler="htcondor", cloud_id=nid, ad=ad,
+            workers.append(classified(Worker(name=f"cn-{i}", scheduler="htcondor", cloud_id=nid, ad=ad,
                                   state=f"{state}/{act}", last_heard=heard, cpus=8,
-                                  running_jobs=dslots, cpus_busy=dslots))
+                                  running_jobs=dslots, cpus_busy=dslots)))
         fl = draw(st.sampled_from([None, None, None, "drain", "destroy", "cancel_drain"]))
         if fl:
             in_flight.append(InFlight(node=nid, action=fl, since=NOW - 100))

@@ -8,10 +8,10 @@ import classad2
 import htcondor2
 import pytest
 
-from nodemanager.core.classify import classify_htcondor
 from nodemanager.scheduler.htcondor import PILOT_ATTRIBUTES, HTCondorScheduler
 from nodemanager.scheduler.htcondor_ads import demand_from_jobs, worker_from_ad
 from nodemanager.scheduler.htcondor_bindings import Htcondor2Bindings
+from nodemanager.scheduler.htcondor_classify import classify_htcondor
 from nodemanager.scheduler.port import SchedulerError
 from policy_matrix.vocabulary import BUSY, IDLE
 

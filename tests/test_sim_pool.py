@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nodemanager.actors.clock import ManualClock
-from nodemanager.core.classify import classify_htcondor
+from nodemanager.scheduler.htcondor_classify import classify_htcondor
 from nodemanager.metrics import Metrics
 from nodemanager.model import CloudNode, Size
 from nodemanager.scheduler.port import DrainRefused, DrainSchedule, Scheduler

@@ -339,7 +339,7 @@ def test_mark_destroyed_future_hides_the_node_until_it_registers_again(slurm):
 
 def test_killed_slurmd_goes_down_and_is_classified_down(slurm, sched):
     import policy_matrix
-    from nodemanager.core.classify import classify_slurm
+    from nodemanager.scheduler.slurm_classify import classify_slurm
     from policy_matrix.vocabulary import BOOT_EXCEEDED, CLOSED, DOWN, IDLE, NOT_IDLE, Action, StateTuple
 
     assert classify_slurm(worker(sched, "node6").state).state == IDLE

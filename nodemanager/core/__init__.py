@@ -5,8 +5,9 @@ The daemon, the simulator, the status page and ``nodemanager plan`` all call :fu
     from nodemanager.core import plan
     result = plan(snapshot, settings.core, matrix)       # -> nodemanager.model.Plan
 
-The surface: :func:`plan` and :func:`stale_inputs`; pairing (:func:`pair`); classification
-(``classify_*``, :func:`ad_number`, :func:`is_our_reason`); billing windows and paid time
+The surface: :func:`plan` and :func:`stale_inputs`; pairing (:func:`pair`); the
+scheduler-independent classification rules over the adapters' verdicts (:func:`classify_worker`,
+:func:`is_our_reason`, :func:`foreign_reason`, :func:`ad_number`); billing windows and paid time
 (``*_grace_state``, :func:`window_state`, :func:`paid_seconds_for`, :func:`charged_between`,
 :func:`late_give_back`); clock sanity (:func:`launch_time`, :func:`date_skew`); victim costs
 (:func:`estimate`, :func:`order_victims`); boot reservations (:class:`Reservation`,
@@ -19,11 +20,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from nodemanager.classad_values import ad_number
 from nodemanager.core.billing import (Schedule, TimedValue, boot_grace_state, charged_between,
                                       idle_grace_state, late_give_back, paid_seconds_for,
                                       schedule_for, window_state)
-from nodemanager.core.classify import (Classification, ad_number, classify_htcondor,
-                                       classify_slurm, classify_worker, htcondor_worker_fields,
+from nodemanager.core.classify import (Classification, classify_worker, foreign_reason,
                                        is_our_reason)
 from nodemanager.core.clocks import date_skew, launch_time
 from nodemanager.core.pair import Pairing, pair
@@ -45,13 +46,11 @@ __all__ = [
     "ad_number",
     "boot_grace_state",
     "charged_between",
-    "classify_htcondor",
-    "classify_slurm",
     "classify_worker",
     "date_skew",
     "estimate",
+    "foreign_reason",
     "from_line",
-    "htcondor_worker_fields",
     "idle_grace_state",
     "is_our_reason",
     "late_give_back",

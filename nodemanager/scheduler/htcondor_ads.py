@@ -15,12 +15,14 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Iterable, Mapping
 
-from nodemanager.core import ad_number, htcondor_worker_fields
+from nodemanager.classad_values import ad_number, ad_true
 from nodemanager.model import Demand, Worker, frozen_map
+from nodemanager.scheduler.htcondor_classify import classify_htcondor
 from nodemanager.scheduler.port import SchedulerError
 from nodemanager.scheduler.records import MAX_COUNT, RecordProblem, number_problem
 
-__all__ = ["JOB_ATTRIBUTES", "SLOT_COUNTS", "worker_from_ad", "demand_from_jobs", "slot_problems",
+__all__ = ["JOB_ATTRIBUTES", "SLOT_COUNTS", "worker_from_ad", "htcondor_worker_fields",
+           "demand_from_jobs", "slot_problems",
            "job_request", "job_name"]
 
 JOB_ATTRIBUTES = ("RequestCpus", "RequestMemory", "RequestDisk", "QDate", "ClusterId", "ProcId")
@@ -106,8 +108,51 @@ def worker_from_ad(ad: Mapping[str, Any], *, id_attribute: str = "CloudInstanceI
     if bad:
         fields.update(cpus=0, cpus_busy=0, ram_mb=0, running_jobs=max(fields.get("running_jobs", 0), 1))
     cloud_id = get(id_attribute)
-    return Worker(name=name, scheduler="htcondor", ad=frozen_map(ad),
+    classified = classify_htcondor(ad, state=fields.get("state"),
+                                   state_since=fields.get("state_since", 0.0),
+                                   running_jobs=fields.get("running_jobs", 0),
+                                   draining=fields.get("draining", False),
+                                   drain_reason=fields.get("drain_reason"))
+    return Worker(name=name, scheduler="htcondor", ad=frozen_map(ad), classified=classified,
                   cloud_id=str(cloud_id) if cloud_id not in (None, "") else None, **fields)
+
+
+def htcondor_worker_fields(ad: Mapping[str, Any]) -> dict[str, Any]:
+    """Worker fields an HTCondor p-slot ad implies (``Worker(**fields)`` minus name/scheduler).
+
+    Only fields the ad has are returned, so callers can let explicit values win.
+    """
+    out: dict[str, Any] = {}
+    st, act = ad.get("State"), ad.get("Activity")
+    if st is not None:
+        out["state"] = f"{st}/{act}" if act is not None else str(st)
+    for key, field in (("CloudInstanceID", "cloud_id"), ("DrainReason", "drain_reason"),
+                       ("DrainingRequestId", "drain_request_id")):
+        if isinstance(ad.get(key), str):
+            out[field] = ad[key]
+    for key, field in (("LastHeardFrom", "last_heard"), ("EnteredCurrentState", "state_since"),
+                       ("DaemonStartTime", "registered_at"), ("LastDrainStartTime", "drain_since")):
+        v = ad_number(ad, key)
+        if v is not None:
+            out[field] = v
+    total = ad_number(ad, "TotalSlotCpus") or ad_number(ad, "TotalCpus")
+    free = ad_number(ad, "Cpus")
+    if total is not None:
+        out["cpus"] = int(total)
+        if free is not None:
+            out["cpus_busy"] = max(0, int(total - free))
+    mem = ad_number(ad, "TotalSlotMemory") or ad_number(ad, "TotalMemory")
+    if mem is not None:
+        out["ram_mb"] = int(mem)
+    dslots = ad_number(ad, "NumDynamicSlots")
+    if dslots is not None:
+        out["running_jobs"] = int(dslots)
+    if "Draining" in ad:
+        out["draining"] = ad_true(ad, "Draining")
+    addr = ad.get("MyAddress")
+    if isinstance(addr, str) and addr.startswith("<"):
+        out["address"] = addr[1:].split(":", 1)[0].split(">", 1)[0]
+    return out
 
 
 def job_request(ad: Mapping[str, Any], index: int) -> tuple[int, int, int, float] | RecordProblem:

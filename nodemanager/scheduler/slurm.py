@@ -47,6 +47,7 @@ from nodemanager.scheduler.draining_stats import DrainingStats, NodeDrainingStat
 from nodemanager.scheduler.port import (DRAIN_REASON_PREFIX, Confirmation, DrainRefused, DrainSchedule,
                                         DrainTicket, SchedulerError, SchedulerPoll)
 from nodemanager.scheduler.records import ProblemLog, RecordProblem
+from nodemanager.scheduler.slurm_classify import classify_node
 from nodemanager.scheduler.slurm_json import (ACTIVE_JOB_STATES, DEMAND_REASONS, RecordError, SlurmJob,
                                               SlurmNode, cloud_id_of, demand_from_jobs, drain_reason,
                                               parse_jobs, parse_nodes, request_id_of)
@@ -271,14 +272,16 @@ class SlurmScheduler:
                 heard = self._heard.get(node.name, 0.0)
             if not heard and node.reason and node.reason_changed_at:
                 heard = node.reason_changed_at
+        since = node.last_busy or node.slurmd_start_time or state.at
         return Worker(
             name=node.name,
             scheduler=self.name,
             state=node.state,
+            classified=classify_node(node, running_jobs=len(jobs), state_since=since),
             cloud_id=cloud_id_of(*(getattr(node, f) for f in self.options.cloud_id_fields)),
             address=node.address or node.hostname,
             last_heard=heard,
-            state_since=node.last_busy or node.slurmd_start_time or state.at,
+            state_since=since,
             # 0: no slurmd ever registered this name, so it pairs with no VM yet (not "unknown")
             registered_at=node.slurmd_start_time or node.boot_time or 0.0,
             cpus=node.cpus,

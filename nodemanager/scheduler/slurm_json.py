@@ -10,12 +10,14 @@ reading fails in any other way makes the whole reply a :class:`RecordError` nami
 
 State: :func:`short_state` turns the JSON's base ``state`` plus ``state_flags`` into what
 ``sinfo -o %t`` prints (``idle``, ``mix``, ``alloc``, ``drng``, ``drain``, ``down*``, ``idle*``,
-``comp``, ...), following SLURM's ``node_state_string_compact``; the core maps that to the
+``comp``, ...), following SLURM's ``node_state_string_compact``; :func:`compact_state` gives the
+same as (word, suffix marks), which :mod:`nodemanager.scheduler.slurm_classify` maps to the
 matrix's worker_state.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, replace
@@ -30,6 +32,7 @@ __all__ = [
     "SlurmNode",
     "SlurmJob",
     "short_state",
+    "compact_state",
     "parse_nodes",
     "parse_jobs",
     "expand_hostlist",
@@ -136,10 +139,17 @@ _SUFFIXES = (("MAINTENANCE", "$"), ("REBOOT_REQUESTED", "@"), ("POWERING_UP", "#
 
 def short_state(base: str, flags: Iterable[str]) -> str:
     """The ``sinfo %t`` form of a node whose JSON ``state`` is ``base`` and ``state_flags`` ``flags``."""
+    return "".join(compact_state(base, tuple(flags)))
+
+
+@functools.lru_cache(maxsize=1024)
+def compact_state(base: str, flags: tuple[str, ...]) -> tuple[str, str]:
+    """The ``sinfo %t`` name of a JSON ``state`` plus ``state_flags``, as (word, suffix marks):
+    what the SLURM classifier reads, without printing and parsing it back."""
     f = {_FLAG_ALIASES.get(x.upper(), x.upper()) for x in flags}
     b = base.lower()
     alloc_like = b in ("allocated", "mixed")
-    no_resp = "NOT_RESPONDING" in f
+    no_resp = "*" if "NOT_RESPONDING" in f else ""
 
     def suffix() -> str:
         for flag, ch in _SUFFIXES:
@@ -148,44 +158,34 @@ def short_state(base: str, flags: Iterable[str]) -> str:
         return ""
 
     if "MAINTENANCE" in f and not ("DRAIN" in f or alloc_like or b == "down"):
-        return "maint*" if no_resp else "maint"
+        return "maint", no_resp
     if ("REBOOT_REQUESTED" in f or "REBOOT_ISSUED" in f) and not alloc_like:
-        if "REBOOT_ISSUED" in f:
-            return "boot^"
-        return "boot*" if no_resp else "boot"
+        return "boot", "^" if "REBOOT_ISSUED" in f else no_resp
     if "DRAIN" in f:
-        word = "DRNG" if ("COMPLETING" in f or alloc_like) else "DRAIN"
-        return (word + suffix()).lower()
+        return "drng" if ("COMPLETING" in f or alloc_like) else "drain", suffix()
     if "FAIL" in f:
-        word = "FAILG" if ("COMPLETING" in f or b == "allocated") else "FAIL"
-        return (word + ("*" if no_resp else "")).lower()
+        return "failg" if ("COMPLETING" in f or b == "allocated") else "fail", no_resp
     if b == "down":
-        return ("DOWN" + suffix()).lower()
+        return "down", suffix()
     if b == "allocated":
-        s = suffix()
-        return ("ALLOC" + (s or ("+" if "COMPLETING" in f else ""))).lower()
+        return "alloc", suffix() or ("+" if "COMPLETING" in f else "")
     if "COMPLETING" in f:
-        return ("COMP" + suffix()).lower()
+        return "comp", suffix()
     if b == "idle":
         s = suffix()
         if s:
-            return ("IDLE" + s).lower()
-        if "PLANNED" in f:
-            return "plnd"
-        if "PERFCTRS" in f:
-            return "npc"
-        if "RESERVED" in f:
-            return "resv"
-        return "idle"
+            return "idle", s
+        for flag, word in (("PLANNED", "plnd"), ("PERFCTRS", "npc"), ("RESERVED", "resv")):
+            if flag in f:
+                return word, ""
+        return "idle", ""
     if b == "mixed":
         s = suffix()
-        if not s and "PLANNED" in f:
-            return "plnd"
-        return ("MIX" + s).lower()
+        return ("plnd", "") if not s and "PLANNED" in f else ("mix", s)
     short = _BASE_SHORT.get(b)
     if short is None:
-        return b or "?"
-    return (short + ("*" if no_resp else "")).lower()
+        return b or "?", ""
+    return short.lower(), no_resp
 
 
 # ------------------------------------------------------------------ reasons
