@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Sequence
 
 from nodemanager.core.classify import foreign_drain
 from nodemanager.core.plan_node import PlanNode
@@ -39,11 +39,6 @@ BOOTING = Tier("booting", "nodes booting, and boots requested but not listed by 
 DRAINING = Tier("draining", "nodes we are draining: the drain is cancelled")
 NEW_BOOTS = Tier("new boots", "room left on nodes booted this cycle for larger jobs")
 TIERS: tuple[Tier, ...] = (BUSY_FREE, IDLE_KEPT, GIVEN_BACK, BOOTING, DRAINING, NEW_BOOTS)
-
-
-class _Stated(Protocol):
-    @property
-    def state(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -130,7 +125,7 @@ def _size_name(sizes: dict[str, Size], pinned: str | None) -> str | None:
 
 def _tier_of(n: PlanNode) -> Tier | None:
     """The tier a listed node's capacity goes to (None: it offers none)."""
-    ws = n.tuple.worker_state
+    ws = n.core_state
     if n.drain is not None:
         # a drained worker takes jobs again once the drain is cancelled; a lost one does not
         return DRAINING if n.drained or ws in (IDLE, BUSY) else None
@@ -144,7 +139,7 @@ def _tier_of(n: PlanNode) -> Tier | None:
 
 
 def _existing(settings: CoreSettings, sizes: dict[str, Size], nodes: Sequence[PlanNode],
-              orphans: Sequence[tuple[Worker, _Stated]],
+              orphans: Sequence[tuple[Worker, str]],
               boots_in_flight: Sequence[InFlight]) -> dict[Tier, _Bins]:
     """Free capacity that exists now, by tier (:data:`NEW_BOOTS` starts empty)."""
     bins = {t: _Bins() for t in TIERS}
@@ -154,12 +149,12 @@ def _existing(settings: CoreSettings, sizes: dict[str, Size], nodes: Sequence[Pl
             continue
         cpus, ram = _capacity(n, settings)
         if not (tier is DRAINING and n.drained) and tier is not BOOTING:
-            cpus, ram = _free(cpus, ram, n.worker, n.tuple.worker_state)
+            cpus, ram = _free(cpus, ram, n.worker, n.core_state)
         bins[tier].add(cpus, ram, n.node.size, n)
-    for w, c in orphans:
-        if c.state in (IDLE, BUSY) and not w.draining and foreign_drain(w) is None:
-            free = _free(w.cpus, float(w.ram_mb), w, c.state)
-            bins[IDLE_KEPT if c.state == IDLE else BUSY_FREE].add(free[0], free[1], "", None)
+    for w, state in orphans:
+        if state in (IDLE, BUSY) and not w.draining and foreign_drain(w) is None:
+            free = _free(w.cpus, float(w.ram_mb), w, state)
+            bins[IDLE_KEPT if state == IDLE else BUSY_FREE].add(free[0], free[1], "", None)
     for f in boots_in_flight:
         s = sizes.get(f.size or "")
         if s is not None:
@@ -225,10 +220,10 @@ def _per_node(size: Size, d: Demand, scaling: float) -> int:
 
 
 def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Size],
-                 nodes: Sequence[PlanNode], orphans: Sequence[tuple[Worker, _Stated]],
+                 nodes: Sequence[PlanNode], orphans: Sequence[tuple[Worker, str]],
                  boots_in_flight: Sequence[InFlight], nodes_up: int) -> Placement:
     """Place ``snapshot.demand`` on ``nodes`` (listed nodes whose destroy is not under way),
-    ``orphans`` (workers no listed node pairs with, with their classification) and
+    ``orphans`` (workers no listed node pairs with, with their core state) and
     ``boots_in_flight``, then on new boots; then boot up to ``min_nodes`` given ``nodes_up``."""
     bins = _existing(settings, sizes, nodes, orphans, boots_in_flight)
     room = _Room(snapshot, settings, sizes, boots_in_flight)

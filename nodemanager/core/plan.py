@@ -41,6 +41,7 @@ from nodemanager.settings import CoreSettings
 from nodemanager.tags import TAG_REQUEST
 from nodemanager.text import duration
 from policy_matrix.matrix import Match
+from policy_matrix.vocabulary import Vocabulary
 from policy_matrix.vocabulary import (BOOT_EXCEEDED, BUSY, DOWN, IDLE, UNPAIRED)
 
 __all__ = ["plan", "Escalation", "stale_inputs"]
@@ -52,6 +53,9 @@ class MatrixLookup(Protocol):
     """What :func:`plan` needs of a matrix (a :class:`policy_matrix.Matrix`, or a test's stand-in)."""
 
     def lookup(self, state: StateTuple) -> Match: ...
+
+    @property
+    def vocabulary(self) -> Vocabulary: ...
 
 
 _STALE, _PAUSED, _FROZEN, _HELD = "stale", "paused", "frozen", "held"
@@ -74,6 +78,9 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     for f in sorted(snapshot.in_flight, key=lambda f: (f.node, f.action, f.since)):
         flights.setdefault(f.node, {})[f.action] = f
     nodes = _classify(snapshot, settings, matrix, sizes, pairing)
+    vocabulary = matrix.vocabulary
+    for n in nodes:
+        n.core_state = vocabulary.core_state(n.tuple.worker_state)
 
     halt = (f"paused: {snapshot.paused}" if snapshot.paused else None) or stale_inputs(
         snapshot, settings.poll_stale_after, settings.clock_tolerance)
@@ -88,7 +95,8 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     boots_in_flight = [f for f in snapshot.in_flight
                        if f.action == "boot" and f.node not in listed_requests]
     placed = place_demand(snapshot, settings, sizes, [n for n in nodes if n.blocked != _IN_FLIGHT],
-                          orphans, boots_in_flight, sum(1 for n in nodes if _is_up(n)))
+                          [(w, vocabulary.core_state(c.state)) for w, c in orphans],
+                          boots_in_flight, sum(1 for n in nodes if _is_up(n)))
     boots, notes, unmet = placed.boots, placed.notes, placed.unmet
 
     items: list[PlanItem] = []
@@ -119,15 +127,15 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
 def _is_up(n: _Node) -> bool:
     """Counts towards min_nodes: idle, busy or booting, and not on its way out already."""
     return not n.ours_draining and not n.foreign and n.blocked != _IN_FLIGHT and (
-        n.tuple.worker_state in (IDLE, BUSY)
-        or (n.tuple.worker_state == UNPAIRED and n.tuple.boot_grace != BOOT_EXCEEDED))
+        n.core_state in (IDLE, BUSY)
+        or (n.core_state == UNPAIRED and n.tuple.boot_grace != BOOT_EXCEEDED))
 
 
 def _broken(n: _Node) -> bool:
     """Down or never came up, with no drain of ours nor a block on it (counts for mass_down)."""
     return n.drain is None and not n.blocked and (
-        n.tuple.worker_state == DOWN
-        or (n.tuple.worker_state == UNPAIRED and n.tuple.boot_grace == BOOT_EXCEEDED))
+        n.core_state == DOWN
+        or (n.core_state == UNPAIRED and n.tuple.boot_grace == BOOT_EXCEEDED))
 
 
 _VERBS: dict[ItemKind | None, str] = {ItemKind.DRAIN: "drain", ItemKind.DESTROY: "destroy",
@@ -197,7 +205,7 @@ def _wants(nodes: list[_Node], snapshot: Snapshot, flights: dict[str, dict[str, 
     now = snapshot.now
     held, forced = snapshot.held, snapshot.forced_drains
     for n in nodes:
-        node, ws = n.node, n.tuple.worker_state
+        node, ws = n.node, n.core_state
         mine = flights.get(node.id, {})
         useless = ws in (DOWN, UNPAIRED)
         n.ours_draining = "drain" in mine and "cancel_drain" not in mine and "destroy" not in mine
@@ -304,7 +312,7 @@ def _gate(nodes: list[_Node], snapshot: Snapshot, settings: CoreSettings, freeze
     for n in nodes:
         if n.want is ItemKind.DESTROY and not n.cancellable:
             booting = n.drain is None and n.tuple.boot_grace != BOOT_EXCEEDED and (
-                n.tuple.worker_state == UNPAIRED)
+                n.core_state == UNPAIRED)
             if booting and room <= 0:
                 n.blocked = _MIN
                 n.reason = f"destroy held back: min_nodes {settings.min_nodes} ({up} up); {n.reason}"

@@ -14,7 +14,7 @@ class PlanNode:
     __slots__ = ("node", "worker", "size", "cls", "tuple", "rule", "maction", "next_change",
                  "next_what", "want", "forced", "cancellable", "drain", "blocked", "reason",
                  "needed", "why_needed", "request_id", "schedule", "ours_draining", "drained",
-                 "foreign", "theirs")
+                 "foreign", "theirs", "core_state")
     # set by plan's classification for every node before any other step reads them
     cls: Classification
     tuple: StateTuple
@@ -22,6 +22,7 @@ class PlanNode:
     maction: Action
     next_change: float | None
     next_what: str | None
+    core_state: str  # the tuple's worker_state as the core treats it (Vocabulary.core_state)
 
     def __init__(self, node: CloudNode, worker: Worker | None, size: Size | None) -> None:
         self.node, self.worker, self.size = node, worker, size
