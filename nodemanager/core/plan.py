@@ -41,8 +41,7 @@ from nodemanager.settings import CoreSettings
 from nodemanager.tags import TAG_REQUEST
 from nodemanager.text import duration
 from policy_matrix.matrix import Match
-from policy_matrix.vocabulary import Vocabulary
-from policy_matrix.vocabulary import (BOOT_EXCEEDED, BUSY, DOWN, IDLE, UNPAIRED)
+from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, DOWN, IDLE, UNPAIRED, Vocabulary
 
 __all__ = ["plan", "Escalation", "stale_inputs"]
 
@@ -68,9 +67,11 @@ _KIND_ORDER = {ItemKind.CANCEL_DRAIN: 0, ItemKind.DESTROY: 1, ItemKind.DRAIN: 2,
 
 def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, estimator: Estimator | None = None,
          escalation: Escalation | None = None) -> Plan:
-    """Decide what to do now. ``matrix`` needs ``lookup(StateTuple) -> Match``; ``estimator``
-    prices victims (default :func:`nodemanager.core.victims.estimate`); ``escalation`` may return
-    ``"quick"`` or ``"fast"`` for a drain of ours that should be made harsher."""
+    """Decide what to do now. ``matrix`` needs ``lookup(StateTuple) -> Match`` and the
+    ``vocabulary`` its states come from (an added worker state is treated like its core state);
+    ``estimator`` prices victims (default :func:`nodemanager.core.victims.estimate`);
+    ``escalation`` may return ``"quick"`` or ``"fast"`` for a drain of ours that should be made
+    harsher."""
     now = snapshot.now
     sizes = {s.name: s for s in settings.sizes}
     pairing = pair(snapshot.cloud_nodes, snapshot.workers)
