@@ -9,11 +9,8 @@ Order of reasoning, per cycle:
    cancel (demand) or escalate (the ``escalation`` callback). A node drained by someone else
    (until ``reclaim_foreign_after``) wants nothing, whatever the matrix, a drain tag or an
    operator's forced drain say: blocked by ``foreign_drain``; it is no capacity for demand.
-3. Demand is placed on capacity that exists, in this order: free cores of busy nodes, idle nodes
-   the matrix keeps, idle nodes the matrix would give back (which then stay: blocked by demand),
-   booting nodes, nodes we are draining (the drain is cancelled). What is left is packed onto the
-   cheapest sizes that fit (RAM × ``node_mem_scaling``), within ``max_nodes`` (booting and down
-   nodes count), the cloud quota and ``max_total_price``; blocked sizes are skipped.
+3. Demand is placed on capacity that exists, tier by tier, then on new boots
+   (:mod:`nodemanager.core.placement`); nodes it uses are ``needed``.
 4. Gates, in order: paused or stale input (nothing at all is done, not even boots), the
    operator's hold, the cloud's clock off ours beyond ``max_clock_skew`` or a mass of down nodes (no drain/destroy/escalation: probably a scheduler
    outage; cancels and boots still happen), demand, ``min_nodes``, then the budgets
@@ -31,17 +28,20 @@ from nodemanager.core.billing import (Schedule, _window, boot_grace_state, idle_
                                       schedule_for, window_state)
 from nodemanager.core.classify import (Classification, classify_foreign, classify_worker,
                                        foreign_drain)
-from nodemanager.core.clocks import future_poll, skew_freeze
+from nodemanager.core.clocks import skew_freeze
+from nodemanager.core.halts import mass_down, stale_inputs
 from nodemanager.core.pair import Pairing, by_id, pair
+from nodemanager.core.placement import place_demand
+from nodemanager.core.plan_node import PlanNode as _Node
 from nodemanager.core.victims import Estimator, estimate, order_victims
-from nodemanager.model import (Action, BootRequest, CloudNode, Demand, InFlight, ItemKind,
+from nodemanager.model import (Action, CloudNode, InFlight, ItemKind,
                                NodeExplanation, Plan, PlanItem, Size, Snapshot, StateTuple,
                                Unmet, VictimCost, Worker)
 from nodemanager.settings import CoreSettings
 from nodemanager.tags import TAG_REQUEST
 from nodemanager.text import duration
 from policy_matrix.matrix import Match
-from policy_matrix.vocabulary import (BOOT_EXCEEDED, BUSY, DOWN, IDLE, UNPAIRED)
+from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, DOWN, IDLE, UNPAIRED, Vocabulary
 
 __all__ = ["plan", "Escalation", "stale_inputs"]
 
@@ -53,6 +53,9 @@ class MatrixLookup(Protocol):
 
     def lookup(self, state: StateTuple) -> Match: ...
 
+    @property
+    def vocabulary(self) -> Vocabulary: ...
+
 
 _STALE, _PAUSED, _FROZEN, _HELD = "stale", "paused", "frozen", "held"
 _DEMAND, _MIN, _BUDGET, _IN_FLIGHT, _NO_WORKER = "demand", "min_nodes", "budget", "in_flight", "no_worker"
@@ -60,65 +63,15 @@ _UNCONFIRMED = "unconfirmed"
 _FOREIGN = "foreign_drain"
 RECLAIM_ENDS = "reclaim_foreign_after ends"
 _KIND_ORDER = {ItemKind.CANCEL_DRAIN: 0, ItemKind.DESTROY: 1, ItemKind.DRAIN: 2, ItemKind.ESCALATE: 3}
-_INPUTS = ("cloud", "scheduler")
-
-
-class _Node:
-    """Working state of one cloud node during planning (internal, mutable)."""
-
-    __slots__ = ("node", "worker", "size", "cls", "tuple", "rule", "maction", "next_change",
-                 "next_what", "want", "forced", "cancellable", "drain", "blocked", "reason",
-                 "needed", "why_needed", "request_id", "schedule", "ours_draining", "drained",
-                 "foreign", "theirs")
-    # set by _classify for every node before any other step reads them
-    cls: Classification
-    tuple: StateTuple
-    rule: str
-    maction: Action
-    next_change: float | None
-    next_what: str | None
-
-    def __init__(self, node: CloudNode, worker: Worker | None, size: Size | None) -> None:
-        self.node, self.worker, self.size = node, worker, size
-        self.want: ItemKind | None = None
-        self.forced = False
-        self.cancellable = True
-        self.drain: InFlight | None = None
-        self.blocked: str | None = None
-        self.reason = ""
-        self.needed = False
-        self.why_needed = ""
-        self.request_id: str | None = None
-        self.schedule: str | None = None
-        self.ours_draining = False  # a drain of ours is under way (counts in the drain budget)
-        self.drained = False        # ... and it has finished: the worker is drained, ready to go
-        self.theirs: str | None = None  # someone else's drain reason: it takes no jobs
-        self.foreign = False        # ... and not reclaimable yet: never touched
-
-
-def stale_inputs(snapshot: Snapshot, poll_stale_after: float, tolerance: float = 30.0) -> str | None:
-    """Why the inputs are too old to act on (None: fresh). A missing input counts as stale, and so
-    does one stamped more than ``tolerance`` after ``now`` (our clock stepped back since)."""
-    old = []
-    for name in sorted(set(_INPUTS) | set(snapshot.polled_at)):
-        t = snapshot.polled_at.get(name)
-        future = future_poll(name, t, snapshot.now, tolerance) if t is not None else None
-        if t is None:
-            old.append(f"{name} never polled")
-        elif future:
-            old.append(future)
-        elif snapshot.now - t > poll_stale_after:
-            old.append(f"{name} poll is {snapshot.now - t:.0f}s old")
-    if not old:
-        return None
-    return f"input is stale ({', '.join(old)}; poll_stale_after {poll_stale_after:.0f}s)"
 
 
 def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, estimator: Estimator | None = None,
          escalation: Escalation | None = None) -> Plan:
-    """Decide what to do now. ``matrix`` needs ``lookup(StateTuple) -> Match``; ``estimator``
-    prices victims (default :func:`nodemanager.core.victims.estimate`); ``escalation`` may return
-    ``"quick"`` or ``"fast"`` for a drain of ours that should be made harsher."""
+    """Decide what to do now. ``matrix`` needs ``lookup(StateTuple) -> Match`` and the
+    ``vocabulary`` its states come from (an added worker state is treated like its core state);
+    ``estimator`` prices victims (default :func:`nodemanager.core.victims.estimate`);
+    ``escalation`` may return ``"quick"`` or ``"fast"`` for a drain of ours that should be made
+    harsher."""
     now = snapshot.now
     sizes = {s.name: s for s in settings.sizes}
     pairing = pair(snapshot.cloud_nodes, snapshot.workers)
@@ -126,19 +79,26 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     for f in sorted(snapshot.in_flight, key=lambda f: (f.node, f.action, f.since)):
         flights.setdefault(f.node, {})[f.action] = f
     nodes = _classify(snapshot, settings, matrix, sizes, pairing)
+    vocabulary = matrix.vocabulary
+    for n in nodes:
+        n.core_state = vocabulary.core_state(n.tuple.worker_state)
 
     halt = (f"paused: {snapshot.paused}" if snapshot.paused else None) or stale_inputs(
         snapshot, settings.poll_stale_after, settings.clock_tolerance)
     halt_kind = _PAUSED if snapshot.paused else _STALE
 
     _wants(nodes, snapshot, flights, settings.node_stale_after)
-    freeze = skew_freeze(snapshot.cloud_clock_skew, settings.max_clock_skew) or _mass_down(nodes, settings)
+    freeze = skew_freeze(snapshot.cloud_clock_skew, settings.max_clock_skew) or mass_down(
+        sum(1 for n in nodes if _broken(n)), len(nodes), settings)
 
     orphans = [(w, classify_worker(w, now, settings.node_stale_after)) for w in pairing.orphans]
     listed_requests = {n.tags.get(TAG_REQUEST) for n in snapshot.cloud_nodes if n.tags}
     boots_in_flight = [f for f in snapshot.in_flight
                        if f.action == "boot" and f.node not in listed_requests]
-    boots, notes, unmet = _place_demand(snapshot, settings, sizes, nodes, orphans, boots_in_flight)
+    placed = place_demand(snapshot, settings, sizes, [n for n in nodes if n.blocked != _IN_FLIGHT],
+                          [(w, vocabulary.core_state(c.state)) for w, c in orphans],
+                          boots_in_flight, sum(1 for n in nodes if _is_up(n)))
+    boots, notes, unmet = placed.boots, placed.notes, placed.unmet
 
     items: list[PlanItem] = []
     if halt:
@@ -168,8 +128,15 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
 def _is_up(n: _Node) -> bool:
     """Counts towards min_nodes: idle, busy or booting, and not on its way out already."""
     return not n.ours_draining and not n.foreign and n.blocked != _IN_FLIGHT and (
-        n.tuple.worker_state in (IDLE, BUSY)
-        or (n.tuple.worker_state == UNPAIRED and n.tuple.boot_grace != BOOT_EXCEEDED))
+        n.core_state in (IDLE, BUSY)
+        or (n.core_state == UNPAIRED and n.tuple.boot_grace != BOOT_EXCEEDED))
+
+
+def _broken(n: _Node) -> bool:
+    """Down or never came up, with no drain of ours nor a block on it (counts for mass_down)."""
+    return n.drain is None and not n.blocked and (
+        n.core_state == DOWN
+        or (n.core_state == UNPAIRED and n.tuple.boot_grace == BOOT_EXCEEDED))
 
 
 _VERBS: dict[ItemKind | None, str] = {ItemKind.DRAIN: "drain", ItemKind.DESTROY: "destroy",
@@ -239,7 +206,7 @@ def _wants(nodes: list[_Node], snapshot: Snapshot, flights: dict[str, dict[str, 
     now = snapshot.now
     held, forced = snapshot.held, snapshot.forced_drains
     for n in nodes:
-        node, ws = n.node, n.tuple.worker_state
+        node, ws = n.node, n.core_state
         mine = flights.get(node.id, {})
         useless = ws in (DOWN, UNPAIRED)
         n.ours_draining = "drain" in mine and "cancel_drain" not in mine and "destroy" not in mine
@@ -303,240 +270,6 @@ def _wants(nodes: list[_Node], snapshot: Snapshot, flights: dict[str, dict[str, 
             n.reason = f"matrix says no action: {n.cls.why}"
 
 
-def _mass_down(nodes: list[_Node], settings: CoreSettings) -> str | None:
-    bad = sum(1 for n in nodes if n.drain is None and not n.blocked and (
-        n.tuple.worker_state == DOWN
-        or (n.tuple.worker_state == UNPAIRED and n.tuple.boot_grace == BOOT_EXCEEDED)))
-    total = len(nodes)
-    if bad > settings.down_freeze_count and bad > settings.down_freeze_fraction * total:
-        return (f"{bad} of {total} nodes are down or never came up (more than "
-                f"{settings.down_freeze_count} and {settings.down_freeze_fraction:.0%}): "
-                f"drains and destroys frozen, likely a scheduler outage")
-    return None
-
-
-# ---- demand ---------------------------------------------------------------------------------
-
-_Taken = Callable[["_Node | None", Demand, int], None]  # told each owner a placement used
-
-
-class _Bins:
-    """Free capacity grouped by (cpus, ram, size); each group holds the owners (node or None)."""
-
-    __slots__ = ("groups",)
-
-    def __init__(self) -> None:
-        self.groups: dict[tuple[int, float, str], list[_Node | None]] = {}
-
-    def add(self, cpus: int, ram: float, size: str, owner: _Node | None) -> None:
-        if cpus > 0:
-            self.groups.setdefault((cpus, ram, size), []).append(owner)
-
-    def place(self, d: Demand, want_size: str | None, count: int, taken: _Taken) -> int:
-        """Place up to ``count`` jobs of ``d``; return how many were placed."""
-        if count <= 0:
-            return 0
-        placed = 0
-        for key in sorted(k for k in self.groups if k[0] >= d.cpus and k[1] >= d.ram_mb
-                          and (want_size is None or k[2] == want_size)):
-            owners = self.groups[key]
-            cpus, ram, size = key
-            per = cpus // max(d.cpus, 1)
-            if d.ram_mb > 0:
-                per = min(per, int(ram // d.ram_mb))
-            while owners and placed < count:
-                owner = owners.pop()
-                take = min(per, count - placed)
-                placed += take
-                taken(owner, d, take)
-                self.add(cpus - take * d.cpus, ram - take * d.ram_mb, size, owner)
-            if not owners:
-                del self.groups[key]
-            if placed >= count:
-                break
-        return placed
-
-
-def _capacity(n: _Node, settings: CoreSettings) -> tuple[int, float]:
-    w, size = n.worker, n.size
-    cpus = (w.cpus if w and w.cpus else 0) or (size.cores if size else 0)
-    ram = float(w.ram_mb) if w and w.ram_mb else (size.ram_mb * settings.node_mem_scaling
-                                                  if size else 0.0)
-    return cpus, ram
-
-
-def _free(cpus: int, ram: float, w: Worker | None, state: str) -> tuple[int, float]:
-    if state == IDLE or w is None:
-        return cpus, ram
-    if w.cpus_busy <= 0 or cpus <= 0:
-        return 0, 0.0
-    free = max(cpus - w.cpus_busy, 0)
-    return free, ram * free / cpus
-
-
-def _fits(size: Size, d: Demand, scaling: float) -> bool:
-    return (size.cores >= d.cpus and size.ram_mb * scaling >= d.ram_mb
-            and (size.scratch_mb == 0 or size.scratch_mb >= d.scratch_mb))
-
-
-def _size_name(sizes: dict[str, Size], pinned: str | None) -> str | None:
-    if pinned is None:
-        return None
-    if pinned in sizes:
-        return pinned
-    for s in sizes.values():
-        if s.instance_type == pinned:
-            return s.name
-    return pinned
-
-
-def _place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Size],
-                  nodes: list[_Node], orphans: list[tuple[Worker, Classification]],
-                  boots_in_flight: list[InFlight]) -> tuple[list[BootRequest], list[str], list[Unmet]]:
-    tiers = [_Bins() for _ in range(6)]  # busy-free, idle kept, idle going, booting, draining, new
-    for n in nodes:
-        ws = n.tuple.worker_state
-        if n.blocked == _IN_FLIGHT:
-            continue
-        cpus, ram = _capacity(n, settings)
-        if n.drain is not None:
-            # a drained worker takes jobs again once the drain is cancelled; a lost one does not
-            if n.drained:
-                tiers[4].add(cpus, ram, n.node.size, n)
-            elif ws in (IDLE, BUSY):
-                free = _free(cpus, ram, n.worker, ws)
-                tiers[4].add(free[0], free[1], n.node.size, n)
-            continue
-        if ws == UNPAIRED and n.tuple.boot_grace != BOOT_EXCEEDED and n.want is None:
-            tiers[3].add(cpus, ram, n.node.size, n)
-        elif ws in (IDLE, BUSY) and n.theirs is None:
-            free = _free(cpus, ram, n.worker, ws)
-            going = n.want is not None and not n.forced
-            rank = 2 if going else (1 if ws == IDLE else 0)
-            if n.forced:
-                continue
-            tiers[rank].add(free[0], free[1], n.node.size, n)
-    for w, c in orphans:
-        if c.state in (IDLE, BUSY) and not w.draining and foreign_drain(w) is None:
-            free = _free(w.cpus, float(w.ram_mb), w, c.state)
-            tiers[1 if c.state == IDLE else 0].add(free[0], free[1], "", None)
-    for f in boots_in_flight:
-        s = sizes.get(f.size or "")
-        if s is not None:
-            tiers[3].add(s.cores, s.ram_mb * settings.node_mem_scaling, s.name, None)
-
-    def taken(owner: _Node | None, d: Demand, k: int) -> None:
-        if isinstance(owner, _Node) and not owner.needed:
-            owner.needed = True
-            owner.why_needed = (f"queued jobs need it ({k} job(s) of {d.cpus} cpus, "
-                                f"{d.ram_mb} MB fit here)")
-
-    limit = settings.max_nodes
-    if snapshot.quota is not None:
-        limit = min(limit, snapshot.quota)
-    total = len(snapshot.cloud_nodes) + len(boots_in_flight)
-    price = sum(sizes[n.size].price for n in snapshot.cloud_nodes if n.size in sizes) + sum(
-        sizes[f.size].price for f in boots_in_flight if f.size in sizes)
-    usable = sorted((s for s in sizes.values() if s.name not in snapshot.blocked_sizes
-                     and s.instance_type not in snapshot.blocked_sizes),
-                    key=lambda s: (s.price, s.cores, s.ram_mb, s.name))
-    boots: dict[str, int] = {}
-    why: dict[str, list[str]] = {}
-    notes: list[str] = []
-    unmet: list[Unmet] = []
-    scaling = settings.node_mem_scaling
-
-    def cap_room(size: Size) -> tuple[int, str | None, str]:
-        room = limit - total
-        kind = "max_nodes" if limit == settings.max_nodes else "quota"
-        cause = (f"max_nodes {settings.max_nodes}" if limit == settings.max_nodes
-                 else f"cloud quota {limit}") + f" reached ({total} nodes incl. booting)"
-        if settings.max_total_price > 0 and size.price > 0:
-            by_price = int(math.floor((settings.max_total_price - price) / size.price + 1e-9))
-            if by_price < room:
-                room, kind = by_price, "max_total_price"
-                cause = (f"max_total_price {settings.max_total_price:g}/h reached "
-                         f"({price:g}/h in use)")
-        return max(room, 0), (cause if room <= 0 else None), kind
-
-    def boot(size: Size, count: int) -> tuple[int, str | None, str]:
-        nonlocal total, price
-        room, cause, kind = cap_room(size)
-        k = min(room, count)
-        if k > 0:
-            boots[size.name] = boots.get(size.name, 0) + k
-            total += k
-            price += k * size.price
-        if k < count:
-            _, cause, kind = cap_room(size)
-            return k, cause or "cap reached", kind
-        return k, None, kind
-
-    demand = sorted((d for d in snapshot.demand if d.count > 0),
-                    key=lambda d: (-d.cpus, -d.ram_mb, d.size or "", d.scratch_mb, d.count,
-                                   d.oldest_submit or 0.0))
-    for d in demand:
-        want = _size_name(sizes, d.size)
-        left = d.count
-        for tier in tiers:
-            left -= tier.place(d, want, left, taken)
-            if left <= 0:
-                break
-        if left <= 0:
-            continue
-        label = f"{left} job(s) of {d.cpus} cpus, {d.ram_mb} MB"
-        fitting = [s for s in sizes.values() if _fits(s, d, scaling)
-                   and (want is None or s.name == want)]
-        choices = [s for s in usable if s in fitting]
-        if not choices:
-            notes.append(f"{label}: no size fits" if not fitting else
-                         f"{label}: every fitting size is blocked ("
-                         f"{', '.join(sorted(s.name for s in fitting))})")
-            unmet.append(Unmet(label, left, "backoff" if fitting else "no_size", notes[-1]))
-            continue
-
-        def cost(s: Size) -> tuple[float, float, int, float, str]:
-            per = s.cores // max(d.cpus, 1)
-            if d.ram_mb > 0:
-                per = min(per, int(s.ram_mb * scaling // d.ram_mb))
-            return (math.ceil(left / max(per, 1)) * s.price, s.price, s.cores, s.ram_mb, s.name)
-        best = min(choices, key=cost)
-        per = best.cores // max(d.cpus, 1)
-        if d.ram_mb > 0:
-            per = min(per, int(best.ram_mb * scaling // d.ram_mb))
-        per = max(per, 1)
-        need = math.ceil(left / per)
-        got, cause, kind = boot(best, need)
-        if got:
-            placed = min(left, got * per)
-            why.setdefault(best.name, []).append(f"{placed} job(s) of {d.cpus} cpus, {d.ram_mb} MB")
-            # what the new nodes have left over serves the smaller jobs that follow
-            full, rest = divmod(placed, per)
-            ram = best.ram_mb * scaling
-            for _ in range(full):
-                tiers[5].add(best.cores - per * d.cpus, ram - per * d.ram_mb, best.name, None)
-            if rest:
-                tiers[5].add(best.cores - rest * d.cpus, ram - rest * d.ram_mb, best.name, None)
-            for _ in range(got - full - (1 if rest else 0)):
-                tiers[5].add(best.cores, ram, best.name, None)
-        if cause:
-            notes.append(f"{label}: {need - got} more node(s) of {best.name} not booted: {cause}")
-            unmet.append(Unmet(label, max(0, left - got * per), kind, notes[-1]))
-
-    up = len(boots_in_flight) + sum(boots.values()) + sum(1 for n in nodes if _is_up(n))
-    if up < settings.min_nodes and usable:
-        cheapest = usable[0]
-        got, cause, kind = boot(cheapest, settings.min_nodes - up)
-        if got:
-            why.setdefault(cheapest.name, []).append(f"min_nodes {settings.min_nodes} ({up} up)")
-        if cause:
-            notes.append(f"min_nodes {settings.min_nodes}: {settings.min_nodes - up - got} "
-                         f"node(s) not booted: {cause}")
-            unmet.append(Unmet(f"min_nodes {settings.min_nodes}", 0, kind, notes[-1]))
-    return ([BootRequest(size=s, count=c, reason="; ".join(why.get(s, ())))
-             for s, c in sorted(boots.items())], notes, unmet)
-
-
 # ---- gates and budgets --------------------------------------------------------------------
 
 def _gate(nodes: list[_Node], snapshot: Snapshot, settings: CoreSettings, freeze: str | None,
@@ -580,7 +313,7 @@ def _gate(nodes: list[_Node], snapshot: Snapshot, settings: CoreSettings, freeze
     for n in nodes:
         if n.want is ItemKind.DESTROY and not n.cancellable:
             booting = n.drain is None and n.tuple.boot_grace != BOOT_EXCEEDED and (
-                n.tuple.worker_state == UNPAIRED)
+                n.core_state == UNPAIRED)
             if booting and room <= 0:
                 n.blocked = _MIN
                 n.reason = f"destroy held back: min_nodes {settings.min_nodes} ({up} up); {n.reason}"

@@ -2,8 +2,9 @@
 
 Every baseline runs through the same replay (same trace, simulated cloud, simulated pool, core
 and actuator); a baseline differs only in its matrix, its settings and, for cluster-autoscaler,
-one gate the core has no setting for. Each is described from its project's own documentation
-as summarised in ``../shared/notes/`` (see ``docs/simulator.md`` for the sources):
+one gate the core has no setting for; each matrix is a shipped file,
+``nodemanager/sim/matrices/<baseline>.matrix``. Each is described from its project's own
+documentation as summarised in ``../shared/notes/`` (see ``docs/simulator.md`` for the sources):
 
 * ``static``: the peak node count of the no-wait schedule kept up for the whole window
   (``min_nodes = max_nodes = peak``, nothing idle is ever drained).
@@ -24,6 +25,7 @@ as summarised in ``../shared/notes/`` (see ``docs/simulator.md`` for the sources
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Mapping
 
@@ -33,57 +35,15 @@ from nodemanager.settings import CoreSettings, PollSettings, Settings
 from policy_matrix import Matrix
 
 __all__ = ["Policy", "SimParams", "default_size", "ours", "static", "arvados", "cluster_autoscaler",
-           "slurm_power_save", "baselines", "apply_param", "SWEEPABLE", "ARVADOS_MATRIX",
-           "SLURM_POWER_SAVE_MATRIX", "CLUSTER_AUTOSCALER_MATRIX", "STATIC_MATRIX"]
+           "slurm_power_save", "baselines", "apply_param", "SWEEPABLE", "MATRIX_DIR",
+           "baseline_matrix"]
 
-# Arvados Node Manager's final transitions table (services/nodemanager/.../transitions.py, see
-# arvados-node-manager.md §1.6), in our four-state vocabulary; its extra `fail` state is `down` here.
-ARVADOS_MATRIX = """\
-# Arvados Node Manager's transitions table (2017-12, before its removal in 2020).
-unpaired | *      | boot wait     | *             -> None
-unpaired | *      | boot exceeded | *             -> START_SHUTDOWN
-busy     | *      | *             | *             -> None
-idle     | open   | *             | idle exceeded -> START_DRAIN
-idle     | *      | *             | *             -> None
-down     | *      | boot exceeded | *             -> START_SHUTDOWN
-down     | open   | boot wait     | *             -> START_SHUTDOWN
-down     | closed | boot wait     | *             -> None
-"""
+MATRIX_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "matrices")
 
-# cluster-autoscaler: an unneeded (empty) node is drained and removed whatever the billing phase.
-CLUSTER_AUTOSCALER_MATRIX = """\
-# cluster-autoscaler-like: remove nodes unneeded for scale-down-unneeded-time, any time.
-unpaired | * | boot wait     | *             -> None
-unpaired | * | boot exceeded | *             -> START_SHUTDOWN
-busy     | * | *             | *             -> None
-idle     | * | *             | idle exceeded -> START_DRAIN
-idle     | * | *             | *             -> None
-down     | * | *             | *             -> START_SHUTDOWN
-"""
 
-# Slurm power saving: an idle node is powered down after SuspendTime, whatever the billing phase.
-# Slurm marks it POWERING_DOWN atomically so no job lands on it; here the same guarantee comes
-# from a drain of the idle node, which completes at once (no job to wait for), and the actuator's
-# confirm-before-destroy (a START_SHUTDOWN of a paired node is refused without our drain).
-SLURM_POWER_SAVE_MATRIX = """\
-# Slurm power saving: SuspendProgram on nodes idle for SuspendTime; down nodes too.
-unpaired | * | boot wait     | *             -> None
-unpaired | * | boot exceeded | *             -> START_SHUTDOWN
-busy     | * | *             | *             -> None
-idle     | * | *             | idle exceeded -> START_DRAIN
-idle     | * | *             | *             -> None
-down     | * | *             | *             -> START_SHUTDOWN
-"""
-
-# Static: nodes stay up; only broken ones are replaced.
-STATIC_MATRIX = """\
-# static pool: never give an idle node back; replace broken ones.
-unpaired | * | boot wait     | * -> None
-unpaired | * | boot exceeded | * -> START_SHUTDOWN
-busy     | * | *             | * -> None
-idle     | * | *             | * -> None
-down     | * | *             | * -> START_SHUTDOWN
-"""
+def baseline_matrix(name: str) -> Matrix:
+    """A peer's shipped matrix file, ``nodemanager/sim/matrices/<name>.matrix``."""
+    return policy_matrix.load(os.path.join(MATRIX_DIR, f"{name}.matrix"))
 
 
 @dataclass(frozen=True)
@@ -141,10 +101,6 @@ def _with(settings: Settings, *, poll: Mapping[str, Any] | None = None,
                    poll=replace(settings.poll, **(poll or {})) if poll else settings.poll)
 
 
-def _parse(text: str, name: str) -> Matrix:
-    return policy_matrix.parse(text, f"<{name} baseline matrix>")
-
-
 def ours(settings: Settings, matrix: Matrix | None = None, name: str = "nodemanager") -> Policy:
     """Our policy as configured (default: the shipped matrix and the embedded defaults)."""
     m = matrix if matrix is not None else policy_matrix.load_default()
@@ -157,7 +113,7 @@ def ours(settings: Settings, matrix: Matrix | None = None, name: str = "nodemana
 
 def static(settings: Settings, nodes: int) -> Policy:
     s = _with(settings, min_nodes=nodes, max_nodes=nodes)
-    return Policy(name="static", settings=s, matrix=_parse(STATIC_MATRIX, "static"),
+    return Policy(name="static", settings=s, matrix=baseline_matrix("static"),
                   baseline="static", params={"nodes": nodes})
 
 
@@ -166,7 +122,7 @@ def arvados(settings: Settings, *, poll_time: float = 60.0, consecutive_idle_cou
     sizes = tuple(replace(s, shutdown_windows=windows) for s in settings.core.sizes)
     s = _with(settings, sizes=sizes, idle_grace=(consecutive_idle_count - 1) * poll_time,
               boot_grace=boot_fail_after, poll={"cycle_interval": poll_time})
-    return Policy(name="arvados", settings=s, matrix=_parse(ARVADOS_MATRIX, "arvados"),
+    return Policy(name="arvados", settings=s, matrix=baseline_matrix("arvados"),
                   baseline="arvados",
                   params={"poll_time": poll_time, "consecutive_idle_count": consecutive_idle_count,
                           "shutdown_windows": ",".join(map(str, windows))})
@@ -178,7 +134,7 @@ def cluster_autoscaler(settings: Settings, *, unneeded_time: float = 600.0,
     s = _with(settings, idle_grace=unneeded_time, max_concurrent_drains=max_drain_parallelism,
               boot_grace=provision_time, poll={"cycle_interval": scan_interval})
     return Policy(name="cluster-autoscaler", settings=s,
-                  matrix=_parse(CLUSTER_AUTOSCALER_MATRIX, "cluster-autoscaler"),
+                  matrix=baseline_matrix("cluster-autoscaler"),
                   scale_down_delay_after_boot=delay_after_add, baseline="cluster-autoscaler",
                   params={"scale_down_unneeded_time": unneeded_time,
                           "scale_down_delay_after_add": delay_after_add,
@@ -193,7 +149,7 @@ def slurm_power_save(settings: Settings, *, suspend_time: float = 300.0,
     s = _with(settings, idle_grace=suspend_time, boot_grace=resume_timeout,
               max_concurrent_drains=per_cycle, poll={"cycle_interval": interval})
     return Policy(name="slurm-power-save", settings=s,
-                  matrix=_parse(SLURM_POWER_SAVE_MATRIX, "slurm-power-save"),
+                  matrix=baseline_matrix("slurm-power-save"),
                   baseline="slurm-power-save",
                   params={"suspend_time": suspend_time, "resume_timeout": resume_timeout})
 

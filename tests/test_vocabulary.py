@@ -1,0 +1,88 @@
+"""The vocabulary is data: a worker state added in a vocabulary file, rules for it in a matrix file
+and one classifier that emits it are all it takes for plan() to act on it."""
+
+from __future__ import annotations
+
+import importlib
+import pathlib
+
+import pytest
+
+import policy_matrix
+from nodemanager.core import Classification, classify_worker, plan
+from nodemanager.model import ItemKind
+from policy_matrix import MatrixError
+from policy_matrix.vocabulary import default_vocabulary_path, load_vocabulary
+from tests.core_world import NOW, node, settings, snap, worker
+
+SHIPPED = pathlib.Path(default_vocabulary_path()).read_text()
+FAIL_RULES = """\
+# a node whose health check fails: give it a chance while it boots, then replace it
+fail | * | boot wait     | * -> None
+fail | * | boot exceeded | * -> START_SHUTDOWN
+"""
+
+
+@pytest.fixture
+def vocabulary(tmp_path):
+    path = tmp_path / "site.vocabulary"
+    path.write_text(SHIPPED.replace("idle, down\n", "idle, down, fail (like down)\n"))
+    return load_vocabulary(str(path))
+
+
+@pytest.fixture
+def matrix(tmp_path, vocabulary):
+    path = tmp_path / "site.matrix"
+    path.write_text(pathlib.Path(policy_matrix.default_path()).read_text() + FAIL_RULES)
+    return policy_matrix.load(path, vocabulary=vocabulary)
+
+
+@pytest.fixture
+def health_adapter(monkeypatch):
+    """A scripted scheduler adapter whose classifier emits ``fail`` for a failed health check,
+    installed where the core takes a worker's classification."""
+
+    def classify(w, now, stale_after):
+        if w is not None and w.scheduler == "health" and w.state == "failed check":
+            return Classification("fail", "health check failed")
+        return classify_worker(w, now, stale_after)
+
+    # the package front's ``plan`` (the function) hides the module of the same name
+    monkeypatch.setattr(importlib.import_module("nodemanager.core.plan"), "classify_worker", classify)
+
+
+def test_plan_acts_on_a_worker_state_added_by_a_vocabulary_file(matrix, health_adapter):
+    failing = dict(scheduler="health", state="failed check")
+    nodes = [node("kept"), node("old-fail", age=7200), node("new-fail", age=60)]
+    workers = [worker("kept", idle_for=10), worker("old-fail", **failing),
+               worker("new-fail", registered_at=NOW - 30, **failing)]
+    # min_nodes 1 with one idle node up: a `fail` node is like `down`, so not counted up and
+    # destroyed without a drain whatever min_nodes says
+    p = plan(snap(nodes, workers), settings(min_nodes=1), matrix)
+    assert {i.node_id: (i.kind, i.cancellable) for i in p.items} == {
+        "old-fail": (ItemKind.DESTROY, False)}
+    why = {e.node_id: e for e in p.nodes}
+    assert why["old-fail"].tuple.worker_state == "fail"
+    assert why["old-fail"].reason == "matrix says START_SHUTDOWN: health check failed"
+    rules = len(pathlib.Path(policy_matrix.default_path()).read_text().splitlines())
+    assert why["old-fail"].rule.endswith(f"site.matrix:{rules + 3}")
+    assert why["new-fail"].rule.endswith(f"site.matrix:{rules + 2}")
+    assert why["new-fail"].action is None and not p.boots
+
+
+def test_the_default_vocabulary_refuses_the_added_state(tmp_path, matrix):
+    path = tmp_path / "site.matrix"
+    with pytest.raises(MatrixError, match=r"site.matrix:\d+:1: .*unknown worker_state 'fail'"):
+        policy_matrix.load(path)
+
+
+def test_an_added_worker_state_must_say_which_core_state_it_is_like(tmp_path):
+    path = tmp_path / "site.vocabulary"
+    path.write_text(SHIPPED.replace("idle, down\n", "idle, down, fail\n"))
+    line = SHIPPED.splitlines().index("worker_state: unpaired, busy, idle, down") + 1
+    with pytest.raises(MatrixError, match=rf"site.vocabulary:{line}:14: worker_state: say which "
+                                          r"of unpaired, busy, idle, down .*'fail \(like down\)'"):
+        load_vocabulary(str(path))
+    path.write_text(SHIPPED.replace("open, closed", "open, closed, ajar (like open)"))
+    with pytest.raises(MatrixError, match="only worker_state may grow"):
+        load_vocabulary(str(path))
