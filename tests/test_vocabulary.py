@@ -86,3 +86,25 @@ def test_an_added_worker_state_must_say_which_core_state_it_is_like(tmp_path):
     path.write_text(SHIPPED.replace("open, closed", "open, closed, ajar (like open)"))
     with pytest.raises(MatrixError, match="only worker_state may grow"):
         load_vocabulary(str(path))
+
+
+def test_an_added_state_like_idle_counts_its_idle_grace(tmp_path, monkeypatch):
+    """A state declared ``like idle`` reaches ``idle exceeded`` after the idle grace, as idle does
+    (the core compared the raw state with ``idle`` and never started the grace for it)."""
+    path = tmp_path / "site.vocabulary"
+    path.write_text(SHIPPED.replace("idle, down\n", "idle, down, backfill (like idle)\n"))
+    site = tmp_path / "site.matrix"
+    site.write_text("backfill | * | * | idle exceeded -> START_DRAIN\nbackfill | * | * | * -> None\n"
+                    + pathlib.Path(policy_matrix.default_path()).read_text())
+    matrix = policy_matrix.load(site, vocabulary=load_vocabulary(str(path)))
+
+    def classify(w, now, stale_after):
+        if w is not None and w.state == "backfill":
+            return Classification("backfill", "backfill work only", now - 3600)
+        return classify_worker(w, now, stale_after)
+
+    monkeypatch.setattr(importlib.import_module("nodemanager.core.plan"), "classify_worker", classify)
+    p = plan(snap([node("bf", age=7200)], [worker("bf", state="backfill")]), settings(), matrix)
+    [e] = p.nodes
+    assert e.tuple.worker_state == "backfill" and e.tuple.idle_grace == "idle exceeded"
+    assert [i.kind for i in p.items] == [ItemKind.DRAIN]

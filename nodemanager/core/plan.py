@@ -157,6 +157,7 @@ def _classify(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, 
     out: list[_Node] = []
     stale_after, boot_grace, idle_grace = settings.node_stale_after, settings.boot_grace, settings.idle_grace
     grace_note = f" (idle_grace {idle_grace:.0f}s)"
+    vocabulary = matrix.vocabulary
     always_open = window_state(None, 0.0, now)
     for node in sorted(snapshot.cloud_nodes, key=by_id):
         worker = paired.get(node.id)
@@ -172,11 +173,12 @@ def _classify(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, 
         launched = node.launched_at
         win = _window(sched, launched, now) if sched else always_open
         boot = boot_grace_state(launched, now, boot_grace)
-        if c.state == IDLE:
+        core = vocabulary.core_state(c.state)  # an added state counts idle grace as its like does
+        if core == IDLE:
             since = c.idle_since or launched
             unknown = "" if c.idle_since else " (idle-since unknown: counted from launch)"
-            c = Classification(IDLE, f"{c.why}{unknown}, idle for {now - since:.0f}s{grace_note}", since)
-        idle = idle_grace_state(c.state, c.idle_since or 0.0, now, idle_grace)
+            c = Classification(c.state, f"{c.why}{unknown}, idle for {now - since:.0f}s{grace_note}", since)
+        idle = idle_grace_state(core, c.idle_since or 0.0, now, idle_grace)
         key = (c.state, win.value, boot.value, idle.value)
         found = lookups.get(key)
         if found is None:
