@@ -151,14 +151,27 @@ class Rig:
             cp.write(fh)
 
     def alive(self) -> set[str]:
-        out = set()
-        for page in self.boto.get_paginator("describe_instances").paginate(
-                Filters=[{"Name": "tag:nodemanager-cluster", "Values": [self.cluster]}]):
-            for res in page["Reservations"]:
-                for inst in res["Instances"]:
-                    if inst["State"]["Name"] in ("pending", "running"):
-                        out.add(inst["InstanceId"])
-        return out
+        """The cluster's pending and running instances, as moto lists them. moto_server is not
+        thread-safe: a listing that races the daemons' calls now and then gets an HTTP 500 (the
+        daemons retry theirs as transient errors), so the harness retries its own too."""
+        from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.parsers import ResponseParserError
+
+        for attempt in range(10):
+            try:
+                out = set()
+                for page in self.boto.get_paginator("describe_instances").paginate(
+                        Filters=[{"Name": "tag:nodemanager-cluster", "Values": [self.cluster]}]):
+                    for res in page["Reservations"]:
+                        for inst in res["Instances"]:
+                            if inst["State"]["Name"] in ("pending", "running"):
+                                out.add(inst["InstanceId"])
+                return out
+            except (BotoCoreError, ClientError, ResponseParserError):
+                if attempt == 9:
+                    raise
+                time.sleep(0.2)
+        raise AssertionError("unreachable")
 
     def sample(self) -> None:
         self.max_alive = max(self.max_alive, len(self.alive()))

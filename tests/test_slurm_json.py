@@ -205,3 +205,14 @@ def test_a_record_that_breaks_the_parser_is_an_error_naming_it():
     with pytest.raises(RecordError, match=r"sinfo --json: node n9: cannot be read") as exc:
         parse_nodes({"nodes": [Hostile(_node(name="n9"))]})
     assert (exc.value.kind, exc.value.name) == ("node", "n9")
+
+
+@pytest.mark.parametrize("limit, limited", [(10, True), (0xFFFFFFFF, False), (0xFFFFFFFE, False),
+                                            (None, False), ({"set": True, "infinite": True, "number": 0}, False)])
+def test_a_running_job_without_a_time_limit_has_no_end_time(limit, limited):
+    """SLURM puts start + 1 year in end_time for a job without a limit; an INFINITE or NO_VAL
+    time_limit (22.05 prints them as integers) is no limit, so no end time is believed."""
+    rec = _job(7, job_state="RUNNING", nodes="node2", start_time=1000, end_time=1000 + 365 * 86400,
+               time_limit=limit)
+    jobs, problems = parse_jobs({"jobs": [rec]})
+    assert problems == [] and [j.end_time for j in jobs] == [1000 + 365 * 86400 if limited else None]

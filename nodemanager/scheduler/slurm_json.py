@@ -489,7 +489,9 @@ def _job(rec: Mapping[str, Any], job_id: int, r: _Reader) -> SlurmJob | None:
             r.problem("nodes", str(exc), "unreadable")
             nodes = ()
         time_limit = _plain(rec.get("time_limit"))
-        end = r.number("end_time") if isinstance(time_limit, int) and not isinstance(time_limit, bool) else None
+        # no limit: absent, infinite, or SLURM's NO_VAL/INFINITE integers (end_time is then start + 1 year)
+        limited = type(time_limit) is int and time_limit not in _UNSET
+        end = r.number("end_time") if limited else None
         # positional: this runs for every running job every poll
         return SlurmJob(job_id, state, nodes, cpus, node_count, None, None, "None", "", r.number("start_time"),
                         end, 0.0, bool(rec.get("requeue", True)), 1, len(errors) == before)
