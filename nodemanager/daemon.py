@@ -80,9 +80,10 @@ def build_ports(settings: Settings, clock: Callable[[], float]) -> tuple[CloudDr
     cloud = LibcloudCloud(settings.cloud)
     if settings.scheduler.kind == "slurm":
         from nodemanager.scheduler import SlurmScheduler
-        return cloud, SlurmScheduler.from_settings(settings.scheduler, source=source), None
+        return cloud, SlurmScheduler.from_settings(settings.scheduler, source=source,
+                                                   sizes=settings.core.sizes), None
     from nodemanager.scheduler import HTCondorScheduler
-    return cloud, HTCondorScheduler.from_settings(settings.scheduler), None
+    return cloud, HTCondorScheduler.from_settings(settings.scheduler, sizes=settings.core.sizes), None
 
 
 def _version() -> str:

@@ -69,6 +69,12 @@ class Size:
     shutdown_window: int = 120
     shutdown_windows: tuple[int, ...] = ()
     instance_type: str = ""
+    # what the size offers jobs (issue 14)
+    gpus: int = 0
+    gpu_type: str = ""
+    features: frozenset[str] = frozenset()
+    attributes: tuple[tuple[str, str], ...] = ()
+    partitions: frozenset[str] = frozenset()
 
     @property
     def cloud_type(self) -> str:
@@ -162,6 +168,13 @@ class Demand:
     scratch_mb: int = 0
     size: str | None = None
     oldest_submit: float | None = None
+    # what the jobs need beyond cores, memory and disk (issue 14)
+    gpus: int = 0
+    requirements: str | None = None
+    features: str | None = None
+    partition: str | None = None
+    sizes: frozenset[str] | None = None
+    unmatched: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,13 +39,14 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from nodemanager.model import Worker
+from nodemanager.model import Size, Worker
 from nodemanager.scheduler.draining_stats import DrainingStats, DrainingStatsRecorder
 from nodemanager.scheduler.port import (DRAIN_REASON_PREFIX, Confirmation, DrainRefused, DrainSchedule,
                                         DrainTicket, SchedulerError, SchedulerPoll)
 from nodemanager.scheduler.htcondor_ads import (JOB_ATTRIBUTES, demand_from_jobs, slot_problems,
                                                 worker_from_ad)
 from nodemanager.scheduler.htcondor_bindings import Bindings, Htcondor2Bindings, plain_ad
+from nodemanager.scheduler.htcondor_match import HTCondorMatcher
 from nodemanager.scheduler.htcondor_drain import (DRAIN_TIMEOUT, drain_check_expression, drain_reason,
                                                   is_our_drain, jobs_on, number, pslot_of)
 from nodemanager.scheduler.records import ProblemLog, RecordProblem
@@ -105,8 +106,11 @@ class HTCondorScheduler:
                  id_attribute: str = "CloudInstanceID", constraint: str = DEFAULT_CONSTRAINT,
                  extra_attributes: Iterable[str] = (), reason_tag: str = DRAIN_REASON_PREFIX,
                  start_expr: str = "false", slack: float = 1200.0, badput_factor: float = 1.25,
-                 drain_timeout: float = DRAIN_TIMEOUT, extra_check: str | None = None) -> None:
+                 drain_timeout: float = DRAIN_TIMEOUT, extra_check: str | None = None,
+                 sizes: Sequence[Size] = (), machine_start: str | None = None) -> None:
         self.name = name
+        # with sizes, each idle job is matched to the sizes that can run it (issue 14)
+        self.matcher = HTCondorMatcher(sizes, machine_start) if sizes else None
         self._b = bindings
         self._clock = clock
         self.id_attribute = id_attribute
@@ -131,12 +135,13 @@ class HTCondorScheduler:
 
     @classmethod
     def from_settings(cls, settings: SchedulerSettings, *, clock: Callable[[], float] = time.time,
-                      bindings: Bindings | None = None) -> "HTCondorScheduler":
+                      bindings: Bindings | None = None, sizes: Sequence[Size] = ()) -> "HTCondorScheduler":
         """The adapter for ``[Scheduler] type = htcondor``: ``collector`` (host[:port]; default the
         configured COLLECTOR_HOST), ``schedd`` (comma-separated names; default every schedd),
         ``cloud_id_attribute`` (default CloudInstanceID), ``constraint`` (which startds are ours),
         ``query_timeout`` (seconds, sets QUERY_TIMEOUT), ``drain_check`` (an extra ClassAd
-        expression ANDed with the drain's check expression)."""
+        expression ANDed with the drain's check expression), ``machine_start`` (the execute
+        nodes' START, for matching idle jobs to ``sizes``)."""
         o = settings.options
         if bindings is None:
             schedds = [s.strip() for s in o.get("schedd", "").split(",") if s.strip()]
@@ -147,7 +152,8 @@ class HTCondorScheduler:
             from nodemanager.classad_eval import parse
             parse(extra_check)
         return cls(bindings, clock=clock, id_attribute=o.get("cloud_id_attribute") or "CloudInstanceID",
-                   constraint=o.get("constraint") or DEFAULT_CONSTRAINT, extra_check=extra_check)
+                   constraint=o.get("constraint") or DEFAULT_CONSTRAINT, extra_check=extra_check,
+                   sizes=sizes, machine_start=(o.get("machine_start") or "").strip() or None)
 
     # ---------------------------------------------------------------- poll
 
@@ -159,13 +165,18 @@ class HTCondorScheduler:
             raise SchedulerError(f"collector query failed: {exc}") from None
         problems: list[RecordProblem] = []
         workers = self.workers_from_ads(raw, problems)
-        try:
-            jobs = self._b.query_idle_jobs(JOB_ATTRIBUTES)
-        except self._b.error_types as exc:
-            raise SchedulerError(f"schedd query failed: {exc}") from None
-        demand = demand_from_jobs(jobs, problems)
+        if self.matcher is None:
+            demand = demand_from_jobs(self._idle_jobs(JOB_ATTRIBUTES), problems)
+        else:
+            demand = self.matcher.demand_from(self._idle_jobs, problems)
         self.problem_log.report(problems)
         return SchedulerPoll(workers=workers, demand=demand, polled_at=now, problems=tuple(problems))
+
+    def _idle_jobs(self, projection: Sequence[str]) -> list[Mapping[str, Any]]:
+        try:
+            return self._b.query_idle_jobs(projection)
+        except self._b.error_types as exc:
+            raise SchedulerError(f"schedd query failed: {exc}") from None
 
     def workers_from_ads(self, raw: Iterable[Mapping[str, Any]],
                          problems: list[RecordProblem] | None = None) -> tuple[Worker, ...]:

@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
-from nodemanager.model import Worker
+from nodemanager.model import Size, Worker
 from nodemanager.settings import SchedulerSettings
 from nodemanager.scheduler.draining_stats import DrainingStats, NodeDrainingStats
 from nodemanager.scheduler.port import (DRAIN_REASON_PREFIX, Confirmation, DrainRefused, DrainSchedule,
@@ -166,8 +166,9 @@ class SlurmScheduler:
     name = "slurm"
 
     def __init__(self, options: SlurmOptions | None = None, *, clock: Callable[[], float] = time.time,
-                 demand_reasons: frozenset[str] = DEMAND_REASONS) -> None:
+                 demand_reasons: frozenset[str] = DEMAND_REASONS, sizes: Sequence[Size] = ()) -> None:
         self.options = options or SlurmOptions()
+        self.sizes = tuple(sizes)  # with sizes, pending jobs are matched to those that can run them
         self._clock = clock
         self._demand_reasons = demand_reasons
         self._lock = threading.Lock()
@@ -181,7 +182,7 @@ class SlurmScheduler:
 
     @classmethod
     def from_settings(cls, settings: SchedulerSettings, *, clock: Callable[[], float] = time.time,
-                      source: str = "config") -> "SlurmScheduler":
+                      source: str = "config", sizes: Sequence[Size] = ()) -> "SlurmScheduler":
         """Build from ``[Scheduler]`` options; a bad value raises ConfigError naming ``source``,
         section and option."""
         from nodemanager.config import ConfigError, Problem
@@ -190,7 +191,7 @@ class SlurmScheduler:
             options = SlurmOptions.from_mapping(settings.options)
         except OptionError as exc:
             raise ConfigError([Problem(source, None, "Scheduler", exc.option, exc.message)]) from None
-        return cls(options, clock=clock)
+        return cls(options, clock=clock, sizes=sizes)
 
     # ------------------------------------------------------------------ commands
     def _env(self) -> dict[str, str]:
@@ -257,7 +258,7 @@ class SlurmScheduler:
         self.problem_log.report(state.errors)
         workers = tuple(self._worker(n, state) for n in state.nodes.values())
         self._sample(state)
-        demand = demand_from_jobs(state.jobs, self.options.partitions, self._demand_reasons)
+        demand = demand_from_jobs(state.jobs, self.options.partitions, self._demand_reasons, self.sizes)
         return SchedulerPoll(workers=workers, demand=demand, polled_at=state.at, problems=state.errors)
 
     def _worker(self, node: SlurmNode, state: _State) -> Worker:

@@ -21,11 +21,12 @@ import functools
 import math
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
-from nodemanager.model import Demand
+from nodemanager.model import Demand, Size
 from nodemanager.scheduler.port import DRAIN_REASON_PREFIX
 from nodemanager.scheduler.records import MAX_COUNT, RecordProblem, number_problem
+from nodemanager.scheduler.slurm_match import SlurmMatcher
 
 __all__ = [
     "RecordError",
@@ -122,6 +123,9 @@ class SlurmJob:
     requeue: bool = True
     array_tasks: int = 1            # pending array records: how many tasks this record stands for
     sized: bool = True              # False: a size field (cpus, nodes, memory, array) is unusable
+    features: str = ""              # pending: the --constraint expression
+    gres: str = ""                  # pending: tres_per_node (gres:gpu:1)
+    exclusive: bool = False         # pending: --exclusive (a whole node)
 
 
 # ------------------------------------------------------------------ state
@@ -510,20 +514,32 @@ def _job(rec: Mapping[str, Any], job_id: int, r: _Reader) -> SlurmJob | None:
                            for e in errors[before:]]
     return SlurmJob(job_id, state, (), cpus, node_count, memory_per_node, memory_per_cpu,
                     r.text("state_reason", "None"), r.text("partition"), 0.0, None, r.number("submit_time"),
-                    bool(rec.get("requeue", True)), tasks, sized)
+                    bool(rec.get("requeue", True)), tasks, sized, r.text("features"),
+                    r.text("tres_per_node"), _exclusive(rec))
+
+
+def _exclusive(rec: Mapping[str, Any]) -> bool:
+    """--exclusive: 22.05 ``shared`` is ``"none"``; 23.02+ lists (``["none"]``, ``exclusive: ["true"]``)."""
+    shared, excl = rec.get("shared"), rec.get("exclusive")
+    shared = shared if isinstance(shared, list) else [shared]
+    excl = excl if isinstance(excl, list) else [excl]
+    return "none" in shared or any(x in (True, "true", "user", "mcs", "topo") for x in excl)
 
 
 def demand_from_jobs(jobs: Iterable[SlurmJob], partitions: frozenset[str] = frozenset(),
-                     reasons: frozenset[str] = DEMAND_REASONS) -> tuple[Demand, ...]:
+                     reasons: frozenset[str] = DEMAND_REASONS,
+                     sizes: Sequence[Size] = ()) -> tuple[Demand, ...]:
     """Pending jobs that more nodes would start, grouped by per-node need.
 
     A job asking for N nodes counts as N nodes' worth of demand (``count``); per node it needs
     ``ceil(cpus / nodes)`` cores and ``memory_per_node`` (or ``memory_per_cpu`` × cores) MB.
     Held, dependent, throttled (``JobArrayTaskLimit``) or limit-blocked jobs are not demand, nor
-    jobs whose size could not be read (``sized``).
+    jobs whose size could not be read (``sized``). With ``sizes``, each item also says which
+    sizes can run its jobs (:class:`~nodemanager.scheduler.slurm_match.SlurmMatcher`).
     """
-    groups: dict[tuple[int, int], list[float]] = {}
-    counts: dict[tuple[int, int], int] = {}
+    matcher = SlurmMatcher(sizes) if sizes else None
+    groups: dict[tuple[Any, ...], list[float]] = {}
+    counts: dict[tuple[Any, ...], int] = {}
     for job in jobs:
         if job.state != "PENDING" or job.state_reason not in reasons or not job.sized:
             continue
@@ -536,12 +552,15 @@ def demand_from_jobs(jobs: Iterable[SlurmJob], partitions: frozenset[str] = froz
             mem = job.memory_per_cpu * per_node_cpus
         else:
             mem = 0
-        key = (per_node_cpus, mem)
+        key: tuple[Any, ...] = (per_node_cpus, mem, 0, None, None)
+        if matcher is not None:
+            n = matcher.need(job, per_node_cpus, mem)
+            key = (n.cpus, n.ram_mb, n.gpus, n.sizes, n.unmatched)
         counts[key] = counts.get(key, 0) + job.node_count * job.array_tasks
         if job.submit_time:
             groups.setdefault(key, []).append(job.submit_time)
     return tuple(
-        Demand(cpus=c, ram_mb=m, count=counts[(c, m)],
-               oldest_submit=min(groups[(c, m)]) if groups.get((c, m)) else None)
-        for (c, m) in sorted(counts)
+        Demand(cpus=k[0], ram_mb=k[1], count=counts[k], oldest_submit=min(groups[k]) if groups.get(k) else None,
+               gpus=k[2], sizes=k[3], unmatched=k[4])
+        for k in sorted(counts, key=lambda k: (k[0], k[1], k[2], sorted(k[3] or ()), k[4] or ""))
     )
