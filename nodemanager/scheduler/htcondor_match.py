@@ -282,8 +282,59 @@ class HTCondorMatcher:
             missing = sorted({_bare(r)[1] for r in job.externalRefs(req)
                               if _bare(r)[0] != "my" and _bare(r)[1].lower() not in self._defined})
             undefined = f"; no size defines {', '.join(missing)}" if missing else ""
-            return f"its Requirements ({_short(str(req))}) hold on no size with room for it{undefined}"
+            failing = [c for c in _clauses(str(req)) if not any(_holds(c, job, ad) for _, ad in roomy)]
+            what = " && ".join(failing) if failing else str(req)
+            return f"its Requirements ({_short(what)}) hold on no size with room for it{undefined}"
         return f"START refuses it on {', '.join(wanted)}"
+
+
+def _holds(clause: str, job: Any, machine: Any) -> bool:
+    import classad2
+
+    try:
+        return classad2.ExprTree(clause).eval(job, machine) is True
+    except Exception:  # noqa: BLE001 - a clause cut badly: not the one to name
+        return True
+
+
+def _clauses(text: str) -> list[str]:
+    """The top-level ``&&`` clauses of expression ``text`` (outer parentheses dropped), so the
+    clause that holds on no size can be named rather than condor_submit's whole default."""
+    text = text.strip()
+    while text.startswith("(") and text.endswith(")") and _balanced(text[1:-1]):
+        text = text[1:-1].strip()
+    parts, depth, start, quoted, i = [], 0, 0, False, 0
+    while i < len(text):
+        ch = text[i]
+        if quoted:
+            if ch == "\\":
+                i += 1
+            elif ch == '"':
+                quoted = False
+        elif ch == '"':
+            quoted = True
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif depth == 0 and text.startswith("&&", i):
+            parts.append(text[start:i])
+            start = i + 2
+            i += 1
+        i += 1
+    if not parts:
+        return [text]
+    parts.append(text[start:])
+    return [c for p in parts for c in _clauses(p)]
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    for ch in text:
+        depth += (ch == "(") - (ch == ")")
+        if depth < 0:
+            return False
+    return depth == 0
 
 
 def _evaluated(job: Mapping[str, Any], key: str) -> Any:

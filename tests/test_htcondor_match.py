@@ -1,0 +1,171 @@
+"""HTCondor demand with real matchmaking (issue 14 item 2): idle jobs from the simulated schedd,
+matched with classad2 against each size's offline machine ad, through the production adapter."""
+
+from __future__ import annotations
+
+import classad2
+import pytest
+
+from nodemanager.model import Demand, Size
+from nodemanager.scheduler.demand_match import match_demand, signature_of
+from nodemanager.scheduler.htcondor import HTCondorScheduler
+from nodemanager.scheduler.htcondor_bindings import Htcondor2Bindings
+from nodemanager.scheduler.htcondor_match import HTCondorMatcher, size_ad
+
+# What condor_submit writes for a job (submit_utils.cpp), before the user's own clause.
+SUBMIT = ('(TARGET.Arch == "X86_64") && (TARGET.OpSys == "LINUX") && (TARGET.Disk >= RequestDisk)'
+          ' && (TARGET.Memory >= RequestMemory) && (TARGET.HasFileTransfer)')
+SIZES = (
+    Size("cheap", 8, 32000, price=0.3),
+    Size("docker", 8, 32000, price=0.35, attributes=(("HasDocker", "true"),)),
+    Size("gpu", 8, 64000, price=1.2, gpus=1, gpu_type="Tesla T4",
+         attributes=(("CUDACapability", "7.5"),)),
+    Size("a100", 16, 128000, price=4.0, gpus=1, gpu_type="A100", attributes=(("CUDACapability", "8.0"),)),
+)
+
+
+def requirements(extra: str | None = None) -> classad2.ExprTree:
+    return classad2.ExprTree(SUBMIT if extra is None else f"{SUBMIT} && ({extra})")
+
+
+class Recording(Htcondor2Bindings):
+    """The real bindings over the simulated schedd, remembering each idle-job projection."""
+
+    def __init__(self, module) -> None:
+        super().__init__(module=module)
+        self.asked: list[tuple[str, ...]] = []
+
+    def query_idle_jobs(self, projection):
+        self.asked.append(tuple(projection))
+        return super().query_idle_jobs(projection)
+
+
+def adapter(condor, sizes=SIZES, **kw) -> tuple[HTCondorScheduler, Recording]:
+    b = Recording(condor.sim)
+    return HTCondorScheduler(b, clock=condor.clock, sizes=sizes, **kw), b
+
+
+def by_sizes(demand: tuple[Demand, ...]) -> dict[frozenset[str] | None, int]:
+    out: dict[frozenset[str] | None, int] = {}
+    for d in demand:
+        out[d.sizes] = out.get(d.sizes, 0) + d.count
+    return out
+
+
+def test_each_idle_job_asks_for_the_sizes_whose_offline_ad_it_matches(condor):
+    for _ in range(3):
+        condor.sim.submit(RequestCpus=1, RequestMemory=2000, RequestDisk=1000, Requirements=requirements())
+    condor.sim.submit(RequestCpus=1, RequestMemory=2000, RequestDisk=1000, RequestGPUs=1,
+                      Requirements=requirements("TARGET.GPUs >= RequestGPUs"))
+    condor.sim.submit(RequestCpus=2, RequestMemory=2000, RequestDisk=1000, Requirements=requirements("HasDocker"))
+    condor.sim.submit(RequestCpus=1, RequestMemory=48000, RequestDisk=1000, Requirements=requirements())
+    condor.sim.submit(RequestCpus=1, RequestMemory=1000, RequestGPUs=1,
+                      Requirements=requirements("TARGET.CUDACapability >= 8.0"))
+    htc, _ = adapter(condor)
+    demand = htc.poll().demand
+    assert by_sizes(demand) == {
+        frozenset({"cheap", "docker", "gpu", "a100"}): 3,   # the plain jobs: every size
+        frozenset({"gpu", "a100"}): 2,                        # a GPU; 48 GB
+        frozenset({"docker"}): 1,                            # HasDocker: only the size that says so
+        frozenset({"a100"}): 1,                              # CUDACapability >= 8.0
+    }
+    gpu = next(d for d in demand if d.gpus and d.ram_mb == 2000)
+    assert (gpu.cpus, gpu.gpus, gpu.count, gpu.sizes) == (1, 1, 1, frozenset({"gpu", "a100"}))
+    assert all(d.unmatched is None for d in demand)
+
+
+def test_a_job_no_size_can_run_is_demand_for_no_size_with_the_reason(condor):
+    condor.sim.submit(RequestCpus=1, RequestMemory=1000, Requirements=requirements('OpSys == "WINDOWS"'))
+    condor.sim.submit(RequestCpus=1, RequestMemory=1000, Requirements=requirements('OpSys == "WINDOWS"'))
+    condor.sim.submit(RequestCpus=32, RequestMemory=1000, Requirements=requirements())
+    condor.sim.submit(RequestCpus=1, RequestMemory=1000, Requirements=requirements("HasSingularity"))
+    htc, _ = adapter(condor)
+    demand = {d.unmatched.split(": ", 1)[1]: d for d in htc.poll().demand}
+    assert all(d.sizes == frozenset() for d in demand.values())
+    windows, singularity, big = sorted(demand.values(), key=lambda d: (d.cpus, "Singularity" in d.unmatched))
+    assert windows.count == 2 and windows.unmatched.startswith("no size can run jobs like 1.0 (signature ")
+    assert 'OpSys == "WINDOWS"' in windows.unmatched
+    assert "it asks for more than any size has (32 cores, 1000 MB memory" in big.unmatched
+    assert singularity.unmatched.endswith("no size defines HasSingularity")
+    assert len({signature_of(d.unmatched) for d in demand.values()}) == 3
+
+
+def test_the_signature_stays_the_same_for_alike_jobs_across_polls(condor):
+    condor.sim.submit(RequestCpus=1, RequestMemory=1000, Requirements=requirements('OpSys == "WINDOWS"'))
+    htc, _ = adapter(condor)
+    first = signature_of(htc.poll().demand[0].unmatched)
+    condor.sim.jobs.clear()
+    condor.advance(600)
+    condor.sim.submit(ClusterId=77, RequestCpus=1, RequestMemory=1000,
+                      Requirements=requirements('OpSys == "WINDOWS"'))
+    fresh, _ = adapter(condor)  # another process, the same jobs: the metric label must not change
+    assert signature_of(fresh.poll().demand[0].unmatched) == first != "-"
+
+
+def test_the_sites_start_expression_is_the_sizes_side_of_the_match(condor):
+    condor.sim.submit(RequestCpus=1, RequestMemory=1000, Owner="alice", Requirements=requirements())
+    condor.sim.submit(RequestCpus=1, RequestMemory=1000, Owner="mallory", Requirements=requirements())
+    htc, b = adapter(condor, machine_start='TARGET.Owner =!= "mallory"')
+    demand = htc.poll().demand
+    assert "Owner" in b.asked[0]  # what START asks of the job is fetched with the jobs
+    assert by_sizes(demand) == {frozenset({"cheap", "docker", "gpu", "a100"}): 1, frozenset(): 1}
+    refused = next(d for d in demand if not d.sizes)
+    assert refused.unmatched.endswith("START refuses it on cheap, docker, gpu, a100")
+
+
+def test_a_job_attribute_its_requirements_name_is_fetched_and_the_jobs_asked_again(condor):
+    condor.sim.submit(RequestCpus=1, RequestMemory=1000, MinCuda=8,
+                      Requirements=requirements("TARGET.CUDACapability >= MinCuda"))
+    htc, b = adapter(condor)
+    assert by_sizes(htc.poll().demand) == {frozenset({"a100"}): 1}
+    assert len(b.asked) == 2 and "MinCuda" not in b.asked[0] and "MinCuda" in b.asked[1]
+    htc.poll()
+    assert len(b.asked) == 3 and "MinCuda" in b.asked[2]  # learnt once: one query per poll after
+
+
+def test_jobs_of_one_autocluster_id_on_two_schedds_are_matched_apart():
+    # AutoClusterId numbers are per schedd: the same number on two schedds is two signatures
+    jobs = [classad2.ClassAd({"ClusterId": 1, "ProcId": i, "AutoClusterId": 1, "RequestCpus": 1,
+                              "RequestMemory": 1000, "GlobalJobId": f"ap1.example#1.{i}#100",
+                              "Requirements": requirements()}) for i in range(3)]
+    jobs += [classad2.ClassAd({"ClusterId": 9, "ProcId": i, "AutoClusterId": 1, "RequestCpus": 1,
+                               "RequestMemory": 1000, "GlobalJobId": f"ap2.example#9.{i}#100",
+                               "Requirements": requirements("HasDocker")}) for i in range(2)]
+    assert by_sizes(HTCondorMatcher(SIZES).demand(jobs)) == {
+        frozenset({"cheap", "docker", "gpu", "a100"}): 3, frozenset({"docker"}): 2}
+
+
+def test_a_size_ad_is_what_its_vm_will_advertise():
+    ad = size_ad(SIZES[2], start="TARGET.Owner =!= \"x\"")
+    assert (ad["Cpus"], ad["Memory"], ad["GPUs"], ad["GPUs_DeviceName"]) == (8, 64000, 1, "Tesla T4")
+    assert ad.eval("OpSys") == "LINUX" and ad.eval("CUDACapability") == 7.5
+    assert str(ad.lookup("Requirements")) == "START && WithinResourceLimits"
+    with pytest.raises(ValueError, match="size bad: HasX"):
+        size_ad(Size("bad", 1, 1000, attributes=(("HasX", "true &&"),)))
+
+
+def test_match_demand_boots_the_gpu_size_for_gpus_and_says_why_for_windows():
+    sizes = [Size("cheap", 8, 32000, price=0.3), Size("gpu", 8, 32000, price=1.0, gpus=1)]
+    gpu = match_demand(Demand(cpus=1, ram_mb=1000, count=1, gpus=1), sizes, "htcondor")
+    assert (gpu.sizes, gpu.unmatched) == (frozenset({"gpu"}), None)
+    win = match_demand(Demand(cpus=1, ram_mb=1000, requirements='OpSys == "WINDOWS"'), sizes, "htcondor")
+    assert win.sizes == frozenset() and 'OpSys == "WINDOWS"' in win.unmatched
+    assert signature_of(win.unmatched) != "-"
+    plain = Demand(cpus=1, ram_mb=1000)
+    assert match_demand(plain, sizes, "htcondor") is plain  # nothing asked beyond resources
+    with pytest.raises(ValueError, match="not a valid ClassAd expression"):
+        match_demand(Demand(requirements="OpSys == "), sizes, "htcondor")
+
+
+def test_match_demand_maps_slurm_features_partitions_and_gpus():
+    sizes = [Size("cpu", 8, 32000, features=frozenset({"avx512"}), partitions=frozenset({"batch"})),
+             Size("gpu", 8, 32000, gpus=2, gpu_type="a100", partitions=frozenset({"gpu"}))]
+    assert match_demand(Demand(features="avx512"), sizes, "slurm").sizes == frozenset({"cpu"})
+    assert match_demand(Demand(partition="gpu"), sizes, "slurm").sizes == frozenset({"gpu"})
+    assert match_demand(Demand(gpus=2), sizes, "slurm").sizes == frozenset({"gpu"})
+    none = match_demand(Demand(features="avx512&fast"), sizes, "slurm")
+    assert none.sizes == frozenset() and none.unmatched.endswith("no size has the features avx512&fast")
+    with pytest.raises(ValueError, match="constraint"):
+        match_demand(Demand(features="avx512&"), sizes, "slurm")
+    with pytest.raises(ValueError, match="not both"):
+        match_demand(Demand(features="a", requirements="true"), sizes, "slurm")
