@@ -94,6 +94,18 @@ def test_an_exclusive_job_takes_a_whole_node_of_the_smallest_size_that_can_run_i
                                                           (4, 8000, frozenset({"avx"}))}
 
 
+@pytest.mark.parametrize("reason", ["Dependency", "DependencyNeverSatisfied", "BeginTime", "JobHeldUser",
+                                    "JobHeldAdmin", "AssocGrpCpuLimit", "QOSMaxJobsPerUserLimit",
+                                    "JobArrayTaskLimit", "BadConstraints", "PartitionDown", "Licenses"])
+def test_a_job_more_nodes_cannot_start_is_no_demand(reason):
+    assert demand(pending(13, state_reason=reason, features="avx512")) == ()
+
+
+def test_a_job_whose_features_no_node_up_has_is_demand_for_the_size_that_has_them():
+    out = demand(pending(14, state_reason="Constraints", features="avx512"))
+    assert [(d.count, d.sizes) for d in out] == [(1, frozenset({"avx"}))]
+
+
 def test_without_sizes_the_demand_is_as_before():
     out = demand(pending(1, features="avx512"), pending(2, tres_per_node="gres:gpu:1"), sizes=())
     assert out == (Demand(cpus=1, ram_mb=100, count=2, oldest_submit=1001.0),)

@@ -49,8 +49,9 @@ __all__ = [
 # Job states that hold a node: the node is not free while any of these is on it.
 ACTIVE_JOB_STATES = frozenset({"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STOPPED",
                                "SIGNALING", "STAGE_OUT", "RESIZING"})
-# Pending reasons that more nodes would cure; held, dependent, throttled or limited jobs are not demand.
-DEMAND_REASONS = frozenset({"None", "Resources", "Priority", "NodeDown", "ReqNodeNotAvail"})
+# Pending reasons that more nodes would cure; held, dependent, throttled or limited jobs are not
+# demand (docs/slurm.md says why for each). Constraints: the features exist on no node up now.
+DEMAND_REASONS = frozenset({"None", "Resources", "Priority", "NodeDown", "ReqNodeNotAvail", "Constraints"})
 
 _REQUEST_ID = re.compile(r"\[req=([A-Za-z0-9_.:-]+)\]\s*$")
 _CLOUD_ID = re.compile(r"(?:^|[\s,;])instance-id=([^\s,;]+)")
