@@ -11,6 +11,7 @@ from nodemanager.scheduler.demand_match import match_demand, signature_of
 from nodemanager.scheduler.htcondor import HTCondorScheduler
 from nodemanager.scheduler.htcondor_bindings import Htcondor2Bindings
 from nodemanager.scheduler.htcondor_match import HTCondorMatcher, size_ad
+from nodemanager.settings import SchedulerSettings
 
 # What condor_submit writes for a job (submit_utils.cpp), before the user's own clause.
 SUBMIT = ('(TARGET.Arch == "X86_64") && (TARGET.OpSys == "LINUX") && (TARGET.Disk >= RequestDisk)'
@@ -169,3 +170,26 @@ def test_match_demand_maps_slurm_features_partitions_and_gpus():
         match_demand(Demand(features="avx512&"), sizes, "slurm")
     with pytest.raises(ValueError, match="not both"):
         match_demand(Demand(features="a", requirements="true"), sizes, "slurm")
+
+
+def test_the_daemons_adapter_matches_with_its_sizes_and_the_configured_start(condor):
+    condor.sim.submit(RequestCpus=1, RequestMemory=1000, Owner="mallory", Requirements=requirements())
+    settings = SchedulerSettings("htcondor", {"machine_start": 'TARGET.Owner =!= "mallory"'})
+    htc = HTCondorScheduler.from_settings(settings, bindings=Htcondor2Bindings(module=condor.sim),
+                                          clock=condor.clock, sizes=SIZES)
+    assert htc.poll().demand[0].unmatched.endswith("START refuses it on cheap, docker, gpu, a100")
+    plain = HTCondorScheduler.from_settings(SchedulerSettings("htcondor", {}),
+                                            bindings=Htcondor2Bindings(module=condor.sim), clock=condor.clock)
+    assert plain.poll().demand == (Demand(cpus=1, ram_mb=1000, oldest_submit=condor.clock()),)
+    with pytest.raises(ValueError, match=r"\[Scheduler\] machine_start: 'Owner =!=' is not a ClassAd"):
+        HTCondorScheduler.from_settings(SchedulerSettings("htcondor", {"machine_start": "Owner =!="}),
+                                        bindings=Htcondor2Bindings(module=condor.sim), sizes=SIZES)
+
+
+def test_a_job_whose_requirements_do_not_parse_is_left_out_with_a_problem_naming_it():
+    problems: list = []
+    jobs = [{"ClusterId": 5, "ProcId": 0, "RequestCpus": 1, "Requirements": "OpSys =="},
+            {"ClusterId": 6, "ProcId": 0, "RequestCpus": 1, "Requirements": "true"}]
+    demand = HTCondorMatcher(SIZES).demand(jobs, problems)
+    assert [(d.count, d.sizes) for d in demand] == [(1, frozenset({"cheap", "docker", "gpu", "a100"}))]
+    assert [(p.name, p.field, p.reason) for p in problems] == [("5.0", "Requirements", "unreadable")]

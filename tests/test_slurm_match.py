@@ -9,7 +9,7 @@ from nodemanager.model import Demand, Size
 from nodemanager.scheduler.slurm import SlurmOptions, SlurmScheduler
 from nodemanager.scheduler.slurm_json import demand_from_jobs, parse_jobs
 from nodemanager.scheduler.slurm_match import constraint_holds, parse_constraint, parse_gres
-from tests.fixtures.slurm import SlurmCluster
+from tests.fixtures.slurm import SlurmCluster, started
 
 SIZES = (
     Size("small", 2, 1000, price=0.1),
@@ -125,13 +125,7 @@ def gres_cluster(tmp_path_factory) -> SlurmCluster:
                            conf_extra=["GresTypes=gpu",
                                        "PartitionName=gpu Nodes=gpu1 MaxTime=INFINITE State=UP"],
                            gres_conf="NodeName=gpu1 Name=gpu Type=tesla File={dev}/nvidia0\n")
-    try:
-        cluster.start()
-    except BaseException:
-        cluster.stop()
-        raise
-    yield cluster
-    cluster.stop()
+    yield from started(cluster)
 
 
 def test_real_slurmctld_constraint_and_gpu_jobs_ask_for_their_size_a_dependent_job_for_none(gres_cluster):

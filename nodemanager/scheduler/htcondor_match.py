@@ -117,7 +117,8 @@ class HTCondorMatcher:
             try:
                 classad2.ExprTree(start)
             except Exception as exc:  # noqa: BLE001
-                raise ValueError(f"START expression {start!r} does not parse ({exc})") from None
+                raise ValueError(f"[Scheduler] machine_start: {start!r} is not a ClassAd expression "
+                                 f"({exc})") from None
         self.sizes = tuple(sizes)
         self._ads = tuple((s.name, size_ad(s, start)) for s in self.sizes)
         self._limits = classad2.ExprTree(WITHIN_RESOURCE_LIMITS)
@@ -181,7 +182,14 @@ class HTCondorMatcher:
                 continue
             cpus, mem, disk_mb, _ = req
             gpus = self._gpus(g.first)
-            _, verdict = self._verdict(g.first, f"jobs like {job_name(g.first, g.index)}", req[:3], gpus)
+            name = job_name(g.first, g.index)
+            try:
+                _, verdict = self._verdict(g.first, f"jobs like {name}", req[:3], gpus)
+            except ValueError as exc:  # a plain dict's Requirements text (the bindings' never fails)
+                if problems is not None:
+                    problems.append(RecordProblem("job", name, "Requirements",
+                                                  f"{exc}; the job is left out of demand", "unreadable"))
+                continue
             key = (cpus, mem, disk_mb, gpus, verdict.sizes, verdict.unmatched)
             acc = items.setdefault(key, [0, 0.0])
             acc[0] += g.count

@@ -57,21 +57,18 @@ def parse_constraint(text: str) -> Constraint:
 
 
 def _either(tokens: list[str], text: str) -> tuple[Constraint, list[str]]:
-    left, tokens = _both(tokens, text)
-    parts = [left]
-    while tokens and tokens[0] == "|":
-        right, tokens = _both(tokens[1:], text)
-        parts.append(right)
-    return (parts[0] if len(parts) == 1 else _Op("|", tuple(parts))), tokens
+    return _chain(tokens, text, "|")
 
 
-def _both(tokens: list[str], text: str) -> tuple[Constraint, list[str]]:
-    left, tokens = _one(tokens, text)
+def _chain(tokens: list[str], text: str, op: str) -> tuple[Constraint, list[str]]:
+    """Operands joined by ``op``: ``|`` joins ``&`` chains, ``&`` joins single operands."""
+    step = _one if op == "&" else (lambda t, x: _chain(t, x, "&"))
+    left, tokens = step(tokens, text)
     parts = [left]
-    while tokens and tokens[0] == "&":
-        right, tokens = _one(tokens[1:], text)
+    while tokens and tokens[0] == op:
+        right, tokens = step(tokens[1:], text)
         parts.append(right)
-    return (parts[0] if len(parts) == 1 else _Op("&", tuple(parts))), tokens
+    return (parts[0] if len(parts) == 1 else _Op(op, tuple(parts))), tokens
 
 
 def _one(tokens: list[str], text: str) -> tuple[Constraint, list[str]]:
