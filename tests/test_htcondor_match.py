@@ -136,6 +136,19 @@ def test_jobs_of_one_autocluster_id_on_two_schedds_are_matched_apart():
         frozenset({"cheap", "docker", "gpu", "a100"}): 3, frozenset({"docker"}): 2}
 
 
+def test_an_autocluster_of_an_empty_pool_is_told_apart_by_what_start_and_the_requests_ask():
+    # with no startd, the schedd's signature knows nothing of START's Owner or of RequestCpus
+    # when no Requirements clause names it: one autocluster id may hold jobs the sizes treat apart
+    def job(proc: int, owner: str, cpus: int) -> classad2.ClassAd:
+        return classad2.ClassAd({"ClusterId": 1, "ProcId": proc, "AutoClusterId": 4, "Owner": owner,
+                                 "RequestCpus": cpus, "RequestMemory": 1000,
+                                 "GlobalJobId": f"ap1#1.{proc}#1", "Requirements": requirements()})
+    jobs = [job(0, "alice", 1), job(1, "mallory", 1), job(2, "alice", 12)]
+    demand = HTCondorMatcher(SIZES, start='TARGET.Owner =!= "mallory"').demand(jobs)
+    assert {(d.cpus, d.sizes) for d in demand} == {
+        (1, frozenset({"cheap", "docker", "gpu", "a100"})), (1, frozenset()), (12, frozenset({"a100"}))}
+
+
 def test_a_size_ad_is_what_its_vm_will_advertise():
     ad = size_ad(SIZES[2], start="TARGET.Owner =!= \"x\"")
     assert (ad["Cpus"], ad["Memory"], ad["GPUs"], ad["GPUs_DeviceName"]) == (8, 64000, 1, "Tesla T4")

@@ -39,6 +39,8 @@ _NO_DISK_KB = 2**40  # a size without scratch_mb: any disk request fits, as the 
 # Job attributes that name or date one job: never part of a signature.
 _PER_JOB = frozenset(a.lower() for a in ("ClusterId", "ProcId", "QDate", "AutoClusterId",
                                           "GlobalJobId", "AutoClusterAttrs", "JobStatus"))
+_REQUESTS = ("RequestCpus", "RequestMemory", "RequestDisk", "RequestGPUs")
+_PLAIN = frozenset({int, float, str, bool, type(None)})
 _PER_JOB_LINE = re.compile(r"^(?:%s) = .*\n?" % "|".join(sorted(_PER_JOB)), re.MULTILINE | re.IGNORECASE)
 _CACHE_LIMIT = 50_000  # signatures remembered; past it the memory starts afresh
 
@@ -130,6 +132,10 @@ class HTCondorMatcher:
                 if scope in ("target", ""):
                     wanted.setdefault(name.lower(), name)
         self._asked = wanted
+        # what an autocluster id alone may not tell apart: with no startd in the pool the schedd's
+        # signature leaves out what only START (or a 1-core job's missing Cpus clause) asks about
+        self._keyed = (*_REQUESTS, *(a for k, a in wanted.items()
+                                     if k not in {x.lower() for x in (*JOB_ATTRIBUTES, *MATCH_ATTRIBUTES)}))
         self._verdicts: dict[str, tuple[str, Verdict]] = {}
 
     @property
@@ -201,14 +207,16 @@ class HTCondorMatcher:
         out.sort(key=lambda d: (-d.count, d.cpus, d.ram_mb, d.gpus, sorted(d.sizes or ())))
         return tuple(out)
 
-    @staticmethod
-    def _group_key(job: Mapping[str, Any]) -> Any:
-        """The schedd's autocluster (per schedd) when the job has one, else its attributes less
-        those that name or date one job (a job the schedd has not negotiated for yet)."""
+    def _group_key(self, job: Mapping[str, Any]) -> Any:
+        """The schedd's autocluster (per schedd) with the requests and what the sizes' side asks
+        of the job, when it has one; else its attributes less those that name or date one job
+        (a job the schedd has not negotiated for yet)."""
         ac = job.get("AutoClusterId")
         if type(ac) is int:
             gid = job.get("GlobalJobId")
-            return ("ac", gid.split("#", 1)[0] if isinstance(gid, str) else "", ac)
+            values = tuple(map(job.get, self._keyed))
+            return ("ac", gid.split("#", 1)[0] if isinstance(gid, str) else "", ac,
+                    *(v if type(v) in _PLAIN else str(v) for v in values))
         printed = getattr(job, "printOld", None)
         if printed is not None:  # a ClassAd: printing it is the cheapest full view (~4 us)
             return ("ad", _PER_JOB_LINE.sub("", printed()))
