@@ -9,11 +9,15 @@ of ``nodemanager plan``). The core never parses requirements itself.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import replace
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from nodemanager.model import Demand, Size
+
+if TYPE_CHECKING:
+    from nodemanager.scheduler.htcondor_match import HTCondorMatcher
 
 __all__ = ["match_demand", "signature_of"]
 
@@ -34,12 +38,10 @@ def match_demand(demand: Demand, sizes: Sequence[Size], scheduler: str, *,
     if demand.requirements is not None and demand.features is not None:
         raise ValueError("a demand item has either requirements (HTCondor ClassAd) or features "
                          "(SLURM constraint), not both")
-    what = f"{demand.count} job(s) of {demand.cpus} cpus, {demand.ram_mb} MB"
+    what = f"jobs of {demand.cpus} cpus, {demand.ram_mb} MB"  # no count: the verdict is kept per signature
     found: list[tuple[frozenset[str], str | None]] = []
     if demand.requirements is not None or (scheduler == "htcondor" and demand.gpus):
-        from nodemanager.scheduler.htcondor_match import HTCondorMatcher
-
-        v = HTCondorMatcher(sizes, start).verdict(
+        v = _htcondor(tuple(sizes), start).verdict(
             {"Requirements": demand.requirements or "true"}, what, (demand.cpus, demand.ram_mb, demand.scratch_mb), demand.gpus)
         found.append((v.sizes, v.unmatched))
     slurm_side = demand.features is not None or demand.partition is not None
@@ -62,6 +64,14 @@ def match_demand(demand: Demand, sizes: Sequence[Size], scheduler: str, *,
     if not eligible and why is None:
         why = f"no size can run {what}: no size meets all of what it asks"
     return replace(demand, sizes=eligible, unmatched=why if not eligible else None)
+
+
+@functools.lru_cache(maxsize=8)
+def _htcondor(sizes: tuple[Size, ...], start: str | None) -> "HTCondorMatcher":
+    """One matcher per (sizes, START): a snapshot's items share the size ads and the verdicts."""
+    from nodemanager.scheduler.htcondor_match import HTCondorMatcher
+
+    return HTCondorMatcher(sizes, start)
 
 
 def signature_of(unmatched: str) -> str:

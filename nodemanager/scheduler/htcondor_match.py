@@ -43,6 +43,7 @@ _REQUESTS = ("RequestCpus", "RequestMemory", "RequestDisk", "RequestGPUs")
 _PLAIN = frozenset({int, float, str, bool, type(None)})
 _PER_JOB_LINE = re.compile(r"^(?:%s) = .*\n?" % "|".join(sorted(_PER_JOB)), re.MULTILINE | re.IGNORECASE)
 _CACHE_LIMIT = 50_000  # signatures remembered; past it the memory starts afresh
+_MAX_ASKED = 1_000     # job attributes asked for at most: Requirements naming more stay undefined
 
 
 def _classad() -> Any:
@@ -282,7 +283,7 @@ class HTCondorMatcher:
         req = ad.lookup("Requirements")
         for ref in (*ad.externalRefs(req), *ad.internalRefs(req)):
             scope, name = _bare(ref)
-            if scope != "target" and name:
+            if scope != "target" and name and len(self._asked) < _MAX_ASKED:
                 self._asked.setdefault(name.lower(), name)
 
     def _why(self, job: Any, requests: tuple[int, int, int], gpus: int) -> str:
