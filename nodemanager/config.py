@@ -217,6 +217,7 @@ _SIZE: dict[str, Callable[[str], Any]] = {
     "scratch_mb": _nonneg(_parse_int), "billing_period": parse_duration,
     "min_charge": parse_duration, "shutdown_window": parse_duration,
     "shutdown_windows": _parse_minutes, "instance_type": str,
+    "market": _choice("on-demand", "spot"), "max_price": _nonneg(_parse_float),
 }
 _HA: dict[str, Callable[[str], Any]] = {
     "backend": _choice("etcd"), "endpoints": lambda t: tuple(e.strip() for e in t.split(",") if e.strip()),
@@ -373,6 +374,7 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
         r.problem("Cloud", "driver", "the simulated cloud needs at least one [Size NAME] section "
                   "too: without one nothing is ever booted")
 
+    _check_markets(r, cloud.driver, sizes)
     ha = _ha(r, cloud.cluster)
 
     matrix = daemon.get("matrix", "").strip()
@@ -432,6 +434,14 @@ def _expression_error(expr: str) -> str | None:
     except ValueError as exc:
         return str(exc)
     return None
+
+
+def _check_markets(r: _Reader, driver: str, sizes: list[Size]) -> None:
+    from nodemanager.cloud.markets import market_problem
+    for size in sizes:
+        problem = market_problem(driver, size)
+        if problem:
+            r.problem(f"Size {size.name}", *problem)
 
 
 def _cloud(r: _Reader) -> CloudSettings:

@@ -69,6 +69,9 @@ class Size:
     shutdown_window: int = 120
     shutdown_windows: tuple[int, ...] = ()
     instance_type: str = ""
+    # the market it is bought on (issue 15)
+    market: str = "on-demand"
+    max_price: float | None = None
 
     @property
     def cloud_type(self) -> str:

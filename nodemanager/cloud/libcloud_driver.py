@@ -36,8 +36,9 @@ Tested: ``ec2`` (spot included) against moto_server through libcloud's real EC2 
 answer as the providers' APIs document (tests/fixtures/api_*.py: create, list, tags, destroy, error
 replies); ``dummy``. GCE and Azure calls on a node need facts only the cloud has (its zone; its NIC
 and disk ids): a node not in the last listing is fetched by name or id first. Azure custom data
-(``user_data``) is refused: libcloud 3's azure_arm driver cannot encode it. Azure spot
-(``priority``/``evictionPolicy``) is not offered: libcloud's azure_arm ``create_node`` takes neither.
+(``user_data``) is refused: libcloud 3's azure_arm driver cannot encode it. A ``[Size] market =
+spot`` is bought per provider as :mod:`nodemanager.cloud.markets` says (Azure spot is refused at
+start: libcloud's azure_arm ``create_node`` takes no ``priority``/``evictionPolicy``).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from libcloud.compute.types import NodeState
 
 from nodemanager.cloud.ec2compat import tolerant_ec2_driver
 from nodemanager.cloud.errors import classify
+from nodemanager.cloud.markets import market_create_kwargs
 from nodemanager.cloud.permissions import Permission, ec2_dry_run
 from nodemanager.cloud.port import (PROVIDERS, TAG_CLUSTER, TAG_DRAIN, TAG_REQUEST, TAG_SIZE,
                                     CloudError, ErrorKind, image_required)
@@ -444,6 +446,7 @@ class LibcloudCloud:
         if self.provider == "dummy":
             return {"name": name, "size": None, "image": None}
         kwargs: dict[str, Any] = dict(opts.create_kwargs)
+        kwargs.update(market_create_kwargs(self.provider, size))
         kwargs["name"] = name
         for kw in _USER_DATA_KWARGS:
             if kw in kwargs:  # the VM learns the name it must join the scheduler as
