@@ -95,6 +95,8 @@ class CloudNode:
     private_ip: str | None = None
     hostname: str | None = None
     tags: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
+    # when the cloud takes (or took) this spot VM back, from its listing (issue 15); None: no notice
+    reclaim_at: float | None = None
 
 
 # States in which a listed VM is on its way out or gone: the core ignores such nodes.

@@ -155,3 +155,14 @@ def test_rate_limit_and_server_errors(gce_cloud, gce_api):
         cloud.list_nodes()
     assert err.value.kind is ErrorKind.TRANSIENT
     assert cloud.list_nodes() == []
+
+
+def test_a_spot_size_is_created_preemptible_and_an_on_demand_one_is_not(gce_cloud, gce_api):
+    """[Size NAME] market = spot on GCE (issue 15): libcloud 3.9.1 can only ask for a (legacy)
+    preemptible VM; an on-demand size sends no preemptible scheduling."""
+    cloud = gce_cloud()
+    cloud.create_node(replace(SMALL, name="small-spot", market="spot"), "gce-spot-1", {TAG_REQUEST: "r-s"})
+    cloud.create_node(SMALL, "gce-od-1", {TAG_REQUEST: "r-o"})
+    spot, on_demand = (s.json() for s in gce_api.server.sent("POST", rf"/zones/{ZONE}/instances$"))
+    assert spot["scheduling"]["preemptible"] is True
+    assert not on_demand.get("scheduling", {}).get("preemptible")
