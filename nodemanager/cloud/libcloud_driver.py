@@ -389,7 +389,8 @@ class LibcloudCloud:
             cache[str(item.id)] = item
             nodes.append(self._to_cloud_node(item, tags))
         self._raw = cache
-        self._first_seen = {k: v for k, v in self._first_seen.items() if k in cache}
+        self._first_seen = {k: v for k, v in self._first_seen.items()
+                            if k.removeprefix("preempted:") in cache}
         return nodes
 
     def _state(self, node: Node) -> str:
@@ -417,7 +418,19 @@ class LibcloudCloud:
             id=str(node.id), name=str(node.name), size=str(size),
             launched_at=self._launched_at(node), state=self._state(node),
             private_ip=node.private_ips[0] if node.private_ips else None,
-            hostname=str(hostname) if hostname else None, tags=frozen_map(tags))
+            hostname=str(hostname) if hostname else None, tags=frozen_map(tags),
+            reclaim_at=self._preempted_at(node))
+
+    def _preempted_at(self, node: Node) -> float | None:
+        """When this process first listed a preemptible GCE VM stopped (TERMINATED; libcloud says
+        stopped, and gives no stop time): the reclaim is over, but the VM and its disks stay (and
+        bill) until destroyed. None for any other VM."""
+        extra = node.extra or {}
+        if self.provider != "gce" or not (extra.get("scheduling") or {}).get("preemptible"):
+            return None
+        if extra.get("status") != "TERMINATED":
+            return None
+        return self._first_seen.setdefault(f"preempted:{node.id}", self._wall_clock())
 
     # --- create --------------------------------------------------------------------------------
 
