@@ -177,6 +177,7 @@ _DAEMON: dict[str, tuple[str, Callable[[str], Any]]] = {
     "victim_horizon": ("victim_horizon", parse_duration),
     "clock_tolerance": ("clock_tolerance", parse_duration),
     "max_clock_skew": ("max_clock_skew", parse_duration),
+    "reclaim_penalty": ("reclaim_penalty", parse_duration),
 }
 _DAEMON_SHELL: dict[str, Callable[[str], Any]] = {"matrix": str, "dry_run": parse_bool,
                  "log_level": _choice("debug", "info", "warning", "error")}
@@ -218,6 +219,7 @@ _SIZE: dict[str, Callable[[str], Any]] = {
     "min_charge": parse_duration, "shutdown_window": parse_duration,
     "shutdown_windows": _parse_minutes, "instance_type": str,
     "market": _choice("on-demand", "spot"), "max_price": _nonneg(_parse_float),
+    "interruptions_per_day": _nonneg(_parse_float),
 }
 _HA: dict[str, Callable[[str], Any]] = {
     "backend": _choice("etcd"), "endpoints": lambda t: tuple(e.strip() for e in t.split(",") if e.strip()),

@@ -72,6 +72,7 @@ class Size:
     # the market it is bought on (issue 15)
     market: str = "on-demand"
     max_price: float | None = None
+    interruptions_per_day: float = 0.0  # expected reclaims of one VM per day (spot only)
 
     @property
     def cloud_type(self) -> str:
@@ -167,6 +168,8 @@ class Demand:
     scratch_mb: int = 0
     size: str | None = None
     oldest_submit: float | None = None
+    # how long the jobs asked to run, seconds (issue 15; None: the scheduler gave no walltime)
+    walltime: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,8 @@ def market_problem(driver: str, size: Size) -> tuple[str, str] | None:
     """(option, why) when ``[Cloud] driver`` cannot buy ``size`` as configured, else None."""
     if size.market == SPOT and driver not in _SPOT_DRIVERS:
         return "market", f"spot is not offered for driver {driver}: {_WHY_NOT.get(driver, 'unknown driver')}"
+    if size.interruptions_per_day and size.market != SPOT:
+        return "interruptions_per_day", "only a spot size is interrupted"
     if size.max_price is not None:
         if size.market != SPOT:
             return "max_price", "only a spot size takes a max_price"

@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 
 from nodemanager.core.classify import foreign_drain
 from nodemanager.core.plan_node import PlanNode
+from nodemanager.core.pricing import expected_price
 from nodemanager.model import BootRequest, Demand, InFlight, Size, Snapshot, Unmet, Worker
 from nodemanager.settings import CoreSettings
 from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED
@@ -260,7 +261,8 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
 
         def cost(s: Size) -> tuple[float, float, int, float, str]:
             per = _per_node(s, d, scaling)
-            return (math.ceil(left / max(per, 1)) * s.price, s.price, s.cores, s.ram_mb, s.name)
+            price = expected_price(s, d.walltime, settings.reclaim_penalty)  # spot: reclaims priced in
+            return (math.ceil(left / max(per, 1)) * price, price, s.cores, s.ram_mb, s.name)
         best = min(choices, key=cost)
         per = max(_per_node(best, d, scaling), 1)
         need = math.ceil(left / per)
