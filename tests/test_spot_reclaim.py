@@ -95,3 +95,16 @@ def test_the_status_page_shows_the_notice_and_its_deadline():
     assert "1970-01-12 13:48:20 UTC" in n["why"]  # DEADLINE, in UTC
     page = render_html(doc)
     assert "reclaimed" in page and "spot reclaim notice: the cloud takes it back at 1970-01-12 13:48:20 UTC" in page
+
+
+def test_a_snapshot_file_carries_the_listing_notice_and_the_walltime():
+    """``nodemanager plan --snapshot`` sees what the daemon saw: a notice from the cloud listing
+    and the jobs' walltime (issue 15) survive the snapshot JSON."""
+    from nodemanager import snapshot as sj
+    s = snap([node("spot-1", reclaim_at=DEADLINE)], [worker("spot-1", "idle", idle_for=10)],
+             [Demand(cpus=1, count=2, walltime=7200.0)])
+    doc = sj.to_json(s)
+    assert doc["cloud_nodes"][0]["reclaim_at"] == DEADLINE and doc["demand"][0]["walltime"] == 7200.0
+    again = sj.loads(sj.dumps(s))
+    assert again.cloud_nodes == s.cloud_nodes and again.demand == s.demand
+    assert plan(again, settings(), MATRIX).items[0].kind is ItemKind.DRAIN
