@@ -10,7 +10,7 @@ from nodemanager.core import plan
 from nodemanager.model import CycleReport, ItemKind, Worker
 from nodemanager.scheduler import classified
 from nodemanager.status_document import StatusView, status_document
-from tests.core_world import NOW, Demand, node, settings, snap, worker
+from tests.core_world import NOW, Demand, InFlight, node, settings, snap, worker
 
 MATRIX = policy_matrix.load_default()
 DEADLINE = NOW + 100
@@ -58,8 +58,10 @@ def test_a_drained_reclaimed_startd_is_destroyed():
                                 drain_reason="nodemanager:spot-1",
                                 ad={"State": "Drained", "Activity": "Idle", "NumDynamicSlots": 0,
                                     "ReclaimNoticeDeadline": int(DEADLINE)}))
-    p = plan(snap([node("spot-1")], [drained]), settings(min_nodes=1), MATRIX)
+    ours = InFlight("spot-1", "drain", NOW - 60, size="small")
+    p = plan(snap([node("spot-1")], [drained], in_flight=[ours]), settings(min_nodes=1), MATRIX)
     assert [(i.kind, i.node_id) for i in p.items] == [(ItemKind.DESTROY, "spot-1")]
+    assert "our drain" in p.nodes[0].reason and "spot reclaim notice" in p.nodes[0].reason
 
 
 def test_a_slurm_node_drained_by_the_relay_is_reclaimed_not_someone_elses_drain():
@@ -108,3 +110,18 @@ def test_a_snapshot_file_carries_the_listing_notice_and_the_walltime():
     again = sj.loads(sj.dumps(s))
     assert again.cloud_nodes == s.cloud_nodes and again.demand == s.demand
     assert plan(again, settings(), MATRIX).items[0].kind is ItemKind.DRAIN
+
+
+def test_a_drained_reclaimed_node_is_never_taken_back_for_queued_jobs():
+    """Queued jobs may cancel a drain of ours to reuse a drained node, but not one the cloud is
+    taking back: it is destroyed and the jobs get a new node."""
+    drained = classified(Worker("spot-1", "htcondor", state="Drained/Idle", cpus=4, ram_mb=15200,
+                                last_heard=NOW - 5, registered_at=NOW - 7000, draining=True,
+                                drain_reason="nodemanager:spot-1", drain_request_id="7",
+                                ad={"State": "Drained", "Activity": "Idle", "NumDynamicSlots": 0,
+                                    "Cpus": 4, "ReclaimNoticeDeadline": int(DEADLINE)}))
+    ours = InFlight("spot-1", "drain", NOW - 60, size="small", request_id="7")
+    demand = [Demand(cpus=2, count=1)]
+    p = plan(snap([node("spot-1")], [drained], demand, [ours]), settings(), MATRIX)
+    assert [(i.kind, i.node_id) for i in p.items] == [(ItemKind.DESTROY, "spot-1")]
+    assert [(b.size, b.count) for b in p.boots] == [("small", 1)]

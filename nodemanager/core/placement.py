@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 from nodemanager.core.classify import foreign_drain
 from nodemanager.core.plan_node import PlanNode
 from nodemanager.core.pricing import expected_price
+from nodemanager.core.reclaim import RECLAIMED
 from nodemanager.model import BootRequest, Demand, InFlight, Size, Snapshot, Unmet, Worker
 from nodemanager.settings import CoreSettings
 from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED
@@ -127,6 +128,8 @@ def _size_name(sizes: dict[str, Size], pinned: str | None) -> str | None:
 def _tier_of(n: PlanNode) -> Tier | None:
     """The tier a listed node's capacity goes to (None: it offers none)."""
     ws = n.core_state
+    if n.tuple.worker_state == RECLAIMED:
+        return None  # the cloud takes it back: no drain of it is cancelled for queued jobs
     if n.drain is not None:
         # a drained worker takes jobs again once the drain is cancelled; a lost one does not
         return DRAINING if n.drained or ws in (IDLE, BUSY) else None

@@ -20,7 +20,7 @@ dynamic slots come and go, so ``EnteredCurrentState`` alone would be too old).
 A startd draining with a ``DrainReason`` without our prefix is drained by someone else.
 
 A startd whose ad has ``ReclaimNoticeDeadline`` (epoch seconds, set by the spot notice relay in
-deploy/htcondor) is ``reclaimed``, or ``down`` once drained (issue 15).
+deploy/htcondor) is ``reclaimed`` (issue 15); once our drain of it is done it is destroyed.
 """
 
 from __future__ import annotations
@@ -57,9 +57,8 @@ def classify_htcondor(ad: Mapping[str, Any], now: float = math.inf, *, state: st
                jobs, ad_true(ad, "Draining"))
     notice = ad_number(ad, RECLAIM_ATTRIBUTE)
     if notice:
-        # the worker relays the VM's spot reclaim notice; drained and empty, it is ready to go
-        words = notice_words(notice)
-        return Classified(DOWN if c.state == DOWN else RECLAIMED, f"{c.why}; {words}")
+        # the worker relays the VM's spot reclaim notice: drained or not, the cloud takes it back
+        return Classified(RECLAIMED, f"{c.why}; {notice_words(notice)}")
     theirs = foreign_reason(draining, drain_reason)
     if c.state == IDLE:
         return Classified(IDLE, c.why, _idle_since(ad, now, state_since), theirs)
