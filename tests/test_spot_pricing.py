@@ -53,3 +53,29 @@ def test_interruptions_per_day_is_for_spot_sizes_only():
         loads(ini)
     assert loads(ini + "market = spot\n").core.sizes[0].interruptions_per_day == 0.1
     assert loads("[Daemon]\nreclaim_penalty = 10m\n").core.reclaim_penalty == 600.0
+
+
+def test_a_spot_capacity_error_falls_back_to_on_demand_next_cycle():
+    """EC2 answers a spot boot with MaxSpotInstanceCountExceeded: the spot size is held off for
+    quota_backoff, no account quota is learned, and the next cycle boots the on-demand size."""
+    from dataclasses import replace
+
+    from libcloud.common.exceptions import exception_from_message
+
+    from nodemanager.cloud.errors import classify
+    from tests.fixtures.daemon import sim_settings
+    from tests.test_controller import Loop
+
+    base = sim_settings()
+    small = base.core.sizes[0]
+    spot = replace(small, name="small-spot", price=small.price * 0.3, market="spot")
+    loop = Loop(replace(base, core=replace(base.core, sizes=(small, spot))))
+    refused = exception_from_message(code=400, message="MaxSpotInstanceCountExceeded: Max spot "
+                                     "instance count exceeded")
+    loop.world.sim_cloud.fail_next("create_node", classify(refused, "create_node"))
+    loop.run(30)
+    boots = [(o.size, o.result) for r in loop.reports for o in r.outcomes if o.kind == "boot"]
+    assert boots[0] == ("small-spot", "failed")
+    assert ("small", "ok") in boots[1:] and ("small-spot", "ok") not in boots
+    last = loop.reports[-1].snapshot
+    assert last.blocked_sizes == frozenset({"small-spot"}) and last.quota is None
