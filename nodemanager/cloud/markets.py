@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nodemanager.cloud.port import CloudError, ErrorKind
 from nodemanager.model import Size
 
 __all__ = ["ON_DEMAND", "SPOT", "MARKETS", "market_problem", "market_create_kwargs"]
@@ -51,4 +52,6 @@ def market_create_kwargs(provider: str, size: Size) -> dict[str, Any]:
         return {"ex_spot": True, "ex_spot_max_price": size.max_price}
     if provider == "gce":
         return {"ex_preemptible": True}
-    raise ValueError(f"[Size {size.name}] market: spot is not offered for driver {provider}")
+    # the config refuses this at start (market_problem); an adapter raises only CloudError
+    raise CloudError(ErrorKind.PERMANENT, f"[Size {size.name}] market: spot is not offered for "
+                     f"driver {provider}", call="create_node")
