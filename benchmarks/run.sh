@@ -28,6 +28,9 @@ case "${1:-all}" in
     nodemanager simulate --trace "$LPC" --days 30 --billing hourly --sweep cycle_interval=10,30,60 --jobs 1 ;;
 esac
 case "${1:-all}" in
+  spot|all) python benchmarks/spot_table.py --traces "$TRACES" ;;   # issue 15's Done-when table
+esac
+case "${1:-all}" in
   lpcfull|all) nodemanager simulate --trace "$LPC" --jobs 1 ;;
 esac
 case "${1:-all}" in

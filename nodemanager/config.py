@@ -177,6 +177,7 @@ _DAEMON: dict[str, tuple[str, Callable[[str], Any]]] = {
     "victim_horizon": ("victim_horizon", parse_duration),
     "clock_tolerance": ("clock_tolerance", parse_duration),
     "max_clock_skew": ("max_clock_skew", parse_duration),
+    "reclaim_penalty": ("reclaim_penalty", parse_duration),
 }
 _DAEMON_SHELL: dict[str, Callable[[str], Any]] = {"matrix": str, "dry_run": parse_bool,
                  "log_level": _choice("debug", "info", "warning", "error")}
@@ -217,6 +218,8 @@ _SIZE: dict[str, Callable[[str], Any]] = {
     "scratch_mb": _nonneg(_parse_int), "billing_period": parse_duration,
     "min_charge": parse_duration, "shutdown_window": parse_duration,
     "shutdown_windows": _parse_minutes, "instance_type": str,
+    "market": _choice("on-demand", "spot"), "max_price": _nonneg(_parse_float),
+    "interruptions_per_day": _nonneg(_parse_float),
 }
 _HA: dict[str, Callable[[str], Any]] = {
     "backend": _choice("etcd"), "endpoints": lambda t: tuple(e.strip() for e in t.split(",") if e.strip()),
@@ -373,6 +376,7 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
         r.problem("Cloud", "driver", "the simulated cloud needs at least one [Size NAME] section "
                   "too: without one nothing is ever booted")
 
+    _check_markets(r, cloud.driver, sizes)
     ha = _ha(r, cloud.cluster)
 
     matrix = daemon.get("matrix", "").strip()
@@ -432,6 +436,14 @@ def _expression_error(expr: str) -> str | None:
     except ValueError as exc:
         return str(exc)
     return None
+
+
+def _check_markets(r: _Reader, driver: str, sizes: list[Size]) -> None:
+    from nodemanager.cloud.markets import market_problem
+    for size in sizes:
+        problem = market_problem(driver, size)
+        if problem:
+            r.problem(f"Size {size.name}", *problem)
 
 
 def _cloud(r: _Reader) -> CloudSettings:

@@ -75,6 +75,10 @@ class Size:
     features: frozenset[str] = frozenset()
     attributes: tuple[tuple[str, str], ...] = ()
     partitions: frozenset[str] = frozenset()
+    # the market it is bought on (issue 15)
+    market: str = "on-demand"
+    max_price: float | None = None
+    interruptions_per_day: float = 0.0  # expected reclaims of one VM per day (spot only)
 
     @property
     def cloud_type(self) -> str:
@@ -98,6 +102,8 @@ class CloudNode:
     private_ip: str | None = None
     hostname: str | None = None
     tags: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
+    # when the cloud takes (or took) this spot VM back, from its listing (issue 15); None: no notice
+    reclaim_at: float | None = None
 
 
 # States in which a listed VM is on its way out or gone: the core ignores such nodes.
@@ -175,6 +181,8 @@ class Demand:
     partition: str | None = None
     sizes: frozenset[str] | None = None
     unmatched: str | None = None
+    # how long the jobs asked to run, seconds (issue 15; None: the scheduler gave no walltime)
+    walltime: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

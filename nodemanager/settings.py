@@ -36,6 +36,7 @@ class CoreSettings:
     clock_tolerance: float = 30.0         # timestamps this far in the future are believed
     max_clock_skew: float = 300.0         # cloud clock off by more: drains/destroys frozen (0 = never)
     reclaim_foreign_after: float = 0.0    # [Drain]: someone else's drain is reclaimed after; 0 = never
+    reclaim_penalty: float = 0.0          # seconds of node time a spot reclaim costs besides the re-run
 
     def size(self, name: str) -> Size | None:
         for s in self.sizes:

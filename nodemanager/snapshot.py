@@ -4,14 +4,14 @@ The format (documented with an example in ``docs/plan.md``)::
 
     {"now": E, "polled_at": {"cloud": E, "scheduler": E},
      "cloud_nodes": [{"id": S, "name": S, "size": S, "launched_at": E, "state"?: S,
-                      "private_ip"?: S, "hostname"?: S, "tags"?: {S: S}}],
+                      "private_ip"?: S, "hostname"?: S, "tags"?: {S: S}, "reclaim_at"?: E}],
      "workers": [{"name": S, "scheduler": "slurm"|"htcondor", "state"?: S, "ad"?: {...},
                   "cloud_id"?: S, "address"?: S, "last_heard"?: E, "state_since"?: E,
                   "registered_at"?: E, "cpus"?: N, "cpus_busy"?: N, "ram_mb"?: N,
                   "running_jobs"?: N, "job_end_times"?: [E], "draining"?: B,
                   "drain_reason"?: S, "drain_request_id"?: S, "drain_since"?: E}],
      "demand": [{"cpus": N, "ram_mb": N, "count": N, "scratch_mb"?: N, "size"?: S,
-                 "oldest_submit"?: E}],
+                 "oldest_submit"?: E, "walltime"?: N}],
      "in_flight": [{"node": S, "action": "drain"|"destroy"|"boot"|"cancel_drain", "since": E,
                     "size"?: S, "request_id"?: S}],
      "held"?: [S], "forced_drains"?: [S], "paused"?: S, "quota"?: N, "blocked_sizes"?: [S], "unconfirmed"?: [S],
@@ -213,14 +213,15 @@ def _strings(v: Any, path: str) -> frozenset[str]:
 
 def _cloud_node(v: Any, path: str) -> CloudNode:
     f = _Fields(v, path, ("id", "name", "size", "launched_at", "state", "private_ip", "hostname",
-                          "tags"))
+                          "tags", "reclaim_at"))
     tags = f.opt("tags", _obj, {})
     for k, t in tags.items():
         _str(t, f"{f.sub('tags')}.{k}")
     return CloudNode(id=f.req("id", _str), name=f.opt("name", _str) or f.req("id", _str),
                      size=f.req("size", _str), launched_at=f.req("launched_at", _number),
                      state=f.opt("state", _str, "running"), private_ip=f.opt("private_ip", _str),
-                     hostname=f.opt("hostname", _str), tags=frozen_map(tags))
+                     hostname=f.opt("hostname", _str), tags=frozen_map(tags),
+                     reclaim_at=f.opt("reclaim_at", _number))
 
 
 _WORKER_FIELDS = ("name", "scheduler", "state", "ad", "cloud_id", "address", "last_heard",
@@ -263,11 +264,12 @@ def _worker(v: Any, path: str) -> Worker:
 
 
 def _demand(v: Any, path: str) -> Demand:
-    f = _Fields(v, path, ("cpus", "ram_mb", "count", "scratch_mb", "size", "oldest_submit"))
+    f = _Fields(v, path, ("cpus", "ram_mb", "count", "scratch_mb", "size", "oldest_submit",
+                          "walltime"))
     return Demand(cpus=f.opt("cpus", lambda x, p: _int(x, p, 1), 1),
                   ram_mb=f.opt("ram_mb", _int, 0), count=f.opt("count", _int, 1),
                   scratch_mb=f.opt("scratch_mb", _int, 0), size=f.opt("size", _str),
-                  oldest_submit=f.opt("oldest_submit", _number))
+                  oldest_submit=f.opt("oldest_submit", _number), walltime=f.opt("walltime", _number))
 
 
 def _in_flight(v: Any, path: str) -> InFlight:
@@ -391,7 +393,8 @@ def to_json(s: Snapshot) -> dict[str, Any]:
         "cloud_nodes": [_drop_defaults({
             "id": n.id, "name": n.name, "size": n.size, "launched_at": n.launched_at,
             "state": n.state, "private_ip": n.private_ip, "hostname": n.hostname,
-            "tags": dict(n.tags)}, {"state": "running", "tags": {}}) for n in s.cloud_nodes],
+            "tags": dict(n.tags), "reclaim_at": n.reclaim_at}, {"state": "running", "tags": {}})
+            for n in s.cloud_nodes],
         "workers": [_drop_defaults({
             "name": w.name, "scheduler": w.scheduler, "state": w.state, "ad": dict(w.ad),
             "cloud_id": w.cloud_id, "address": w.address, "last_heard": w.last_heard,
@@ -403,7 +406,7 @@ def to_json(s: Snapshot) -> dict[str, Any]:
             _WORKER_DEFAULTS) for w in s.workers],
         "demand": [_drop_defaults({
             "cpus": d.cpus, "ram_mb": d.ram_mb, "count": d.count, "scratch_mb": d.scratch_mb,
-            "size": d.size, "oldest_submit": d.oldest_submit}, {"scratch_mb": 0})
+            "size": d.size, "oldest_submit": d.oldest_submit, "walltime": d.walltime}, {"scratch_mb": 0})
             for d in s.demand],
         "in_flight": [_drop_defaults({
             "node": f.node, "action": f.action, "since": f.since, "size": f.size,

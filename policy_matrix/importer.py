@@ -87,10 +87,14 @@ def read_dict(text: str, filename: str = "<dict>", *,
         table[state] = action
         where[state] = key.lineno
     if not errors:
+        from policy_matrix.parser import added_state_defaults
+        inherited = added_state_defaults(vocabulary, {t.worker_state for t in table})
+        table.update((t, m.action) for t, m in inherited.items())
         missing = [t for t in vocabulary.all_tuples() if t not in table]
         if missing:
             listing = "\n".join("  " + " | ".join(t.as_tuple()) for t in missing)
-            fail(node, f"{len(missing)} of {vocabulary.size} tuples are missing from the dict:\n{listing}")
+            fail(node, f"{len(missing)} of {vocabulary.size - len(inherited)} tuples are missing "
+                       f"from the dict:\n{listing}")
     if errors:
         raise MatrixError.from_diagnostics(errors)
     return table

@@ -14,6 +14,7 @@ Every problem is reported as a ``MatrixError`` naming ``file:line:column``.
 from __future__ import annotations
 
 import hashlib
+import functools
 import os
 import re
 from typing import Iterable
@@ -300,6 +301,32 @@ def _busy_index(vocabulary: Vocabulary) -> int | None:
     return None
 
 
+def _inherit_added_states(table: dict[StateTuple, Match], vocabulary: Vocabulary,
+                          filename: str) -> int:
+    """Fill in, from the default matrix, the tuples of each worker state the default vocabulary
+    added after the seed (``reclaimed``) when no rule of this file matches that state at all: a
+    matrix written before the state existed keeps loading and acting as before. How many filled."""
+    if os.path.abspath(filename) == default_path():
+        return 0
+    inherited = added_state_defaults(vocabulary, {t.worker_state for t in table})
+    table.update(inherited)
+    return len(inherited)
+
+
+def added_state_defaults(vocabulary: Vocabulary, named: set[str]) -> dict[StateTuple, Match]:
+    """The default matrix's entries for the worker states the default vocabulary added after the
+    seed and ``named`` lacks (none for another vocabulary: it must say what it wants)."""
+    if vocabulary is not DEFAULT_VOCABULARY:
+        return {}
+    added = {state for state, _like in vocabulary.like if state not in named}
+    return {t: m for t, m in _default_table().items() if t.worker_state in added} if added else {}
+
+
+@functools.lru_cache(maxsize=1)
+def _default_table() -> dict[StateTuple, Match]:
+    return dict(load_default().table)
+
+
 def _compile(rules: list[Rule], filename: str, vocabulary: Vocabulary,
              last_line: int) -> tuple[dict[StateTuple, Match], list[Diagnostic]]:
     table: dict[StateTuple, Match] = {}
@@ -348,13 +375,14 @@ def _compile(rules: list[Rule], filename: str, vocabulary: Vocabulary,
             f"no rules: the file is empty or only comments; a matrix needs rules for all "
             f"{vocabulary.size} tuples ({_columns(vocabulary)})"))
         return table, diagnostics
+    inherited = _inherit_added_states(table, vocabulary, filename)
     missing = [t for t in vocabulary.all_tuples() if t not in table]
     if missing:
         listing = "\n".join("  " + " | ".join(t.as_tuple()) for t in missing)
         catch_all = " | ".join(WILDCARD for _ in vocabulary.dimensions)
         diagnostics.append(Diagnostic(
             filename, last_line, 1,
-            f"{len(missing)} of {vocabulary.size} tuples have no rule (add rules for them, or a "
+            f"{len(missing)} of {vocabulary.size - inherited} tuples have no rule (add rules for them, or a "
             f"catch-all '{catch_all} -> None' at the end):\n{listing}"))
     diagnostics.sort(key=lambda d: (d.line, d.column))
     if len(diagnostics) > MAX_ERRORS:

@@ -51,3 +51,21 @@ def test_on_demand_create_sends_no_market_options(ec2_cloud, ec2_proxy):
     [sent] = _run_instances(ec2_proxy)
     assert not any(k.startswith("InstanceMarketOptions") for k in sent)
     assert _lifecycle(ec2_proxy, node.id) != "spot"
+
+
+def test_a_spot_size_buys_the_spot_market_beside_an_on_demand_size(ec2_cloud, ec2_proxy):
+    """[Size NAME] market = spot (issue 15): each size is bought on its own market, through one
+    adapter; max_price becomes SpotOptions.MaxPrice, and no max price leaves it out (AWS then
+    charges the spot price, capped at on-demand)."""
+    cloud = ec2_cloud()
+    spot = Size("small-spot", cores=2, ram_mb=2048, instance_type="t3.small", market="spot",
+                max_price=0.02)
+    cheap = Size("small-spot-any", cores=2, ram_mb=2048, instance_type="t3.small", market="spot")
+    nodes = [cloud.create_node(s, s.name, {TAG_REQUEST: f"r-{s.name}"}) for s in (spot, cheap, SMALL)]
+    sent = _run_instances(ec2_proxy)
+    assert sent[0]["InstanceMarketOptions.MarketType"] == "spot"
+    assert float(sent[0]["InstanceMarketOptions.SpotOptions.MaxPrice"]) == 0.02
+    assert sent[1]["InstanceMarketOptions.MarketType"] == "spot"
+    assert not any(k.startswith("InstanceMarketOptions.SpotOptions") for k in sent[1])
+    assert not any(k.startswith("InstanceMarketOptions") for k in sent[2])
+    assert [_lifecycle(ec2_proxy, n.id) for n in nodes] == ["spot", "spot", None]

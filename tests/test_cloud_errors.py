@@ -33,6 +33,10 @@ def http(status: int, message: str, **headers: str) -> Exception:
     (http(400, "InvalidParameterValue: Value (0) for parameter limit is invalid"), ErrorKind.PERMANENT),
     (http(500, "InsufficientInstanceCapacity: We currently do not have sufficient capacity."),
      ErrorKind.CAPACITY),
+    # spot capacity is per market: the size is held off, no account quota is learned (issue 15)
+    (http(400, "MaxSpotInstanceCountExceeded: Max spot instance count exceeded"), ErrorKind.CAPACITY),
+    (http(400, "SpotMaxPriceTooLow: Your Spot request price of 0.001 is lower than the minimum"),
+     ErrorKind.CAPACITY),
     (http(503, "RequestLimitExceeded: Request limit exceeded."), ErrorKind.RATE_LIMIT),
     (http(429, "slow down"), ErrorKind.RATE_LIMIT),
     (http(500, "InternalError: An internal error has occurred"), ErrorKind.TRANSIENT),

@@ -155,3 +155,31 @@ def test_rate_limit_and_server_errors(gce_cloud, gce_api):
         cloud.list_nodes()
     assert err.value.kind is ErrorKind.TRANSIENT
     assert cloud.list_nodes() == []
+
+
+def test_a_spot_size_is_created_preemptible_and_an_on_demand_one_is_not(gce_cloud, gce_api):
+    """[Size NAME] market = spot on GCE (issue 15): libcloud 3.9.1 can only ask for a (legacy)
+    preemptible VM; an on-demand size sends no preemptible scheduling."""
+    cloud = gce_cloud()
+    cloud.create_node(replace(SMALL, name="small-spot", market="spot"), "gce-spot-1", {TAG_REQUEST: "r-s"})
+    cloud.create_node(SMALL, "gce-od-1", {TAG_REQUEST: "r-o"})
+    spot, on_demand = (s.json() for s in gce_api.server.sent("POST", rf"/zones/{ZONE}/instances$"))
+    assert spot["scheduling"]["preemptible"] is True
+    assert not on_demand.get("scheduling", {}).get("preemptible")
+
+
+def test_a_preempted_vm_is_listed_with_its_reclaim_time_not_as_a_live_node(gce_cloud, gce_api):
+    """GCE stops a preempted VM (TERMINATED; libcloud says stopped) and keeps it, disks billing:
+    the listing says when the cloud took it back, so the core destroys it (issue 15)."""
+    cloud = gce_cloud()
+    cloud.create_node(replace(SMALL, name="small-spot", market="spot"), "pre-1", {TAG_REQUEST: "r-p"})
+    cloud.create_node(SMALL, "od-1", {TAG_REQUEST: "r-o"})
+    for name in ("pre-1", "od-1"):
+        gce_api.instances[name]["status"] = "TERMINATED"
+    before = time.time()
+    listed = {n.name: n for n in cloud.list_nodes()}
+    assert listed["pre-1"].state == "stopped" and before <= listed["pre-1"].reclaim_at <= time.time()
+    assert [n.reclaim_at for n in cloud.list_nodes() if n.name == "pre-1"] == [listed["pre-1"].reclaim_at]
+    assert listed["od-1"].reclaim_at is None  # an on-demand VM stopped by someone: no reclaim
+    gce_api.instances["pre-1"]["status"] = "RUNNING"
+    assert {n.name: n.reclaim_at for n in cloud.list_nodes()}["pre-1"] is None

@@ -106,3 +106,21 @@ def test_plan_with_a_huge_number_in_the_config_names_the_option(tmp_path, capsys
     assert main(["plan", "--snapshot", str(snapshot), "--config", str(ini)]) == 1
     err = capsys.readouterr().err
     assert f"{ini}:{line}: [Size small] {option}: {message}" in err and "Traceback" not in err
+
+
+def test_a_spot_size_the_driver_cannot_buy_is_refused_at_its_line():
+    """[Size NAME] market = spot (issue 15): refused where libcloud cannot buy spot capacity (it
+    would boot on-demand VMs at the on-demand price), and a max_price where none is taken."""
+    spot = "[Size cheap]\ncores = 4\nram_mb = 16000\nmarket = spot\n"
+    azure = "[Cloud]\ndriver = azure_arm\n[Cloud Create]\nimage = a:b:c\n"
+    [problem] = _problems(azure + spot)
+    assert problem.startswith("site.ini:8: [Size cheap] market: spot is not offered for driver azure_arm")
+    assert "priority/evictionPolicy" in problem
+    assert _problems("[Cloud]\ndriver = gce\n[Cloud Create]\nimage = i\n" + spot + "max_price = 0.1\n") == [
+        "site.ini:9: [Size cheap] max_price: driver gce takes no max price for spot capacity"]
+    assert _problems("[Cloud]\ndriver = ec2\n[Cloud Create]\nimage = i\n" + SIZE + "max_price = 0.1\n") == [
+        "site.ini:8: [Size small] max_price: only a spot size takes a max_price"]
+    assert _problems("[Cloud]\ndriver = dummy\n" + SIZE + "market = reserved\n")[0].startswith(
+        "site.ini:6: [Size small] market: expected one of on-demand, spot")
+    ec2 = loads("[Cloud]\ndriver = ec2\n[Cloud Create]\nimage = i\n" + spot + "max_price = 0.1\n")
+    assert [(s.market, s.max_price) for s in ec2.core.sizes] == [("spot", 0.1)]

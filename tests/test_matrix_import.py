@@ -80,6 +80,6 @@ def test_malformed_input_is_a_matrix_error(text, message):
 def test_compact_import_uses_wildcards_for_the_same_table():
     text = policy_matrix.import_dict(full_dict(), compact=True)
     matrix = policy_matrix.parse(text, "c.matrix", strict=True)
-    assert len(matrix.rules) == 8
+    assert len(matrix.rules) == 9
     assert len(matrix) == DEFAULT_VOCABULARY.size
     assert policy_matrix.diff(policy_matrix.load_default(), matrix) == []

@@ -6,7 +6,9 @@ The controller decides what to do from the kind alone:
   GCE ``QUOTA_EXCEEDED``, Azure ``QuotaExceeded``, OpenStack nova's 403 "Quota exceeded ...";
   otherwise a 4xx error whose code, or whose text when it has no code, matches
   ``exceed|quota|limit``: the rule Arvados node manager used);
-- ``capacity``: the provider has no room for this size now (``InsufficientInstanceCapacity``...);
+- ``capacity``: the provider has no room for this size now (``InsufficientInstanceCapacity``...,
+  and for spot sizes ``MaxSpotInstanceCountExceeded`` and ``SpotMaxPriceTooLow``: the size is held
+  off for ``quota_backoff`` and the plan falls back to the next cheapest size, see docs);
 - ``rate_limit``: throttled (HTTP 429, ``RequestLimitExceeded``, libcloud's ``RateLimitReachedError``);
   ``retry_after`` carries the reply's ``Retry-After`` header in seconds when there is one;
 - ``transient``: timeouts, connection errors, HTTP 5xx, unparseable replies;
@@ -30,7 +32,7 @@ __all__ = ["classify", "error_codes", "retry_after_seconds", "scrub", "QUOTA_COD
            "CAPACITY_CODES", "RATE_LIMIT_CODES", "NOT_FOUND_CODES", "TRANSIENT_CODES"]
 
 QUOTA_CODES = frozenset({
-    "InstanceLimitExceeded", "VcpuLimitExceeded", "MaxSpotInstanceCountExceeded",
+    "InstanceLimitExceeded", "VcpuLimitExceeded",
     "InsufficientAddressCapacity", "InsufficientFreeAddressesInSubnet",
     "InsufficientVolumeCapacity", "AddressLimitExceeded", "VolumeLimitExceeded",
     "QUOTA_EXCEEDED", "QuotaExceeded", "OperationNotAllowed",
@@ -40,6 +42,8 @@ CAPACITY_CODES = frozenset({
     "InsufficientReservedInstanceCapacity", "Unsupported",
     "ZONE_RESOURCE_POOL_EXHAUSTED", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS",
     "SkuNotAvailable", "AllocationFailed", "ZonalAllocationFailed", "OverconstrainedAllocationRequest",
+    # spot capacity: a limit of the spot market, not of the account, so on-demand may still boot
+    "MaxSpotInstanceCountExceeded", "SpotMaxPriceTooLow",
 })
 RATE_LIMIT_CODES = frozenset({
     "RequestLimitExceeded", "Throttling", "ThrottlingException", "TooManyRequests",

@@ -36,8 +36,9 @@ Tested: ``ec2`` (spot included) against moto_server through libcloud's real EC2 
 answer as the providers' APIs document (tests/fixtures/api_*.py: create, list, tags, destroy, error
 replies); ``dummy``. GCE and Azure calls on a node need facts only the cloud has (its zone; its NIC
 and disk ids): a node not in the last listing is fetched by name or id first. Azure custom data
-(``user_data``) is refused: libcloud 3's azure_arm driver cannot encode it. Azure spot
-(``priority``/``evictionPolicy``) is not offered: libcloud's azure_arm ``create_node`` takes neither.
+(``user_data``) is refused: libcloud 3's azure_arm driver cannot encode it. A ``[Size] market =
+spot`` is bought per provider as :mod:`nodemanager.cloud.markets` says (Azure spot is refused at
+start: libcloud's azure_arm ``create_node`` takes no ``priority``/``evictionPolicy``).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from libcloud.compute.types import NodeState
 
 from nodemanager.cloud.ec2compat import tolerant_ec2_driver
 from nodemanager.cloud.errors import classify
+from nodemanager.cloud.markets import market_create_kwargs
 from nodemanager.cloud.permissions import Permission, ec2_dry_run
 from nodemanager.cloud.port import (PROVIDERS, TAG_CLUSTER, TAG_DRAIN, TAG_REQUEST, TAG_SIZE,
                                     CloudError, ErrorKind, image_required)
@@ -387,7 +389,8 @@ class LibcloudCloud:
             cache[str(item.id)] = item
             nodes.append(self._to_cloud_node(item, tags))
         self._raw = cache
-        self._first_seen = {k: v for k, v in self._first_seen.items() if k in cache}
+        self._first_seen = {k: v for k, v in self._first_seen.items()
+                            if k.removeprefix("preempted:") in cache}
         return nodes
 
     def _state(self, node: Node) -> str:
@@ -415,7 +418,19 @@ class LibcloudCloud:
             id=str(node.id), name=str(node.name), size=str(size),
             launched_at=self._launched_at(node), state=self._state(node),
             private_ip=node.private_ips[0] if node.private_ips else None,
-            hostname=str(hostname) if hostname else None, tags=frozen_map(tags))
+            hostname=str(hostname) if hostname else None, tags=frozen_map(tags),
+            reclaim_at=self._preempted_at(node))
+
+    def _preempted_at(self, node: Node) -> float | None:
+        """When this process first listed a preemptible GCE VM stopped (TERMINATED; libcloud says
+        stopped, and gives no stop time): the reclaim is over, but the VM and its disks stay (and
+        bill) until destroyed. None for any other VM."""
+        extra = node.extra or {}
+        if self.provider != "gce" or not (extra.get("scheduling") or {}).get("preemptible"):
+            return None
+        if extra.get("status") != "TERMINATED":
+            return None
+        return self._first_seen.setdefault(f"preempted:{node.id}", self._wall_clock())
 
     # --- create --------------------------------------------------------------------------------
 
@@ -444,6 +459,7 @@ class LibcloudCloud:
         if self.provider == "dummy":
             return {"name": name, "size": None, "image": None}
         kwargs: dict[str, Any] = dict(opts.create_kwargs)
+        kwargs.update(market_create_kwargs(self.provider, size))
         kwargs["name"] = name
         for kw in _USER_DATA_KWARGS:
             if kw in kwargs:  # the VM learns the name it must join the scheduler as

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from nodemanager.settings import Settings
+    from nodemanager.model import Size
     from policy_matrix import Matrix
 
 __all__ = ["register"]
@@ -50,6 +51,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--billing", choices=("config", "per-second", "hourly"), default="config",
                    help="billing of the simulated cloud (default: the size's; embedded: per-second, "
                         "60 s minimum)")
+    p.add_argument("--spot-price-factor", type=float, metavar="F",
+                   help="add a spot copy of each size at F x its price (issue 15; see docs/simulator.md)")
+    p.add_argument("--spot-interruptions-per-day", type=float, default=0.0, metavar="R",
+                   help="with --spot-price-factor: reclaims per spot VM-day (default 0)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.add_argument("--report", metavar="DIR", help="write an HTML report with PNG plots into DIR")
     p.add_argument("--jobs", type=int, default=0, metavar="N",
@@ -114,7 +119,22 @@ def _settings(args: argparse.Namespace):
         sizes = tuple(replace(s, billing_period=0, min_charge=60, shutdown_windows=()) for s in sizes)
     elif args.billing == "hourly":
         sizes = tuple(replace(s, billing_period=3600, shutdown_windows=()) for s in sizes)
-    return replace(settings, core=replace(settings.core, sizes=sizes))
+    return replace(settings, core=replace(settings.core, sizes=sizes + _spot_sizes(args, sizes)))
+
+
+def _spot_sizes(args: argparse.Namespace, sizes: tuple[Size, ...]) -> tuple[Size, ...]:
+    """The spot copies ``--spot-price-factor`` asks for, one beside each on-demand size."""
+    from nodemanager.sim.spot import spot_size
+
+    factor, rate = args.spot_price_factor, args.spot_interruptions_per_day
+    if factor is None:
+        if rate:
+            raise _Bad("--spot-interruptions-per-day needs --spot-price-factor")
+        return ()
+    if not 0 < factor <= 1 or rate < 0:
+        raise _Bad("--spot-price-factor must be above 0 and at most 1, "
+                   "--spot-interruptions-per-day at least 0")
+    return tuple(spot_size(s, factor, rate) for s in sizes if s.market != "spot")
 
 
 def _matrices(args: argparse.Namespace, settings: Settings) -> list[tuple[str, Matrix]]:

@@ -15,6 +15,8 @@ from typing import Callable, Sequence
 
 from nodemanager.core.classify import foreign_drain
 from nodemanager.core.plan_node import PlanNode
+from nodemanager.core.pricing import expected_price
+from nodemanager.core.reclaim import RECLAIMED
 from nodemanager.model import BootRequest, Demand, InFlight, Size, Snapshot, Unmet, Worker
 from nodemanager.settings import CoreSettings
 from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED
@@ -126,6 +128,8 @@ def _size_name(sizes: dict[str, Size], pinned: str | None) -> str | None:
 def _tier_of(n: PlanNode) -> Tier | None:
     """The tier a listed node's capacity goes to (None: it offers none)."""
     ws = n.core_state
+    if n.tuple.worker_state == RECLAIMED:
+        return None  # the cloud takes it back: no drain of it is cancelled for queued jobs
     if n.drain is not None:
         # a drained worker takes jobs again once the drain is cancelled; a lost one does not
         return DRAINING if n.drained or ws in (IDLE, BUSY) else None
@@ -260,7 +264,8 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
 
         def cost(s: Size) -> tuple[float, float, int, float, str]:
             per = _per_node(s, d, scaling)
-            return (math.ceil(left / max(per, 1)) * s.price, s.price, s.cores, s.ram_mb, s.name)
+            price = expected_price(s, d.walltime, settings.reclaim_penalty)  # spot: reclaims priced in
+            return (math.ceil(left / max(per, 1)) * price, price, s.cores, s.ram_mb, s.name)
         best = min(choices, key=cost)
         per = max(_per_node(best, d, scaling), 1)
         need = math.ceil(left / per)

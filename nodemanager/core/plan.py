@@ -32,6 +32,7 @@ from nodemanager.core.clocks import skew_freeze
 from nodemanager.core.halts import mass_down, stale_inputs
 from nodemanager.core.pair import Pairing, by_id, pair
 from nodemanager.core.placement import place_demand
+from nodemanager.core.reclaim import cloud_reclaim
 from nodemanager.core.plan_node import PlanNode as _Node
 from nodemanager.core.victims import Estimator, estimate, order_victims
 from nodemanager.model import (Action, CloudNode, InFlight, ItemKind,
@@ -134,7 +135,8 @@ def _is_up(n: _Node) -> bool:
 
 def _broken(n: _Node) -> bool:
     """Down or never came up, with no drain of ours nor a block on it (counts for mass_down)."""
-    return n.drain is None and not n.blocked and (
+    # a down-like node the matrix drains (a reclaim notice) is being handled, not broken
+    return n.drain is None and not n.blocked and n.maction is not Action.START_DRAIN and (
         n.core_state == DOWN
         or (n.core_state == UNPAIRED and n.tuple.boot_grace == BOOT_EXCEEDED))
 
@@ -169,6 +171,7 @@ def _classify(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, 
         if theirs is not None and worker is not None:
             c, n.foreign, reclaim_at = classify_foreign(c, theirs, worker.drain_since, now,
                                                         settings.reclaim_foreign_after)
+        c = cloud_reclaim(node, c, now)
         sched = schedules.get(node.size)
         launched = node.launched_at
         win = _window(sched, launched, now) if sched else always_open
@@ -348,7 +351,8 @@ def _gate(nodes: list[_Node], snapshot: Snapshot, settings: CoreSettings, freeze
     else:
         chosen_note = ""
     for n in candidates:
-        if room <= 0:
+        up_now = _is_up(n)  # a node that is no capacity (reclaimed) takes nothing from min_nodes
+        if room <= 0 and up_now:
             n.blocked = _MIN
             n.reason = (f"{_verb(n.want)} held back: min_nodes {settings.min_nodes} "
                         f"({up} up){chosen_note}; {n.reason}")
@@ -367,7 +371,7 @@ def _gate(nodes: list[_Node], snapshot: Snapshot, settings: CoreSettings, freeze
         elif not budget_destroy(n):
             n.reason += chosen_note
             continue
-        room -= 1
+        room -= up_now
 
 
 _FREE = VictimCost()  # an unpaired node: nothing runs there

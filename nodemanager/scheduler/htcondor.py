@@ -69,6 +69,7 @@ SLOT_ATTRIBUTES = (
     "ChildState", "ChildActivity", "JobStarts", "Draining", "DrainReason", "DrainingRequestId",
     "DaemonStartTime", "LastHeardFrom", "EnteredCurrentState", "EnteredCurrentActivity", "MyCurrentTime",
     "MaxJobRetirementTime", "MachineMaxVacateTime",
+    "ReclaimNoticeDeadline",  # the spot reclaim notice relay's attribute (issue 15)
     "ExpectedMachineGracefulDrainingCompletion", "ExpectedMachineQuickDrainingCompletion",
     "ExpectedMachineGracefulDrainingBadput", "ExpectedMachineQuickDrainingBadput",
     "ExpectedMachineFastDrainingCompletion", "ExpectedMachineFastDrainingBadput",   # seed 000's names

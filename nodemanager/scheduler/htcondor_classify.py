@@ -18,6 +18,9 @@ The idle-since time of a p-slot is the latest of the worker's ``state_since``,
 dynamic slots come and go, so ``EnteredCurrentState`` alone would be too old).
 
 A startd draining with a ``DrainReason`` without our prefix is drained by someone else.
+
+A startd whose ad has ``ReclaimNoticeDeadline`` (epoch seconds, set by the spot notice relay in
+deploy/htcondor) is ``reclaimed`` (issue 15); once our drain of it is done it is destroyed.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any, Mapping
 
 from nodemanager.classad_values import ad_number, ad_true
 from nodemanager.core import foreign_reason
+from nodemanager.core.reclaim import RECLAIM_ATTRIBUTE, RECLAIMED, notice_words
 from nodemanager.model import Classified, Worker
 from policy_matrix.vocabulary import BUSY, DOWN, IDLE, UNPAIRED
 
@@ -51,6 +55,10 @@ def classify_htcondor(ad: Mapping[str, Any], now: float = math.inf, *, state: st
     jobs = dslots > 0 or running_jobs > 0 or _children_claimed(ad)
     c = _table(str(st) if st is not None else "", str(act) if act is not None else "",
                jobs, ad_true(ad, "Draining"))
+    notice = ad_number(ad, RECLAIM_ATTRIBUTE)
+    if notice:
+        # the worker relays the VM's spot reclaim notice: drained or not, the cloud takes it back
+        return Classified(RECLAIMED, f"{c.why}; {notice_words(notice)}")
     theirs = foreign_reason(draining, drain_reason)
     if c.state == IDLE:
         return Classified(IDLE, c.why, _idle_since(ad, now, state_since), theirs)

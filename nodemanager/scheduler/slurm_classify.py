@@ -37,6 +37,7 @@ import functools
 from typing import Mapping
 
 from nodemanager.core import foreign_reason
+from nodemanager.core.reclaim import RECLAIM_REASON, RECLAIMED, notice_words
 from nodemanager.model import Classified, Worker
 from nodemanager.scheduler.slurm_json import SlurmNode, compact_state
 from policy_matrix.vocabulary import BUSY, DOWN, IDLE, UNPAIRED
@@ -124,10 +125,25 @@ def _split(state: str | None) -> tuple[str, str]:
 
 def _verdict(c: Classified, word: str, state_since: float, draining: bool,
              reason: str | None) -> Classified:
+    if reason and reason.startswith(RECLAIM_REASON):
+        return _reclaim_verdict(c, reason)
     theirs = foreign_reason(draining or bool(reason and word in _DRAIN_WORDS), reason)
     if c.state == IDLE or theirs is not None:
         return Classified(c.state, c.why, state_since if c.state == IDLE else None, theirs)
     return c
+
+
+def _reclaim_verdict(c: Classified, reason: str) -> Classified:
+    """A node the worker relay drained for a spot reclaim notice (reason ``spot-reclaim EPOCH``):
+    ``reclaimed`` while jobs may still run, ``down`` once drained (nothing runs: destroy it)."""
+    try:
+        deadline: float | None = float(reason[len(RECLAIM_REASON):].split()[0])
+    except (IndexError, ValueError):
+        deadline = None
+    words = notice_words(deadline)
+    if c.state == DOWN:
+        return Classified(DOWN, f"{c.why}; {words}")
+    return Classified(RECLAIMED, f"{c.why}; {words}")
 
 
 @functools.lru_cache(maxsize=1024)

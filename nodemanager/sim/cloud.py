@@ -36,11 +36,14 @@ import math
 import threading
 from collections import Counter
 from dataclasses import replace
-from typing import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
 from nodemanager.core import date_skew, late_give_back, paid_seconds_for
 from nodemanager.cloud import CloudError, ErrorKind, TAG_CLUSTER, TAG_SIZE
 from nodemanager.model import CloudNode, Size, frozen_map
+
+if TYPE_CHECKING:
+    from nodemanager.sim.spot import SpotModel
 
 __all__ = ["SimCloud"]
 
@@ -65,7 +68,10 @@ class SimCloud:
                  on_running: Callable[[CloudNode, Size], None] | None = None,
                  on_terminated: Callable[[str], None] | None = None,
                  id_prefix: str = "sim-", clock_offset: float = 0.0,
-                 local_clock: Callable[[], float] | None = None) -> None:
+                 local_clock: Callable[[], float] | None = None,
+                 spot: "SpotModel | None" = None,
+                 on_notice: Callable[[str, float], None] | None = None,
+                 on_reclaim: Callable[[str], None] | None = None) -> None:
         self._clock = clock
         self.clock_offset = clock_offset
         self._local_clock = local_clock or clock
@@ -90,6 +96,12 @@ class SimCloud:
         self._faults: dict[str, list[CloudError]] = {}
         self._phantom_creates = 0
         self._listing: list[CloudNode] | None = None
+        # spot reclaims (issue 15): the model draws them; (time, seq, node id, deadline or None)
+        self.spot = spot
+        self.on_notice = on_notice
+        self.on_reclaim = on_reclaim
+        self._spot_events: list[tuple[float, int, str, float | None]] = []
+        self.reclaimed: dict[str, float] = {}   # node id -> when the cloud took it back
 
     # -- time -------------------------------------------------------------------------------
 
@@ -97,22 +109,52 @@ class SimCloud:
         """Make every node whose boot delay has passed by ``now`` running (callbacks in time order)."""
         now = self._clock() if now is None else now
         with self._lock:
-            while self._boots and self._boots[0][0] <= now:
+            while True:
+                boot = self._boots[0][0] if self._boots else math.inf
+                spot = self._spot_events[0][0] if self._spot_events else math.inf
+                if min(boot, spot) > now:
+                    break
+                if spot < boot:
+                    self._spot_event(*heapq.heappop(self._spot_events))
+                    continue
                 _, _, node_id = heapq.heappop(self._boots)
                 rec = self._live.get(node_id)
                 if rec is None or rec.node.state != PENDING:
                     continue
                 rec.node = replace(rec.node, state=RUNNING)
                 self._listing = None
+                if self.spot is not None:
+                    for event in self.spot.events(node_id, rec.size, boot):
+                        self._seq += 1
+                        heapq.heappush(self._spot_events, (event[0], self._seq, node_id, event[1]))
                 if self.on_running is not None:
                     self.on_running(rec.node, rec.size)
+
+    def _spot_event(self, at: float, _seq: int, node_id: str, deadline: float | None) -> None:
+        """A notice (``deadline`` given) or the reclaim itself: the VM is terminated as a
+        one-time spot request is (its jobs die with it)."""
+        rec = self._live.get(node_id)
+        if rec is None:
+            return
+        if deadline is not None:
+            if self.on_notice is not None:
+                self.on_notice(node_id, deadline)
+            return
+        self.reclaimed[node_id] = at
+        if self.on_reclaim is not None:
+            self.on_reclaim(node_id)
+        self._terminate(rec)
 
     def next_event_time(self) -> float | None:
         """The next time :meth:`advance` has something to do, or None."""
         with self._lock:
             while self._boots and self._boots[0][2] not in self._live:
                 heapq.heappop(self._boots)
-            return self._boots[0][0] if self._boots else None
+            while self._spot_events and self._spot_events[0][2] not in self._live:
+                heapq.heappop(self._spot_events)
+            t = min(self._boots[0][0] if self._boots else math.inf,
+                    self._spot_events[0][0] if self._spot_events else math.inf)
+            return None if t == math.inf else t
 
     # -- fault injection --------------------------------------------------------------------
 
@@ -192,16 +234,21 @@ class SimCloud:
     def destroy_node(self, node: CloudNode) -> None:
         with self._lock:
             self._enter("destroy_node")
-            rec = self._live.pop(node.id, None)
+            rec = self._live.get(node.id)
             if rec is None:
                 return
-            self._per_size[rec.size.name] -= 1
-            rec.terminated_at = self._cloud_now()
-            rec.node = replace(rec.node, state=TERMINATED)
-            self._dead[node.id] = rec
-            self._listing = None
-            if self.on_terminated is not None:
-                self.on_terminated(node.id)
+            self._terminate(rec)
+
+    def _terminate(self, rec: _Record) -> None:
+        node_id = rec.node.id
+        del self._live[node_id]
+        self._per_size[rec.size.name] -= 1
+        rec.terminated_at = self._cloud_now()
+        rec.node = replace(rec.node, state=TERMINATED)
+        self._dead[node_id] = rec
+        self._listing = None
+        if self.on_terminated is not None:
+            self.on_terminated(node_id)
 
     def set_tags(self, node: CloudNode, tags: Mapping[str, str]) -> None:
         with self._lock:

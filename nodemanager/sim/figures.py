@@ -133,6 +133,11 @@ class Figures:
     waste: dict[str, float] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)
     skipped_jobs: dict[str, int] = field(default_factory=dict)
+    # spot capacity (issue 15): money paid, spot VMs the cloud took back, kills split by cause
+    money: float = 0.0
+    reclaims: int = 0
+    jobs_killed_by: dict[str, int] = field(default_factory=dict)
+    badput_core_hours_by: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)

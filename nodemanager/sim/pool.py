@@ -218,6 +218,16 @@ class SimPool:
         st.restart(self.now)
         self._touch(st, freed=True)
 
+    def reclaim_notice(self, node_id: str, deadline: float) -> None:
+        """The cloud's spot reclaim notice reached the VM: its relay publishes
+        ``ReclaimNoticeDeadline`` and START turns false (deploy/htcondor, section 5)."""
+        self.advance(self._clock())
+        st = self._joined.get(node_id)
+        if st is None or not st.alive:
+            return
+        st.reclaim_deadline = deadline
+        self._touch(st)
+
     def vm_stopped(self, node_id: str) -> None:
         """The VM is gone: its startd leaves at once and its running jobs are killed."""
         self.advance(self._clock())

@@ -36,6 +36,7 @@ from nodemanager.sim.baselines import Policy, SimParams
 from nodemanager.sim.cloud import SimCloud
 from nodemanager.sim.figures import HOUR, Bounds, Figures, Series, percentile
 from nodemanager.sim.pool import Job, SimPool
+from nodemanager.sim.spot import SpotModel
 from nodemanager.sim.swf import SwfJob
 
 __all__ = ["ReplayResult", "Piece", "split_jobs", "replay", "MEMORY_QUANTUM"]
@@ -125,9 +126,12 @@ class _World:
         self.pool = SimPool(self.clock, join_delay=sim.join_delay,
                             negotiation_interval=sim.negotiation_interval,
                             max_retirement=MAX_RETIREMENT, mem_scaling=settings.core.node_mem_scaling)
+        spot = SpotModel() if any(s.market == "spot" for s in settings.core.sizes) else None
         self.cloud = SimCloud(clock=self.clock, sizes=settings.core.sizes, boot_delay=sim.boot_delay,
                               on_running=self._running, on_terminated=self._terminated,
-                              cluster=settings.cloud.cluster)
+                              cluster=settings.cloud.cluster, spot=spot,
+                              on_notice=self._notice, on_reclaim=self._reclaim)
+        self.reclaim_kills = [0, 0.0]             # jobs killed and their core-seconds, by reclaims
         self.running: dict[str, float] = {}       # node id -> when its VM came up (live ones)
         self.came_up: dict[str, float] = {}       # node id -> when its VM came up (all)
         self.launched: dict[str, float] = {}      # node id -> launch time (every node ever)
@@ -148,6 +152,18 @@ class _World:
         self.gone[node_id] = self.now
         self.pool.vm_stopped(node_id)
         self.pool_changed = True
+
+    def _notice(self, node_id: str, deadline: float) -> None:
+        self.pool.reclaim_notice(node_id, deadline)
+        self.pool_changed = True
+
+    def _reclaim(self, node_id: str) -> None:
+        """The cloud takes a spot VM back now: what its termination kills is the cloud's doing."""
+        before = self.pool.stats
+        self.pool.vm_stopped(node_id)
+        after = self.pool.stats
+        self.reclaim_kills[0] += after.killed - before.killed
+        self.reclaim_kills[1] += after.badput - before.badput
 
     @property
     def up(self) -> int:
@@ -180,7 +196,7 @@ class _World:
                 nodes.append((nid, nid in self.running))
             else:
                 nodes.append((nid, bool(st.dslots), st.draining, st.drain_complete,
-                              st.free_cpus if demand else 0))
+                              st.free_cpus if demand else 0, st.reclaim_deadline))
         return (tuple(nodes), tuple((d.cpus, d.ram_mb, d.count) for d in demand))
 
 
@@ -406,7 +422,18 @@ def _figures(jobs: Sequence[SwfJob], split: _Split, policy: Policy, bounds: Boun
         cycles_skipped=counts["skipped"], escalations=counts["escalations"], waste=waste,
         params={**{k: v for k, v in policy.params.items()}, "baseline": policy.baseline,
                 "memory_capped": split.memory_capped},
+        **_spot_figures(w, end),
     )
+
+
+def _spot_figures(w: _World, end: float) -> dict[str, Any]:
+    """Money paid and the kills split by cause: the cloud's reclaims, or our own decisions."""
+    st = w.pool.stats
+    killed, badput = w.reclaim_kills
+    return dict(money=w.cloud.cost(end), reclaims=len(w.cloud.reclaimed),
+                jobs_killed_by={"by_reclaim": int(killed), "by_us": st.killed - int(killed)},
+                badput_core_hours_by={"by_reclaim": round(badput / HOUR, 4),
+                                      "by_us": round((st.badput - badput) / HOUR, 4)})
 
 
 

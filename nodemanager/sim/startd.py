@@ -148,6 +148,7 @@ class SimStartd:
         self.alive = True
         self.ended: list[JobEnd] = []
         self.jobs_killed_by_drain = 0
+        self.reclaim_deadline: float | None = None  # the spot notice relay's attribute (issue 15)
         self._boot(now)
 
     # ---------------------------------------------------------------- lifecycle
@@ -283,6 +284,8 @@ class SimStartd:
         to the drain's ``start_expr`` for a graceful drain.)"""
         if not self.alive or job.cpus > self.free_cpus or job.ram_mb > self.free_memory:
             return False
+        if self.reclaim_deadline is not None:
+            return False  # deploy/htcondor's START: no new job once a reclaim notice is out
         if not self.draining:
             return True
         if self.drain_how != GRACEFUL or self.start_expr is None or self.drain_complete:
@@ -497,6 +500,8 @@ class SimStartd:
         ad["ChildActivity"] = [_PHASE_STATE[s.phase][1] for s in children]
         ad["Start"] = self._start_value()
         ad["JobStarts"] = self.job_starts
+        if self.reclaim_deadline is not None:
+            ad["ReclaimNoticeDeadline"] = int(self.reclaim_deadline)
         ad["ExpectedMachineGracefulDrainingCompletion"] = int(self._grace_done or now)
         ad["ExpectedMachineQuickDrainingCompletion"] = int(self._quick_done or now)
         ad["ExpectedMachineGracefulDrainingBadput"] = int(gb)

@@ -1,0 +1,51 @@
+"""The simulator's spot market (issue 15): a cheaper copy of a size that the cloud takes back.
+
+Assumptions (documented in docs/simulator.md):
+
+* a spot size costs ``price_factor`` x the on-demand price, flat (EC2's spot price moves slowly
+  and is capped at on-demand; Arvados prices its preemptible copies the same way);
+* each running spot VM is reclaimed at a constant rate of ``interruptions_per_day`` (a memoryless
+  draw per VM: the time to reclaim is exponential). The EC2 Spot Advisor publishes monthly
+  frequency bands: "<5 %", "5-10 %", "10-15 %", "15-20 %", ">20 %" of instances interrupted per
+  month; read as a constant hazard λ = −ln(1 − p) / 730 h, "<5 %" is at most 0.0017 per VM-day,
+  ">20 %" at least 0.0073; real reclaims cluster in time, which this model does not;
+* the notice comes ``notice`` seconds (EC2: 120) before the reclaim; a VM reclaimed sooner after
+  it came up gets its notice at once; at the reclaim the VM is terminated and its running jobs
+  are killed and requeued (a one-time spot request, what libcloud asks for);
+* draws are deterministic: each VM's reclaim time comes from ``seed`` and its node id alone.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from nodemanager.model import Size
+
+__all__ = ["SpotModel", "spot_size", "NOTICE"]
+
+NOTICE = 120.0  # seconds: EC2's two-minute warning
+_DAY = 86400.0
+
+
+def spot_size(base: Size, price_factor: float, interruptions_per_day: float) -> Size:
+    """The spot copy of ``base`` that ``--spot-price-factor`` and ``--spot-interruptions-per-day``
+    add beside it: named ``<base>-spot``, same shape and billing."""
+    return replace(base, name=f"{base.name}-spot", instance_type="", price=base.price * price_factor,
+                   market="spot", interruptions_per_day=interruptions_per_day)
+
+
+class SpotModel:
+    """When the cloud gives notice and reclaims each spot VM (see the module doc)."""
+
+    def __init__(self, *, seed: int = 1, notice: float = NOTICE) -> None:
+        self.seed = seed
+        self.notice = notice
+
+    def events(self, node_id: str, size: Size, running_at: float) -> list[tuple[float, float | None]]:
+        """``[(notice time, deadline), (reclaim time, None)]`` for a VM of ``size`` running
+        since ``running_at``; nothing for an on-demand size or a zero rate."""
+        if size.market != "spot" or size.interruptions_per_day <= 0:
+            return []
+        rng = random.Random(f"{self.seed}:{node_id}")
+        at = running_at + rng.expovariate(size.interruptions_per_day / _DAY)
+        return [(max(running_at, at - self.notice), at), (at, None)]
