@@ -69,6 +69,16 @@ class Size:
     shutdown_window: int = 120
     shutdown_windows: tuple[int, ...] = ()
     instance_type: str = ""
+    # what the size offers jobs (issue 14)
+    gpus: int = 0
+    gpu_type: str = ""
+    features: frozenset[str] = frozenset()
+    attributes: tuple[tuple[str, str], ...] = ()
+    partitions: frozenset[str] = frozenset()
+    # per-size node limits (0: none) and cloud create options over [Cloud Create] (issue 14)
+    min_nodes: int = 0
+    max_nodes: int = 0
+    create_args: tuple[tuple[str, str], ...] = ()
 
     @property
     def cloud_type(self) -> str:
@@ -162,6 +172,13 @@ class Demand:
     scratch_mb: int = 0
     size: str | None = None
     oldest_submit: float | None = None
+    # what the jobs need beyond cores, memory and disk (issue 14)
+    gpus: int = 0
+    requirements: str | None = None
+    features: str | None = None
+    partition: str | None = None
+    sizes: frozenset[str] | None = None
+    unmatched: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
