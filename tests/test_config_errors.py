@@ -106,3 +106,21 @@ def test_plan_with_a_huge_number_in_the_config_names_the_option(tmp_path, capsys
     assert main(["plan", "--snapshot", str(snapshot), "--config", str(ini)]) == 1
     err = capsys.readouterr().err
     assert f"{ini}:{line}: [Size small] {option}: {message}" in err and "Traceback" not in err
+
+
+def test_size_offers_are_read_and_a_bad_classad_attribute_names_file_line_and_size():
+    size = loads("[Size gpu]\ncores = 8\nram_mb = 32000\ngpus = 2\ngpu_type = a100\n"
+                 "features = avx512, gpu\npartitions = gpu, long\nmax_nodes = 4\n"
+                 'attributes = HasDocker = true; CUDACapability = 8.0; Note = "a;b"\n',
+                 "site.ini").core.sizes[0]
+    assert (size.gpus, size.gpu_type, size.features, size.partitions, size.max_nodes) == (
+        2, "a100", frozenset({"avx512", "gpu"}), frozenset({"gpu", "long"}), 4)
+    assert size.attributes == (("HasDocker", "true"), ("CUDACapability", "8.0"), ("Note", '"a;b"'))
+    problems = _problems(SIZE + "[Size gpu]\ncores = 8\nram_mb = 1\n"
+                         "attributes = HasDocker = true; CUDACapability = = 8\n")
+    assert len(problems) == 1 and problems[0].startswith(
+        "site.ini:7: [Size gpu] attributes: CUDACapability: not a valid ClassAd expression")
+    assert _problems(SIZE + "[Size gpu]\ncores = 8\nram_mb = 1\nmin_nodes = 3\nmax_nodes = 2\n") == [
+        "site.ini:8: [Size gpu] max_nodes: is below min_nodes (3)"]
+    assert _problems(SIZE + "[Size gpu]\ncores = 8\nram_mb = 1\nimagee = ami-1\n") == [
+        "site.ini:7: [Size gpu] imagee: unknown option; did you mean 'image'?"]
