@@ -97,7 +97,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
                        if f.action == "boot" and f.node not in listed_requests]
     placed = place_demand(snapshot, settings, sizes, [n for n in nodes if n.blocked != _IN_FLIGHT],
                           [(w, vocabulary.core_state(c.state)) for w, c in orphans],
-                          boots_in_flight, sum(1 for n in nodes if _is_up(n)))
+                          boots_in_flight, [n.node.size for n in nodes if _is_up(n)])
     boots, notes, unmet = placed.boots, placed.notes, placed.unmet
 
     items: list[PlanItem] = []
