@@ -212,6 +212,9 @@ _DAEMON: dict[str, tuple[str, Callable[[str], Any]]] = {
     "victim_horizon": ("victim_horizon", parse_duration),
     "clock_tolerance": ("clock_tolerance", parse_duration),
     "max_clock_skew": ("max_clock_skew", parse_duration),
+    "protect_after_failed_boots": ("protect_after_failed_boots", _nonneg(_parse_int)),
+    "protect_backoff": ("protect_backoff", parse_duration),
+    "protect_max_backoff": ("protect_max_backoff", parse_duration),
 }
 _DAEMON_SHELL: dict[str, Callable[[str], Any]] = {"matrix": str, "dry_run": parse_bool,
                  "log_level": _choice("debug", "info", "warning", "error")}

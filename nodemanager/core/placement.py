@@ -257,6 +257,11 @@ class _Room:
         return k, None, kind
 
 
+def _blocked_why(name: str, snapshot: Snapshot) -> str:
+    why = snapshot.protected_sizes.get(name)
+    return f"{name}: {why}" if why else name
+
+
 SIZE_MAX = "size_max_nodes"  # a size's own max_nodes binds: other sizes may still serve
 
 
@@ -304,8 +309,9 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
     ``min_nodes`` given ``up`` (the size of each node that counts as up)."""
     bins = _existing(settings, sizes, nodes, orphans, boots_in_flight)
     room = _Room(snapshot, settings, sizes, boots_in_flight)
-    usable = sorted((s for s in sizes.values() if s.name not in snapshot.blocked_sizes
-                     and s.instance_type not in snapshot.blocked_sizes),
+    blocked = snapshot.blocked_sizes | snapshot.protected_sizes.keys()
+    usable = sorted((s for s in sizes.values() if s.name not in blocked
+                     and s.instance_type not in blocked),
                     key=lambda s: (s.price, s.cores, s.ram_mb, s.name))
     why: dict[str, list[str]] = {}
     notes: list[str] = []
@@ -338,9 +344,10 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
                    and (eligible is None or s.name in eligible)]
         choices = [s for s in usable if s in fitting]
         if not choices:
+            names = sorted(s.name for s in fitting)
             notes.append(f"{label}: no size fits" if not fitting else
                          f"{label}: every fitting size is blocked ("
-                         f"{', '.join(sorted(s.name for s in fitting))})")
+                         f"{', '.join(_blocked_why(n, snapshot) for n in names)})")
             unmet.append(Unmet(label, left, "backoff" if fitting else "no_size", notes[-1]))
             continue
         while left > 0:
