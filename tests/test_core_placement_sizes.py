@@ -82,3 +82,10 @@ def test_a_sizes_own_min_nodes_is_kept_up():
     p = run([], (CPU8, gpu_min), [node("g-1", "gpu8", age=60)])
     assert boots(p) == {"gpu8": 1}
     assert "[Size gpu8] min_nodes 2 (1 up)" in p.boots[0].reason
+
+
+def test_of_several_idle_sizes_the_one_that_wastes_most_is_given_back_first():
+    nodes = [node("a-small", "c2"), node("b-big", "c16")]
+    workers = [worker("a-small", cpus=2, ram_mb=7000), worker("b-big", cpus=16, ram_mb=60000)]
+    p = run([], LADDER, nodes, workers, min_nodes=1)
+    assert {i.node_id: i.kind.value for i in p.items} == {"b-big": "drain"}
