@@ -48,3 +48,6 @@ esac
 case "${1:-all}" in
   poll|all)   python benchmarks/bench_poll.py --repeat 3 ;;
 esac
+case "${1:-all}" in
+  placement|all) python benchmarks/bench_placement.py --repeat 5 ;;
+esac
