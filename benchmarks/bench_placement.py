@@ -11,12 +11,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import random
-import statistics
-import time
 
 import policy_matrix
-from bench_plan import SETTINGS, pool
-from nodemanager.core import plan
+from bench_plan import SETTINGS, pool, timed
 from nodemanager.model import Demand, Size
 
 # 2..64 cores at a near-linear price, and GPU sizes of 1..8 GPUs
@@ -52,16 +49,10 @@ def main() -> None:
     settings = dataclasses.replace(SETTINGS, sizes=SIZES + SETTINGS.sizes)
     for n in (int(x) for x in args.nodes.split(",")):
         snap = dataclasses.replace(pool(n), demand=demand(random.Random(n), 500))
-        walls, cpus = [], []
-        for _ in range(args.repeat):
-            w0, c0 = time.perf_counter(), time.process_time()
-            p = plan(snap, settings, matrix)
-            walls.append(time.perf_counter() - w0)
-            cpus.append(time.process_time() - c0)
+        p, took = timed(snap, settings, matrix, args.repeat)
         booted = {b.size: b.count for b in p.boots}
-        print(f"{n:>6} nodes, 500 demand signatures, {len(settings.sizes)} sizes: median "
-              f"{statistics.median(walls) * 1000:7.1f} ms wall, {statistics.median(cpus) * 1000:7.1f} "
-              f"ms cpu  ({sum(booted.values())} boots of {len(booted)} sizes, {len(p.unmet)} unmet)")
+        print(f"{n:>6} nodes, 500 demand signatures, {len(settings.sizes)} sizes: {took}  "
+              f"({sum(booted.values())} boots of {len(booted)} sizes, {len(p.unmet)} unmet)")
 
 
 if __name__ == "__main__":
