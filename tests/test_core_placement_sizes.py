@@ -89,3 +89,29 @@ def test_of_several_idle_sizes_the_one_that_wastes_most_is_given_back_first():
     workers = [worker("a-small", cpus=2, ram_mb=7000), worker("b-big", cpus=16, ram_mb=60000)]
     p = run([], LADDER, nodes, workers, min_nodes=1)
     assert {i.node_id: i.kind.value for i in p.items} == {"b-big": "drain"}
+
+
+def test_unmatched_demand_is_one_log_line_per_signature_and_a_metric(caplog):
+    import logging
+
+    from prometheus_client import generate_latest
+
+    from nodemanager.decision_log import DecisionLog
+    from nodemanager.metrics import Metrics
+    from nodemanager.model import CycleReport
+    from tests.core_world import snap as make_snap
+
+    caplog.set_level(logging.INFO, "nodemanager.decisions")
+    demand = [Demand(cpus=1, ram_mb=1000, count=3, gpus=2, sizes=frozenset(),
+                     unmatched="no size has 2 GPU(s) (most: 1)")]
+    log = DecisionLog()
+    for _ in range(3):  # three cycles, the same jobs waiting
+        p = run(demand, (CPU8, GPU8))
+        log.decisions(p, False, None, None)
+    lines = [r.getMessage() for r in caplog.records if "never booted for" in r.getMessage()]
+    assert lines == ["demand never booted for: 3 job(s) of 1 cpus, 1000 MB, 2 gpus: no size can "
+                     "run them: no size has 2 GPU(s) (most: 1)"]
+    metrics = Metrics(clock=lambda: p.now)
+    metrics.observe(CycleReport(snapshot=make_snap(demand=demand), plan=p))
+    text = generate_latest(metrics.registry).decode()
+    assert 'nodemanager_unmatched_jobs{signature="1 cpus, 1000 MB, 2 gpus"} 3.0' in text
