@@ -18,14 +18,16 @@ from typing import Callable, Sequence
 
 from nodemanager.core.classify import foreign_drain
 from nodemanager.core.plan_node import PlanNode
+from nodemanager.core.size_choice import demand_signature, eligible, fits, per_node, pick
 from nodemanager.model import BootRequest, Demand, InFlight, Size, Snapshot, Unmet, Worker
 from nodemanager.settings import CoreSettings
 from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED
 
 __all__ = ["Tier", "TIERS", "BUSY_FREE", "IDLE_KEPT", "GIVEN_BACK", "BOOTING", "DRAINING",
-           "NEW_BOOTS", "Placement", "place_demand", "demand_signature", "UNMATCHED"]
+           "NEW_BOOTS", "Placement", "place_demand", "UNMATCHED"]
 
 UNMATCHED = "unmatched"  # the Unmet reason of demand no configured size can run
+SIZE_MAX = "size_max_nodes"  # a size's own max_nodes binds: other sizes may still serve
 
 
 @dataclass(frozen=True)
@@ -121,32 +123,6 @@ def _free_gpus(size: Size | None, cpus: int, free_cpus: int) -> int:
     if size is None or size.gpus <= 0 or cpus <= 0:
         return 0
     return size.gpus * free_cpus // cpus
-
-
-def _fits(size: Size, d: Demand, scaling: float) -> bool:
-    return (size.cores >= d.cpus and size.ram_mb * scaling >= d.ram_mb and size.gpus >= d.gpus
-            and (size.scratch_mb == 0 or size.scratch_mb >= d.scratch_mb))
-
-
-def _eligible(d: Demand, want: str | None) -> frozenset[str] | None:
-    """The size names ``d`` may be placed on (None: any): its pinned size and the scheduler's
-    ``Demand.sizes``; GPU demand only on sizes known to have GPUs (never an unlisted worker)."""
-    names = d.sizes
-    if want is not None:
-        names = frozenset({want}) if names is None else names & {want}
-    return names
-
-
-def demand_signature(d: Demand) -> str:
-    """What a demand item needs, in words, without its count (a metric label and log key)."""
-    parts = [f"{d.cpus} cpus", f"{d.ram_mb} MB"]
-    if d.gpus:
-        parts.append(f"{d.gpus} gpus")
-    for what, value in (("size", d.size), ("partition", d.partition), ("features", d.features),
-                        ("requirements", d.requirements)):
-        if value:
-            parts.append(f"{what} {value}")
-    return ", ".join(parts)
 
 
 def _size_name(sizes: dict[str, Size], pinned: str | None) -> str | None:
@@ -262,44 +238,6 @@ def _blocked_why(name: str, snapshot: Snapshot) -> str:
     return f"{name}: {why}" if why else name
 
 
-SIZE_MAX = "size_max_nodes"  # a size's own max_nodes binds: other sizes may still serve
-
-
-def _per_node(size: Size, d: Demand, scaling: float) -> int:
-    """How many jobs of ``d`` one empty node of ``size`` holds (0: none)."""
-    per = size.cores // max(d.cpus, 1)
-    if d.ram_mb > 0:
-        per = min(per, int(size.ram_mb * scaling // d.ram_mb))
-    if d.gpus > 0:
-        per = min(per, size.gpus // d.gpus)
-    return per
-
-
-def _pick(choices: Sequence[Size], left: int, d: Demand, scaling: float) -> tuple[Size, int]:
-    """The next boots for ``left`` jobs of ``d``: the size and node count of the cheapest mix.
-
-    One size covering all of them, unless full nodes of the size cheapest per job plus the
-    cheapest cover of the rest cost less (2/4/8/16 cores, the larger slightly cheaper per core:
-    19 one-core jobs get 16 + 4 cores, not two 16s; 3 get 4 cores, never 16).
-    """
-    def per(s: Size) -> int:
-        return max(_per_node(s, d, scaling), 1)
-
-    def cover(s: Size, n: int) -> float:
-        return math.ceil(n / per(s)) * s.price
-
-    one = min(choices, key=lambda s: (cover(s, left), s.price, s.cores, s.ram_mb, s.name))
-    dense = min(choices, key=lambda s: (s.price / per(s), -per(s), s.name))
-    full = left // per(dense)
-    if full > 0 and dense is not one:
-        rest = left - full * per(dense)
-        mixed = full * dense.price + (min(cover(s, rest) for s in choices) if rest else 0.0)
-        # strictly cheaper only: at the same money smaller nodes can each go back on their own
-        if mixed < cover(one, left) - 1e-9:
-            return dense, full
-    return one, math.ceil(left / per(one))
-
-
 def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Size],
                  nodes: Sequence[PlanNode], orphans: Sequence[tuple[Worker, str]],
                  boots_in_flight: Sequence[InFlight], up: Sequence[str]) -> Placement:
@@ -331,17 +269,17 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
             unmet.append(Unmet(sig, d.count, UNMATCHED, notes[-1]))
             continue
         want = _size_name(sizes, d.size)
-        eligible = _eligible(d, want)
+        allowed = eligible(d, want)
         left = d.count
         for tier in TIERS:
-            left -= bins[tier].place(d, eligible, left, _taken)
+            left -= bins[tier].place(d, allowed, left, _taken)
             if left <= 0:
                 break
         if left <= 0:
             continue
         label = f"{left} job(s) of {d.cpus} cpus, {d.ram_mb} MB" + (f", {d.gpus} gpus" if d.gpus else "")
-        fitting = [s for s in sizes.values() if _fits(s, d, scaling)
-                   and (eligible is None or s.name in eligible)]
+        fitting = [s for s in sizes.values() if fits(s, d, scaling)
+                   and (allowed is None or s.name in allowed)]
         choices = [s for s in usable if s in fitting]
         if not choices:
             names = sorted(s.name for s in fitting)
@@ -351,8 +289,8 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
             unmet.append(Unmet(label, left, "backoff" if fitting else "no_size", notes[-1]))
             continue
         while left > 0:
-            best, need = _pick(choices, left, d, scaling)
-            per = max(_per_node(best, d, scaling), 1)
+            best, need = pick(choices, left, d, scaling)
+            per = max(per_node(best, d, scaling), 1)
             got, cause, kind = room.boot(best, need)
             if got:
                 placed = min(left, got * per)
