@@ -277,7 +277,8 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
                 break
         if left <= 0:
             continue
-        label = f"{left} job(s) of {d.cpus} cpus, {d.ram_mb} MB" + (f", {d.gpus} gpus" if d.gpus else "")
+        sig = demand_signature(d)
+        label = f"{left} job(s) of {sig}"
         fitting = [s for s in sizes.values() if fits(s, d, scaling)
                    and (allowed is None or s.name in allowed)]
         choices = [s for s in usable if s in fitting]
@@ -295,8 +296,7 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
             if got:
                 placed = min(left, got * per)
                 left -= placed
-                why.setdefault(best.name, []).append(f"{placed} job(s) of {d.cpus} cpus, {d.ram_mb} MB"
-                                                     + (f", {d.gpus} gpus" if d.gpus else ""))
+                why.setdefault(best.name, []).append(f"{placed} job(s) of {sig}")
                 # what the new nodes have left over serves the smaller jobs that follow
                 full, rest = divmod(placed, per)
                 ram = best.ram_mb * scaling
