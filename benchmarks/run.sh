@@ -53,4 +53,5 @@ case "${1:-all}" in
 esac
 case "${1:-all}" in
   match|all)  python benchmarks/bench_match.py ;;
+  placement|all) python benchmarks/bench_placement.py --repeat 5 ;;
 esac

@@ -25,7 +25,7 @@ from nodemanager.settings import (CloudSettings, CoreSettings, DrainSettings, HA
 
 __all__ = ["ConfigError", "Problem", "load", "loads", "parse_duration", "credential_warnings",
            "default_state_dir", "MAX_BYTES",
-           "SCHEDULER_OPTIONS", "SECRET_OPTIONS", "with_overrides", "parse_bool"]
+           "SCHEDULER_OPTIONS", "SECRET_OPTIONS", "SIZE_CREATE_OPTIONS", "with_overrides", "parse_bool"]
 
 MAX_BYTES = 1024 * 1024
 """Largest config file accepted: 1 MiB (the full example is 10 KB); larger ones are refused unread."""
@@ -142,6 +142,41 @@ def _parse_minutes(text: str) -> tuple[int, ...]:
     return values
 
 
+def _parse_names(text: str) -> frozenset[str]:
+    """A comma list of names (``features``, ``partitions``)."""
+    return frozenset(n.strip() for n in text.split(",") if n.strip())
+
+
+_ATTRIBUTE = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=(?!=)((?:[^;"]|"(?:[^"\\]|\\.)*")*)')
+
+
+def _parse_attributes(text: str) -> tuple[tuple[str, str], ...]:
+    """HTCondor machine attributes, ``Name = expr`` separated by ``;`` (each expr checked by classad2)."""
+    from nodemanager.classad_eval import parse
+    out: list[tuple[str, str]] = []
+    rest = text.strip()
+    while rest:
+        m = _ATTRIBUTE.match(rest)
+        if m is None:
+            raise ValueError(f"expected 'Name = expression' assignments separated by ';' at {rest[:40]!r}")
+        name, expr = m.group(1), m.group(2).strip()
+        try:
+            parse(expr)
+        except ImportError:
+            raise ValueError("needs the HTCondor bindings (classad2): pip install htcondor") from None
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
+        if any(n.lower() == name.lower() for n, _ in out):
+            raise ValueError(f"{name} assigned twice")
+        out.append((name, expr))
+        rest = rest[m.end():].lstrip()
+        if rest.startswith(";"):
+            rest = rest[1:].strip()
+        elif rest:
+            raise ValueError(f"expected ';' before {rest[:40]!r}")
+    return tuple(out)
+
+
 def _nonneg(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     def check(text: str) -> Any:
         value = parse(text)
@@ -178,6 +213,9 @@ _DAEMON: dict[str, tuple[str, Callable[[str], Any]]] = {
     "clock_tolerance": ("clock_tolerance", parse_duration),
     "max_clock_skew": ("max_clock_skew", parse_duration),
     "reclaim_penalty": ("reclaim_penalty", parse_duration),
+    "protect_after_failed_boots": ("protect_after_failed_boots", _nonneg(_parse_int)),
+    "protect_backoff": ("protect_backoff", parse_duration),
+    "protect_max_backoff": ("protect_max_backoff", parse_duration),
 }
 _DAEMON_SHELL: dict[str, Callable[[str], Any]] = {"matrix": str, "dry_run": parse_bool,
                  "log_level": _choice("debug", "info", "warning", "error")}
@@ -220,7 +258,13 @@ _SIZE: dict[str, Callable[[str], Any]] = {
     "shutdown_windows": _parse_minutes, "instance_type": str,
     "market": _choice("on-demand", "spot"), "max_price": _nonneg(_parse_float),
     "interruptions_per_day": _nonneg(_parse_float),
+    # what the size offers jobs, its own node limits and create options (issue 14)
+    "gpus": _nonneg(_parse_int), "gpu_type": str, "features": _parse_names,
+    "attributes": _parse_attributes, "partitions": _parse_names,
+    "min_nodes": _nonneg(_parse_int), "max_nodes": _nonneg(_parse_int),
 }
+# [Cloud Create] options a [Size NAME] may override (a GPU size needs another image); tag_* too
+SIZE_CREATE_OPTIONS = ("image", "user_data", "user_data_file")
 _HA: dict[str, Callable[[str], Any]] = {
     "backend": _choice("etcd"), "endpoints": lambda t: tuple(e.strip() for e in t.split(",") if e.strip()),
     "ca_file": str, "cert_file": str, "key_file": str, "user": str, "password": str,
@@ -330,13 +374,17 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
         if not section.startswith("Size "):
             continue
         name = section[5:].strip()
-        values = r.typed(section, _SIZE)
+        values = r.typed(section, {**_SIZE, **dict.fromkeys(SIZE_CREATE_OPTIONS, str)},
+                         open_ended=True)
+        values = _size_create(r, section, values, base_dir)
         missing = [o for o in ("cores", "ram_mb") if o not in values]
         for o in missing:
             r.problem(section, None, f"missing required option {o}")
         if not missing:
             if values.get("cores", 0) <= 0:
                 r.problem(section, "cores", "must be at least 1")
+            if 0 < values.get("max_nodes", 0) < values.get("min_nodes", 0):
+                r.problem(section, "max_nodes", f"is below min_nodes ({values['min_nodes']})")
             sizes.append(Size(name=name, **values))
     core = CoreSettings(sizes=tuple(sizes), **core_kwargs)
     if core.max_nodes < core.min_nodes:
@@ -389,6 +437,28 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
     return Settings(core=core, drain=drain, cloud=cloud, scheduler=scheduler, poll=poll,
                     manage=manage, ha=ha, matrix_file=matrix, dry_run=daemon.get("dry_run", False),
                     log_level=daemon.get("log_level", "info").upper(), source=source)
+
+
+def _size_create(r: _Reader, section: str, values: dict[str, Any],
+                 base_dir: str | None) -> dict[str, Any]:
+    """``values`` with the size's create options (image, user data, ``tag_*``) moved into
+    ``create_args``; an option neither known nor a tag is a problem at its line."""
+    create: list[tuple[str, str]] = []
+    for option, raw in r.cp.items(section, raw=True):
+        if option.startswith("tag_") and len(option) > 4:
+            create.append((option, raw))
+        elif option in SIZE_CREATE_OPTIONS:
+            value = raw.strip()
+            if option == "user_data_file" and value and base_dir and not os.path.isabs(value):
+                value = os.path.join(base_dir, value)
+            create.append((option, value))
+            values.pop(option, None)
+        elif option not in _SIZE:
+            r.problem(section, option, "unknown option"
+                      + _suggest(option, (*_SIZE, *SIZE_CREATE_OPTIONS, "tag_NAME")))
+    if create:
+        values["create_args"] = tuple(create)
+    return values
 
 
 def _ha(r: _Reader, cluster: str) -> HASettings | None:

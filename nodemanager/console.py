@@ -254,6 +254,10 @@ def render_html(doc: Mapping[str, Any]) -> str:
     if doc.get("notes"):
         parts.append("<ul id='notes'>" + "".join(f"<li>{e(str(n))}</li>" for n in doc["notes"])
                      + "</ul>")
+    if doc.get("protected_sizes"):
+        parts.append("<ul id='protected'>" + "".join(
+            f"<li>size {e(str(k))} {e(str(v))}</li>" for k, v in sorted(doc["protected_sizes"].items()))
+            + "</ul>")
     counters = doc.get("counters") or {}
     if counters:
         parts.append("<div class='summary' id='counters'>" + "".join(

@@ -36,8 +36,10 @@ from nodemanager.actuate import Actuator, Task
 from nodemanager.actuator_memory import ActuatorState
 from nodemanager.cloud import TAG_DESTROY, is_gone
 from nodemanager.controller_inputs import InputMemory, build_in_flight
+from nodemanager.core.protected import BootRecord, observe_boots, protected_sizes
 from nodemanager.decision_log import DecisionLog
-from nodemanager.model import CloudNode, CycleReport, ItemKind, Outcome, Plan, PlanItem, Snapshot
+from nodemanager.model import (CloudNode, CycleReport, ItemKind, Outcome, Plan, PlanItem, Snapshot,
+                               frozen_map)
 from nodemanager.scheduler import SchedulerPoll
 from nodemanager.settings import Settings
 from nodemanager.text import duration
@@ -113,6 +115,7 @@ class Controller:
         # [HA]: given the oldest input's poll time, why this process must not act now (None: act)
         self.hold_back: Callable[[float], str | None] | None = None
         self._held_back_logged: str | None = None
+        self._boot_records: dict[str, BootRecord] = {}  # size -> failed joins in a row (protected mode)
         if actuator is None and not self.dry_run:
             raise ValueError("a controller that acts needs an actuator")
 
@@ -162,6 +165,7 @@ class Controller:
             recent_destroys=state.recent_destroys,
             unconfirmed=unconfirmed,
             cloud_clock_skew=skew,
+            protected_sizes=frozen_map(protected_sizes(self._boot_records, now)),
         )
 
     def prepare(self, nodes: Sequence[CloudNode], cloud_polled_at: float,
@@ -181,6 +185,10 @@ class Controller:
         snap = self.snapshot(nodes, cloud_polled_at, poll, now, skew)
         plan = self.planner(snap, self.settings.core, self.matrix, estimator=self.estimator,
                             escalation=self.escalation or None)
+        if self._watch_boots(plan, now):  # a size just entered protected mode: not booted now
+            snap = replace(snap, protected_sizes=frozen_map(protected_sizes(self._boot_records, now)))
+            plan = self.planner(snap, self.settings.core, self.matrix, estimator=self.estimator,
+                                escalation=self.escalation or None)
         plan = self._resume_destroys(snap, plan)
         plan = self._operator_cancels(snap, plan)
         self._watch_suspects(plan, poll.polled_at, now)
@@ -221,6 +229,21 @@ class Controller:
         self._suspect_for = {e.node_id: before.get(e.node_id, -gap) + gap for e in plan.nodes
                              if e.tuple.worker_state in (UNPAIRED, DOWN)}
         self._suspect_poll = polled_at
+
+    def _watch_boots(self, plan: Plan, now: float) -> bool:
+        """Count failed joins per size (protected mode); one log line when a size enters it.
+        True when one did."""
+        core = self.settings.core
+        before = protected_sizes(self._boot_records, now)
+        self._boot_records = observe_boots(self._boot_records, plan.nodes, now,
+                                           core.protect_after_failed_boots, core.protect_backoff,
+                                           core.protect_max_backoff)
+        entered = False
+        for size, why in protected_sizes(self._boot_records, now).items():
+            if size not in before:
+                log.warning("size %s %s", size, why)
+                entered = True
+        return entered
 
     def cycle(self, nodes: Sequence[CloudNode], cloud_polled_at: float, poll: SchedulerPoll) -> CycleReport:
         """Plan and carry out one cycle inline; the report holds this cycle's outcomes."""

@@ -77,7 +77,7 @@ def build_ports(settings: Settings, clock: Callable[[], float]) -> tuple[CloudDr
         world = SimWorld(settings, clock)
         return world.cloud, world.scheduler, world
     from nodemanager.cloud import LibcloudCloud
-    cloud = LibcloudCloud(settings.cloud)
+    cloud = LibcloudCloud(settings.cloud, sizes=settings.core.sizes)
     if settings.scheduler.kind == "slurm":
         from nodemanager.scheduler import SlurmScheduler
         return cloud, SlurmScheduler.from_settings(settings.scheduler, source=source,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from nodemanager.core.placement import UNMATCHED
 from nodemanager.model import CycleReport, NodeExplanation, Plan, Snapshot
 from nodemanager.text import short_rule
 
@@ -85,6 +86,7 @@ class DecisionLog:
         # node id -> (matrix action, action, blocked by, tuple, rule) last logged
         self.seen: dict[str, tuple[Any, ...]] = {}
         self._last_summary: tuple[Any, ...] | None = None
+        self._unmatched: dict[str, str] = {}  # signature of demand no size can run -> why logged
 
     def decisions(self, plan: Plan, dry_run: bool, history: Any,
                   last_report: CycleReport | None) -> list[str]:
@@ -132,7 +134,16 @@ class DecisionLog:
         for b in plan.boots:
             prefix = "dry-run: would " if dry_run else ""
             log.info("boot %s%d x %s [%s]", prefix, b.count, b.size, b.reason)
+        self._log_unmatched(plan)
         return gone
+
+    def _log_unmatched(self, plan: Plan) -> None:
+        """One line per signature no size can run, when it appears or its reason changes."""
+        now = {u.what: u.text for u in plan.unmet if u.reason == UNMATCHED}
+        for what, text in now.items():
+            if self._unmatched.get(what) != text:
+                log.warning("demand never booted for: %s", text)
+        self._unmatched = now
 
     def summary(self, snap: Snapshot, plan: Plan, cpu: float, dry_run: bool) -> None:
         """The cycle's summary line: at INFO when it differs from the previous cycle's."""

@@ -28,8 +28,10 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from nodemanager.core import charged_between, is_our_reason, late_give_back
-from nodemanager.model import CycleReport, NodeExplanation, Size, Snapshot
+from nodemanager.core.placement import UNMATCHED
+from nodemanager.model import CycleReport, NodeExplanation, Size, Snapshot, Unmet
 from nodemanager.scheduler import DrainingStats, KINDS, REASONS, RecordProblem
+from nodemanager.text import printable
 
 __all__ = ["Metrics", "PAID_STATES", "FROZEN_REASONS", "CALL_TARGETS", "paid_state",
            "frozen_reason"]
@@ -50,6 +52,16 @@ def _label(value: object, default: str = "unknown") -> str:
         return default
     text = str(value).strip().lower()
     return text if _LABEL_OK.fullmatch(text) else "other"
+
+
+def _unmatched(unmet: Iterable[Unmet]) -> dict[str, int]:
+    """Unmatched jobs by signature (printable, at most 200 characters: few distinct values)."""
+    out: dict[str, int] = {}
+    for u in unmet:
+        if u.reason == UNMATCHED:
+            key = printable(u.what)[:200]
+            out[key] = out.get(key, 0) + u.jobs
+    return out
 
 
 def paid_state(node_worker_state: str | None, draining: bool) -> str:
@@ -103,6 +115,8 @@ class _CycleGauges:
     polled_at: Mapping[str, float] = field(default_factory=dict)
     last_cycle: float | None = None
     clock_skew: float | None = None
+    unmatched: Mapping[str, int] = field(default_factory=dict)
+    protected: Mapping[str, int] = field(default_factory=dict)
 
 
 def _labelled(name: str, doc: str, labels: list[str],
@@ -142,6 +156,12 @@ class _CycleCollector(Collector):
                         "Nodes not given back (subject=node) and queued job signatures not booted "
                         "for (subject=demand), by the one reason that binds.",
                         ["subject", "reason"], s.why_not)
+        yield _labelled("nodemanager_unmatched_jobs",
+                        "Queued jobs no configured size can run (never booted for), by what they "
+                        "need.", ["signature"], s.unmatched)
+        yield _labelled("nodemanager_size_protected",
+                        "1 for each size not booted after its VMs failed to join (protected mode).",
+                        ["size"], s.protected)
         yield GaugeMetricFamily("nodemanager_drains_in_progress",
                                 "Drains of ours under way.", value=s.drains)
         yield GaugeMetricFamily("nodemanager_drain_oldest_age_seconds",
@@ -412,7 +432,9 @@ class Metrics:
         self._gauges.state = _CycleGauges(
             nodes=nodes, raw_states=raw, blocked=blocked, planned=planned,
             paid_nodes=paid_nodes, spend=spend, in_flight=in_flight,
-            why_not=report.why_not.counts(), drains=len(drains), drain_oldest_age=max((snap.now - t for t in drains.values()),
+            why_not=report.why_not.counts(), drains=len(drains),
+            unmatched=_unmatched(plan.unmet),
+            protected={_label(size): 1 for size in snap.protected_sizes}, drain_oldest_age=max((snap.now - t for t in drains.values()),
                                                      default=0.0),
             foreign_drains=sum(1 for w in snap.workers
                                if w.draining and not is_our_reason(w.drain_reason)),

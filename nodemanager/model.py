@@ -75,6 +75,10 @@ class Size:
     features: frozenset[str] = frozenset()
     attributes: tuple[tuple[str, str], ...] = ()
     partitions: frozenset[str] = frozenset()
+    # per-size node limits (0: none) and cloud create options over [Cloud Create] (issue 14)
+    min_nodes: int = 0
+    max_nodes: int = 0
+    create_args: tuple[tuple[str, str], ...] = ()
     # the market it is bought on (issue 15)
     market: str = "on-demand"
     max_price: float | None = None
@@ -245,6 +249,8 @@ class Snapshot:
     recent_destroys: tuple[float, ...] = ()
     unconfirmed: frozenset[str] = frozenset()
     cloud_clock_skew: float | None = None
+    # sizes in protected mode after failed joins -> why, in words: not booted (issue 14)
+    protected_sizes: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
 
 
 class ItemKind(str, enum.Enum):

@@ -37,6 +37,11 @@ class CoreSettings:
     max_clock_skew: float = 300.0         # cloud clock off by more: drains/destroys frozen (0 = never)
     reclaim_foreign_after: float = 0.0    # [Drain]: someone else's drain is reclaimed after; 0 = never
     reclaim_penalty: float = 0.0          # seconds of node time a spot reclaim costs besides the re-run
+    # protected mode: a size whose VMs fail to join this many times in a row is not booted for a
+    # back-off doubling from protect_backoff up to protect_max_backoff (0 = never; issue 14)
+    protect_after_failed_boots: int = 3
+    protect_backoff: float = 600.0
+    protect_max_backoff: float = 14400.0
 
     def size(self, name: str) -> Size | None:
         for s in self.sizes:

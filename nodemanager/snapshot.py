@@ -11,11 +11,12 @@ The format (documented with an example in ``docs/plan.md``)::
                   "running_jobs"?: N, "job_end_times"?: [E], "draining"?: B,
                   "drain_reason"?: S, "drain_request_id"?: S, "drain_since"?: E}],
      "demand": [{"cpus": N, "ram_mb": N, "count": N, "scratch_mb"?: N, "size"?: S,
-                 "oldest_submit"?: E, "walltime"?: N}],
+                 "oldest_submit"?: E, "walltime"?: N, "gpus"?: N, "requirements"?: S, "features"?: S,
+                 "partition"?: S, "sizes"?: [S], "unmatched"?: S}],
      "in_flight": [{"node": S, "action": "drain"|"destroy"|"boot"|"cancel_drain", "since": E,
                     "size"?: S, "request_id"?: S}],
      "held"?: [S], "forced_drains"?: [S], "paused"?: S, "quota"?: N, "blocked_sizes"?: [S], "unconfirmed"?: [S],
-     "recent_destroys"?: [E], "cloud_clock_skew"?: N}
+     "recent_destroys"?: [E], "cloud_clock_skew"?: N, "protected_sizes"?: {S: S}}
 
 For an HTCondor worker, fields missing from the worker object are taken from its ``ad``
 (``State/Activity``, ``CloudInstanceID``, ``LastHeardFrom``, ``EnteredCurrentState``,
@@ -32,14 +33,15 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Callable, Mapping
+from dataclasses import replace
+from typing import Any, Callable, Mapping, Sequence
 
-from nodemanager.model import CloudNode, Demand, InFlight, Snapshot, Worker, frozen_map
+from nodemanager.model import CloudNode, Demand, InFlight, Size, Snapshot, Worker, frozen_map
 from nodemanager.scheduler import classified
 from nodemanager.scheduler.htcondor_ads import htcondor_worker_fields
 
 __all__ = ["SnapshotError", "from_json", "loads", "load", "to_json", "dumps", "parse_time",
-           "MAX_TIME", "MAX_COUNT", "MAX_BYTES"]
+           "MAX_TIME", "MAX_COUNT", "MAX_BYTES", "match_sizes"]
 
 MAX_BYTES = 128 * 1024 * 1024
 """Largest snapshot file ``load`` reads: 128 MiB (50,000 nodes take about 25 MB)."""
@@ -265,11 +267,29 @@ def _worker(v: Any, path: str) -> Worker:
 
 def _demand(v: Any, path: str) -> Demand:
     f = _Fields(v, path, ("cpus", "ram_mb", "count", "scratch_mb", "size", "oldest_submit",
-                          "walltime"))
+                          "walltime", "gpus", "requirements", "features", "partition", "sizes", "unmatched"))
     return Demand(cpus=f.opt("cpus", lambda x, p: _int(x, p, 1), 1),
                   ram_mb=f.opt("ram_mb", _int, 0), count=f.opt("count", _int, 1),
                   scratch_mb=f.opt("scratch_mb", _int, 0), size=f.opt("size", _str),
-                  oldest_submit=f.opt("oldest_submit", _number), walltime=f.opt("walltime", _number))
+                  oldest_submit=f.opt("oldest_submit", _number), walltime=f.opt("walltime", _number),
+                  gpus=f.opt("gpus", _int, 0), requirements=f.opt("requirements", _str),
+                  features=f.opt("features", _str), partition=f.opt("partition", _str),
+                  sizes=f.opt("sizes", _strings), unmatched=f.opt("unmatched", _str))
+
+
+def match_sizes(s: Snapshot, sizes: Sequence[Size], scheduler: str, source: str = "") -> Snapshot:
+    """``s`` with each demand item's eligible sizes filled in by the scheduler side
+    (:func:`nodemanager.scheduler.demand_match.match_demand`); an item it cannot match raises
+    :class:`SnapshotError` naming ``demand[i]`` (after ``source``, a file name, when given)."""
+    from nodemanager.scheduler.demand_match import match_demand
+    out = []
+    for i, d in enumerate(s.demand):
+        try:
+            out.append(match_demand(d, sizes, scheduler))
+        except ValueError as exc:
+            prefix = f"{source}: " if source else ""
+            raise SnapshotError(f"{prefix}demand[{i}].{exc}") from None
+    return replace(s, demand=tuple(out))
 
 
 def _in_flight(v: Any, path: str) -> InFlight:
@@ -289,7 +309,8 @@ def from_json(data: Any) -> Snapshot:
     """A :class:`Snapshot` from parsed JSON (raises :class:`SnapshotError` naming the field)."""
     f = _Fields(data, "", ("now", "polled_at", "cloud_nodes", "workers", "demand", "in_flight",
                            "held", "forced_drains", "paused", "quota", "blocked_sizes",
-                           "recent_destroys", "unconfirmed", "cloud_clock_skew"))
+                           "recent_destroys", "unconfirmed", "cloud_clock_skew",
+                           "protected_sizes"))
     polled = f.req("polled_at", _obj)
     polled_at = {k: _number(t, f"polled_at.{k}") for k, t in polled.items()}
     nodes = _items(f, "cloud_nodes", _cloud_node)
@@ -314,6 +335,8 @@ def from_json(data: Any) -> Snapshot:
                               for i, t in enumerate(f.opt("recent_destroys", _list, []))),
         unconfirmed=f.opt("unconfirmed", _strings, frozenset()),
         cloud_clock_skew=f.opt("cloud_clock_skew", _offset),
+        protected_sizes=frozen_map({k: _str(v, f"protected_sizes.{k}") for k, v in
+                                    f.opt("protected_sizes", _obj, {}).items()}),
     )
 
 
@@ -406,7 +429,10 @@ def to_json(s: Snapshot) -> dict[str, Any]:
             _WORKER_DEFAULTS) for w in s.workers],
         "demand": [_drop_defaults({
             "cpus": d.cpus, "ram_mb": d.ram_mb, "count": d.count, "scratch_mb": d.scratch_mb,
-            "size": d.size, "oldest_submit": d.oldest_submit, "walltime": d.walltime}, {"scratch_mb": 0})
+            "size": d.size, "oldest_submit": d.oldest_submit, "walltime": d.walltime, "gpus": d.gpus,
+            "requirements": d.requirements, "features": d.features, "partition": d.partition,
+            "sizes": sorted(d.sizes) if d.sizes is not None else None,
+            "unmatched": d.unmatched}, {"scratch_mb": 0, "gpus": 0})
             for d in s.demand],
         "in_flight": [_drop_defaults({
             "node": f.node, "action": f.action, "since": f.since, "size": f.size,
@@ -415,7 +441,7 @@ def to_json(s: Snapshot) -> dict[str, Any]:
     extra = {"held": sorted(s.held), "forced_drains": sorted(s.forced_drains),
              "paused": s.paused, "quota": s.quota, "blocked_sizes": sorted(s.blocked_sizes),
              "recent_destroys": list(s.recent_destroys), "unconfirmed": sorted(s.unconfirmed),
-             "cloud_clock_skew": s.cloud_clock_skew}
+             "cloud_clock_skew": s.cloud_clock_skew, "protected_sizes": dict(s.protected_sizes) or None}
     out.update({k: v for k, v in extra.items() if v not in (None, [])})
     return out
 

@@ -64,3 +64,33 @@ def test_user_data_file_is_relative_to_the_config_and_must_be_a_small_regular_fi
     ini.write_text(ini.read_text().replace(f"user_data_file = {fifo}", "user_data_file = big.sh"))
     with pytest.raises(ValueError, match="over 16384 bytes"):
         LibcloudCloud(config.load(str(ini)).cloud)
+
+
+def test_a_size_boots_with_its_own_image_boot_script_and_tags(moto_server, ec2_cloud, tmp_path):
+    """A GPU size needs another image: [Size NAME] image / user_data_file / tag_* override
+    [Cloud Create] for that size only, as the cloud records the VM."""
+    (tmp_path / "gpu.sh").write_text("#!/bin/sh\n# gpu node @NODE_NAME@\n")
+    ini = tmp_path / "nm.ini"
+    ini.write_text("[Size gpu]\ncores = 8\nram_mb = 1000\ngpus = 1\nimage = ami-0gpu0001\n"
+                   "user_data_file = gpu.sh\ntag_role = gpu\n[Size cpu]\ncores = 8\nram_mb = 1000\n")
+    gpu, cpu = config.load(str(ini)).core.sizes
+    cloud = ec2_cloud("size-opts", create_args={"user_data": "#!/bin/sh\n# cpu node\n"})
+    ec2 = boto3.client("ec2", endpoint_url=moto_server.url, region_name="us-east-1",
+                       aws_access_key_id="x", aws_secret_access_key="x")
+    booted = {}
+    for size in (gpu, cpu):
+        node = cloud.create_node(size, f"size-opts-{size.name}-1", {})
+        vm = ec2.describe_instances(InstanceIds=[node.id])["Reservations"][0]["Instances"][0]
+        booted[size.name] = (vm["ImageId"], _user_data(moto_server, node.id),
+                             {t["Key"]: t["Value"] for t in vm.get("Tags", ())}.get("role"))
+    assert booted == {"gpu": ("ami-0gpu0001", "#!/bin/sh\n# gpu node size-opts-gpu-1\n", "gpu"),
+                      "cpu": ("ami-12c6146b", "#!/bin/sh\n# cpu node\n", None)}
+
+
+def test_a_size_with_an_unreadable_boot_script_is_refused_before_anything_starts(tmp_path):
+    ini = tmp_path / "nm.ini"
+    ini.write_text("[Cloud]\ndriver = ec2\nkey = k\nsecret = s\n[Cloud Create]\nimage = ami-1\n"
+                   "[Size gpu]\ncores = 2\nram_mb = 1000\nuser_data_file = nope.sh\n")
+    settings = config.load(str(ini))
+    with pytest.raises(ValueError, match=r"\[Size gpu\] user_data_file: .*No such file"):
+        LibcloudCloud(settings.cloud, sizes=settings.core.sizes)

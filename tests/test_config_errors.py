@@ -124,3 +124,19 @@ def test_a_spot_size_the_driver_cannot_buy_is_refused_at_its_line():
         "site.ini:6: [Size small] market: expected one of on-demand, spot")
     ec2 = loads("[Cloud]\ndriver = ec2\n[Cloud Create]\nimage = i\n" + spot + "max_price = 0.1\n")
     assert [(s.market, s.max_price) for s in ec2.core.sizes] == [("spot", 0.1)]
+def test_size_offers_are_read_and_a_bad_classad_attribute_names_file_line_and_size():
+    size = loads("[Size gpu]\ncores = 8\nram_mb = 32000\ngpus = 2\ngpu_type = a100\n"
+                 "features = avx512, gpu\npartitions = gpu, long\nmax_nodes = 4\n"
+                 'attributes = HasDocker = true; CUDACapability = 8.0; Note = "a;b"\n',
+                 "site.ini").core.sizes[0]
+    assert (size.gpus, size.gpu_type, size.features, size.partitions, size.max_nodes) == (
+        2, "a100", frozenset({"avx512", "gpu"}), frozenset({"gpu", "long"}), 4)
+    assert size.attributes == (("HasDocker", "true"), ("CUDACapability", "8.0"), ("Note", '"a;b"'))
+    problems = _problems(SIZE + "[Size gpu]\ncores = 8\nram_mb = 1\n"
+                         "attributes = HasDocker = true; CUDACapability = = 8\n")
+    assert len(problems) == 1 and problems[0].startswith(
+        "site.ini:7: [Size gpu] attributes: CUDACapability: not a valid ClassAd expression")
+    assert _problems(SIZE + "[Size gpu]\ncores = 8\nram_mb = 1\nmin_nodes = 3\nmax_nodes = 2\n") == [
+        "site.ini:8: [Size gpu] max_nodes: is below min_nodes (3)"]
+    assert _problems(SIZE + "[Size gpu]\ncores = 8\nram_mb = 1\nimagee = ami-1\n") == [
+        "site.ini:7: [Size gpu] imagee: unknown option; did you mean 'image'?"]

@@ -51,8 +51,8 @@ import re
 import threading
 import time
 import uuid
-from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Mapping, Sequence
 
 from libcloud.compute.base import Node, NodeImage, NodeLocation, NodeSize
 from libcloud.compute.providers import get_driver
@@ -291,8 +291,12 @@ class LibcloudCloud:
 
     def __init__(self, settings: CloudSettings, *, clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep,
-                 wall_clock: Callable[[], float] = time.time) -> None:
+                 wall_clock: Callable[[], float] = time.time, sizes: Sequence[Size] = ()) -> None:
+        self._settings = settings
         self._options = _parse_options(settings)
+        self._size_options: dict[tuple[tuple[str, str], ...], tuple[_Options, dict[str, str]]] = {}
+        for size in sizes:  # a size's bad image or boot script is an error before anything starts
+            self._options_for(size)
         self.provider = self._options.provider
         self.cluster = settings.cluster
         self._static_tags = dict(settings.tags)
@@ -434,13 +438,36 @@ class LibcloudCloud:
 
     # --- create --------------------------------------------------------------------------------
 
+    def _options_for(self, size: Size) -> tuple[_Options, dict[str, str]]:
+        """The create options and extra tags of ``size``: ``[Cloud Create]`` with the size's own
+        ``image``/``user_data``/``user_data_file``/``tag_*`` over it; ValueError names the size."""
+        if not size.create_args:
+            return self._options, {}
+        found = self._size_options.get(size.create_args)
+        if found is None:
+            own = {k: v for k, v in size.create_args if not k.startswith("tag_")}
+            if "user_data" in own or "user_data_file" in own:  # the size's script replaces both
+                base = {k: v for k, v in self._settings.create_args.items()
+                        if k not in ("user_data", "user_data_file")}
+            else:
+                base = dict(self._settings.create_args)
+            try:
+                opts = _parse_options(replace(self._settings, create_args=frozen_map({**base, **own})))
+            except ValueError as exc:
+                raise ValueError(f"[Size {size.name}] {str(exc).removeprefix('[Cloud Create] ')}") from None
+            found = (opts, {k[4:]: v for k, v in size.create_args if k.startswith("tag_")})
+            self._size_options[size.create_args] = found
+        return found
+
     def create_node(self, size: Size, name: str, tags: Mapping[str, str]) -> CloudNode:
         """Boot one node. Tags: ``[Cloud] tags``, then ``tags``, then cluster, size and request id
         (a request id is made up when ``tags`` has none). Empty values are left out."""
         request = tags.get(TAG_REQUEST) or uuid.uuid4().hex
-        all_tags = {k: str(v) for k, v in {**self._static_tags, **tags}.items() if v not in ("", None)}
+        opts, size_tags = self._options_for(size)
+        all_tags = {k: str(v) for k, v in {**self._static_tags, **size_tags, **tags}.items()
+                    if v not in ("", None)}
         all_tags.update({TAG_CLUSTER: self.cluster, TAG_SIZE: size.name, TAG_REQUEST: request})
-        kwargs = self._create_kwargs(size, name, all_tags, request)
+        kwargs = self._create_kwargs(size, name, all_tags, request, opts)
         created = self._call("create_node", self._driver.create_node, **kwargs)
         if isinstance(created, list):
             if len(created) != 1:
@@ -454,8 +481,8 @@ class LibcloudCloud:
         return self._to_cloud_node(created, {**node_tags(created), **all_tags})
 
     def _create_kwargs(self, size: Size, name: str, tags: Mapping[str, str],
-                       request: str) -> dict[str, Any]:
-        opts, d = self._options, self._driver
+                       request: str, opts: _Options) -> dict[str, Any]:
+        d = self._driver
         if self.provider == "dummy":
             return {"name": name, "size": None, "image": None}
         kwargs: dict[str, Any] = dict(opts.create_kwargs)

@@ -126,6 +126,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         settings, matrix, escalation = _inputs(args)
         snap = snapshot_json.load(args.snapshot)
+        snap = snapshot_json.match_sizes(snap, settings.core.sizes, settings.scheduler.kind,
+                                         args.snapshot)
     except _Unusable as e:
         return _fail(*e.messages)
     except snapshot_json.SnapshotError as e:
@@ -161,6 +163,8 @@ def plan_to_json(p) -> dict:
                    "request_id": i.request_id, "reason": i.reason} for i in p.items],
         "boots": [{"size": b.size, "count": b.count, "reason": b.reason} for b in p.boots],
         "notes": list(p.notes),
+        "unmet": [{"what": u.what, "jobs": u.jobs, "reason": u.reason, "text": u.text}
+                  for u in p.unmet],
     }
 
 

@@ -11,6 +11,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from nodemanager.model import Size
     from nodemanager.settings import Settings
     from nodemanager.model import Size
     from policy_matrix import Matrix
@@ -57,6 +58,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="with --spot-price-factor: reclaims per spot VM-day (default 0)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.add_argument("--report", metavar="DIR", help="write an HTML report with PNG plots into DIR")
+    p.add_argument("--gpu-fraction", type=float, default=0.0, metavar="F",
+                   help="make this fraction of the jobs (seeded) need a GPU, and add a GPU size "
+                        "(docs/simulator.md)")
+    p.add_argument("--constrained-fraction", type=float, default=0.0, metavar="F",
+                   help="make this fraction of the jobs (seeded) require HasDocker, and add a "
+                        "size that offers it")
+    p.add_argument("--job-seed", type=int, default=1, metavar="N",
+                   help="seed choosing the GPU / constrained jobs (default 1)")
     p.add_argument("--jobs", type=int, default=0, metavar="N",
                    help="replays run in parallel (default: the number of CPUs)")
     p.set_defaults(func=_run)
@@ -115,6 +124,7 @@ def _settings(args: argparse.Namespace):
         if base is not None:
             size = replace(base, cores=cores, ram_mb=base.ram_mb * cores // max(base.cores, 1))
         sizes = (size,)
+    sizes += _special_sizes(args, sizes[0])
     if args.billing == "per-second":
         sizes = tuple(replace(s, billing_period=0, min_charge=60, shutdown_windows=()) for s in sizes)
     elif args.billing == "hourly":
@@ -135,6 +145,20 @@ def _spot_sizes(args: argparse.Namespace, sizes: tuple[Size, ...]) -> tuple[Size
         raise _Bad("--spot-price-factor must be above 0 and at most 1, "
                    "--spot-interruptions-per-day at least 0")
     return tuple(spot_size(s, factor, rate) for s in sizes if s.market != "spot")
+
+
+def _special_sizes(args: argparse.Namespace, base: Size) -> tuple[Size, ...]:
+    """The sizes --gpu-fraction / --constrained-fraction jobs need (none without them)."""
+    from nodemanager.sim.constrained import docker_size, gpu_size
+
+    for option, value in (("--gpu-fraction", args.gpu_fraction),
+                          ("--constrained-fraction", args.constrained_fraction)):
+        if not 0.0 <= value <= 1.0:
+            raise _Bad(f"{option} {value:g}: expected a fraction from 0 to 1")
+    if args.gpu_fraction + args.constrained_fraction > 1.0:
+        raise _Bad("--gpu-fraction and --constrained-fraction add up to more than 1")
+    return ((gpu_size(base),) if args.gpu_fraction > 0 else ()) + (
+        (docker_size(base),) if args.constrained_fraction > 0 else ())
 
 
 def _matrices(args: argparse.Namespace, settings: Settings) -> list[tuple[str, Matrix]]:
@@ -182,7 +206,9 @@ def _simulate(args: argparse.Namespace) -> int:
     matrices = _matrices(args, settings)
     sweeps = _sweeps(args.sweep)
     sim = B.SimParams(boot_delay=_duration("--boot-delay", args.boot_delay),
-                      join_delay=_duration("--join-delay", args.join_delay))
+                      join_delay=_duration("--join-delay", args.join_delay),
+                      gpu_fraction=args.gpu_fraction, constrained_fraction=args.constrained_fraction,
+                      job_seed=args.job_seed)
     try:
         jobs, reader = read_jobs(args.trace, skip_days=args.skip_days, days=args.days)
     except (SwfError, ValueError) as exc:
@@ -199,7 +225,9 @@ def _simulate(args: argparse.Namespace) -> int:
     elif args.config:
         max_nodes = settings.core.max_nodes
     else:
-        max_nodes = max(1, bounds.nowait_peak_nodes)
+        # each kind of GPU / constrained job may peak as high as all jobs together
+        max_nodes = max(1, bounds.nowait_peak_nodes) * (
+            1 + (args.gpu_fraction > 0) + (args.constrained_fraction > 0))
     settings = replace(settings, core=replace(settings.core, max_nodes=max_nodes,
                                               min_nodes=min(settings.core.min_nodes, max_nodes)))
     static_nodes = max(1, min(bounds.nowait_peak_nodes, max_nodes))

@@ -1,8 +1,11 @@
 """Demand placement: queued jobs onto capacity that exists, tier by tier, then onto new boots.
 
 Pure. :data:`TIERS` is the order capacity is used in; whatever no tier holds is packed onto the
-cheapest sizes that fit (RAM x ``node_mem_scaling``), within ``max_nodes`` (booting and down
-nodes count), the cloud quota and ``max_total_price``; blocked sizes are skipped. Nodes whose
+mix of sizes that serves it at the least money (RAM x ``node_mem_scaling``), within
+``max_nodes`` (booting and down nodes count), each size's own ``max_nodes``, the cloud quota and
+``max_total_price``; blocked sizes are skipped. A demand item is placed only on sizes that can
+run it: ``Demand.sizes`` (decided by the scheduler side; None: any) with enough GPUs; one no
+size can run (``sizes`` empty) is never booted for and is reported ``unmatched``. Nodes whose
 capacity a placement uses are marked ``needed`` (a drain of ours there is then cancelled; a
 drain or destroy the matrix asks for is held back).
 """
@@ -17,12 +20,16 @@ from nodemanager.core.classify import foreign_drain
 from nodemanager.core.plan_node import PlanNode
 from nodemanager.core.pricing import expected_price
 from nodemanager.core.reclaim import RECLAIMED
+from nodemanager.core.size_choice import demand_signature, eligible, fits, per_node, pick
 from nodemanager.model import BootRequest, Demand, InFlight, Size, Snapshot, Unmet, Worker
 from nodemanager.settings import CoreSettings
 from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED
 
 __all__ = ["Tier", "TIERS", "BUSY_FREE", "IDLE_KEPT", "GIVEN_BACK", "BOOTING", "DRAINING",
-           "NEW_BOOTS", "Placement", "place_demand"]
+           "NEW_BOOTS", "Placement", "place_demand", "UNMATCHED"]
+
+UNMATCHED = "unmatched"  # the Unmet reason of demand no configured size can run
+SIZE_MAX = "size_max_nodes"  # a size's own max_nodes binds: other sizes may still serve
 
 
 @dataclass(frozen=True)
@@ -56,35 +63,39 @@ _Taken = Callable[[PlanNode | None, Demand, int], None]  # told each owner a pla
 
 
 class _Bins:
-    """Free capacity grouped by (cpus, ram, size); each group holds the owners (node or None)."""
+    """Free capacity grouped by (cpus, ram, size, gpus); each group holds the owners (node or None)."""
 
     __slots__ = ("groups",)
 
     def __init__(self) -> None:
-        self.groups: dict[tuple[int, float, str], list[PlanNode | None]] = {}
+        self.groups: dict[tuple[int, float, str, int], list[PlanNode | None]] = {}
 
-    def add(self, cpus: int, ram: float, size: str, owner: PlanNode | None) -> None:
+    def add(self, cpus: int, ram: float, size: str, owner: PlanNode | None, gpus: int = 0) -> None:
         if cpus > 0:
-            self.groups.setdefault((cpus, ram, size), []).append(owner)
+            self.groups.setdefault((cpus, ram, size, gpus), []).append(owner)
 
-    def place(self, d: Demand, want_size: str | None, count: int, taken: _Taken) -> int:
-        """Place up to ``count`` jobs of ``d``; return how many were placed."""
+    def place(self, d: Demand, eligible: frozenset[str] | None, count: int, taken: _Taken) -> int:
+        """Place up to ``count`` jobs of ``d`` on capacity of the ``eligible`` sizes (None: any);
+        return how many were placed."""
         if count <= 0:
             return 0
         placed = 0
         for key in sorted(k for k in self.groups if k[0] >= d.cpus and k[1] >= d.ram_mb
-                          and (want_size is None or k[2] == want_size)):
+                          and k[3] >= d.gpus and (eligible is None or k[2] in eligible)):
             owners = self.groups[key]
-            cpus, ram, size = key
+            cpus, ram, size, gpus = key
             per = cpus // max(d.cpus, 1)
             if d.ram_mb > 0:
                 per = min(per, int(ram // d.ram_mb))
+            if d.gpus > 0:
+                per = min(per, gpus // d.gpus)
             while owners and placed < count:
                 owner = owners.pop()
                 take = min(per, count - placed)
                 placed += take
                 taken(owner, d, take)
-                self.add(cpus - take * d.cpus, ram - take * d.ram_mb, size, owner)
+                self.add(cpus - take * d.cpus, ram - take * d.ram_mb, size, owner,
+                         gpus - take * d.gpus)
             if not owners:
                 del self.groups[key]
             if placed >= count:
@@ -109,9 +120,11 @@ def _free(cpus: int, ram: float, w: Worker | None, state: str) -> tuple[int, flo
     return free, ram * free / cpus
 
 
-def _fits(size: Size, d: Demand, scaling: float) -> bool:
-    return (size.cores >= d.cpus and size.ram_mb * scaling >= d.ram_mb
-            and (size.scratch_mb == 0 or size.scratch_mb >= d.scratch_mb))
+def _free_gpus(size: Size | None, cpus: int, free_cpus: int) -> int:
+    """The GPUs of a node's free share (the scheduler does not say which GPUs are busy)."""
+    if size is None or size.gpus <= 0 or cpus <= 0:
+        return 0
+    return size.gpus * free_cpus // cpus
 
 
 def _size_name(sizes: dict[str, Size], pinned: str | None) -> str | None:
@@ -151,10 +164,11 @@ def _existing(settings: CoreSettings, sizes: dict[str, Size], nodes: Sequence[Pl
         tier = _tier_of(n)
         if tier is None:
             continue
-        cpus, ram = _capacity(n, settings)
+        total, ram = _capacity(n, settings)
+        cpus = total
         if not (tier is DRAINING and n.drained) and tier is not BOOTING:
-            cpus, ram = _free(cpus, ram, n.worker, n.core_state)
-        bins[tier].add(cpus, ram, n.node.size, n)
+            cpus, ram = _free(total, ram, n.worker, n.core_state)
+        bins[tier].add(cpus, ram, n.node.size, n, _free_gpus(n.size, total, cpus))
     for w, state in orphans:
         if state in (IDLE, BUSY) and not w.draining and foreign_drain(w) is None:
             free = _free(w.cpus, float(w.ram_mb), w, state)
@@ -162,7 +176,7 @@ def _existing(settings: CoreSettings, sizes: dict[str, Size], nodes: Sequence[Pl
     for f in boots_in_flight:
         s = sizes.get(f.size or "")
         if s is not None:
-            bins[BOOTING].add(s.cores, s.ram_mb * settings.node_mem_scaling, s.name, None)
+            bins[BOOTING].add(s.cores, s.ram_mb * settings.node_mem_scaling, s.name, None, s.gpus)
     return bins
 
 
@@ -186,6 +200,9 @@ class _Room:
         self.price = sum(sizes[n.size].price for n in snapshot.cloud_nodes if n.size in sizes) + sum(
             sizes[f.size].price for f in boots_in_flight if f.size in sizes)
         self.boots: dict[str, int] = {}
+        self.of_size: dict[str, int] = {}  # nodes listed or booting per size (its max_nodes)
+        for name in [n.size for n in snapshot.cloud_nodes] + [f.size or "" for f in boots_in_flight]:
+            self.of_size[name] = self.of_size.get(name, 0) + 1
 
     def _left(self, size: Size) -> tuple[int, str | None, str]:
         settings, limit, total, price = self.settings, self.limit, self.total, self.price
@@ -199,6 +216,11 @@ class _Room:
                 room, kind = by_price, "max_total_price"
                 cause = (f"max_total_price {settings.max_total_price:g}/h reached "
                          f"({price:g}/h in use)")
+        if size.max_nodes > 0:
+            mine = self.of_size.get(size.name, 0) + self.boots.get(size.name, 0)
+            if size.max_nodes - mine < room:
+                room, kind = size.max_nodes - mine, SIZE_MAX
+                cause = f"[Size {size.name}] max_nodes {size.max_nodes} reached ({mine} nodes incl. booting)"
         return max(room, 0), (cause if room <= 0 else None), kind
 
     def boot(self, size: Size, count: int) -> tuple[int, str | None, str]:
@@ -215,87 +237,116 @@ class _Room:
         return k, None, kind
 
 
-def _per_node(size: Size, d: Demand, scaling: float) -> int:
-    """How many jobs of ``d`` one empty node of ``size`` holds (0: none)."""
-    per = size.cores // max(d.cpus, 1)
-    if d.ram_mb > 0:
-        per = min(per, int(size.ram_mb * scaling // d.ram_mb))
-    return per
+def _blocked_why(name: str, snapshot: Snapshot) -> str:
+    why = snapshot.protected_sizes.get(name)
+    return f"{name}: {why}" if why else name
 
 
 def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Size],
                  nodes: Sequence[PlanNode], orphans: Sequence[tuple[Worker, str]],
-                 boots_in_flight: Sequence[InFlight], nodes_up: int) -> Placement:
+                 boots_in_flight: Sequence[InFlight], up: Sequence[str]) -> Placement:
     """Place ``snapshot.demand`` on ``nodes`` (listed nodes whose destroy is not under way),
     ``orphans`` (workers no listed node pairs with, with their core state) and
-    ``boots_in_flight``, then on new boots; then boot up to ``min_nodes`` given ``nodes_up``."""
+    ``boots_in_flight``, then on new boots; then boot up to each size's and the global
+    ``min_nodes`` given ``up`` (the size of each node that counts as up)."""
     bins = _existing(settings, sizes, nodes, orphans, boots_in_flight)
     room = _Room(snapshot, settings, sizes, boots_in_flight)
-    usable = sorted((s for s in sizes.values() if s.name not in snapshot.blocked_sizes
-                     and s.instance_type not in snapshot.blocked_sizes),
+    blocked = snapshot.blocked_sizes | snapshot.protected_sizes.keys()
+    usable = sorted((s for s in sizes.values() if s.name not in blocked
+                     and s.instance_type not in blocked),
                     key=lambda s: (s.price, s.cores, s.ram_mb, s.name))
     why: dict[str, list[str]] = {}
     notes: list[str] = []
     unmet: list[Unmet] = []
     scaling = settings.node_mem_scaling
 
+    # the most constrained first (GPUs, then few eligible sizes): they have the fewest places
     demand = sorted((d for d in snapshot.demand if d.count > 0),
-                    key=lambda d: (-d.cpus, -d.ram_mb, d.size or "", d.scratch_mb, d.count,
-                                   d.oldest_submit or 0.0))
+                    key=lambda d: (-d.gpus, d.sizes is None, len(d.sizes or ()), -d.cpus,
+                                   -d.ram_mb, d.size or "", d.scratch_mb, d.count,
+                                   d.oldest_submit or 0.0, sorted(d.sizes or ())))
     for d in demand:
+        if d.sizes is not None and not d.sizes:
+            sig = demand_signature(d)
+            notes.append(f"{d.count} job(s) of {sig}: no size can run them: "
+                         f"{d.unmatched or 'the scheduler matched no size'}")
+            unmet.append(Unmet(sig, d.count, UNMATCHED, notes[-1]))
+            continue
         want = _size_name(sizes, d.size)
+        allowed = eligible(d, want)
         left = d.count
         for tier in TIERS:
-            left -= bins[tier].place(d, want, left, _taken)
+            left -= bins[tier].place(d, allowed, left, _taken)
             if left <= 0:
                 break
         if left <= 0:
             continue
-        label = f"{left} job(s) of {d.cpus} cpus, {d.ram_mb} MB"
-        fitting = [s for s in sizes.values() if _fits(s, d, scaling)
-                   and (want is None or s.name == want)]
+        sig = demand_signature(d)
+        label = f"{left} job(s) of {sig}"
+        fitting = [s for s in sizes.values() if fits(s, d, scaling)
+                   and (allowed is None or s.name in allowed)]
         choices = [s for s in usable if s in fitting]
         if not choices:
+            names = sorted(s.name for s in fitting)
             notes.append(f"{label}: no size fits" if not fitting else
                          f"{label}: every fitting size is blocked ("
-                         f"{', '.join(sorted(s.name for s in fitting))})")
+                         f"{', '.join(_blocked_why(n, snapshot) for n in names)})")
             unmet.append(Unmet(label, left, "backoff" if fitting else "no_size", notes[-1]))
             continue
-
-        def cost(s: Size) -> tuple[float, float, int, float, str]:
-            per = _per_node(s, d, scaling)
-            price = expected_price(s, d.walltime, settings.reclaim_penalty)  # spot: reclaims priced in
-            return (math.ceil(left / max(per, 1)) * price, price, s.cores, s.ram_mb, s.name)
-        best = min(choices, key=cost)
-        per = max(_per_node(best, d, scaling), 1)
-        need = math.ceil(left / per)
-        got, cause, kind = room.boot(best, need)
-        if got:
-            placed = min(left, got * per)
-            why.setdefault(best.name, []).append(f"{placed} job(s) of {d.cpus} cpus, {d.ram_mb} MB")
-            # what the new nodes have left over serves the smaller jobs that follow
-            full, rest = divmod(placed, per)
-            ram = best.ram_mb * scaling
-            new = bins[NEW_BOOTS]
-            for _ in range(full):
-                new.add(best.cores - per * d.cpus, ram - per * d.ram_mb, best.name, None)
-            if rest:
-                new.add(best.cores - rest * d.cpus, ram - rest * d.ram_mb, best.name, None)
-            for _ in range(got - full - (1 if rest else 0)):
-                new.add(best.cores, ram, best.name, None)
-        if cause:
+        while left > 0:
+            best, need = pick(choices, left, d, scaling,
+                              lambda s: expected_price(s, d.walltime, settings.reclaim_penalty))
+            per = max(per_node(best, d, scaling), 1)
+            got, cause, kind = room.boot(best, need)
+            if got:
+                placed = min(left, got * per)
+                left -= placed
+                why.setdefault(best.name, []).append(f"{placed} job(s) of {sig}")
+                # what the new nodes have left over serves the smaller jobs that follow
+                full, rest = divmod(placed, per)
+                ram = best.ram_mb * scaling
+                new = bins[NEW_BOOTS]
+                for _ in range(full):
+                    new.add(best.cores - per * d.cpus, ram - per * d.ram_mb, best.name, None,
+                            best.gpus - per * d.gpus)
+                if rest:
+                    new.add(best.cores - rest * d.cpus, ram - rest * d.ram_mb, best.name, None,
+                            best.gpus - rest * d.gpus)
+                for _ in range(got - full - (1 if rest else 0)):
+                    new.add(best.cores, ram, best.name, None, best.gpus)
+            if cause is None:
+                continue
+            if kind == SIZE_MAX and len(choices) > 1:
+                choices = [s for s in choices if s is not best]  # another size may serve the rest
+                continue
             notes.append(f"{label}: {need - got} more node(s) of {best.name} not booted: {cause}")
-            unmet.append(Unmet(label, max(0, left - got * per), kind, notes[-1]))
+            unmet.append(Unmet(label, left, "max_nodes" if kind == SIZE_MAX else kind, notes[-1]))
+            break
 
-    up = len(boots_in_flight) + sum(room.boots.values()) + nodes_up
-    if up < settings.min_nodes and usable:
-        cheapest = usable[0]
-        got, cause, kind = room.boot(cheapest, settings.min_nodes - up)
-        if got:
-            why.setdefault(cheapest.name, []).append(f"min_nodes {settings.min_nodes} ({up} up)")
-        if cause:
-            notes.append(f"min_nodes {settings.min_nodes}: {settings.min_nodes - up - got} "
-                         f"node(s) not booted: {cause}")
-            unmet.append(Unmet(f"min_nodes {settings.min_nodes}", 0, kind, notes[-1]))
+    _min_nodes(settings, usable, room, up, boots_in_flight, why, notes, unmet)
     return Placement([BootRequest(size=s, count=c, reason="; ".join(why.get(s, ())))
                       for s, c in sorted(room.boots.items())], notes, unmet)
+
+
+def _min_nodes(settings: CoreSettings, usable: Sequence[Size], room: _Room, up: Sequence[str],
+               boots_in_flight: Sequence[InFlight], why: dict[str, list[str]], notes: list[str],
+               unmet: list[Unmet]) -> None:
+    """Boot up to each size's ``min_nodes``, then to the global ``min_nodes`` (cheapest size)."""
+    have: dict[str, int] = {}
+    for name in [*up, *(f.size or "" for f in boots_in_flight)]:
+        have[name] = have.get(name, 0) + 1
+    wants = [(s, s.min_nodes, f"[Size {s.name}] min_nodes {s.min_nodes}", True) for s in usable
+             if s.min_nodes > 0]
+    if usable:
+        wants.append((usable[0], settings.min_nodes, f"min_nodes {settings.min_nodes}", False))
+    for size, least, what, own in wants:
+        count = (have.get(size.name, 0) + room.boots.get(size.name, 0) if own
+                 else len(up) + len(boots_in_flight) + sum(room.boots.values()))
+        if count >= least:
+            continue
+        got, cause, kind = room.boot(size, least - count)
+        if got:
+            why.setdefault(size.name, []).append(f"{what} ({count} up)")
+        if cause:
+            notes.append(f"{what}: {least - count - got} node(s) not booted: {cause}")
+            unmet.append(Unmet(what, 0, "max_nodes" if kind == SIZE_MAX else kind, notes[-1]))

@@ -98,7 +98,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
                        if f.action == "boot" and f.node not in listed_requests]
     placed = place_demand(snapshot, settings, sizes, [n for n in nodes if n.blocked != _IN_FLIGHT],
                           [(w, vocabulary.core_state(c.state)) for w, c in orphans],
-                          boots_in_flight, sum(1 for n in nodes if _is_up(n)))
+                          boots_in_flight, [n.node.size for n in nodes if _is_up(n)])
     boots, notes, unmet = placed.boots, placed.notes, placed.unmet
 
     items: list[PlanItem] = []
@@ -345,7 +345,8 @@ def _gate(nodes: list[_Node], snapshot: Snapshot, settings: CoreSettings, freeze
     if some_may_go and (len(candidates) > room or drains > drains_left or destroys > destroys_left):
         costs = [(n.node.id, estimator(n.worker, now) if n.worker is not None else _FREE)
                  for n in candidates]
-        order = {nid: i for i, nid in enumerate(order_victims(costs, settings.victim_horizon))}
+        keeping = {n.node.id: (n.size.price, n.size.cores) for n in candidates if n.size is not None}
+        order = {nid: i for i, nid in enumerate(order_victims(costs, settings.victim_horizon, keeping))}
         candidates.sort(key=lambda n: order[n.node.id])
         chosen_note = "; other nodes cost more to give back (seed 003 victim order)"
     else:

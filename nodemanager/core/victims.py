@@ -26,8 +26,9 @@
    time) with kill waste as in 3.
 
 :func:`order_victims`: stuck nodes first; then nodes that can go within the horizon, least drain
-waste first; then the rest, least kill waste first. Ties: lower priority, winding down, sooner,
-then node id.
+waste first; then the rest, least kill waste first. Ties: lower priority, winding down, the
+size that wastes most kept (dearer, then more cores: with several sizes idle the big one goes
+first), sooner, then node id.
 """
 
 from __future__ import annotations
@@ -120,13 +121,19 @@ def estimate(worker: Worker, now: float) -> VictimCost:
     return VictimCost()
 
 
-def order_victims(costs: Iterable[tuple[str, VictimCost]], horizon: float) -> list[str]:
-    """Node ids, best victim first (see the module docstring)."""
-    def key(item: tuple[str, VictimCost]) -> tuple[int, float, float, bool, float, str]:
+def order_victims(costs: Iterable[tuple[str, VictimCost]], horizon: float,
+                  keeping: Mapping[str, tuple[float, int]] | None = None) -> list[str]:
+    """Node ids, best victim first (see the module docstring). ``keeping``: node id -> (price
+    per hour, cores) of its size, what keeping the node costs (default: all alike)."""
+    kept = keeping or {}
+
+    def key(item: tuple[str, VictimCost]) -> tuple[int, float, float, bool, float, int, float, str]:
         node_id, c = item
+        price, cores = kept.get(node_id, (0.0, 0))
         if c.stuck:
-            return (0, 0.0, c.priority, not c.winding_down, c.time_to_go, node_id)
+            return (0, 0.0, c.priority, not c.winding_down, -price, -cores, c.time_to_go, node_id)
         if c.time_to_go <= horizon:
-            return (1, c.drain_waste, c.priority, not c.winding_down, c.time_to_go, node_id)
-        return (2, c.kill_waste, c.priority, not c.winding_down, c.time_to_go, node_id)
+            return (1, c.drain_waste, c.priority, not c.winding_down, -price, -cores, c.time_to_go,
+                    node_id)
+        return (2, c.kill_waste, c.priority, not c.winding_down, -price, -cores, c.time_to_go, node_id)
     return [node_id for node_id, _ in sorted(costs, key=key)]

@@ -62,6 +62,10 @@ class SimParams:
     negotiation_interval: float = 60.0
     tail: float = 6 * 3600.0
     sample_every: float = 300.0
+    # a seeded fraction of the jobs needing a GPU / HasDocker (nodemanager.sim.constrained)
+    gpu_fraction: float = 0.0
+    constrained_fraction: float = 0.0
+    job_seed: int = 1
 
 
 def default_size(cores: int = 8, *, billing_period: int = 0, min_charge: int = 60) -> Size:

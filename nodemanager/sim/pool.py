@@ -49,7 +49,15 @@ from nodemanager.scheduler import (Confirmation, DEFAULT_CONSTRAINT, DrainSchedu
                                    DrainingStats, HTCondorScheduler, SchedulerPoll, worker_from_ad)
 from nodemanager.sim.startd import DrainError, Job, JobEnd, SimStartd
 
-__all__ = ["SimPool", "PoolStats", "Job", "JobEnd"]
+__all__ = ["SimPool", "PoolStats", "Job", "JobEnd", "size_attributes"]
+
+
+def size_attributes(size: Size) -> dict[str, Any]:
+    """The machine attributes a size's startds advertise (``[Size NAME] attributes``), as values."""
+    if not size.attributes:
+        return {}
+    from nodemanager.classad_eval import parse, plain_value
+    return {name: plain_value(parse(expr)) for name, expr in size.attributes}
 
 _INF = float("inf")
 
@@ -112,7 +120,9 @@ class _PoolBindings:
         return list(self._startd(location, "Failed communication with collector.").slot_ads(self._pool.now))
 
     def query_idle_jobs(self, projection: Sequence[str]) -> list[Mapping[str, Any]]:
-        return [{"RequestCpus": j.cpus, "RequestMemory": j.ram_mb, "QDate": int(j.submit_time)}
+        return [{"RequestCpus": j.cpus, "RequestMemory": j.ram_mb, "QDate": int(j.submit_time),
+                 **({"RequestGPUs": j.gpus} if j.gpus else {}),
+                 **({"Requirements": j.requirements} if j.requirements else {})}
                 for _, j in self._pool._idle_jobs()]
 
     def drain_jobs(self, location: Mapping[str, Any], schedule: str, check_expr: str, start_expr: str,
@@ -148,8 +158,11 @@ class SimPool:
                  vacate_time: float = 600.0, kill_time: float = 0.0, mem_scaling: float = 0.95,
                  requeue_killed: bool = True, update_interval: float = 300.0,
                  id_attribute: str = "CloudInstanceID",
-                 domain: str = "sim.internal", name: str = "simulated") -> None:
+                 domain: str = "sim.internal", name: str = "simulated",
+                 sizes: Sequence[Size] = ()) -> None:
         self.name = name
+        self.sizes = tuple(sizes)   # the offline machine ads jobs with requirements are matched to
+        self._eligible: dict[tuple[int, str], frozenset[str]] = {}
         self._clock = clock
         self.now = clock()
         self.join_delay = join_delay
@@ -171,7 +184,8 @@ class SimPool:
         self._node_of: dict[str, str] = {}                          # machine name -> node id
         self._events: list[tuple[float, int, str]] = []             # (startd next event, seq, node id)
         self._seq = 0
-        self._queue: dict[tuple[int, int], list[tuple[int, Job]]] = {}   # shape -> heap of (order, job)
+        # shape (cpus, ram, gpus, requirements) -> heap of (order, job)
+        self._queue: dict[tuple[int, int, int, str | None], list[tuple[int, Job]]] = {}
         self._order: dict[str, int] = {}
         self._first_start: dict[str, float] = {}
         self._waits: list[float] = []
@@ -198,7 +212,8 @@ class SimPool:
         self._enqueue(job)
 
     def _enqueue(self, job: Job) -> None:
-        heapq.heappush(self._queue.setdefault((job.cpus, job.ram_mb), []), (self._order[job.id], job))
+        shape = (job.cpus, job.ram_mb, job.gpus, job.requirements)
+        heapq.heappush(self._queue.setdefault(shape, []), (self._order[job.id], job))
         self._idle_count += 1
         self._mark_dirty()
 
@@ -310,7 +325,8 @@ class SimPool:
         address = f"<{ip}:9618?addrs={ip}-9618&alias={machine}>"
         st = SimStartd(machine, size.cores, int(size.ram_mb * self.mem_scaling), self.now, address=address,
                        max_retirement=self.max_retirement, vacate_time=self.vacate_time,
-                       kill_time=self.kill_time, attrs={self.id_attribute: node.id})
+                       kill_time=self.kill_time, attrs={**size_attributes(size), self.id_attribute: node.id},
+                       gpus=size.gpus)
         self._joined[node_id] = st
         self._version[node_id] = 0
         self._by_address[address] = st
@@ -434,12 +450,31 @@ class SimPool:
         return self._joined.get(node_id)
 
     def demand(self) -> tuple[Demand, ...]:
-        """Idle jobs grouped by (cpus, ram_mb), largest groups first."""
+        """Idle jobs grouped by (cpus, ram_mb, gpus, requirements), largest groups first; jobs with
+        requirements carry the sizes whose offline machine ad satisfies them (the scheduler side
+        decides), GPU jobs their GPU count (the core matches it to sizes' GPUs)."""
         # the heap's head is the earliest queue place, which is the earliest submitted job
-        out = [Demand(cpus=c, ram_mb=m, count=len(q), oldest_submit=q[0][1].submit_time)
-               for (c, m), q in self._queue.items() if q]
+        out = [Demand(cpus=c, ram_mb=m, count=len(q), oldest_submit=q[0][1].submit_time, gpus=g,
+                      requirements=r, **self._matched(g, r))
+               for (c, m, g, r), q in self._queue.items() if q]
         out.sort(key=lambda d: (-d.count, d.cpus, d.ram_mb))
         return tuple(out)
+
+    def _matched(self, gpus: int, requirements: str | None) -> dict[str, Any]:
+        """``sizes``/``unmatched`` for jobs with ``requirements`` (nothing for plain jobs)."""
+        if not requirements:
+            return {}
+        eligible = self._eligible.get((gpus, requirements))
+        if eligible is None:
+            from nodemanager.classad_eval import evaluate, is_true
+            job_ad = {"RequestGPUs": gpus}
+            eligible = self._eligible[(gpus, requirements)] = frozenset(
+                s.name for s in self.sizes if s.gpus >= gpus and is_true(evaluate(
+                    requirements, job_ad, self.now, target={
+                        **size_attributes(s), "Cpus": s.cores, "GPUs": s.gpus,
+                        "Memory": int(s.ram_mb * self.mem_scaling)})))
+        return {"sizes": eligible,
+                "unmatched": None if eligible else f"no size's machine ad satisfies {requirements}"}
 
     # ---------------------------------------------------------------- the Scheduler port
 

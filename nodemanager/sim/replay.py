@@ -34,6 +34,7 @@ from nodemanager.controller import Controller
 from nodemanager.model import ItemKind, Plan, PlanItem
 from nodemanager.sim.baselines import Policy, SimParams
 from nodemanager.sim.cloud import SimCloud
+from nodemanager.sim.constrained import constrain
 from nodemanager.sim.figures import HOUR, Bounds, Figures, Series, percentile
 from nodemanager.sim.pool import Job, SimPool
 from nodemanager.sim.spot import SpotModel
@@ -125,7 +126,8 @@ class _World:
         settings = policy.settings
         self.pool = SimPool(self.clock, join_delay=sim.join_delay,
                             negotiation_interval=sim.negotiation_interval,
-                            max_retirement=MAX_RETIREMENT, mem_scaling=settings.core.node_mem_scaling)
+                            max_retirement=MAX_RETIREMENT, mem_scaling=settings.core.node_mem_scaling,
+                            sizes=settings.core.sizes)
         spot = SpotModel() if any(s.market == "spot" for s in settings.core.sizes) else None
         self.cloud = SimCloud(clock=self.clock, sizes=settings.core.sizes, boot_delay=sim.boot_delay,
                               on_running=self._running, on_terminated=self._terminated,
@@ -218,6 +220,7 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
     if split is None:
         big = max(sizes, key=lambda s: s.cores)
         split = split_jobs(jobs, cpn, int(big.ram_mb * settings.core.node_mem_scaling))
+        split.pieces = constrain(split.pieces, sim.gpu_fraction, sim.constrained_fraction, sim.job_seed)
     pieces = split.pieces
     interval = max(1.0, settings.poll.cycle_interval)
     first = pieces[0].job.submit_time if pieces else 0.0
@@ -462,6 +465,7 @@ def run_many(jobs: Sequence[SwfJob], runs: Sequence[tuple[Policy, bool]], sim: S
     big = max(sizes, key=lambda s: s.cores) if sizes else None
     split = split_jobs(jobs, bounds.cores_per_node,
                        int(big.ram_mb * runs[0][0].settings.core.node_mem_scaling) if big else 0)
+    split.pieces = constrain(split.pieces, sim.gpu_fraction, sim.constrained_fraction, sim.job_seed)
     tasks = list(range(len(runs)))
     parallel = processes > 1 and len(tasks) > 1
     if progress is not None:

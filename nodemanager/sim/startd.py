@@ -77,6 +77,8 @@ class Job:
     submit_time: float = 0.0
     walltime: float | None = None
     max_retirement: float | None = None
+    gpus: int = 0                       # RequestGPUs
+    requirements: str | None = None     # the job's Requirements beyond resources (ClassAd, TARGET. = slot)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,12 +134,16 @@ class SimStartd:
     ``vacate_time`` are the machine's ``MaxJobRetirementTime`` / ``MachineMaxVacateTime``.
     ``attrs`` are extra attributes published in every slot ad (e.g. ``CloudInstanceID`` or a
     pilot's ``.pilot.ad`` values). Jobs that leave are appended to :attr:`ended` (callers pop them).
+    ``gpus``: GPUs of the p-slot (``TotalSlotGPUs``; free ones in ``GPUs``), given to jobs by
+    ``RequestGPUs``; a job's ``requirements`` must hold against the p-slot ad (its TARGET).
     """
 
     def __init__(self, name: str, cpus: int, memory: int, now: float, *, address: str | None = None,
                  max_retirement: float = 0.0, vacate_time: float = 600.0, kill_time: float = 0.0,
-                 attrs: Mapping[str, Any] | None = None) -> None:
+                 attrs: Mapping[str, Any] | None = None, gpus: int = 0) -> None:
         self.name = name
+        self.gpus = int(gpus)
+        self._meets: dict[str, bool] = {}  # requirements text -> holds here (they read static attributes)
         self.address = address or f"<127.0.0.1:9618?alias={name}&sock=startd>"
         self.cpus = int(cpus)
         self.memory = int(memory)
@@ -159,6 +165,7 @@ class SimStartd:
         self.daemon_start = now
         self.free_cpus = self.cpus
         self.free_memory = self.memory
+        self.free_gpus = self.gpus
         self.dslots: dict[int, _DSlot] = {}
         self._next_n = 1
         self.next_event = _INF
@@ -257,6 +264,7 @@ class SimStartd:
         del self.dslots[s.n]
         self.free_cpus += s.job.cpus
         self.free_memory += s.job.ram_mb
+        self.free_gpus += s.job.gpus
         by_drain = killed and self.draining
         if by_drain:
             self.total_badput += s.job.cpus * (t - s.start)
@@ -286,6 +294,8 @@ class SimStartd:
             return False
         if self.reclaim_deadline is not None:
             return False  # deploy/htcondor's START: no new job once a reclaim notice is out
+        if job.gpus > self.free_gpus or (job.requirements and not self._requirements(job, now)):
+            return False
         if not self.draining:
             return True
         if self.drain_how != GRACEFUL or self.start_expr is None or self.drain_complete:
@@ -295,6 +305,14 @@ class SimStartd:
             return False
         job_ad = {"RequestCpus": job.cpus, "RequestMemory": job.ram_mb, "ClusterId": job.id}
         return is_true(evaluate(text, self.pslot_ad(now), now, target=job_ad))
+
+    def _requirements(self, job: Job, now: float) -> bool:
+        text = job.requirements or ""
+        met = self._meets.get(text)
+        if met is None:
+            job_ad = {"RequestCpus": job.cpus, "RequestMemory": job.ram_mb, "RequestGPUs": job.gpus}
+            met = self._meets[text] = is_true(evaluate(text, job_ad, now, target=self.pslot_ad(now)))
+        return met
 
     def start_job(self, job: Job, now: float) -> int:
         """Start ``job`` in a new dynamic slot; returns the slot number. Caller checked :meth:`accepts`."""
@@ -313,6 +331,7 @@ class SimStartd:
         self.last_change = now
         self.free_cpus -= job.cpus
         self.free_memory -= job.ram_mb
+        self.free_gpus -= job.gpus
         self.job_starts += 1
         if s.event < self.next_event:
             self.next_event = s.event
@@ -495,6 +514,9 @@ class SimStartd:
         ad["DaemonStartTime"] = int(self.daemon_start)
         ad["Cpus"] = self.free_cpus
         ad["Memory"] = self.free_memory
+        if self.gpus:
+            ad["GPUs"] = self.free_gpus
+            ad["TotalSlotGPUs"] = self.gpus
         ad["NumDynamicSlots"] = len(children)
         ad["ChildState"] = [_PHASE_STATE[s.phase][0] for s in children]
         ad["ChildActivity"] = [_PHASE_STATE[s.phase][1] for s in children]
