@@ -151,3 +151,53 @@ def test_real_slurmctld_constraint_and_gpu_jobs_ask_for_their_size_a_dependent_j
         (4, 1, frozenset({"avx"}), 0, None),        # --exclusive: a whole avx node
         (1, 1, frozenset({"gpu"}), 1, None),        # --gres=gpu:1 in partition gpu
     }
+
+
+def _planned_boots(c: SlurmCluster, sizes: tuple[Size, ...]) -> dict[str, int]:
+    """What the decision core boots for the real slurmctld's pending jobs, as the daemon would:
+    the adapter's demand (matched to ``sizes``) planned on an empty pool."""
+    import policy_matrix
+
+    from nodemanager.core import plan
+    from tests.core_world import settings, snap
+
+    got = SlurmScheduler(SlurmOptions.from_mapping(c.scheduler_options), sizes=sizes).poll().demand
+    p = plan(snap(demand=got), settings(sizes=sizes, reclaim_penalty=600.0), policy_matrix.load_default())
+    return {b.size: b.count for b in p.boots}
+
+
+def _all_busy_then(c: SlurmCluster, *pending: tuple[str, ...], reason: str = "Resources|Priority") -> list[int]:
+    """Every node taken by an exclusive job, then ``pending`` submitted (``{busy}`` in an argument:
+    the first busy job's id) and seen pending for one of the ``reason`` alternatives."""
+    c.reset()
+    busy = [c.sbatch("--exclusive", "-w", name, *(("-p", "gpu", "--gres=gpu:1") if name == "gpu1" else ()))
+            for name in GRES_NODES]
+    for j in busy:
+        c.wait_job(j, "RUNNING")
+    jobs = [c.sbatch(*(a.format(busy=busy[0]) for a in args)) for args in pending]
+    why = lambda j: c.run("squeue", "-h", "-j", str(j), "-o", "%r").stdout.strip()  # noqa: E731
+    c.wait_for(lambda: all(why(j) in reason.split("|") for j in jobs), 15, f"the jobs pending for {reason}")
+    return busy
+
+
+def test_real_slurmctld_constraint_and_gpu_jobs_boot_their_size_a_dependent_job_nothing(gres_cluster):
+    """Issue 14's Done-when through the core: the --constraint job boots the avx size, two
+    --gres=gpu:1 jobs two 1-GPU nodes (one GPU each), the job held by a dependency nothing."""
+    c = gres_cluster
+    _all_busy_then(c, ("-C", "avx512"), ("-p", "gpu", "--gres=gpu:1"), ("-p", "gpu", "--gres=gpu:1"))
+    assert _planned_boots(c, SIZES) == {"avx": 1, "gpu": 2}
+    _all_busy_then(c, ("--dependency=afterok:{busy}",), reason="Dependency")
+    assert _planned_boots(c, SIZES) == {}
+
+
+def test_real_slurmctld_short_job_boots_spot_and_long_job_on_demand(gres_cluster):
+    """Issue 15 item 3: --time reaches the plan; a 10-minute job goes to the spot size (cheap, a
+    reclaim costs little re-run), a two-day job to on-demand (it would hardly ever finish on spot).
+    One-core sizes: each job needs a node of its own."""
+    c = gres_cluster
+    sizes = (Size("ondemand", 1, 8000, price=0.40),
+             Size("spot", 1, 8000, price=0.12, market="spot", interruptions_per_day=2.0))
+    _all_busy_then(c, ("--time=10",), ("--time=2-00:00:00",))
+    assert _planned_boots(c, sizes) == {"spot": 1, "ondemand": 1}
+    _all_busy_then(c, ("--time=10",), ("--time=20",), ("-t", "UNLIMITED"))  # no limit: priced as short
+    assert _planned_boots(c, sizes) == {"spot": 3}

@@ -31,6 +31,15 @@ def test_short_jobs_boot_spot_and_long_jobs_boot_on_demand():
     assert boots(None) == [("spot", 3)]                # no walltime given: the short-job limit
 
 
+def test_a_long_job_never_fills_the_spare_cores_of_a_spot_node_booted_for_a_short_one():
+    # a 1 h and a 2-day one-core job: one on-demand node holds both (the short one in its spare
+    # cores), never one spot node holding both (the long job would hardly ever finish there)
+    s = settings(sizes=(ON_DEMAND, SPOT))
+    demand = [Demand(cpus=1, count=1, walltime=3600.0), Demand(cpus=1, count=1, walltime=172800.0)]
+    for order in (demand, demand[::-1]):
+        assert [(b.size, b.count) for b in plan(snap(demand=order), s, MATRIX).boots] == [("od", 1)]
+
+
 def test_the_reclaim_penalty_tips_unknown_walltimes_to_on_demand():
     # each reclaim costs 3 h of node time: 0.06 x (1 + 2/24 x 3) = 0.075 < 0.20, spot still wins
     assert boots(None, penalty=3 * 3600.0) == [("spot", 3)]

@@ -260,9 +260,10 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
     unmet: list[Unmet] = []
     scaling = settings.node_mem_scaling
 
-    # the most constrained first (GPUs, then few eligible sizes): they have the fewest places
+    # the most constrained first (GPUs, then few eligible sizes, then long walltimes: a short job
+    # may fill a new on-demand node's spare cores, a long one must not fill a new spot node's)
     demand = sorted((d for d in snapshot.demand if d.count > 0),
-                    key=lambda d: (-d.gpus, d.sizes is None, len(d.sizes or ()), -d.cpus,
+                    key=lambda d: (-d.gpus, d.sizes is None, len(d.sizes or ()), -(d.walltime or 0.0), -d.cpus,
                                    -d.ram_mb, d.size or "", d.scratch_mb, d.count,
                                    d.oldest_submit or 0.0, sorted(d.sizes or ())))
     for d in demand:

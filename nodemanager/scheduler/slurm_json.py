@@ -27,6 +27,7 @@ from nodemanager.model import Demand, Size
 from nodemanager.scheduler.port import DRAIN_REASON_PREFIX
 from nodemanager.scheduler.records import MAX_COUNT, RecordProblem, number_problem
 from nodemanager.scheduler.slurm_match import SlurmMatcher
+from nodemanager.scheduler.walltime import walltime_bucket
 
 __all__ = [
     "RecordError",
@@ -127,6 +128,7 @@ class SlurmJob:
     features: str = ""              # pending: the --constraint expression
     gres: str = ""                  # pending: tres_per_node (gres:gpu:1)
     exclusive: bool = False         # pending: --exclusive (a whole node)
+    walltime: float | None = None   # pending: --time in seconds (None: none or INFINITE)
 
 
 # ------------------------------------------------------------------ state
@@ -493,9 +495,8 @@ def _job(rec: Mapping[str, Any], job_id: int, r: _Reader) -> SlurmJob | None:
         except ValueError as exc:
             r.problem("nodes", str(exc), "unreadable")
             nodes = ()
-        time_limit = _plain(rec.get("time_limit"))
         # no limit: absent, infinite, or SLURM's NO_VAL/INFINITE integers (end_time is then start + 1 year)
-        limited = type(time_limit) is int and time_limit not in _UNSET
+        limited = _time_limit(rec) is not None
         end = r.number("end_time") if limited else None
         # positional: this runs for every running job every poll
         return SlurmJob(job_id, state, nodes, cpus, node_count, None, None, "None", "", r.number("start_time"),
@@ -516,7 +517,13 @@ def _job(rec: Mapping[str, Any], job_id: int, r: _Reader) -> SlurmJob | None:
     return SlurmJob(job_id, state, (), cpus, node_count, memory_per_node, memory_per_cpu,
                     r.text("state_reason", "None"), r.text("partition"), 0.0, None, r.number("submit_time"),
                     bool(rec.get("requeue", True)), tasks, sized, r.text("features"),
-                    r.text("tres_per_node"), _exclusive(rec))
+                    r.text("tres_per_node"), _exclusive(rec), _time_limit(rec))
+
+
+def _time_limit(rec: Mapping[str, Any]) -> float | None:
+    """The job's time limit in seconds (squeue gives minutes); None when absent, INFINITE or NO_VAL."""
+    minutes = _plain(rec.get("time_limit"))
+    return float(minutes) * 60.0 if type(minutes) is int and minutes not in _UNSET else None
 
 
 def _exclusive(rec: Mapping[str, Any]) -> bool:
@@ -536,7 +543,9 @@ def demand_from_jobs(jobs: Iterable[SlurmJob], partitions: frozenset[str] = froz
     ``ceil(cpus / nodes)`` cores and ``memory_per_node`` (or ``memory_per_cpu`` × cores) MB.
     Held, dependent, throttled (``JobArrayTaskLimit``) or limit-blocked jobs are not demand, nor
     jobs whose size could not be read (``sized``). With ``sizes``, each item also says which
-    sizes can run its jobs (:class:`~nodemanager.scheduler.slurm_match.SlurmMatcher`).
+    sizes can run its jobs (:class:`~nodemanager.scheduler.slurm_match.SlurmMatcher`). Jobs are
+    also grouped by their ``--time`` rounded up to a bucket (``Demand.walltime``, see
+    :mod:`nodemanager.scheduler.walltime`).
     """
     matcher = SlurmMatcher(sizes) if sizes else None
     groups: dict[tuple[Any, ...], list[float]] = {}
@@ -553,15 +562,16 @@ def demand_from_jobs(jobs: Iterable[SlurmJob], partitions: frozenset[str] = froz
             mem = job.memory_per_cpu * per_node_cpus
         else:
             mem = 0
-        key: tuple[Any, ...] = (per_node_cpus, mem, 0, None, None)
+        walltime = walltime_bucket(job.walltime)
+        key: tuple[Any, ...] = (per_node_cpus, mem, 0, None, None, walltime)
         if matcher is not None:
             n = matcher.need(job, per_node_cpus, mem)
-            key = (n.cpus, n.ram_mb, n.gpus, n.sizes, n.unmatched)
+            key = (n.cpus, n.ram_mb, n.gpus, n.sizes, n.unmatched, walltime)
         counts[key] = counts.get(key, 0) + job.node_count * job.array_tasks
         if job.submit_time:
             groups.setdefault(key, []).append(job.submit_time)
     return tuple(
         Demand(cpus=k[0], ram_mb=k[1], count=counts[k], oldest_submit=min(groups[k]) if groups.get(k) else None,
-               gpus=k[2], sizes=k[3], unmatched=k[4])
-        for k in sorted(counts, key=lambda k: (k[0], k[1], k[2], sorted(k[3] or ()), k[4] or ""))
+               gpus=k[2], sizes=k[3], unmatched=k[4], walltime=k[5])
+        for k in sorted(counts, key=lambda k: (k[0], k[1], k[2], sorted(k[3] or ()), k[4] or "", k[5] or 0.0))
     )
