@@ -42,7 +42,7 @@ SCHEDULER_OPTIONS: Mapping[str, frozenset[str]] = {
     "slurm": frozenset({"slurm_conf", "bin_dir", "timeout", "partition", "mark_destroyed",
                         "cloud_id_field"}),
     "htcondor": frozenset({"collector", "schedd", "cloud_id_attribute", "constraint",
-                           "query_timeout", "drain_check", "machine_start"}),
+                           "query_timeout", "drain_check", "machine_start", "walltime_attribute"}),
     "simulated": frozenset({"join_delay", "boot_delay", "jobs_per_hour", "job_runtime",
                             "job_cpus", "seed", "burst_every", "burst_size"}),
 }

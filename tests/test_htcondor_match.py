@@ -206,3 +206,73 @@ def test_a_job_whose_requirements_do_not_parse_is_left_out_with_a_problem_naming
     demand = HTCondorMatcher(SIZES).demand(jobs, problems)
     assert [(d.count, d.sizes) for d in demand] == [(1, frozenset({"cheap", "docker", "gpu", "a100"}))]
     assert [(p.name, p.field, p.reason) for p in problems] == [("5.0", "Requirements", "unreadable")]
+
+
+def test_a_short_job_boots_spot_and_a_long_one_on_demand_by_allowed_job_duration(condor):
+    """Issue 15 item 3 for HTCondor: condor_submit's allowed_job_duration (AllowedJobDuration,
+    seconds) is the requested walltime; a site attribute can be named instead."""
+    import policy_matrix
+
+    from nodemanager.core import plan
+    from tests.core_world import settings, snap
+
+    sizes = (Size("ondemand", 1, 4000, price=0.40),
+             Size("spot", 1, 4000, price=0.12, market="spot", interruptions_per_day=2.0))
+    condor.sim.submit(RequestCpus=1, RequestMemory=1000, AllowedJobDuration=600, Requirements=requirements())
+    condor.sim.submit(RequestCpus=1, RequestMemory=1000, AllowedJobDuration=172800, Requirements=requirements())
+    for _ in range(2):
+        condor.sim.submit(RequestCpus=1, RequestMemory=1000, MaxWallTimeSecs=172800, Requirements=requirements())
+
+    def boots(options: dict[str, str]) -> dict[str, int]:
+        htc = HTCondorScheduler.from_settings(SchedulerSettings("htcondor", options), clock=condor.clock,
+                                              bindings=Htcondor2Bindings(module=condor.sim), sizes=sizes)
+        p = plan(snap(demand=htc.poll().demand), settings(sizes=sizes), policy_matrix.load_default())
+        return {b.size: b.count for b in p.boots}
+
+    assert boots({}) == {"spot": 3, "ondemand": 1}  # MaxWallTimeSecs means nothing by default
+    assert boots({"walltime_attribute": "MaxWallTimeSecs"}) == {"spot": 2, "ondemand": 2}
+    with pytest.raises(ValueError, match=r"\[Scheduler\] walltime_attribute: 'Max Wall' is not"):
+        boots({"walltime_attribute": "Max Wall"})
+
+
+def test_jobs_no_size_can_run_are_reported_per_signature_and_never_booted_for(condor, caplog):
+    """Issue 14 item 2 end to end: two kinds of 1-core jobs no size can run (Windows, Singularity)
+    ask the same cores and memory, yet each signature is its own status page entry, metric series
+    and single log line over three cycles; nothing is booted for them."""
+    import logging
+
+    import policy_matrix
+    from prometheus_client import generate_latest
+
+    from nodemanager.core import plan
+    from nodemanager.decision_log import DecisionLog
+    from nodemanager.metrics import Metrics
+    from nodemanager.model import CycleReport
+    from nodemanager.status_document import StatusView, status_document
+    from tests.core_world import settings, snap
+
+    for _ in range(2):
+        condor.sim.submit(RequestCpus=1, RequestMemory=1000, Requirements=requirements('OpSys == "WINDOWS"'))
+    condor.sim.submit(RequestCpus=1, RequestMemory=1000, Requirements=requirements("HasSingularity"))
+    htc, _ = adapter(condor)
+    caplog.set_level(logging.WARNING, "nodemanager.decisions")
+    log = DecisionLog()
+    for _ in range(3):
+        s = snap(demand=htc.poll().demand)
+        p = plan(s, settings(sizes=SIZES), policy_matrix.load_default())
+        log.decisions(p, False, None, None)
+        assert p.boots == ()
+    sigs = {signature_of(d.unmatched): d.count for d in s.demand}
+    assert len(sigs) == 2 and "-" not in sigs
+    lines = [r.getMessage() for r in caplog.records if "never booted for" in r.getMessage()]
+    assert len(lines) == 2 and {sig for sig in sigs if any(sig in line for line in lines)} == set(sigs)
+    report = CycleReport(snapshot=s, plan=p)
+    metrics = Metrics(clock=lambda: p.now)
+    metrics.observe(report)
+    series = [line for line in generate_latest(metrics.registry).decode().splitlines()
+              if line.startswith("nodemanager_unmatched_jobs{")]
+    assert sorted(series) == sorted(f'nodemanager_unmatched_jobs{{signature="1 cpus, 1000 MB, signature {sig}"}} '
+                                    f'{float(n)}' for sig, n in sigs.items())
+    page = status_document(StatusView(report=report), None, p.now)["why_not_demand"]
+    assert sorted((w["reason"], w["key"]) for w in page) == sorted(
+        ("unmatched", f"1 cpus, 1000 MB, signature {sig}") for sig in sigs)

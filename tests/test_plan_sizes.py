@@ -51,7 +51,8 @@ def test_demand_no_size_can_run_boots_nothing_and_says_why(tmp_path, capsys):
     code, out = _plan(tmp_path, capsys, {"cpus": 1, "ram_mb": 1000, "count": 3, "gpus": 2},
                       {"cpus": 1, "ram_mb": 1000, "count": 2, "partition": "bigmem"})
     assert code == 0 and out["boots"] == []
-    why = {u["what"]: (u["reason"], u["jobs"], u["text"]) for u in out["unmet"]}
+    # what they need, then the signature that tells apart jobs asking alike
+    why = {u["what"].rsplit(", signature ", 1)[0]: (u["reason"], u["jobs"], u["text"]) for u in out["unmet"]}
     assert why["1 cpus, 1000 MB, 2 gpus"][:2] == ("unmatched", 3)
     assert "no size has 2 GPUs per node" in why["1 cpus, 1000 MB, 2 gpus"][2]
     assert "no size serves partition bigmem" in why["1 cpus, 1000 MB, partition bigmem"][2]

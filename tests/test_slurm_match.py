@@ -8,7 +8,7 @@ import pytest
 from nodemanager.model import Demand, Size
 from nodemanager.scheduler.slurm import SlurmOptions, SlurmScheduler
 from nodemanager.scheduler.slurm_json import demand_from_jobs, parse_jobs
-from nodemanager.scheduler.slurm_match import constraint_holds, parse_constraint, parse_gres
+from nodemanager.scheduler.slurm_match import constraint_holds, gres_per_node, parse_constraint, parse_gres
 from tests.fixtures.slurm import SlurmCluster, started
 
 SIZES = (
@@ -37,6 +37,17 @@ def test_a_constraint_holds_for_the_nodes_whose_features_satisfy_it(text, featur
 def test_a_broken_constraint_is_an_error_naming_it(text):
     with pytest.raises(ValueError, match="constraint"):
         parse_constraint(text)
+
+
+@pytest.mark.parametrize("per_node, per_job, per_task, nodes, tasks, want", [
+    ("gres:gpu:1", "", "", 1, 1, "gres:gpu:1"),              # --gres / --gpus-per-node as given
+    ("", "gres:gpu:4", "", 2, 2, "gres:gpu:2"),              # --gpus=4 -N 2: two per node
+    ("", "gres:gpu:tesla:3", "", 2, 2, "gres:gpu:tesla:2"),  # rounded up, the type kept
+    ("", "", "gres:gpu:1", 1, 3, "gres:gpu:3"),              # --gpus-per-task=1 -n 3
+    ("", "", "", 1, 1, ""),
+])
+def test_gpus_per_job_and_per_task_become_gpus_per_node(per_node, per_job, per_task, nodes, tasks, want):
+    assert gres_per_node(per_node, per_job, per_task, nodes, tasks) == want
 
 
 def test_gres_per_node_in_22_05_and_23_02_forms():
@@ -181,11 +192,13 @@ def _all_busy_then(c: SlurmCluster, *pending: tuple[str, ...], reason: str = "Re
 
 
 def test_real_slurmctld_constraint_and_gpu_jobs_boot_their_size_a_dependent_job_nothing(gres_cluster):
-    """Issue 14's Done-when through the core: the --constraint job boots the avx size, two
-    --gres=gpu:1 jobs two 1-GPU nodes (one GPU each), the job held by a dependency nothing."""
+    """Issue 14's Done-when through the core: the --constraint job boots the avx size, each GPU
+    job (--gres, --gpus, --gpus-per-task) a 1-GPU node of its own, the job held by a dependency
+    nothing."""
     c = gres_cluster
-    _all_busy_then(c, ("-C", "avx512"), ("-p", "gpu", "--gres=gpu:1"), ("-p", "gpu", "--gres=gpu:1"))
-    assert _planned_boots(c, SIZES) == {"avx": 1, "gpu": 2}
+    _all_busy_then(c, ("-C", "avx512"), ("-p", "gpu", "--gres=gpu:1"), ("-p", "gpu", "--gres=gpu:1"),
+                   ("-p", "gpu", "--gpus=1"), ("-p", "gpu", "--gpus-per-task=1", "-n", "1"))
+    assert _planned_boots(c, SIZES) == {"avx": 1, "gpu": 4}
     _all_busy_then(c, ("--dependency=afterok:{busy}",), reason="Dependency")
     assert _planned_boots(c, SIZES) == {}
 

@@ -9,11 +9,14 @@ nodes of the size cheapest per job plus the cheapest cover of the rest when that
 from __future__ import annotations
 
 import math
+import re
 from typing import Callable, Sequence
 
 from nodemanager.model import Demand, Size
 
-__all__ = ["fits", "eligible", "demand_signature", "per_node", "pick"]
+__all__ = ["fits", "eligible", "demand_signature", "unmatched_signature", "per_node", "pick"]
+
+_SIGNATURE = re.compile(r"\(signature ([0-9a-f]{8})\)")
 
 
 def fits(size: Size, d: Demand, scaling: float) -> bool:
@@ -32,15 +35,22 @@ def eligible(d: Demand, want: str | None) -> frozenset[str] | None:
 
 
 def demand_signature(d: Demand) -> str:
-    """What a demand item needs, in words, without its count (a metric label and log key)."""
+    """What a demand item needs, in words, without its count (a metric label and log key); for
+    demand no size can run, with the scheduler's signature, which tells apart jobs asking alike."""
     parts = [f"{d.cpus} cpus", f"{d.ram_mb} MB"]
     if d.gpus:
         parts.append(f"{d.gpus} gpus")
     for what, value in (("size", d.size), ("partition", d.partition), ("features", d.features),
-                        ("requirements", d.requirements)):
+                        ("requirements", d.requirements), ("signature", unmatched_signature(d.unmatched))):
         if value:
             parts.append(f"{what} {value}")
     return ", ".join(parts)
+
+
+def unmatched_signature(unmatched: str | None) -> str | None:
+    """The 8-hex-digit signature inside an ``unmatched`` text (None: it has none)."""
+    m = _SIGNATURE.search(unmatched) if unmatched else None
+    return m.group(1) if m else None
 
 
 def per_node(size: Size, d: Demand, scaling: float) -> int:

@@ -10,18 +10,16 @@ of ``nodemanager plan``). The core never parses requirements itself.
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Sequence
 
+from nodemanager.core.size_choice import unmatched_signature
 from nodemanager.model import Demand, Size
 
 if TYPE_CHECKING:
     from nodemanager.scheduler.htcondor_match import HTCondorMatcher
 
 __all__ = ["match_demand", "signature_of"]
-
-_SIGNATURE = re.compile(r"\(signature ([0-9a-f]{8})\)")
 
 
 def match_demand(demand: Demand, sizes: Sequence[Size], scheduler: str, *,
@@ -75,7 +73,6 @@ def _htcondor(sizes: tuple[Size, ...], start: str | None) -> "HTCondorMatcher":
 
 
 def signature_of(unmatched: str) -> str:
-    """The short stable signature inside an ``unmatched`` text (8 hex digits), for a metric
-    label; a text without one gives ``"-"``."""
-    m = _SIGNATURE.search(unmatched)
-    return m.group(1) if m else "-"
+    """The short stable signature inside an ``unmatched`` text (8 hex digits; part of the
+    ``nodemanager_unmatched_jobs`` label); a text without one gives ``"-"``."""
+    return unmatched_signature(unmatched) or "-"

@@ -46,7 +46,7 @@ from nodemanager.scheduler.port import (DRAIN_REASON_PREFIX, Confirmation, Drain
 from nodemanager.scheduler.htcondor_ads import (JOB_ATTRIBUTES, demand_from_jobs, slot_problems,
                                                 worker_from_ad)
 from nodemanager.scheduler.htcondor_bindings import Bindings, Htcondor2Bindings, plain_ad
-from nodemanager.scheduler.htcondor_match import HTCondorMatcher
+from nodemanager.scheduler.htcondor_match import WALLTIME_ATTRIBUTE, HTCondorMatcher
 from nodemanager.scheduler.htcondor_drain import (DRAIN_TIMEOUT, drain_check_expression, drain_reason,
                                                   is_our_drain, jobs_on, number, pslot_of)
 from nodemanager.scheduler.records import ProblemLog, RecordProblem
@@ -108,10 +108,11 @@ class HTCondorScheduler:
                  extra_attributes: Iterable[str] = (), reason_tag: str = DRAIN_REASON_PREFIX,
                  start_expr: str = "false", slack: float = 1200.0, badput_factor: float = 1.25,
                  drain_timeout: float = DRAIN_TIMEOUT, extra_check: str | None = None,
-                 sizes: Sequence[Size] = (), machine_start: str | None = None) -> None:
+                 sizes: Sequence[Size] = (), machine_start: str | None = None,
+                 walltime_attribute: str = WALLTIME_ATTRIBUTE) -> None:
         self.name = name
         # with sizes, each idle job is matched to the sizes that can run it (issue 14)
-        self.matcher = HTCondorMatcher(sizes, machine_start) if sizes else None
+        self.matcher = HTCondorMatcher(sizes, machine_start, walltime_attribute) if sizes else None
         self._b = bindings
         self._clock = clock
         self.id_attribute = id_attribute
@@ -142,7 +143,8 @@ class HTCondorScheduler:
         ``cloud_id_attribute`` (default CloudInstanceID), ``constraint`` (which startds are ours),
         ``query_timeout`` (seconds, sets QUERY_TIMEOUT), ``drain_check`` (an extra ClassAd
         expression ANDed with the drain's check expression), ``machine_start`` (the execute
-        nodes' START, for matching idle jobs to ``sizes``)."""
+        nodes' START, for matching idle jobs to ``sizes``), ``walltime_attribute`` (the job
+        attribute holding its requested walltime in seconds; default AllowedJobDuration)."""
         o = settings.options
         if bindings is None:
             schedds = [s.strip() for s in o.get("schedd", "").split(",") if s.strip()]
@@ -154,7 +156,8 @@ class HTCondorScheduler:
             parse(extra_check)
         return cls(bindings, clock=clock, id_attribute=o.get("cloud_id_attribute") or "CloudInstanceID",
                    constraint=o.get("constraint") or DEFAULT_CONSTRAINT, extra_check=extra_check,
-                   sizes=sizes, machine_start=(o.get("machine_start") or "").strip() or None)
+                   sizes=sizes, machine_start=(o.get("machine_start") or "").strip() or None,
+                   walltime_attribute=(o.get("walltime_attribute") or "").strip() or WALLTIME_ATTRIBUTE)
 
     # ---------------------------------------------------------------- poll
 

@@ -23,8 +23,9 @@ from nodemanager.model import Demand, Size
 from nodemanager.scheduler.htcondor_ads import JOB_ATTRIBUTES, job_name, job_request
 from nodemanager.scheduler.port import SchedulerError
 from nodemanager.scheduler.records import RecordProblem
+from nodemanager.scheduler.walltime import walltime_bucket
 
-__all__ = ["MATCH_ATTRIBUTES", "WITHIN_RESOURCE_LIMITS", "size_ad", "Verdict", "HTCondorMatcher"]
+__all__ = ["WALLTIME_ATTRIBUTE", "MATCH_ATTRIBUTES", "WITHIN_RESOURCE_LIMITS", "size_ad", "Verdict", "HTCondorMatcher"]
 
 # What a job ad must carry for matching, beyond the requests JOB_ATTRIBUTES already has.
 MATCH_ATTRIBUTES = ("Requirements", "RequestGPUs", "AutoClusterId", "GlobalJobId")
@@ -44,6 +45,9 @@ _PLAIN = frozenset({int, float, str, bool, type(None)})
 _PER_JOB_LINE = re.compile(r"^(?:%s) = .*\n?" % "|".join(sorted(_PER_JOB)), re.MULTILINE | re.IGNORECASE)
 _CACHE_LIMIT = 50_000  # signatures remembered; past it the memory starts afresh
 _MAX_ASKED = 1_000     # job attributes asked for at most: Requirements naming more stay undefined
+# condor_submit's allowed_job_duration (seconds; the job is held past it): the requested walltime
+WALLTIME_ATTRIBUTE = "AllowedJobDuration"
+_ATTRIBUTE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _classad() -> Any:
@@ -112,9 +116,11 @@ class HTCondorMatcher:
     """Matches idle jobs to sizes. ``start``: the site's START expression (the execute nodes'
     ``START``; None: true). :attr:`projection` is what the idle-job query must ask for; it grows
     when a job's Requirements name a job attribute it lacks (the adapter then asks again).
-    Raises ValueError naming the size if an ad cannot be built."""
+    ``walltime``: the job attribute holding its requested walltime in seconds (``Demand.walltime``,
+    rounded up to a bucket). Raises ValueError naming the size if an ad cannot be built."""
 
-    def __init__(self, sizes: Sequence[Size], start: str | None = None) -> None:
+    def __init__(self, sizes: Sequence[Size], start: str | None = None,
+                 walltime: str = WALLTIME_ATTRIBUTE) -> None:
         classad2 = _classad()
         if start is not None and start.strip():
             try:
@@ -126,7 +132,10 @@ class HTCondorMatcher:
         self._ads = tuple((s.name, size_ad(s, start)) for s in self.sizes)
         self._limits = classad2.ExprTree(WITHIN_RESOURCE_LIMITS)
         self._defined = {k.lower() for _, ad in self._ads for k in ad.keys()}
-        wanted = {a.lower(): a for a in (*JOB_ATTRIBUTES, *MATCH_ATTRIBUTES)}
+        if not _ATTRIBUTE_NAME.fullmatch(walltime):
+            raise ValueError(f"[Scheduler] walltime_attribute: {walltime!r} is not a ClassAd attribute name")
+        self._walltime = walltime
+        wanted = {a.lower(): a for a in (*JOB_ATTRIBUTES, *MATCH_ATTRIBUTES, walltime)}
         for _, ad in self._ads:  # what the sizes' START and Requirements ask of the job
             for ref in ad.externalRefs(ad.lookup("Requirements")):
                 scope, name = _bare(ref)
@@ -197,15 +206,16 @@ class HTCondorMatcher:
                     problems.append(RecordProblem("job", name, "Requirements",
                                                   f"{exc}; the job is left out of demand", "unreadable"))
                 continue
-            key = (cpus, mem, disk_mb, gpus, verdict.sizes, verdict.unmatched)
+            key = (cpus, mem, disk_mb, gpus, verdict.sizes, verdict.unmatched,
+                   walltime_bucket(_seconds(g.first, self._walltime)))
             acc = items.setdefault(key, [0, 0.0])
             acc[0] += g.count
             if g.oldest and (not acc[1] or g.oldest < acc[1]):
                 acc[1] = g.oldest
         out = [Demand(cpus=c, ram_mb=m, count=int(n), scratch_mb=d, oldest_submit=o or None, gpus=gp,
-                      sizes=sz, unmatched=why)
-               for (c, m, d, gp, sz, why), (n, o) in items.items()]
-        out.sort(key=lambda d: (-d.count, d.cpus, d.ram_mb, d.gpus, sorted(d.sizes or ())))
+                      sizes=sz, unmatched=why, walltime=wt)
+               for (c, m, d, gp, sz, why, wt), (n, o) in items.items()]
+        out.sort(key=lambda d: (-d.count, d.cpus, d.ram_mb, d.gpus, sorted(d.sizes or ()), d.walltime or 0.0))
         return tuple(out)
 
     def _group_key(self, job: Mapping[str, Any]) -> Any:
@@ -225,10 +235,8 @@ class HTCondorMatcher:
 
     @staticmethod
     def _gpus(job: Mapping[str, Any]) -> int:
-        v = job.get("RequestGPUs")
-        if not isinstance(v, (int, float)) or isinstance(v, bool):
-            v = _evaluated(job, "RequestGPUs")
-        return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < 2**31 else 0
+        v = _seconds(job, "RequestGPUs")
+        return int(v) if v is not None and v < 2**31 else 0
 
     # ------------------------------------------------------------ one signature
 
@@ -365,3 +373,11 @@ def _evaluated(job: Mapping[str, Any], key: str) -> Any:
             return None
     v = job.get(key)
     return v.eval() if isinstance(v, classad2.ExprTree) else v
+
+
+def _seconds(job: Mapping[str, Any], key: str) -> float | None:
+    """A positive number in ``job[key]`` (seconds, a count; evaluated if an expression); else None."""
+    v = job.get(key)
+    if not isinstance(v, (int, float)) or isinstance(v, bool):
+        v = _evaluated(job, key)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None

@@ -26,7 +26,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from nodemanager.model import Demand, Size
 from nodemanager.scheduler.port import DRAIN_REASON_PREFIX
 from nodemanager.scheduler.records import MAX_COUNT, RecordProblem, number_problem
-from nodemanager.scheduler.slurm_match import SlurmMatcher
+from nodemanager.scheduler.slurm_match import SlurmMatcher, gres_per_node
 from nodemanager.scheduler.walltime import walltime_bucket
 
 __all__ = [
@@ -126,7 +126,7 @@ class SlurmJob:
     array_tasks: int = 1            # pending array records: how many tasks this record stands for
     sized: bool = True              # False: a size field (cpus, nodes, memory, array) is unusable
     features: str = ""              # pending: the --constraint expression
-    gres: str = ""                  # pending: tres_per_node (gres:gpu:1)
+    gres: str = ""                  # pending: GRES per node (gres:gpu:1), from --gres, --gpus or --gpus-per-task
     exclusive: bool = False         # pending: --exclusive (a whole node)
     walltime: float | None = None   # pending: --time in seconds (None: none or INFINITE)
 
@@ -517,7 +517,9 @@ def _job(rec: Mapping[str, Any], job_id: int, r: _Reader) -> SlurmJob | None:
     return SlurmJob(job_id, state, (), cpus, node_count, memory_per_node, memory_per_cpu,
                     r.text("state_reason", "None"), r.text("partition"), 0.0, None, r.number("submit_time"),
                     bool(rec.get("requeue", True)), tasks, sized, r.text("features"),
-                    r.text("tres_per_node"), _exclusive(rec), _time_limit(rec))
+                    gres_per_node(r.text("tres_per_node"), r.text("tres_per_job"), r.text("tres_per_task"),
+                                  node_count, r.integer("tasks", 1)),
+                    _exclusive(rec), _time_limit(rec))
 
 
 def _time_limit(rec: Mapping[str, Any]) -> float | None:

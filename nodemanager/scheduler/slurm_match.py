@@ -21,7 +21,7 @@ from nodemanager.model import Size
 if TYPE_CHECKING:
     from nodemanager.scheduler.slurm_json import SlurmJob
 
-__all__ = ["Constraint", "parse_constraint", "constraint_holds", "parse_gres", "SlurmMatcher"]
+__all__ = ["Constraint", "parse_constraint", "constraint_holds", "parse_gres", "gres_per_node", "SlurmMatcher"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +121,19 @@ def parse_gres(text: str) -> tuple[int, str, tuple[str, ...]]:
             gpu_type = parts[0]
         gpus += count
     return gpus, gpu_type, tuple(other)
+
+
+def gres_per_node(per_node: str, per_job: str, per_task: str, nodes: int, tasks: int) -> str:
+    """A pending job's GRES per node, in ``tres_per_node`` form: ``--gres``/``--gpus-per-node``
+    as given, else ``--gpus`` (``tres_per_job``) spread over its ``nodes`` (rounded up), else
+    ``--gpus-per-task`` (``tres_per_task``) times its tasks per node (rounded up)."""
+    if per_node or not (per_job or per_task):
+        return per_node
+    gpus, gpu_type, other = parse_gres(per_job or per_task)
+    nodes = max(nodes, 1)
+    n = -(-gpus // nodes) if per_job else gpus * -(-max(tasks, 1) // nodes)
+    items = [f"gres:{o}" for o in other] + ([f"gres:gpu:{gpu_type + ':' if gpu_type else ''}{n}"] if gpus else [])
+    return ",".join(items)
 
 
 @dataclass(frozen=True, slots=True)
