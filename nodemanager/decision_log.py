@@ -139,9 +139,10 @@ class DecisionLog:
 
     def _log_unmatched(self, plan: Plan) -> None:
         """One line per signature no size can run, when it appears or its reason changes."""
+        # keyed by what the jobs need, compared without their count: more of them is no news
         now = {u.what: u.text for u in plan.unmet if u.reason == UNMATCHED}
         for what, text in now.items():
-            if self._unmatched.get(what) != text:
+            if self._unmatched.get(what, "").partition(what)[2] != text.partition(what)[2]:
                 log.warning("demand never booted for: %s", text)
         self._unmatched = now
 

@@ -238,7 +238,8 @@ def test_a_short_job_boots_spot_and_a_long_one_on_demand_by_allowed_job_duration
 def test_jobs_no_size_can_run_are_reported_per_signature_and_never_booted_for(condor, caplog):
     """Issue 14 item 2 end to end: two kinds of 1-core jobs no size can run (Windows, Singularity)
     ask the same cores and memory, yet each signature is its own status page entry, metric series
-    and single log line over three cycles; nothing is booted for them."""
+    and single log line over three cycles, whatever their walltimes and however many wait; nothing
+    is booted for them."""
     import logging
 
     import policy_matrix
@@ -251,18 +252,24 @@ def test_jobs_no_size_can_run_are_reported_per_signature_and_never_booted_for(co
     from nodemanager.status_document import StatusView, status_document
     from tests.core_world import settings, snap
 
-    for _ in range(2):
-        condor.sim.submit(RequestCpus=1, RequestMemory=1000, Requirements=requirements('OpSys == "WINDOWS"'))
+    windows = requirements('OpSys == "WINDOWS"')
+    for hours in (1, 30):
+        condor.sim.submit(RequestCpus=1, RequestMemory=1000, AllowedJobDuration=hours * 3600, Requirements=windows)
     condor.sim.submit(RequestCpus=1, RequestMemory=1000, Requirements=requirements("HasSingularity"))
     htc, _ = adapter(condor)
     caplog.set_level(logging.WARNING, "nodemanager.decisions")
     log = DecisionLog()
-    for _ in range(3):
+    for cycle in range(3):
+        if cycle == 2:  # more of the same jobs arrive
+            condor.sim.submit(RequestCpus=1, RequestMemory=1000, AllowedJobDuration=600, Requirements=windows)
         s = snap(demand=htc.poll().demand)
         p = plan(s, settings(sizes=SIZES), policy_matrix.load_default())
         log.decisions(p, False, None, None)
         assert p.boots == ()
-    sigs = {signature_of(d.unmatched): d.count for d in s.demand}
+    sigs: dict[str, int] = {}
+    for d in s.demand:
+        sigs[signature_of(d.unmatched)] = sigs.get(signature_of(d.unmatched), 0) + d.count
+    assert sorted(sigs.values()) == [1, 3]
     assert len(sigs) == 2 and "-" not in sigs
     lines = [r.getMessage() for r in caplog.records if "never booted for" in r.getMessage()]
     assert len(lines) == 2 and {sig for sig in sigs if any(sig in line for line in lines)} == set(sigs)

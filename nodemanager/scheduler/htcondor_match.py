@@ -135,17 +135,20 @@ class HTCondorMatcher:
         if not _ATTRIBUTE_NAME.fullmatch(walltime):
             raise ValueError(f"[Scheduler] walltime_attribute: {walltime!r} is not a ClassAd attribute name")
         self._walltime = walltime
-        wanted = {a.lower(): a for a in (*JOB_ATTRIBUTES, *MATCH_ATTRIBUTES, walltime)}
+        wanted = {a.lower(): a for a in (*JOB_ATTRIBUTES, *MATCH_ATTRIBUTES)}
         for _, ad in self._ads:  # what the sizes' START and Requirements ask of the job
             for ref in ad.externalRefs(ad.lookup("Requirements")):
                 scope, name = _bare(ref)
                 if scope in ("target", ""):
                     wanted.setdefault(name.lower(), name)
-        self._asked = wanted
         # what an autocluster id alone may not tell apart: with no startd in the pool the schedd's
         # signature leaves out what only START (or a 1-core job's missing Cpus clause) asks about
         self._keyed = (*_REQUESTS, *(a for k, a in wanted.items()
                                      if k not in {x.lower() for x in (*JOB_ATTRIBUTES, *MATCH_ATTRIBUTES)}))
+        # the walltime splits groups by bucket only, unless a size's START asks about it
+        self._walltime_matters = walltime.lower() in wanted
+        wanted.setdefault(walltime.lower(), walltime)
+        self._asked = wanted
         self._verdicts: dict[str, tuple[str, Verdict]] = {}
 
     @property
@@ -206,8 +209,9 @@ class HTCondorMatcher:
                     problems.append(RecordProblem("job", name, "Requirements",
                                                   f"{exc}; the job is left out of demand", "unreadable"))
                 continue
+            # demand no size can run is one item per signature, whatever its walltimes
             key = (cpus, mem, disk_mb, gpus, verdict.sizes, verdict.unmatched,
-                   walltime_bucket(_seconds(g.first, self._walltime)))
+                   walltime_bucket(_seconds(g.first, self._walltime)) if verdict.unmatched is None else None)
             acc = items.setdefault(key, [0, 0.0])
             acc[0] += g.count
             if g.oldest and (not acc[1] or g.oldest < acc[1]):
@@ -227,6 +231,7 @@ class HTCondorMatcher:
             gid = job.get("GlobalJobId")
             values = tuple(map(job.get, self._keyed))
             return ("ac", gid.split("#", 1)[0] if isinstance(gid, str) else "", ac,
+                    walltime_bucket(_seconds(job, self._walltime)),
                     *(v if type(v) in _PLAIN else str(v) for v in values))
         printed = getattr(job, "printOld", None)
         if printed is not None:  # a ClassAd: printing it is the cheapest full view (~4 us)
@@ -260,7 +265,10 @@ class HTCondorMatcher:
             ad["RequestGPUs"] = gpus
         if "Requirements" not in ad:
             ad["Requirements"] = classad2.ExprTree("true")  # only test pools have jobs without one
-        text = "; ".join(f"{k} = {ad.lookup(k)}" for k in sorted(ad.keys(), key=str.lower))
+        # a walltime no Requirements asks about is no part of the signature: one per kind of job
+        skip = self._walltime.lower() if self._walltime in ad and not self._walltime_matters and all(
+            _bare(r)[1].lower() != self._walltime.lower() for r in ad.internalRefs(ad.lookup("Requirements"))) else ""
+        text = "; ".join(f"{k} = {ad.lookup(k)}" for k in sorted(ad.keys(), key=str.lower) if k.lower() != skip)
         return ad, text
 
     def verdict(self, job: Mapping[str, Any], what: str, requests: tuple[int, int, int],
@@ -378,6 +386,8 @@ def _evaluated(job: Mapping[str, Any], key: str) -> Any:
 def _seconds(job: Mapping[str, Any], key: str) -> float | None:
     """A positive number in ``job[key]`` (seconds, a count; evaluated if an expression); else None."""
     v = job.get(key)
+    if v is None:
+        return None  # absent: the common case, checked first (this runs per job)
     if not isinstance(v, (int, float)) or isinstance(v, bool):
         v = _evaluated(job, key)
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None

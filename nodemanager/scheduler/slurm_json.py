@@ -568,7 +568,7 @@ def demand_from_jobs(jobs: Iterable[SlurmJob], partitions: frozenset[str] = froz
         key: tuple[Any, ...] = (per_node_cpus, mem, 0, None, None, walltime)
         if matcher is not None:
             n = matcher.need(job, per_node_cpus, mem)
-            key = (n.cpus, n.ram_mb, n.gpus, n.sizes, n.unmatched, walltime)
+            key = (n.cpus, n.ram_mb, n.gpus, n.sizes, n.unmatched, walltime if n.unmatched is None else None)
         counts[key] = counts.get(key, 0) + job.node_count * job.array_tasks
         if job.submit_time:
             groups.setdefault(key, []).append(job.submit_time)
