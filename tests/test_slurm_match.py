@@ -100,9 +100,17 @@ def test_a_job_no_size_can_run_is_demand_for_no_size_with_the_reason():
 
 def test_an_exclusive_job_takes_a_whole_node_of_the_smallest_size_that_can_run_it():
     out = demand(pending(11, shared="none", memory_per_cpu=None, memory_per_node=500),
-                 pending(12, exclusive=["true"], features="fast"))  # the 23.02+ form
-    assert {(d.cpus, d.ram_mb, d.sizes) for d in out} == {(2, 1000, frozenset({"small"})),
-                                                          (4, 8000, frozenset({"avx"}))}
+                 pending(12, exclusive=["true"], features="fast"),  # the 23.02+ form
+                 pending(13, shared="none"))
+    assert {(d.cpus, d.ram_mb, d.sizes) for d in out} == {(2, 500, frozenset({"small"})), (2, 100, frozenset({"small"})),
+                                                          (4, 100, frozenset({"avx"}))}
+    # each boots a node of its own: all its cores are the job's
+    import policy_matrix
+
+    from nodemanager.core import plan
+    from tests.core_world import settings, snap
+    p = plan(snap(demand=out), settings(sizes=SIZES), policy_matrix.load_default())
+    assert {b.size: b.count for b in p.boots} == {"small": 2, "avx": 1}
 
 
 @pytest.mark.parametrize("reason", ["Dependency", "DependencyNeverSatisfied", "BeginTime", "JobHeldUser",
@@ -192,13 +200,14 @@ def _all_busy_then(c: SlurmCluster, *pending: tuple[str, ...], reason: str = "Re
 
 
 def test_real_slurmctld_constraint_and_gpu_jobs_boot_their_size_a_dependent_job_nothing(gres_cluster):
-    """Issue 14's Done-when through the core: the --constraint job boots the avx size, each GPU
+    """Issue 14's Done-when through the core: the --constraint jobs boot the avx size, each GPU
     job (--gres, --gpus, --gpus-per-task) a 1-GPU node of its own, the job held by a dependency
     nothing."""
     c = gres_cluster
-    _all_busy_then(c, ("-C", "avx512"), ("-p", "gpu", "--gres=gpu:1"), ("-p", "gpu", "--gres=gpu:1"),
-                   ("-p", "gpu", "--gpus=1"), ("-p", "gpu", "--gpus-per-task=1", "-n", "1"))
-    assert _planned_boots(c, SIZES) == {"avx": 1, "gpu": 4}
+    _all_busy_then(c, ("-C", "avx512"), ("-C", "avx512&fast", "--exclusive"), ("-p", "gpu", "--gres=gpu:1"),
+                   ("-p", "gpu", "--gres=gpu:1"), ("-p", "gpu", "--gpus=1"),
+                   ("-p", "gpu", "--gpus-per-task=1", "-n", "1"))
+    assert _planned_boots(c, SIZES) == {"avx": 2, "gpu": 4}  # the --exclusive job: an avx node of its own
     _all_busy_then(c, ("--dependency=afterok:{busy}",), reason="Dependency")
     assert _planned_boots(c, SIZES) == {}
 

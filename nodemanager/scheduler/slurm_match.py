@@ -189,13 +189,14 @@ class SlurmMatcher:
                      and not other]
             kind = f" of type {gpu_type}" if gpu_type else ""
             why = why or ("" if sizes else f"no size has {', '.join(other) or f'{gpus} GPUs{kind}'} per node")
-        if job.exclusive:  # a whole node: the smallest size that can run it, all of it
+        if job.exclusive:  # a whole node: all the cores of the smallest size that can run it
             fit = [s for s in sizes if s.cores >= cpus and s.ram_mb >= ram_mb]
             if fit:
                 least = min(s.cores for s in fit)
                 fit = [s for s in fit if s.cores == least]
-                return _Need(least, max(ram_mb, min(s.ram_mb for s in fit)), gpus,
-                             frozenset(s.name for s in fit), None)
+                # its own memory ask: the cores already fill the node, and a size's full memory
+                # would not fit the node's usable share (node_mem_scaling), so nothing would boot
+                return _Need(least, ram_mb, gpus, frozenset(s.name for s in fit), None)
             asked, sizes = True, []
             why = why or f"no size has {cpus} cores and {ram_mb} MB for it"
         if not asked:
