@@ -3,7 +3,7 @@
 A job's requested walltime (SLURM ``--time``, HTCondor ``allowed_job_duration`` or the attribute
 ``[Scheduler] walltime_attribute`` names) steers it between spot and on-demand sizes
 (:func:`nodemanager.core.pricing.expected_price`). Each walltime is rounded UP to the next bucket
-of a doubling ladder from 15 minutes (15 min, 30 min, 1 h, 2 h, 4 h, ... 32 days): at most 12
+of a doubling ladder from 15 minutes (15 min, 30 min, 1 h, 2 h, 4 h, ... 512 h): at most 12
 distinct values, never shorter than asked (a job is never priced as shorter than it may run),
 at most twice as long. Pure.
 """
@@ -15,7 +15,7 @@ import math
 __all__ = ["WALLTIME_BUCKETS", "walltime_bucket"]
 
 _FIRST = 900.0  # 15 minutes
-WALLTIME_BUCKETS = tuple(_FIRST * 2 ** k for k in range(12))  # 15 min .. 32 days
+WALLTIME_BUCKETS = tuple(_FIRST * 2 ** k for k in range(12))  # 15 min .. 512 h (21 days 8 h)
 
 
 def walltime_bucket(seconds: float | None) -> float | None:
