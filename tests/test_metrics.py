@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from nodemanager.cloud.port import ErrorKind
 from nodemanager.metrics import Metrics, frozen_reason
-from nodemanager.model import CloudNode, CycleReport, Outcome, Plan, Size, Snapshot, Worker
+from nodemanager.model import CloudNode, CycleReport, Freeze, Outcome, Plan, Size, Snapshot, Worker
 from nodemanager.scheduler.draining_stats import DrainingStats
 from tests.fixtures.observability import SIZES, T0, Clock, sample_report
 
@@ -270,17 +270,18 @@ def test_matrix_reloads_and_the_hash_in_force(metrics: Metrics) -> None:
     assert value(metrics, "nodemanager_matrix_error") == 0
 
 
-@pytest.mark.parametrize("frozen, paused, reason", [
-    (None, None, None),
-    ("scheduler poll is stale (400 s old, limit 300 s)", None, "stale"),
-    ("6 of 8 nodes down at once", None, "mass_down"),
-    (None, "maintenance", "paused"),
-    ("quota check failed", None, "other"),
+@pytest.mark.parametrize("frozen, frozen_by, paused, reason", [
+    (None, None, None, None),
+    ("input is stale (scheduler poll is 400s old; poll_stale_after 300s)", Freeze.STALE, None, "stale"),
+    ("6 of 8 nodes are down or never came up", Freeze.MASS_DOWN, None, "mass_down"),
+    (None, None, "maintenance", "paused"),
+    ("quota check failed", None, None, "other"),
 ])
-def test_frozen_state_and_why(metrics: Metrics, frozen: str | None, paused: str | None,
-                              reason: str | None) -> None:
-    assert frozen_reason(frozen, paused) == reason
-    metrics.observe(sample_report(frozen=frozen, paused=paused))
+def test_frozen_state_and_why(metrics: Metrics, frozen: str | None, frozen_by: Freeze | None,
+                              paused: str | None, reason: str | None) -> None:
+    report = sample_report(frozen=frozen, frozen_by=frozen_by, paused=paused)
+    assert frozen_reason(report.plan, paused) == reason
+    metrics.observe(report)
     for r in ("stale", "mass_down", "paused", "other"):
         assert value(metrics, "nodemanager_actions_frozen", reason=r) == (1 if r == reason else 0)
 

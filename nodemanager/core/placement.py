@@ -3,7 +3,7 @@
 Pure. :data:`TIERS` is the order capacity is used in; whatever no tier holds is packed onto the
 cheapest sizes that fit (RAM x ``node_mem_scaling``), within ``max_nodes`` (booting and down
 nodes count), the cloud quota and ``max_total_price``; blocked sizes are skipped. Nodes whose
-capacity a placement uses are marked ``needed`` (a drain of ours there is then cancelled; a
+capacity a placement uses are returned as ``needed`` (a drain of ours there is then cancelled; a
 drain or destroy the matrix asks for is held back).
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from nodemanager.core.classify import foreign_drain
-from nodemanager.core.plan_node import PlanNode
+from nodemanager.core.plan_node import Decision
 from nodemanager.model import BootRequest, Demand, InFlight, Size, Snapshot, Unmet, Worker
 from nodemanager.settings import CoreSettings
 from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED
@@ -43,14 +43,16 @@ TIERS: tuple[Tier, ...] = (BUSY_FREE, IDLE_KEPT, GIVEN_BACK, BOOTING, DRAINING, 
 
 @dataclass(frozen=True)
 class Placement:
-    """The boots to request (each with its why), notes for the operator, and the unmet demand."""
+    """The boots to request (each with its why), notes for the operator, the unmet demand, and the
+    listed nodes queued jobs need (node id -> why, in words)."""
 
     boots: list[BootRequest]
     notes: list[str]
     unmet: list[Unmet]
+    needed: dict[str, str]
 
 
-_Taken = Callable[[PlanNode | None, Demand, int], None]  # told each owner a placement used
+_Taken = Callable[[str | None, Demand, int], None]  # told each owner (a node id) a placement used
 
 
 class _Bins:
@@ -59,9 +61,9 @@ class _Bins:
     __slots__ = ("groups",)
 
     def __init__(self) -> None:
-        self.groups: dict[tuple[int, float, str], list[PlanNode | None]] = {}
+        self.groups: dict[tuple[int, float, str], list[str | None]] = {}
 
-    def add(self, cpus: int, ram: float, size: str, owner: PlanNode | None) -> None:
+    def add(self, cpus: int, ram: float, size: str, owner: str | None) -> None:
         if cpus > 0:
             self.groups.setdefault((cpus, ram, size), []).append(owner)
 
@@ -90,8 +92,8 @@ class _Bins:
         return placed
 
 
-def _capacity(n: PlanNode, settings: CoreSettings) -> tuple[int, float]:
-    w, size = n.worker, n.size
+def _capacity(n: Decision, settings: CoreSettings) -> tuple[int, float]:
+    w, size = n.facts.worker, n.facts.size
     cpus = (w.cpus if w and w.cpus else 0) or (size.cores if size else 0)
     ram = float(w.ram_mb) if w and w.ram_mb else (size.ram_mb * settings.node_mem_scaling
                                                   if size else 0.0)
@@ -123,22 +125,23 @@ def _size_name(sizes: dict[str, Size], pinned: str | None) -> str | None:
     return pinned
 
 
-def _tier_of(n: PlanNode) -> Tier | None:
+def _tier_of(n: Decision) -> Tier | None:
     """The tier a listed node's capacity goes to (None: it offers none)."""
-    ws = n.core_state
+    f = n.facts
+    ws = f.core_state
     if n.drain is not None:
         # a drained worker takes jobs again once the drain is cancelled; a lost one does not
-        return DRAINING if n.drained or ws in (IDLE, BUSY) else None
-    if ws == UNPAIRED and n.tuple.boot_grace != BOOT_EXCEEDED and n.want is None:
+        return DRAINING if f.drained or ws in (IDLE, BUSY) else None
+    if ws == UNPAIRED and f.tuple.boot_grace != BOOT_EXCEEDED and n.want is None:
         return BOOTING
-    if ws in (IDLE, BUSY) and n.theirs is None and not n.forced:
+    if ws in (IDLE, BUSY) and f.theirs is None and not n.forced:
         if n.want is not None:
             return GIVEN_BACK
         return IDLE_KEPT if ws == IDLE else BUSY_FREE
     return None
 
 
-def _existing(settings: CoreSettings, sizes: dict[str, Size], nodes: Sequence[PlanNode],
+def _existing(settings: CoreSettings, sizes: dict[str, Size], nodes: Sequence[Decision],
               orphans: Sequence[tuple[Worker, str]],
               boots_in_flight: Sequence[InFlight]) -> dict[Tier, _Bins]:
     """Free capacity that exists now, by tier (:data:`NEW_BOOTS` starts empty)."""
@@ -148,9 +151,10 @@ def _existing(settings: CoreSettings, sizes: dict[str, Size], nodes: Sequence[Pl
         if tier is None:
             continue
         cpus, ram = _capacity(n, settings)
-        if not (tier is DRAINING and n.drained) and tier is not BOOTING:
-            cpus, ram = _free(cpus, ram, n.worker, n.core_state)
-        bins[tier].add(cpus, ram, n.node.size, n)
+        facts = n.facts
+        if not (tier is DRAINING and facts.drained) and tier is not BOOTING:
+            cpus, ram = _free(cpus, ram, facts.worker, facts.core_state)
+        bins[tier].add(cpus, ram, facts.node.size, facts.node.id)
     for w, state in orphans:
         if state in (IDLE, BUSY) and not w.draining and foreign_drain(w) is None:
             free = _free(w.cpus, float(w.ram_mb), w, state)
@@ -162,11 +166,6 @@ def _existing(settings: CoreSettings, sizes: dict[str, Size], nodes: Sequence[Pl
     return bins
 
 
-def _taken(owner: PlanNode | None, d: Demand, k: int) -> None:
-    if owner is not None and not owner.needed:
-        owner.needed = True
-        owner.why_needed = (f"queued jobs need it ({k} job(s) of {d.cpus} cpus, "
-                            f"{d.ram_mb} MB fit here)")
 
 
 class _Room:
@@ -220,7 +219,7 @@ def _per_node(size: Size, d: Demand, scaling: float) -> int:
 
 
 def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Size],
-                 nodes: Sequence[PlanNode], orphans: Sequence[tuple[Worker, str]],
+                 nodes: Sequence[Decision], orphans: Sequence[tuple[Worker, str]],
                  boots_in_flight: Sequence[InFlight], nodes_up: int) -> Placement:
     """Place ``snapshot.demand`` on ``nodes`` (listed nodes whose destroy is not under way),
     ``orphans`` (workers no listed node pairs with, with their core state) and
@@ -234,6 +233,11 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
     notes: list[str] = []
     unmet: list[Unmet] = []
     scaling = settings.node_mem_scaling
+    needed: dict[str, str] = {}
+
+    def taken(owner: str | None, d: Demand, k: int) -> None:
+        if owner is not None and owner not in needed:
+            needed[owner] = f"queued jobs need it ({k} job(s) of {d.cpus} cpus, {d.ram_mb} MB fit here)"
 
     demand = sorted((d for d in snapshot.demand if d.count > 0),
                     key=lambda d: (-d.cpus, -d.ram_mb, d.size or "", d.scratch_mb, d.count,
@@ -242,7 +246,7 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
         want = _size_name(sizes, d.size)
         left = d.count
         for tier in TIERS:
-            left -= bins[tier].place(d, want, left, _taken)
+            left -= bins[tier].place(d, want, left, taken)
             if left <= 0:
                 break
         if left <= 0:
@@ -293,4 +297,4 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
                          f"node(s) not booted: {cause}")
             unmet.append(Unmet(f"min_nodes {settings.min_nodes}", 0, kind, notes[-1]))
     return Placement([BootRequest(size=s, count=c, reason="; ".join(why.get(s, ())))
-                      for s, c in sorted(room.boots.items())], notes, unmet)
+                      for s, c in sorted(room.boots.items())], notes, unmet, needed)
