@@ -34,7 +34,7 @@ from nodemanager.core.guards import guard
 from nodemanager.core.halts import mass_down, stale_inputs
 from nodemanager.core.pair import pair
 from nodemanager.core.placement import place_demand
-from nodemanager.core.plan_node import Decision, NodeFacts, reason_of, undecided
+from nodemanager.core.plan_node import UNDECIDED, Decision, NodeFacts, reason_of
 from nodemanager.core.reasons import REASONS, Context, Escalation, Reason, Stage
 from nodemanager.core.victims import Estimator, estimate
 from nodemanager.model import (Action, Blocked, Freeze, ItemKind, NodeExplanation, Plan, PlanItem, Snapshot,
@@ -119,7 +119,7 @@ def _wants(facts: list[NodeFacts], ctx: Context, reasons: Sequence[Reason]) -> l
         # most nodes have nothing a guard looks at
         d = guard(f, snapshot) if f.flights or f.held or f.foreign or f.maction is shutdown else None
         if d is None:
-            d = undecided(f)
+            d = _new(Decision, (f,) + UNDECIDED)
             open_.append(d)
         out.append(d)
     claimed: dict[str, Decision] = {}
@@ -177,7 +177,7 @@ def _explain(d: Decision) -> NodeExplanation:
     node = f.node
     # tuple.__new__ straight: the named tuple's own __new__ adds a call per node
     return _new(NodeExplanation, (
-        node.id, node.name, node.size, f.tuple, f.rule, f.maction, d.want, d.blocked, reason_of(d),
+        node.id, node.name, node.size, f.tuple, f.rule, f.maction, d.want, d.blocked, d.reason or reason_of(d),
         w.name if w is not None else None,
         w.state if w is not None else None, f.next_change, f.next_what, d.cause, f.lost, f.gone,
         drain.since if drain is not None else None, f.drained, f.up))

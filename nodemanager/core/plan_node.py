@@ -14,7 +14,7 @@ from typing import Mapping, NamedTuple
 from nodemanager.core.classify import Classification
 from nodemanager.model import Action, Cause, CloudNode, InFlight, ItemKind, Size, StateTuple, Worker
 
-__all__ = ["NodeFacts", "Decision", "undecided", "reason_of"]
+__all__ = ["NodeFacts", "Decision", "UNDECIDED", "reason_of"]
 
 
 class NodeFacts(NamedTuple):
@@ -79,7 +79,9 @@ class Decision(NamedTuple):
 
 
 _new = tuple.__new__
-_UNDECIDED = (None, None, None, "", True, False, None, None, None, None)
+# a Decision's fields before any reason looked at the node: ``tuple.__new__(Decision, (facts,) +
+# UNDECIDED)`` is ``Decision(facts)`` without the named tuple's own __new__ (a call per node)
+UNDECIDED = (None, None, None, "", True, False, None, None, None, None)
 
 
 def reason_of(d: Decision) -> str:
@@ -87,7 +89,3 @@ def reason_of(d: Decision) -> str:
     most nodes of a large pool are such nodes)."""
     return d.reason or f"matrix says no action: {d.facts.cls.why}"
 
-
-def undecided(facts: NodeFacts) -> Decision:
-    """A node's decision before any reason looked at it (the same as ``Decision(facts)``, faster)."""
-    return _new(Decision, (facts,) + _UNDECIDED)
