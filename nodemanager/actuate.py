@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from nodemanager.actuator_memory import (BOOT_LISTING_TIMEOUT, DESTROY_SETTLE, FAILED, INITIAL_BACKOFF,
                                          OK, REFUSED, SKIPPED, ActuatorMemory)
 from nodemanager.cloud import CloudError, ErrorKind, TAG_CLUSTER, TAG_DESTROY, TAG_DRAIN, TAG_REQUEST, TAG_SIZE
-from nodemanager.core import Reservation
+from nodemanager.core import Reservation, is_lost
 from nodemanager.drain_tickets import drain_tag, ticket_for, worker_is_busy
 from nodemanager.model import BootRequest, CloudNode, InFlight, ItemKind, Outcome, PlanItem, Worker
 from nodemanager.scheduler import DrainRefused, DrainSchedule, SchedulerError
@@ -241,8 +241,7 @@ class Actuator(ActuatorMemory):
             latest = self.latest_worker(worker_name) or worker
         # a worker the scheduler still hears from can be asked; a lost one cannot
         freshest = self._freshest_heard if self._freshest_heard is not None else now
-        alive = latest is not None and not (
-            latest.last_heard > 0 and freshest - latest.last_heard > self.settings.core.node_stale_after)
+        alive = latest is not None and not is_lost(latest, freshest, self.settings.core.node_stale_after)
         resuming = bool(node.tags.get(TAG_DESTROY))
         ticket = ticket_for(node, latest, worker_name, item.request_id)
         if ticket is not None and alive and not resuming:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Iterable
 
 from nodemanager.cloud import CloudDriver, CloudError, ErrorKind, is_gone
-from nodemanager.core import Reservation, settle
+from nodemanager.core import Reservation, is_lost, settle
 from nodemanager.journal import ReservationJournal
 from nodemanager.model import CloudNode, InFlight, Outcome, Worker
 from nodemanager.scheduler import Scheduler, SchedulerPoll
@@ -214,7 +214,7 @@ class ActuatorMemory:
         stale = self.settings.core.node_stale_after
         # a worker still heard from holds its name, even when a listing misses its VM
         alive = {w.name.split(".", 1)[0] for w in poll.workers
-                 if freshest is not None and w.last_heard > 0 and freshest - w.last_heard <= stale}
+                 if freshest is not None and w.last_heard > 0 and not is_lost(w, freshest, stale)}
         with self._lock:
             self._freshest_heard = freshest
             self._worker_names = alive

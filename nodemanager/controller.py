@@ -34,15 +34,12 @@ from typing import Any, Callable, Iterable, Sequence
 
 from nodemanager.actuate import Actuator, Task
 from nodemanager.actuator_memory import ActuatorState
-from nodemanager.cloud import TAG_DESTROY, is_gone
 from nodemanager.controller_inputs import InputMemory, build_in_flight
 from nodemanager.core.protected import BootRecord, observe_boots, protected_sizes
 from nodemanager.decision_log import DecisionLog
-from nodemanager.model import (CloudNode, CycleReport, ItemKind, Outcome, Plan, PlanItem, Snapshot,
-                               frozen_map)
+from nodemanager.model import CloudNode, CycleReport, Outcome, Plan, Snapshot, frozen_map
 from nodemanager.scheduler import SchedulerPoll
 from nodemanager.settings import Settings
-from nodemanager.text import duration
 from policy_matrix.vocabulary import DOWN, UNPAIRED
 
 __all__ = ["Controller"]
@@ -50,12 +47,10 @@ __all__ = ["Controller"]
 log = logging.getLogger("nodemanager.decisions")
 
 
-def _decided(tag: str, now: float) -> str:
-    """When an earlier process decided a destroy, from its ``TAG_DESTROY`` value (an epoch)."""
-    try:
-        return f"decided {duration(now - float(tag))} ago" if 0 < float(tag) <= now else "decided earlier"
-    except ValueError:
-        return "decided earlier"
+def _log_ignored_cancels(cancels: frozenset[str], plan: Plan) -> None:
+    done = {e.node_id for e in plan.nodes if e.cause is not None and e.cause.reason == "operator_cancel"}
+    for node_id in sorted(cancels - done):
+        log.info("node %s: operator cancel ignored: no drain of ours in progress", node_id)
 
 
 def _admin_view(admin: Any) -> tuple[frozenset[str], frozenset[str], str | None]:
@@ -107,7 +102,6 @@ class Controller:
         # nodemanager.history.NodeHistory: each node's events, added where a decision changes
         self.history: Any = None
         self._pending_outcomes: list[Outcome] = []
-        self._just_destroyed: set[str] = set()
         # node id -> seconds of fresh scheduler polls in a row that showed it unpaired or down
         self._suspect_for: dict[str, float] = {}
         self._suspect_poll: float | None = None       # polled_at of the last poll counted
@@ -140,11 +134,12 @@ class Controller:
     # -- the cycle ------------------------------------------------------------------------------
 
     def snapshot(self, nodes: Sequence[CloudNode], cloud_polled_at: float, poll: SchedulerPoll,
-                 now: float | None = None, skew: float | None = None) -> Snapshot:
-        """The snapshot for these inputs, with admin state and what the actuator learned."""
+                 now: float | None = None, skew: float | None = None,
+                 cancels: frozenset[str] = frozenset()) -> Snapshot:
+        """The snapshot for these inputs, with admin state and what the actuator learned;
+        ``cancels`` are the node ids whose drain of ours an operator cancels now."""
         now = self.clock() if now is None else now
         state = self.actuator.state(now) if self.actuator is not None else ActuatorState()
-        self._just_destroyed = {f.node for f in state.in_flight if f.action == "destroy"}
         held, forced, paused = _admin_view(self.admin)
         # a missing or silent worker is believed only once fresh polls of this process showed it so
         # for node_stale_after (after a restart or an outage, ads may just be late or old); never
@@ -166,6 +161,8 @@ class Controller:
             unconfirmed=unconfirmed,
             cloud_clock_skew=skew,
             protected_sizes=frozen_map(protected_sizes(self._boot_records, now)),
+            cancel_drains=cancels,
+            destroyed=frozenset(f.node for f in state.in_flight if f.action == "destroy"),
         )
 
     def prepare(self, nodes: Sequence[CloudNode], cloud_polled_at: float,
@@ -182,15 +179,16 @@ class Controller:
         poll = self.inputs.poll(poll, nodes, self.settings.core.node_stale_after)
         if self.actuator is not None:
             self.actuator.observe_poll(poll)
-        snap = self.snapshot(nodes, cloud_polled_at, poll, now, skew)
+        cancels = frozenset(self.admin.take_cancels() or ()) if hasattr(self.admin, "take_cancels") else frozenset()
+        snap = self.snapshot(nodes, cloud_polled_at, poll, now, skew, cancels)
         plan = self.planner(snap, self.settings.core, self.matrix, estimator=self.estimator,
                             escalation=self.escalation or None)
         if self._watch_boots(plan, now):  # a size just entered protected mode: not booted now
             snap = replace(snap, protected_sizes=frozen_map(protected_sizes(self._boot_records, now)))
             plan = self.planner(snap, self.settings.core, self.matrix, estimator=self.estimator,
                                 escalation=self.escalation or None)
-        plan = self._resume_destroys(snap, plan)
-        plan = self._operator_cancels(snap, plan)
+        if cancels:
+            _log_ignored_cancels(cancels, plan)
         self._watch_suspects(plan, poll.polled_at, now)
         gone = self._decisions.decisions(plan, self.dry_run, self.history, self.last_report)
         if gone and hasattr(self.admin, "forget"):
@@ -271,50 +269,6 @@ class Controller:
             log.log(level, "outcome %s %s%s: %s: %s", o.kind, o.node, size, o.result, o.detail)
 
     # -- helpers --------------------------------------------------------------------------------
-
-    def _resume_destroys(self, snap: Snapshot, plan: Plan) -> Plan:
-        """Add a destroy for every listed node marked ``TAG_DESTROY`` that the plan does not destroy
-        (a destroy interrupted by a restart or a failed call), unless actions are frozen/paused."""
-        if plan.frozen or snap.paused:
-            return plan
-        planned = {i.node_id for i in plan.items if i.kind == ItemKind.DESTROY}
-        resume = [n for n in snap.cloud_nodes
-                  if n.tags.get(TAG_DESTROY) and n.id not in planned and not is_gone(n)
-                  and n.id not in self._just_destroyed]  # listed before our destroy finished
-        if not resume:
-            return plan
-        workers = {e.node_id: e.worker for e in plan.nodes}
-        extra = [PlanItem(kind=ItemKind.DESTROY, node_id=n.id, node_name=n.name,
-                          reason=f"finishing the destroy {_decided(n.tags[TAG_DESTROY], snap.now)}",
-                          worker=workers.get(n.id), cancellable=False) for n in resume]
-        resumed = {n.id for n in resume}
-        items = tuple(i for i in plan.items if i.node_id not in resumed) + tuple(extra)
-        return replace(plan, items=items)
-
-    def _operator_cancels(self, snap: Snapshot, plan: Plan) -> Plan:
-        """A CANCEL_DRAIN for each node whose drain of ours the operator asked to cancel; it
-        replaces whatever the plan had for that node (except finishing a recorded destroy)."""
-        if not hasattr(self.admin, "take_cancels"):
-            return plan
-        cancels = self.admin.take_cancels()
-        if not cancels:
-            return plan
-        draining = {f.node: f for f in snap.in_flight if f.action == "drain"}
-        nodes = {n.id: n for n in snap.cloud_nodes}
-        workers = {e.node_id: e.worker for e in plan.nodes}
-        extra = {}
-        for node_id in sorted(cancels):
-            node = nodes.get(node_id)
-            if node is not None and node_id in draining and not node.tags.get(TAG_DESTROY):
-                extra[node_id] = PlanItem(kind=ItemKind.CANCEL_DRAIN, node_id=node_id, node_name=node.name,
-                                          reason="operator cancelled the drain", worker=workers.get(node_id),
-                                          request_id=draining[node_id].request_id)
-            else:
-                log.info("node %s: operator cancel ignored: no drain of ours in progress", node_id)
-        if not extra:
-            return plan
-        kept = tuple(i for i in plan.items if i.node_id not in extra)
-        return replace(plan, items=kept + tuple(extra.values()))
 
     def _tasks(self, snap: Snapshot, plan: Plan) -> list[Task]:
         if not plan.items:

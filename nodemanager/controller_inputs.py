@@ -10,8 +10,8 @@ from dataclasses import replace
 from typing import Iterable, Sequence
 
 from nodemanager.cloud import TAG_DESTROY, TAG_DRAIN, TAG_REQUEST, is_gone
-from nodemanager.core import launch_time
-from nodemanager.drain_tickets import is_our_drain, parse_drain_tag
+from nodemanager.core import is_our_drain, launch_time
+from nodemanager.drain_tickets import parse_drain_tag
 from nodemanager.model import CloudNode, InFlight, Worker
 from nodemanager.scheduler import SchedulerPoll
 

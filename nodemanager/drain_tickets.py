@@ -1,6 +1,7 @@
 """How a drain of ours is recorded and recognised: the ``TAG_DRAIN`` value written on the cloud
 node (it survives restarts), the ticket rebuilt from it or from the scheduler's record, and the
-tests on a polled worker (our drain, busy) that the actuator and the controller share.
+tests on a polled worker (busy; our drain is :func:`nodemanager.core.is_our_drain`) that the
+actuator and the controller share.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 from typing import TypeGuard
 
 from nodemanager.cloud import TAG_DRAIN
-from nodemanager.core import is_our_reason
+from nodemanager.core import is_our_drain
 from nodemanager.model import CloudNode, Worker
 from nodemanager.scheduler import DrainTicket
 
@@ -42,11 +43,6 @@ def parse_drain_tag(value: str) -> tuple[float, str, float | None] | None:
     if len(parts) < 2 or not parts[1] or len(parts) > 3:
         return None
     return started, _unquote(parts[1]), daemon_start
-
-
-def is_our_drain(worker: Worker | None) -> TypeGuard[Worker]:
-    """True if the scheduler says the worker drains with our reason prefix."""
-    return worker is not None and worker.draining and is_our_reason(worker.drain_reason)
 
 
 def ticket_for(node: CloudNode | None, worker: Worker | None, worker_name: str | None = None,

@@ -27,9 +27,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from nodemanager.core import charged_between, is_our_reason, late_give_back
+from nodemanager.core import charged_between, is_our_drain, late_give_back
 from nodemanager.core.placement import UNMATCHED
-from nodemanager.model import CycleReport, NodeExplanation, Size, Snapshot, Unmet
+from nodemanager.model import CycleReport, NodeExplanation, Plan, Size, Snapshot, Unmet, is_gone
 from nodemanager.scheduler import DrainingStats, KINDS, REASONS, RecordProblem
 from nodemanager.text import printable
 
@@ -39,7 +39,6 @@ __all__ = ["Metrics", "PAID_STATES", "FROZEN_REASONS", "CALL_TARGETS", "paid_sta
 PAID_STATES = ("busy", "idle", "booting", "draining", "down")
 FROZEN_REASONS = ("stale", "mass_down", "paused", "clock_skew", "other")
 CALL_TARGETS = ("cloud", "scheduler")
-_GONE_CLOUD_STATES = frozenset({"terminated", "stopped", "deleted", "error"})
 _LABEL_OK = re.compile(r"[a-z0-9_.:*~#!%$@^+/-]{1,40}")
 _CALL_OK = re.compile(r"[a-z][a-z0-9_]{0,39}")
 _CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -73,22 +72,14 @@ def paid_state(node_worker_state: str | None, draining: bool) -> str:
     return node_worker_state if node_worker_state in PAID_STATES else "down"
 
 
-def frozen_reason(plan_frozen: str | None, paused: str | None) -> str | None:
-    """The bounded category of why actions are frozen (:data:`FROZEN_REASONS`), or None."""
+def frozen_reason(plan: Plan, paused: str | None) -> str | None:
+    """The bounded category of why actions are frozen (:data:`FROZEN_REASONS`), or None: the
+    core's typed :attr:`Plan.frozen_by` (``other`` for a plan frozen without one)."""
     if paused:
         return "paused"
-    if not plan_frozen:
+    if not plan.frozen:
         return None
-    text = plan_frozen.lower()
-    if "pause" in text:
-        return "paused"
-    if text.startswith("cloud clock"):
-        return "clock_skew"
-    if "stale" in text or "old" in text:
-        return "stale"
-    if "down" in text:
-        return "mass_down"
-    return "other"
+    return plan.frozen_by.value if plan.frozen_by is not None else "other"
 
 
 @dataclass(frozen=True)
@@ -367,9 +358,9 @@ class Metrics:
         charges: dict[str, float] = {}
         by_the_second: dict[str, float] = {}   # size -> prices of nodes billed per second all the gap
         for node in snap.cloud_nodes:
-            if node.state.lower() in _GONE_CLOUD_STATES:
-                continue
             shown = explained.get(node.id)
+            if shown.gone if shown is not None else is_gone(node):
+                continue
             state = paid_state(shown.tuple.worker_state if shown else None, node.id in draining_nodes)
             size = _label(node.size)
             paid_nodes[(state, size)] = paid_nodes.get((state, size), 0) + 1
@@ -395,8 +386,7 @@ class Metrics:
             self._cost.labels(state).inc(amount)
 
         if interval:
-            idle_cores = sum(max(0, w.cpus - w.cpus_busy) for w in snap.workers
-                             if w.draining and is_our_reason(w.drain_reason))
+            idle_cores = sum(max(0, w.cpus - w.cpus_busy) for w in snap.workers if is_our_drain(w))
             self._unclaimed.inc(idle_cores * interval)
 
         in_flight: dict[str, int] = {}
@@ -436,11 +426,10 @@ class Metrics:
             unmatched=_unmatched(plan.unmet),
             protected={_label(size): 1 for size in snap.protected_sizes}, drain_oldest_age=max((snap.now - t for t in drains.values()),
                                                      default=0.0),
-            foreign_drains=sum(1 for w in snap.workers
-                               if w.draining and not is_our_reason(w.drain_reason)),
+            foreign_drains=sum(1 for w in snap.workers if w.draining and not is_our_drain(w)),
             demand_jobs=jobs, demand_cpus=cpus,
             demand_oldest_wait=max(0.0, snap.now - min(submits)) if submits else 0.0,
-            held=len(snap.held), frozen=frozen_reason(plan.frozen, snap.paused),
+            held=len(snap.held), frozen=frozen_reason(plan, snap.paused),
             matrix_error=report.matrix_error is not None,
             polled_at=dict(snap.polled_at), last_cycle=self._clock(),
             clock_skew=snap.cloud_clock_skew,
@@ -463,13 +452,19 @@ class Metrics:
 
 
 def _our_drains(snap: Snapshot, nodes: Iterable[NodeExplanation]) -> dict[str, float]:
-    """Drains of ours under way: cloud node id -> when the drain started."""
-    drains = {f.node: f.since for f in snap.in_flight if f.action == "drain"}
-    by_worker = {e.worker: e.node_id for e in nodes if e.worker}
+    """Drains of ours under way: cloud node id -> when the drain started, as the core found them
+    (:attr:`NodeExplanation.our_drain_since`), plus unlisted workers drained by us
+    (``worker:<name>``)."""
+    drains: dict[str, float] = {}
+    paired = set()
+    for e in nodes:
+        if e.our_drain_since is not None:
+            drains[e.node_id] = e.our_drain_since
+        if e.worker:
+            paired.add(e.worker)
     for w in snap.workers:
-        if w.draining and is_our_reason(w.drain_reason):
-            node = by_worker.get(w.name, f"worker:{w.name}")
-            drains.setdefault(node, w.state_since or snap.now)
+        if w.name not in paired and is_our_drain(w):
+            drains[f"worker:{w.name}"] = w.state_since or snap.now
     return drains
 
 

@@ -31,6 +31,9 @@ __all__ = [
     "PlanItem",
     "BootRequest",
     "Unmet",
+    "Blocked",
+    "Freeze",
+    "Cause",
     "NodeExplanation",
     "Plan",
     "Outcome",
@@ -233,6 +236,9 @@ class Snapshot:
     late or old): such a node, unpaired or down for silence, is not shut down yet.
     ``cloud_clock_skew`` is the cloud's clock minus ours in seconds, as measured from the cloud's
     replies (None: unknown); the ``launched_at`` times are already on our clock.
+    ``cancel_drains`` are node ids whose drain of ours an operator asked to cancel this cycle;
+    ``destroyed`` node ids this process destroyed so recently that the listing may still show them
+    (a ``TAG_DESTROY`` on them is not a destroy to resume).
     """
 
     now: float
@@ -251,6 +257,9 @@ class Snapshot:
     cloud_clock_skew: float | None = None
     # sizes in protected mode after failed joins -> why, in words: not booted (issue 14)
     protected_sizes: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
+    # operator cancels and our own recent destroys, decided on in the core (issue 13)
+    cancel_drains: frozenset[str] = frozenset()  # node ids whose drain of ours an operator cancels
+    destroyed: frozenset[str] = frozenset()      # node ids this process destroyed, maybe still listed
 
 
 class ItemKind(str, enum.Enum):
@@ -302,12 +311,52 @@ class Unmet:
     text: str
 
 
+class Blocked(enum.StrEnum):
+    """What stopped a node's action (:attr:`NodeExplanation.blocked_by`). The values are the words
+    the status JSON, the logs and the ``nodemanager_nodes_blocked`` metric's label print."""
+
+    STALE = "stale"                  # an input is stale: nothing is done
+    PAUSED = "paused"                # an operator paused all actions
+    FROZEN = "frozen"                # drains and destroys frozen (clock skew, mass down)
+    HELD = "held"                    # an operator holds the node
+    DEMAND = "demand"                # queued jobs need the node
+    MIN_NODES = "min_nodes"          # giving it back would go below min_nodes
+    BUDGET = "budget"                # max_concurrent_drains or max_destroys_per_hour reached
+    IN_FLIGHT = "in_flight"          # a destroy is under way
+    NO_WORKER = "no_worker"          # the matrix asks for a drain but no worker is paired
+    UNCONFIRMED = "unconfirmed"      # absence or silence not confirmed by this process's polls
+    FOREIGN_DRAIN = "foreign_drain"  # someone else drains it
+
+
+class Freeze(enum.StrEnum):
+    """Why a plan does no drain or destroy (:attr:`Plan.frozen_by`); the values are the
+    ``nodemanager_actions_frozen`` metric's ``reason`` label."""
+
+    STALE = "stale"            # an input poll is too old (nothing at all is done)
+    PAUSED = "paused"          # an operator paused all actions (nothing at all is done)
+    CLOCK_SKEW = "clock_skew"  # the cloud's clock is off ours beyond max_clock_skew
+    MASS_DOWN = "mass_down"    # too many nodes down at once: probably a scheduler outage
+
+
+@dataclass(frozen=True, slots=True)
+class Cause:
+    """The disruption reason that proposed a node's action (``reason``: its name, e.g.
+    ``matrix_drain``, ``resume_destroy``) and what made it (``by``: the matrix rule's
+    ``file:line``, ``operator`` for an admin command, or the recovery rule)."""
+
+    reason: str
+    by: str
+
+    def __str__(self) -> str:
+        return f"{self.reason} ({self.by})"
+
+
 class NodeExplanation(NamedTuple):
     """Why a node gets (or does not get) an action: the operator-facing answer per node.
 
     ``rule`` is ``file:line`` of the matrix rule that matched; ``action`` is what the plan does
-    (None: nothing); ``blocked_by`` names what stopped the matrix action (``stale``, ``min_nodes``,
-    ``demand``, ``budget``, ``cap``, ``held``, ``paused``, ``frozen``...) and ``reason`` says it in words;
+    (None: nothing); ``blocked_by`` (a :class:`Blocked`) names what stopped the action and
+    ``reason`` says it in words; ``cause`` names the reason that proposed it;
     ``next_change`` is when the tuple will next change by time alone (e.g. idle grace ends), if known.
     Immutable like the dataclasses here, but a named tuple: the core builds one per node per cycle
     and a tuple is built in less than half the time.
@@ -326,6 +375,13 @@ class NodeExplanation(NamedTuple):
     raw_state: str | None = None
     next_change: float | None = None
     next_change_what: str | None = None
+    # facts the core computed once for this node (issue 13): read them, do not recompute
+    cause: Cause | None = None       # the disruption reason that proposed ``action`` (or was blocked)
+    lost: bool = False               # its worker was last heard more than node_stale_after ago
+    gone: bool = False               # the cloud lists it terminated or terminating (:func:`is_gone`)
+    our_drain_since: float | None = None  # a drain of ours is under way, started then
+    drained: bool = False            # ... and it finished: the worker is drained, no job runs
+    up: bool = False                 # counts towards min_nodes (idle, busy or booting, staying)
 
 
 @dataclass(frozen=True)
@@ -342,6 +398,7 @@ class Plan:
     frozen: str | None = None
     notes: tuple[str, ...] = ()  # plan-wide reasons in words (demand not met and why, caps hit)
     unmet: tuple[Unmet, ...] = ()  # the same demand not booted for, typed (see Unmet)
+    frozen_by: Freeze | None = None  # why ``frozen``, typed (see Freeze)
 
 
 @dataclass(frozen=True, slots=True)

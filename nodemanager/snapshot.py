@@ -16,7 +16,8 @@ The format (documented with an example in ``docs/plan.md``)::
      "in_flight": [{"node": S, "action": "drain"|"destroy"|"boot"|"cancel_drain", "since": E,
                     "size"?: S, "request_id"?: S}],
      "held"?: [S], "forced_drains"?: [S], "paused"?: S, "quota"?: N, "blocked_sizes"?: [S], "unconfirmed"?: [S],
-     "recent_destroys"?: [E], "cloud_clock_skew"?: N, "protected_sizes"?: {S: S}}
+     "recent_destroys"?: [E], "cloud_clock_skew"?: N, "protected_sizes"?: {S: S},
+     "cancel_drains"?: [S], "destroyed"?: [S]}
 
 For an HTCondor worker, fields missing from the worker object are taken from its ``ad``
 (``State/Activity``, ``CloudInstanceID``, ``LastHeardFrom``, ``EnteredCurrentState``,
@@ -310,7 +311,7 @@ def from_json(data: Any) -> Snapshot:
     f = _Fields(data, "", ("now", "polled_at", "cloud_nodes", "workers", "demand", "in_flight",
                            "held", "forced_drains", "paused", "quota", "blocked_sizes",
                            "recent_destroys", "unconfirmed", "cloud_clock_skew",
-                           "protected_sizes"))
+                           "protected_sizes", "cancel_drains", "destroyed"))
     polled = f.req("polled_at", _obj)
     polled_at = {k: _number(t, f"polled_at.{k}") for k, t in polled.items()}
     nodes = _items(f, "cloud_nodes", _cloud_node)
@@ -337,6 +338,8 @@ def from_json(data: Any) -> Snapshot:
         cloud_clock_skew=f.opt("cloud_clock_skew", _offset),
         protected_sizes=frozen_map({k: _str(v, f"protected_sizes.{k}") for k, v in
                                     f.opt("protected_sizes", _obj, {}).items()}),
+        cancel_drains=f.opt("cancel_drains", _strings, frozenset()),
+        destroyed=f.opt("destroyed", _strings, frozenset()),
     )
 
 
@@ -441,7 +444,8 @@ def to_json(s: Snapshot) -> dict[str, Any]:
     extra = {"held": sorted(s.held), "forced_drains": sorted(s.forced_drains),
              "paused": s.paused, "quota": s.quota, "blocked_sizes": sorted(s.blocked_sizes),
              "recent_destroys": list(s.recent_destroys), "unconfirmed": sorted(s.unconfirmed),
-             "cloud_clock_skew": s.cloud_clock_skew, "protected_sizes": dict(s.protected_sizes) or None}
+             "cloud_clock_skew": s.cloud_clock_skew, "protected_sizes": dict(s.protected_sizes) or None,
+             "cancel_drains": sorted(s.cancel_drains), "destroyed": sorted(s.destroyed)}
     out.update({k: v for k, v in extra.items() if v not in (None, [])})
     return out
 

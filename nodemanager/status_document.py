@@ -101,6 +101,9 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
             "matrix_action": e.matrix_action.to_json(),
             "planned_action": e.action.value if e.action else None,
             "blocked_by": e.blocked_by, "why": e.reason,
+            "cause": {"reason": e.cause.reason, "by": e.cause.by} if e.cause else None,
+            "facts": {"lost": e.lost, "our_drain_since": e.our_drain_since, "drained": e.drained,
+                      "counted_up": e.up},
             "next_change": e.next_change, "next_change_what": e.next_change_what,
             "next_change_text": when_text(e.next_change, e.next_change_what, report.snapshot.now),
             "held": e.node_id in held or e.name in held,
@@ -114,7 +117,7 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
         })
     paired = {e.worker for e in plan.nodes if e.worker}
     doc.update(
-        cycle_at=snap.now, frozen=plan.frozen, paused=snap.paused or admin_json.get("paused"),
+        cycle_at=snap.now, frozen=plan.frozen, frozen_by=plan.frozen_by, paused=snap.paused or admin_json.get("paused"),
         matrix={"sha256": report.matrix_hash or None, "error": report.matrix_error},
         polls={k: {"at": v, "age_seconds": round(now - v, 1)} for k, v in snap.polled_at.items()},
         cloud_clock_skew=snap.cloud_clock_skew,

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from nodemanager.cloud.port import ErrorKind
 from nodemanager.metrics import Metrics, frozen_reason
-from nodemanager.model import CloudNode, CycleReport, Outcome, Plan, Size, Snapshot, Worker
+from nodemanager.model import CloudNode, CycleReport, Freeze, Outcome, Plan, Size, Snapshot, Worker
 from nodemanager.scheduler.draining_stats import DrainingStats
 from tests.fixtures.observability import SIZES, T0, Clock, sample_report
 
@@ -270,17 +270,18 @@ def test_matrix_reloads_and_the_hash_in_force(metrics: Metrics) -> None:
     assert value(metrics, "nodemanager_matrix_error") == 0
 
 
-@pytest.mark.parametrize("frozen, paused, reason", [
-    (None, None, None),
-    ("scheduler poll is stale (400 s old, limit 300 s)", None, "stale"),
-    ("6 of 8 nodes down at once", None, "mass_down"),
-    (None, "maintenance", "paused"),
-    ("quota check failed", None, "other"),
+@pytest.mark.parametrize("frozen, frozen_by, paused, reason", [
+    (None, None, None, None),
+    ("input is stale (scheduler poll is 400s old; poll_stale_after 300s)", Freeze.STALE, None, "stale"),
+    ("6 of 8 nodes are down or never came up", Freeze.MASS_DOWN, None, "mass_down"),
+    (None, None, "maintenance", "paused"),
+    ("quota check failed", None, None, "other"),
 ])
-def test_frozen_state_and_why(metrics: Metrics, frozen: str | None, paused: str | None,
-                              reason: str | None) -> None:
-    assert frozen_reason(frozen, paused) == reason
-    metrics.observe(sample_report(frozen=frozen, paused=paused))
+def test_frozen_state_and_why(metrics: Metrics, frozen: str | None, frozen_by: Freeze | None,
+                              paused: str | None, reason: str | None) -> None:
+    report = sample_report(frozen=frozen, frozen_by=frozen_by, paused=paused)
+    assert frozen_reason(report.plan, paused) == reason
+    metrics.observe(report)
     for r in ("stale", "mass_down", "paused", "other"):
         assert value(metrics, "nodemanager_actions_frozen", reason=r) == (1 if r == reason else 0)
 
@@ -296,3 +297,76 @@ def test_why_not_counts_each_binding_reason_with_a_bounded_label(metrics: Metric
     family = next(f for f in families(metrics) if f.name == "nodemanager_why_not")
     assert {(s.labels["subject"], s.labels["reason"]) for s in family.samples} == \
         {("node", r) for r in NODE_REASONS} | {("demand", r) for r in DEMAND_REASONS}
+
+
+def _core_report(now: float, nodes: tuple[CloudNode, ...], workers: tuple[Worker, ...] = (),
+                 in_flight: tuple = (), **snap_kw) -> CycleReport:
+    """A report whose plan the real core made (the facts metrics read are the core's)."""
+    import policy_matrix
+    from nodemanager.core import plan
+    from nodemanager.scheduler import classified
+    from tests.fixtures.observability import CORE
+    snap = Snapshot(now=now, polled_at={"cloud": now, "scheduler": now}, cloud_nodes=nodes,
+                    workers=tuple(classified(w) for w in workers), in_flight=in_flight, **snap_kw)
+    return CycleReport(snapshot=snap, plan=plan(snap, CORE, policy_matrix.load_default()))
+
+
+def test_paid_time_and_the_core_agree_on_which_vms_are_gone(metrics: Metrics) -> None:
+    # one definition of "gone" (model.GONE_STATES): a terminating VM is not paid; a stopped one
+    # is still ours, listed and planned for, so its time counts
+    nodes = (CloudNode("i-leaving", "n1", "large", T0 - 4000, state="shutting-down"),
+             CloudNode("i-stopped", "n2", "small", T0 - 4000, state="stopped"))
+    for t in (T0, T0 + 60):
+        metrics.observe(_core_report(t, nodes))
+    paid = {s.labels["size"]: s.value for f in families(metrics) if f.name == "nodemanager_paid_node_seconds"
+            for s in f.samples if s.name.endswith("_total")}
+    assert paid == {"small": 60.0}
+    assert value(metrics, "nodemanager_estimated_spend_per_hour", size="large") is None
+
+
+def test_a_drain_being_cancelled_is_no_drain_under_way_as_the_core_says(metrics: Metrics) -> None:
+    from nodemanager.model import InFlight
+    nodes = (CloudNode("i-1", "w1", "small", T0 - 4000, hostname="w1"),
+             CloudNode("i-2", "w2", "small", T0 - 4000, hostname="w2"))
+    workers = (Worker("w1", "slurm", state="drng", cpus=4, cpus_busy=4, running_jobs=1, last_heard=T0,
+                      draining=True, drain_reason="nodemanager: idle"),
+               Worker("w2", "slurm", state="drng", cpus=4, cpus_busy=4, running_jobs=1, last_heard=T0,
+                      draining=True, drain_reason="nodemanager: idle"))
+    flights = (InFlight("i-1", "drain", T0 - 600, request_id="a"), InFlight("i-2", "drain", T0 - 300, request_id="b"),
+               InFlight("i-2", "cancel_drain", T0 - 10))
+    report = _core_report(T0, nodes, workers, flights)
+    assert [e.our_drain_since for e in report.plan.nodes] == [T0 - 600, None]
+    metrics.observe(report)
+    assert value(metrics, "nodemanager_drains_in_progress") == 1
+    assert value(metrics, "nodemanager_drain_oldest_age_seconds") == 600
+
+
+@pytest.mark.parametrize("snap_kw, reason", [
+    (dict(paused="maintenance"), "paused"),
+    (dict(cloud_clock_skew=900.0), "clock_skew"),
+])
+def test_the_frozen_reason_is_the_cores_typed_one(metrics: Metrics, snap_kw: dict, reason: str) -> None:
+    nodes = (CloudNode("i-1", "n1", "small", T0 - 4000),)
+    report = _core_report(T0, nodes, **snap_kw)
+    assert report.plan.frozen_by == reason
+    metrics.observe(report)
+    assert value(metrics, "nodemanager_actions_frozen", reason=reason) == 1
+
+
+def test_a_stale_input_and_a_mass_of_down_nodes_are_told_apart_by_type(metrics: Metrics) -> None:
+    stale = _core_report(T0, (CloudNode("i-1", "n1", "small", T0 - 4000),))
+    stale = dataclasses.replace(stale, snapshot=dataclasses.replace(
+        stale.snapshot, polled_at={"cloud": T0, "scheduler": T0 - 3600}))
+    from nodemanager.core import plan
+    import policy_matrix
+    from tests.fixtures.observability import CORE
+    stale = dataclasses.replace(stale, plan=plan(stale.snapshot, CORE, policy_matrix.load_default()))
+    assert stale.plan.frozen_by == "stale"
+    metrics.observe(stale)
+    assert value(metrics, "nodemanager_actions_frozen", reason="stale") == 1
+    down = tuple(CloudNode(f"i-{k}", f"n{k}", "small", T0 - 4000, hostname=f"w{k}") for k in range(8))
+    workers = tuple(Worker(f"w{k}", "slurm", state="down*", cpus=4, last_heard=T0 - 30) for k in range(8))
+    report = _core_report(T0 + 30, down, workers)
+    assert report.plan.frozen_by == "mass_down", report.plan.frozen
+    metrics.observe(report)
+    assert value(metrics, "nodemanager_actions_frozen", reason="mass_down") == 1

@@ -53,8 +53,8 @@ def health_adapter(monkeypatch):
             return Classification("fail", "health check failed")
         return classify_worker(w, now, stale_after)
 
-    # the package front's ``plan`` (the function) hides the module of the same name
-    monkeypatch.setattr(importlib.import_module("nodemanager.core.plan"), "classify_worker", classify)
+    # the facts stage classifies listed nodes' workers (the core's one place for it)
+    monkeypatch.setattr(importlib.import_module("nodemanager.core.facts"), "classify_worker", classify)
 
 
 def test_plan_acts_on_a_worker_state_added_by_a_vocabulary_file(matrix, health_adapter):
@@ -109,7 +109,7 @@ def test_an_added_state_like_idle_counts_its_idle_grace(tmp_path, monkeypatch):
             return Classification("backfill", "backfill work only", now - 3600)
         return classify_worker(w, now, stale_after)
 
-    monkeypatch.setattr(importlib.import_module("nodemanager.core.plan"), "classify_worker", classify)
+    monkeypatch.setattr(importlib.import_module("nodemanager.core.facts"), "classify_worker", classify)
     p = plan(snap([node("bf", age=7200)], [worker("bf", state="backfill")]), settings(), matrix)
     [e] = p.nodes
     assert e.tuple.worker_state == "backfill" and e.tuple.idle_grace == "idle exceeded"

@@ -7,7 +7,7 @@ The daemon, the simulator, the status page and ``nodemanager plan`` all call :fu
 
 The surface: :func:`plan` and :func:`stale_inputs`; pairing (:func:`pair`); the
 scheduler-independent classification rules over the adapters' verdicts (:func:`classify_worker`,
-:func:`is_our_reason`, :func:`foreign_reason`, :func:`ad_number`); billing windows and paid time
+:func:`is_our_reason`, :func:`is_our_drain`, :func:`is_lost`, :func:`foreign_reason`, :func:`ad_number`); billing windows and paid time
 (``*_grace_state``, :func:`window_state`, :func:`paid_seconds_for`, :func:`charged_between`,
 :func:`late_give_back`); clock sanity (:func:`launch_time`, :func:`date_skew`); victim costs
 (:func:`estimate`, :func:`order_victims`); boot reservations (:class:`Reservation`,
@@ -25,8 +25,9 @@ from nodemanager.core.billing import (Schedule, TimedValue, boot_grace_state, ch
                                       idle_grace_state, late_give_back, paid_seconds_for,
                                       schedule_for, window_state)
 from nodemanager.core.classify import (Classification, classify_worker, foreign_reason,
-                                       is_our_reason)
+                                       is_our_drain, is_our_reason)
 from nodemanager.core.clocks import date_skew, launch_time
+from nodemanager.core.facts import is_lost
 from nodemanager.core.pair import Pairing, pair
 from nodemanager.core.plan import Escalation, plan, stale_inputs
 from nodemanager.core.reservations import Reservation, from_line, settle, to_line
@@ -52,6 +53,8 @@ __all__ = [
     "foreign_reason",
     "from_line",
     "idle_grace_state",
+    "is_lost",
+    "is_our_drain",
     "is_our_reason",
     "late_give_back",
     "launch_time",

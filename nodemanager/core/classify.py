@@ -15,13 +15,13 @@ drained by someone else; see :mod:`nodemanager.scheduler.slurm_classify` and
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, TypeGuard
 
 from nodemanager.model import Worker
 from nodemanager.tags import DRAIN_REASON_PREFIX
 from policy_matrix.vocabulary import BUSY, DOWN, IDLE, UNPAIRED
 
-__all__ = ["Classification", "classify_worker", "is_our_reason", "foreign_reason",
+__all__ = ["Classification", "classify_worker", "is_our_reason", "is_our_drain", "foreign_reason",
            "foreign_drain", "classify_foreign", "Foreign"]
 
 
@@ -58,6 +58,12 @@ def classify_worker(worker: Worker | None, now: float, node_stale_after: float) 
 def is_our_reason(reason: str | None) -> bool:
     """True if a scheduler drain reason is one we set (it carries our prefix)."""
     return reason is not None and reason.startswith(DRAIN_REASON_PREFIX)
+
+
+def is_our_drain(worker: Worker | None) -> TypeGuard[Worker]:
+    """The one test of the scheduler's record of a drain of ours: the worker drains with our
+    reason prefix."""
+    return worker is not None and worker.draining and is_our_reason(worker.drain_reason)
 
 
 def foreign_reason(draining: bool, reason: str | None) -> str | None:

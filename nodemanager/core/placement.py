@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from nodemanager.core.classify import foreign_drain
-from nodemanager.core.plan_node import PlanNode
+from nodemanager.core.plan_node import Decision
 from nodemanager.core.pricing import expected_price
 from nodemanager.core.reclaim import RECLAIMED
 from nodemanager.core.size_choice import demand_signature, eligible, fits, per_node, pick
@@ -52,14 +52,16 @@ TIERS: tuple[Tier, ...] = (BUSY_FREE, IDLE_KEPT, GIVEN_BACK, BOOTING, DRAINING, 
 
 @dataclass(frozen=True)
 class Placement:
-    """The boots to request (each with its why), notes for the operator, and the unmet demand."""
+    """The boots to request (each with its why), notes for the operator, the unmet demand, and the
+    listed nodes queued jobs need (node id -> why, in words)."""
 
     boots: list[BootRequest]
     notes: list[str]
     unmet: list[Unmet]
+    needed: dict[str, str]
 
 
-_Taken = Callable[[PlanNode | None, Demand, int], None]  # told each owner a placement used
+_Taken = Callable[[str | None, Demand, int], None]  # told each owner (a node id) a placement used
 
 
 class _Bins:
@@ -68,9 +70,9 @@ class _Bins:
     __slots__ = ("groups",)
 
     def __init__(self) -> None:
-        self.groups: dict[tuple[int, float, str, int], list[PlanNode | None]] = {}
+        self.groups: dict[tuple[int, float, str, int], list[str | None]] = {}
 
-    def add(self, cpus: int, ram: float, size: str, owner: PlanNode | None, gpus: int = 0) -> None:
+    def add(self, cpus: int, ram: float, size: str, owner: str | None, gpus: int = 0) -> None:
         if cpus > 0:
             self.groups.setdefault((cpus, ram, size, gpus), []).append(owner)
 
@@ -103,8 +105,8 @@ class _Bins:
         return placed
 
 
-def _capacity(n: PlanNode, settings: CoreSettings) -> tuple[int, float]:
-    w, size = n.worker, n.size
+def _capacity(n: Decision, settings: CoreSettings) -> tuple[int, float]:
+    w, size = n.facts.worker, n.facts.size
     cpus = (w.cpus if w and w.cpus else 0) or (size.cores if size else 0)
     ram = float(w.ram_mb) if w and w.ram_mb else (size.ram_mb * settings.node_mem_scaling
                                                   if size else 0.0)
@@ -138,24 +140,25 @@ def _size_name(sizes: dict[str, Size], pinned: str | None) -> str | None:
     return pinned
 
 
-def _tier_of(n: PlanNode) -> Tier | None:
+def _tier_of(n: Decision) -> Tier | None:
     """The tier a listed node's capacity goes to (None: it offers none)."""
-    ws = n.core_state
-    if n.tuple.worker_state == RECLAIMED:
+    f = n.facts
+    ws = f.core_state
+    if f.tuple.worker_state == RECLAIMED:
         return None  # the cloud takes it back: no drain of it is cancelled for queued jobs
     if n.drain is not None:
         # a drained worker takes jobs again once the drain is cancelled; a lost one does not
-        return DRAINING if n.drained or ws in (IDLE, BUSY) else None
-    if ws == UNPAIRED and n.tuple.boot_grace != BOOT_EXCEEDED and n.want is None:
+        return DRAINING if f.drained or ws in (IDLE, BUSY) else None
+    if ws == UNPAIRED and f.tuple.boot_grace != BOOT_EXCEEDED and n.want is None:
         return BOOTING
-    if ws in (IDLE, BUSY) and n.theirs is None and not n.forced:
+    if ws in (IDLE, BUSY) and f.theirs is None and not n.forced:
         if n.want is not None:
             return GIVEN_BACK
         return IDLE_KEPT if ws == IDLE else BUSY_FREE
     return None
 
 
-def _existing(settings: CoreSettings, sizes: dict[str, Size], nodes: Sequence[PlanNode],
+def _existing(settings: CoreSettings, sizes: dict[str, Size], nodes: Sequence[Decision],
               orphans: Sequence[tuple[Worker, str]],
               boots_in_flight: Sequence[InFlight]) -> dict[Tier, _Bins]:
     """Free capacity that exists now, by tier (:data:`NEW_BOOTS` starts empty)."""
@@ -166,9 +169,10 @@ def _existing(settings: CoreSettings, sizes: dict[str, Size], nodes: Sequence[Pl
             continue
         total, ram = _capacity(n, settings)
         cpus = total
-        if not (tier is DRAINING and n.drained) and tier is not BOOTING:
-            cpus, ram = _free(total, ram, n.worker, n.core_state)
-        bins[tier].add(cpus, ram, n.node.size, n, _free_gpus(n.size, total, cpus))
+        facts = n.facts
+        if not (tier is DRAINING and facts.drained) and tier is not BOOTING:
+            cpus, ram = _free(total, ram, facts.worker, facts.core_state)
+        bins[tier].add(cpus, ram, facts.node.size, facts.node.id, _free_gpus(facts.size, total, cpus))
     for w, state in orphans:
         if state in (IDLE, BUSY) and not w.draining and foreign_drain(w) is None:
             free = _free(w.cpus, float(w.ram_mb), w, state)
@@ -178,13 +182,6 @@ def _existing(settings: CoreSettings, sizes: dict[str, Size], nodes: Sequence[Pl
         if s is not None:
             bins[BOOTING].add(s.cores, s.ram_mb * settings.node_mem_scaling, s.name, None, s.gpus)
     return bins
-
-
-def _taken(owner: PlanNode | None, d: Demand, k: int) -> None:
-    if owner is not None and not owner.needed:
-        owner.needed = True
-        owner.why_needed = (f"queued jobs need it ({k} job(s) of {d.cpus} cpus, "
-                            f"{d.ram_mb} MB fit here)")
 
 
 class _Room:
@@ -243,7 +240,7 @@ def _blocked_why(name: str, snapshot: Snapshot) -> str:
 
 
 def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Size],
-                 nodes: Sequence[PlanNode], orphans: Sequence[tuple[Worker, str]],
+                 nodes: Sequence[Decision], orphans: Sequence[tuple[Worker, str]],
                  boots_in_flight: Sequence[InFlight], up: Sequence[str]) -> Placement:
     """Place ``snapshot.demand`` on ``nodes`` (listed nodes whose destroy is not under way),
     ``orphans`` (workers no listed node pairs with, with their core state) and
@@ -259,6 +256,11 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
     notes: list[str] = []
     unmet: list[Unmet] = []
     scaling = settings.node_mem_scaling
+    needed: dict[str, str] = {}
+
+    def taken(owner: str | None, d: Demand, k: int) -> None:
+        if owner is not None and owner not in needed:
+            needed[owner] = f"queued jobs need it ({k} job(s) of {d.cpus} cpus, {d.ram_mb} MB fit here)"
 
     # the most constrained first (GPUs, then few eligible sizes, then long walltimes: a short job
     # may fill a new on-demand node's spare cores, a long one must not fill a new spot node's)
@@ -277,7 +279,7 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
         allowed = eligible(d, want)
         left = d.count
         for tier in TIERS:
-            left -= bins[tier].place(d, allowed, left, _taken)
+            left -= bins[tier].place(d, allowed, left, taken)
             if left <= 0:
                 break
         if left <= 0:
@@ -326,7 +328,7 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
 
     _min_nodes(settings, usable, room, up, boots_in_flight, why, notes, unmet)
     return Placement([BootRequest(size=s, count=c, reason="; ".join(why.get(s, ())))
-                      for s, c in sorted(room.boots.items())], notes, unmet)
+                      for s, c in sorted(room.boots.items())], notes, unmet, needed)
 
 
 def _min_nodes(settings: CoreSettings, usable: Sequence[Size], room: _Room, up: Sequence[str],

@@ -1,42 +1,91 @@
-"""The planner's working record of one cloud node, filled step by step within one plan. Pure."""
+"""The planner's records of one cloud node, one per stage, each immutable. Pure.
+
+:class:`NodeFacts` is what classification found (stage 1): every fact later stages, the actuator,
+metrics and status read about the node is computed there once. :class:`Decision` is what the node
+gets (stages 2-4): the disruption reasons propose it, placement marks it needed, the gates block it;
+each stage hands on a new record (``_replace``), never edits one. Named tuples, not frozen
+dataclasses: :func:`~nodemanager.core.plan` builds two per node per cycle (50,000 nodes).
+"""
 
 from __future__ import annotations
 
+from typing import Mapping, NamedTuple
+
 from nodemanager.core.classify import Classification
-from nodemanager.model import Action, CloudNode, InFlight, ItemKind, Size, StateTuple, Worker
+from nodemanager.model import Action, Cause, CloudNode, InFlight, ItemKind, Size, StateTuple, Worker
 
-__all__ = ["PlanNode"]
+__all__ = ["NodeFacts", "Decision", "UNDECIDED", "reason_of"]
 
 
-class PlanNode:
-    """Working state of one cloud node during one :func:`~nodemanager.core.plan` call (mutable)."""
+class NodeFacts(NamedTuple):
+    """One cloud node as classified, with the facts computed once per cycle."""
 
-    __slots__ = ("node", "worker", "size", "cls", "tuple", "rule", "maction", "next_change",
-                 "next_what", "want", "forced", "cancellable", "drain", "blocked", "reason",
-                 "needed", "why_needed", "request_id", "schedule", "ours_draining", "drained",
-                 "foreign", "theirs", "core_state")
-    # set by plan's classification for every node before any other step reads them
+    node: CloudNode
+    worker: Worker | None            # the paired worker (None: unpaired)
+    size: Size | None
     cls: Classification
     tuple: StateTuple
-    rule: str
+    rule: str                        # file:line of the matrix rule that matched
     maction: Action
+    core_state: str                  # the tuple's worker_state as the core treats it
     next_change: float | None
     next_what: str | None
-    core_state: str  # the tuple's worker_state as the core treats it (Vocabulary.core_state)
+    theirs: str | None               # someone else's drain reason: it takes no jobs
+    foreign: bool                    # ... and not reclaimable yet: never touched
+    flights: Mapping[str, InFlight]  # this node's actions under way, by action
+    held: bool                       # an operator holds it: no action
+    lost: bool                       # the worker was last heard more than node_stale_after ago
+    gone: bool                       # the cloud lists it terminated or terminating (model.is_gone)
+    our_drain: InFlight | None       # a drain of ours under way, not being cancelled
+    ours_draining: bool              # ... and it counts in max_concurrent_drains
+    drained: bool                    # ... and it finished: drained, no job runs, worker heard
+    up: bool                         # counts towards min_nodes: idle, busy or booting, staying
 
-    def __init__(self, node: CloudNode, worker: Worker | None, size: Size | None) -> None:
-        self.node, self.worker, self.size = node, worker, size
-        self.want: ItemKind | None = None
-        self.forced = False
-        self.cancellable = True
-        self.drain: InFlight | None = None
-        self.blocked: str | None = None
-        self.reason = ""
-        self.needed = False
-        self.why_needed = ""
-        self.request_id: str | None = None
-        self.schedule: str | None = None
-        self.ours_draining = False  # a drain of ours is under way (counts in the drain budget)
-        self.drained = False        # ... and it has finished: the worker is drained, ready to go
-        self.theirs: str | None = None  # someone else's drain reason: it takes no jobs
-        self.foreign = False        # ... and not reclaimable yet: never touched
+
+class Decision(NamedTuple):
+    """What a node gets: the action wanted (None: none), the reason that proposed it, what blocked
+    it, in words (empty: no reason claimed the node, the matrix asks for nothing: see
+    :func:`reason_of`). ``drain`` is our drain when the node reached the reasons (not held, not
+    someone else's, not unconfirmed); ``needed`` says why queued jobs need the node (None: not)."""
+
+    facts: NodeFacts
+    want: ItemKind | None = None
+    cause: Cause | None = None
+    blocked: str | None = None
+    reason: str = ""
+    cancellable: bool = True
+    forced: bool = False
+    drain: InFlight | None = None
+    needed: str | None = None
+    request_id: str | None = None    # the scheduler's id of the drain the action is about
+    schedule: str | None = None      # DRAIN/ESCALATE: graceful | quick | fast
+
+    # the common steps, built straight from the fields: ``_replace`` costs three times as much,
+    # and a cycle of 50,000 nodes takes tens of thousands of them
+    def wanting(self, want: ItemKind, cause: Cause, reason: str, cancellable: bool = True) -> Decision:
+        """This decision with ``want`` proposed by ``cause``."""
+        return _new(Decision, (self[0], want, cause, self[3], reason, cancellable, self[6], self[7], self[8],
+                               self[9], self[10]))
+
+    def held_back(self, blocked: str, reason: str) -> Decision:
+        """This decision with no action: ``blocked`` says what stopped it, ``reason`` in words."""
+        return _new(Decision, (self[0], None, self[2], blocked, reason, self[5], self[6], self[7], self[8],
+                               self[9], self[10]))
+
+    def saying(self, reason: str) -> Decision:
+        """This decision with only its words changed."""
+        return _new(Decision, (self[0], self[1], self[2], self[3], reason, self[5], self[6], self[7], self[8],
+                               self[9], self[10]))
+
+
+_new = tuple.__new__
+# a Decision's fields before any reason looked at the node: ``tuple.__new__(Decision, (facts,) +
+# UNDECIDED)`` is ``Decision(facts)`` without the named tuple's own __new__ (a call per node)
+UNDECIDED = (None, None, None, "", True, False, None, None, None, None)
+
+
+def reason_of(d: Decision) -> str:
+    """The decision's words; for a node no reason claimed, the matrix's (written only when asked:
+    most nodes of a large pool are such nodes)."""
+    return d.reason or f"matrix says no action: {d.facts.cls.why}"
+

@@ -1,0 +1,139 @@
+"""The gates after demand: freezes, demand, ``min_nodes`` and the budgets
+(``max_concurrent_drains``, ``max_destroys_per_hour``), applied to what the disruption reasons
+proposed. :class:`Budgets` is computed once per cycle and drawn from in order: an operator's
+forced drains first (they pass min_nodes and the drain budget, but count in both), then the
+destroys of nodes that run nothing, then the rest in victim order (:func:`order_victims`) when
+not all may go. Pure.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+from nodemanager.core.plan_node import Decision
+from nodemanager.core.victims import Estimator, order_victims
+from nodemanager.model import Blocked, ItemKind, Snapshot, VictimCost
+from nodemanager.settings import CoreSettings
+from policy_matrix.vocabulary import BOOT_EXCEEDED, UNPAIRED
+
+__all__ = ["Budgets", "budgets", "gate", "verb"]
+
+_VERBS: dict[ItemKind | None, str] = {ItemKind.DRAIN: "drain", ItemKind.DESTROY: "destroy",
+                                      ItemKind.CANCEL_DRAIN: "cancel of drain",
+                                      ItemKind.ESCALATE: "escalation"}
+_FREE = VictimCost()  # an unpaired node: nothing runs there
+
+
+def verb(kind: ItemKind | None) -> str:
+    """``drain``, ``destroy``, ``cancel of drain`` or ``escalation``: the action in words."""
+    return _VERBS[kind]
+
+
+class Budgets(NamedTuple):
+    """What may still go this cycle; each draw returns the budgets left (``_replace``)."""
+
+    up: int                 # nodes counted as up (towards min_nodes) at the start
+    room: int               # how many more may go before min_nodes
+    recent: int             # destroys in the last hour
+    destroys_left: float    # under max_destroys_per_hour (inf: no cap)
+    draining: int           # drains of ours under way that stay (count in max_concurrent_drains)
+    started: int            # drains started this cycle (forced ones first)
+    max_drains: int
+
+    @property
+    def drains_left(self) -> int:
+        return max(self.max_drains - self.draining, 0) - self.started
+
+
+def budgets(decisions: list[Decision], snapshot: Snapshot, settings: CoreSettings) -> Budgets:
+    """The cycle's budgets, before any gate: forced drains already count in room and drains."""
+    now = snapshot.now
+    recent = sum(1 for t in snapshot.recent_destroys if now - t < 3600.0)
+    up = forced = draining = 0
+    drain = ItemKind.DRAIN
+    for d in decisions:
+        f = d.facts
+        up += f.up
+        forced += d.forced and d.want is drain
+        draining += f.ours_draining and d.want is None  # with nothing else planned, it stays
+    return Budgets(up=up, room=up - settings.min_nodes - forced, recent=recent,
+                   destroys_left=(max(settings.max_destroys_per_hour - recent, 0)
+                                  if settings.max_destroys_per_hour > 0 else math.inf),
+                   draining=draining, started=forced, max_drains=settings.max_concurrent_drains)
+
+
+def gate(decisions: list[Decision], snapshot: Snapshot, settings: CoreSettings, freeze: str | None,
+         estimator: Estimator) -> list[Decision]:
+    """``decisions`` with the drains and destroys that may not happen now blocked, in words."""
+    if freeze:
+        return [d.held_back(Blocked.FROZEN, f"{verb(d.want)} held back: {freeze}")
+                if d.want in (ItemKind.DRAIN, ItemKind.DESTROY) else d for d in decisions]
+    out = list(decisions)
+    b = budgets(decisions, snapshot, settings)
+    min_nodes, up = settings.min_nodes, b.up
+
+    def destroy_held(d: Decision, note: str = "") -> Decision:
+        return d.held_back(Blocked.BUDGET, f"destroy held back: max_destroys_per_hour "
+                           f"{settings.max_destroys_per_hour} reached ({b.recent} in the last hour); "
+                           f"{d.reason}{note}")
+
+    # nodes that run nothing first (not cancellable); a booting one still counts as up
+    for i, d in enumerate(decisions):
+        if d.want is ItemKind.DESTROY and not d.cancellable:
+            booting = d.drain is None and d.facts.tuple.boot_grace != BOOT_EXCEEDED and (
+                d.facts.core_state == UNPAIRED)
+            if booting and b.room <= 0:
+                out[i] = d.held_back(Blocked.MIN_NODES, f"destroy held back: min_nodes {min_nodes} ({up} up); "
+                                                        f"{d.reason}")
+            elif b.destroys_left <= 0:
+                out[i] = destroy_held(d)
+                if d.facts.ours_draining:  # the drain stays under way
+                    b = b._replace(draining=b.draining + 1)
+            else:
+                b = b._replace(destroys_left=b.destroys_left - 1, room=b.room - booting)
+
+    candidates: list[int] = []
+    for i, d in enumerate(out):
+        if d.want in (ItemKind.DRAIN, ItemKind.DESTROY) and d.cancellable and not d.forced:
+            if d.needed:
+                out[i] = d.held_back(Blocked.DEMAND, f"{verb(d.want)} held back: {d.needed}; {d.reason}")
+            else:
+                candidates.append(i)
+    drains = sum(1 for i in candidates if out[i].want is ItemKind.DRAIN)
+    destroys = len(candidates) - drains
+    # victims are ordered only when some, not all, may go (pricing thousands of them costs time)
+    some_may_go = b.room > 0 and ((drains and b.drains_left > 0) or (destroys and b.destroys_left > 0))
+    if some_may_go and (len(candidates) > b.room or drains > b.drains_left or destroys > b.destroys_left):
+        def cost(i: int) -> VictimCost:
+            w = out[i].facts.worker
+            return estimator(w, snapshot.now) if w is not None else _FREE
+        costs = [(out[i].facts.node.id, cost(i)) for i in candidates]
+        keeping = {out[i].facts.node.id: (sz.price, sz.cores) for i in candidates
+                   if (sz := out[i].facts.size) is not None}
+        order = {nid: k for k, nid in enumerate(order_victims(costs, settings.victim_horizon, keeping))}
+        candidates.sort(key=lambda i: order[out[i].facts.node.id])
+        chosen = "; other nodes cost more to give back (seed 003 victim order)"
+    else:
+        chosen = ""
+    for i in candidates:
+        d = out[i]
+        up_now = d.facts.up  # a node that is no capacity (reclaimed) takes nothing from min_nodes
+        if b.room <= 0 and up_now:
+            out[i] = d.held_back(Blocked.MIN_NODES, f"{verb(d.want)} held back: min_nodes {min_nodes} "
+                                                    f"({up} up){chosen}; {d.reason}")
+            continue
+        if d.want is ItemKind.DRAIN:
+            if b.drains_left <= 0:
+                out[i] = d.held_back(Blocked.BUDGET, f"drain held back: max_concurrent_drains "
+                                                     f"{settings.max_concurrent_drains} reached ({b.draining} "
+                                                     f"under way, {b.started} starting now){chosen}; {d.reason}")
+                continue
+            b = b._replace(started=b.started + 1)
+        elif b.destroys_left <= 0:
+            out[i] = destroy_held(d, chosen)
+            continue
+        else:
+            b = b._replace(destroys_left=b.destroys_left - 1)
+        b = b._replace(room=b.room - up_now)
+    return out

@@ -1,0 +1,125 @@
+"""Stage 1 of the plan: each cloud node paired, classified, looked up in the matrix, with the facts
+every later stage (and the actuator, metrics, status) reads: lost, gone, our drain, drained,
+counted as up. Each fact is computed here once. Pure.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Protocol
+
+from nodemanager.core.billing import (Schedule, _window, boot_grace_state, idle_grace_state,
+                                      schedule_for, window_state)
+from nodemanager.core.classify import Classification, classify_foreign, classify_worker, foreign_drain
+from nodemanager.core.pair import Pairing, by_id
+from nodemanager.core.reclaim import cloud_reclaim
+from nodemanager.core.plan_node import NodeFacts
+from nodemanager.model import GONE_STATES, Action, CloudNode, InFlight, Size, Snapshot, StateTuple, Worker
+from nodemanager.settings import CoreSettings
+from policy_matrix.matrix import Match
+from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, DOWN, IDLE, UNPAIRED, Vocabulary
+
+__all__ = ["MatrixLookup", "node_facts", "matches", "is_lost", "RECLAIM_ENDS"]
+
+RECLAIM_ENDS = "reclaim_foreign_after ends"
+_NO_FLIGHTS: Mapping[str, InFlight] = {}
+_new = tuple.__new__
+
+
+class MatrixLookup(Protocol):
+    """What :func:`plan` needs of a matrix (a :class:`policy_matrix.Matrix`, or a test's stand-in)."""
+
+    def lookup(self, state: StateTuple) -> Match: ...
+
+    @property
+    def vocabulary(self) -> Vocabulary: ...
+
+
+def is_lost(worker: Worker | None, reference: float, stale_after: float) -> bool:
+    """The one definition of a lost worker: last heard more than ``stale_after`` seconds before
+    ``reference`` (the plan's now; the actuator's freshest ad of a poll). Never heard (0): not lost."""
+    return worker is not None and worker.last_heard > 0 and reference - worker.last_heard > stale_after
+
+
+def matches(node: CloudNode, worker: Worker | None, names: frozenset[str]) -> bool:
+    """True when an operator's list of node ids or names (held, forced drains) names this node."""
+    return bool(names) and (node.id in names or node.name in names
+                            or (worker is not None and worker.name in names))
+
+
+def in_flight_by_node(snapshot: Snapshot) -> dict[str, dict[str, InFlight]]:
+    """Node id -> action -> the latest action of that kind under way."""
+    flights: dict[str, dict[str, InFlight]] = {}
+    for f in sorted(snapshot.in_flight, key=lambda f: (f.node, f.action, f.since)):
+        flights.setdefault(f.node, {})[f.action] = f
+    return flights
+
+
+def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, sizes: dict[str, Size],
+               pairing: Pairing) -> list[NodeFacts]:
+    """Every listed node's facts, in node id order."""
+    paired, reasons = pairing.paired, pairing.reasons
+    now = snapshot.now
+    flights = in_flight_by_node(snapshot)
+    held = snapshot.held
+    schedules: dict[str, Schedule] = {s: schedule_for(sz) for s, sz in sizes.items()}
+    lookups: dict[tuple[str, str, str, str], tuple[StateTuple, str, Action]] = {}
+    out: list[NodeFacts] = []
+    stale_after, boot_grace, idle_grace = settings.node_stale_after, settings.boot_grace, settings.idle_grace
+    grace_note = f" (idle_grace {idle_grace:.0f}s)"
+    vocabulary = matrix.vocabulary
+    core_state = vocabulary.core_state
+    always_open = window_state(None, 0.0, now)
+    for node in sorted(snapshot.cloud_nodes, key=by_id):
+        worker = paired.get(node.id)
+        c = (classify_worker(worker, now, stale_after) if worker is not None
+             else Classification(UNPAIRED, f"unpaired: {reasons.get(node.id, 'no worker')}"))
+        theirs = foreign_drain(worker)
+        foreign = False
+        reclaim_at = None
+        if theirs is not None and worker is not None:
+            c, foreign, reclaim_at = classify_foreign(c, theirs, worker.drain_since, now,
+                                                      settings.reclaim_foreign_after)
+        c = cloud_reclaim(node, c, now)
+        sched = schedules.get(node.size)
+        launched = node.launched_at
+        win = _window(sched, launched, now) if sched else always_open
+        boot = boot_grace_state(launched, now, boot_grace)
+        core = core_state(c.state)  # an added state counts idle grace as its like does
+        if core == IDLE:
+            since = c.idle_since or launched
+            unknown = "" if c.idle_since else " (idle-since unknown: counted from launch)"
+            c = Classification(c.state, f"{c.why}{unknown}, idle for {now - since:.0f}s{grace_note}", since)
+        idle = idle_grace_state(core, c.idle_since or 0.0, now, idle_grace)
+        key = (c.state, win.value, boot.value, idle.value)
+        found = lookups.get(key)
+        if found is None:
+            st = StateTuple(*key)
+            match = matrix.lookup(st)
+            found = lookups[key] = (st, match.rule.location, match.action)
+        st, rule, maction = found
+        ws = core
+        # the earliest time at which the tuple changes by time alone
+        nxt, what = win.next_change, win.next_what
+        for at, at_what in ((boot.next_change, boot.next_what), (idle.next_change, idle.next_what),
+                            (reclaim_at, RECLAIM_ENDS)):
+            if at is not None and (nxt is None or at < nxt):
+                nxt, what = at, at_what
+        mine = flights.get(node.id, _NO_FLIGHTS)
+        is_held = bool(held) and matches(node, worker, held)
+        lost = worker is not None and is_lost(worker, now, stale_after)
+        if mine:
+            ours = mine.get("drain") if "cancel_drain" not in mine else None
+            destroying = "destroy" in mine
+        else:
+            ours, destroying = None, False
+        # a hold freezes the node as it is, so its drain still counts even on a foreign drain
+        ours_draining = ours is not None and not destroying and (is_held or not foreign)
+        drained = (ours is not None and ws == DOWN and worker is not None and worker.running_jobs == 0
+                   and not lost)
+        up = not ours_draining and not foreign and not destroying and (
+            ws in (IDLE, BUSY) or (ws == UNPAIRED and st.boot_grace != BOOT_EXCEEDED))
+        # tuple.__new__ straight: the named tuple's own __new__ adds a call per node
+        out.append(_new(NodeFacts, (node, worker, sizes.get(node.size), c, st, rule, maction, ws, nxt, what,
+                                    theirs, foreign, mine, is_held, lost, node.state in GONE_STATES, ours,
+                                    ours_draining, drained, up)))
+    return out

@@ -1,0 +1,41 @@
+"""Nodes no disruption reason may touch this cycle, and why: a destroy under way, an operator's
+hold, someone else's drain, an absence or silence this process has not confirmed, a cancel of
+our drain under way. Pure."""
+
+from __future__ import annotations
+
+from nodemanager.core.plan_node import Decision, NodeFacts
+from nodemanager.model import Action, Blocked, Snapshot
+from nodemanager.text import duration
+from policy_matrix.vocabulary import DOWN, UNPAIRED
+
+__all__ = ["guard"]
+
+
+def guard(f: NodeFacts, snapshot: Snapshot) -> Decision | None:
+    """The node's decision when something stops every reason (None: the reasons may look at it)."""
+    mine = f.flights
+    if mine:
+        destroy = mine.get("destroy")
+        if destroy is not None:
+            return Decision(f, blocked=Blocked.IN_FLIGHT,
+                            reason=f"destroy under way for {duration(snapshot.now - destroy.since)}")
+    if f.held:
+        return Decision(f, blocked=Blocked.HELD, reason="held by an operator: no action")
+    if f.foreign:
+        # theirs, whatever the matrix, our old drain tag or an operator's forced drain say
+        return Decision(f, blocked=Blocked.FOREIGN_DRAIN, reason=f"left alone (matrix says {f.maction}): {f.cls.why}")
+    ws = f.core_state
+    silent = ws == DOWN and f.lost
+    if (f.maction is Action.START_SHUTDOWN and (ws == UNPAIRED or silent)
+            and f.node.id in snapshot.unconfirmed):
+        # a late or old ad is no proof the node is gone: this process's fresh polls must show it
+        what = "silence of its worker" if silent else "missing scheduler record"
+        return Decision(f, blocked=Blocked.UNCONFIRMED, reason=(
+            f"matrix says START_SHUTDOWN, but the {what} is not confirmed yet by this "
+            f"process's fresh polls (node_stale_after): {f.cls.why}"))
+    if mine and f.our_drain is None:
+        cancel = mine.get("cancel_drain")
+        if cancel is not None:
+            return Decision(f, reason=f"cancel of our drain under way for {duration(snapshot.now - cancel.since)}")
+    return None

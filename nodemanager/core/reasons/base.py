@@ -1,0 +1,54 @@
+"""What every disruption reason is: a small object with a name, the stage it runs in, and
+``propose(candidates, context) -> decisions``. Pure."""
+
+from __future__ import annotations
+
+import enum
+from typing import Callable, NamedTuple, Protocol, Sequence
+
+from nodemanager.core.plan_node import Decision
+from nodemanager.model import InFlight, Snapshot, Worker
+from nodemanager.settings import CoreSettings
+
+__all__ = ["Stage", "Context", "Reason", "Escalation"]
+
+Escalation = Callable[[Worker, InFlight, float], "str | None"]
+
+
+class Stage(enum.Enum):
+    """When in the plan a reason runs, and what its candidates are."""
+
+    # before demand is placed; candidates: nodes no guard stopped and no earlier reason claimed.
+    # The first reason to return a decision for a node claims it (even with no action).
+    WANTS = "wants"
+    # demand placed (``Decision.needed`` set), before the freezes and budgets; not when halted
+    AFTER_DEMAND = "after demand"
+    # freezes and budgets applied; not when halted
+    AFTER_GATES = "after gates"
+    # overrides after everything, even when halted (the reason checks ``Context.frozen``); their
+    # items come after all others, in the order returned
+    LAST = "last"
+
+
+class Context(NamedTuple):
+    """What a reason may read besides its candidates."""
+
+    snapshot: Snapshot
+    settings: CoreSettings
+    frozen: bool                     # drains and destroys are held back (halted or frozen)
+    escalation: Escalation | None    # the drain escalation callback (None: none configured)
+
+
+class Reason(Protocol):
+    """A disruption reason: proposes actions (or blocks) for some of its candidates, each decision
+    with ``cause`` naming this reason and the matrix rule, operator command or recovery rule
+    behind it. Returns new records (``candidate._replace(...)``); candidates it leaves out keep
+    their decision."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def stage(self) -> Stage: ...
+
+    def propose(self, candidates: Sequence[Decision], ctx: Context) -> list[Decision]: ...
