@@ -36,6 +36,7 @@ from nodemanager.sim.baselines import Policy, SimParams
 from nodemanager.sim.cloud import SimCloud
 from nodemanager.sim.figures import HOUR, Bounds, Figures, Series, percentile
 from nodemanager.sim.pool import Job, SimPool
+from nodemanager.sim.skip import CycleWatch
 from nodemanager.sim.swf import SwfJob
 
 __all__ = ["ReplayResult", "Piece", "split_jobs", "replay", "MEMORY_QUANTUM"]
@@ -134,20 +135,26 @@ class _World:
         self.gone: dict[str, float] = {}          # node id -> destroy time
         self.last_busy: dict[str, float] = {}     # node id -> last time it was seen with a job
         self.pool_changed = True
+        self.watch = CycleWatch(self.pool, self.live, self.running, policy.matrix.vocabulary.core_state)
 
     def clock(self) -> float:
         return self.now
 
     def _running(self, node, size) -> None:
         self.running[node.id] = self.now
+        self.watch.node_changed(node.id)
         self.came_up[node.id] = self.now
         self.pool.vm_started(node, size)
 
     def _terminated(self, node_id: str) -> None:
         self.running.pop(node_id, None)
         self.gone[node_id] = self.now
+        self.watch.node_changed(node_id)
         self.pool.vm_stopped(node_id)
         self.pool_changed = True
+
+    def live(self, node_id: str) -> bool:
+        return node_id in self.launched and node_id not in self.gone
 
     @property
     def up(self) -> int:
@@ -165,23 +172,6 @@ class _World:
                 cores += st.cpus - st.free_cpus
                 self.last_busy[nid] = now
         return n, cores
-
-    def signature(self) -> tuple:
-        """Everything about the pool the plan reads, coarsely: per node busy/idle/draining state,
-        and while jobs queue, the queue and free cores."""
-        demand = self.pool.demand()
-        startd = self.pool.startd
-        nodes: list[tuple[object, ...]] = []
-        for nid in self.launched:
-            if nid in self.gone:
-                continue
-            st = startd(nid)
-            if st is None:
-                nodes.append((nid, nid in self.running))
-            else:
-                nodes.append((nid, bool(st.dslots), st.draining, st.drain_complete,
-                              st.free_cpus if demand else 0))
-        return (tuple(nodes), tuple((d.cpus, d.ram_mb, d.count) for d in demand))
 
 
 def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bounds, *,
@@ -227,7 +217,6 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
     n_pieces = len(pieces)
     i = 0
     next_tick = t0
-    last_sig: tuple | None = None
     dirty_since: float | None = None     # first event since the last cycle
     active = True
     wake = _INF
@@ -299,7 +288,7 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
             if t >= tick:
                 next_tick = tick + interval
                 dirty_since = None
-                if skip_cycles and not active and t < wake and w.signature() == last_sig:
+                if skip_cycles and not active and t < wake and w.watch.unchanged():
                     counts["skipped"] += 1
                 else:
                     report = controller.cycle(cloud.list_nodes(), t, pool.poll())
@@ -330,7 +319,7 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
                         elif o.kind == "escalate":
                             counts["escalations"] += 1
                     if skip_cycles:
-                        last_sig = w.signature()
+                        w.watch.mark(plan, (nid for nid in w.launched if nid not in w.gone))
                     changed = True
             if changed or w.pool_changed:
                 w.pool_changed = False

@@ -1,0 +1,192 @@
+"""Which controller cycles a replay may skip: those that cannot decide anything new.
+
+A cycle is skipped only when the previous cycle that ran (call it L) planned nothing and, since L:
+
+1. every node's state as the plan reads it is the same: the same nodes, each booting / up without a
+   worker / busy / idle / draining / drained as at L (no node's tuple changes by time alone either:
+   the replay checks that with :attr:`NodeExplanation.next_change`); and
+2. either the queue and (while jobs queue) every node's free cores are as at L, or every queued
+   job is sure to fit on the free cores of nodes the plan left alone at L (see :meth:`fits`).
+
+Demand reaches the plan only through :func:`nodemanager.core.placement.place_demand`: it boots
+for what existing capacity cannot hold, cancels our drains of nodes it needs and holds back a
+drain or destroy of a node it needs (``blocked_by`` ``demand``). When all queued jobs fit on busy
+and idle nodes the matrix leaves alone (its first two tiers), none of that happens, so the queue
+may change freely. Everything is kept up to date from the nodes the pool reports changed
+(:attr:`SimPool.touched`), so a check costs what changed, not the pool's size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Callable, Iterable, Mapping, Sequence
+
+from nodemanager.model import Demand, Plan
+from nodemanager.sim.pool import SimPool
+from policy_matrix import Action
+from policy_matrix.vocabulary import BUSY, IDLE
+
+__all__ = ["CycleWatch"]
+
+# (free cores, cores, memory MB) of one node as the placement counts its free capacity
+_Capacity = tuple[int, int, int]
+# the core's bins hold memory as float products; counting a hair less keeps the bound safe
+_RAM_MARGIN = 1e-9
+
+
+class CycleWatch:
+    """Tells the replay whether a cycle may be skipped (see the module doc).
+
+    ``live(node_id)``: the node is launched and not destroyed; ``running``: nodes whose VM is up;
+    ``core_state``: the matrix vocabulary's core state of a worker state. Call :meth:`mark` after
+    every cycle that ran, :meth:`node_changed` when the cloud starts or stops a VM, and
+    :meth:`unchanged` before a cycle to ask whether it may be skipped."""
+
+    def __init__(self, pool: SimPool, live: Callable[[str], bool], running: Mapping[str, object],
+                 core_state: Callable[[str], str]) -> None:
+        self._pool = pool
+        self._live = live
+        self._running = running
+        self._core_state = core_state
+        self._marked = False
+        self._base: dict[str, tuple[bool, ...]] = {}     # node -> its state at L
+        self._free0: dict[str, int] = {}                 # node -> its free cores at L
+        self._demand0: tuple[tuple[int, int, int], ...] = ()
+        self._differ: set[str] = set()                   # nodes whose state is not L's
+        self._free_differ: set[str] = set()              # nodes whose free cores are not L's
+        self._changed: set[str] = set()                  # VMs started or stopped since last looked
+        self._may_fit = False
+        self._cap: dict[str, _Capacity | None] = {}      # nodes left alone at L -> free capacity
+        self._hist: Counter[_Capacity] = Counter()       # ... counted by capacity
+
+    def node_changed(self, node_id: str) -> None:
+        """The cloud started or stopped ``node_id``'s VM."""
+        self._changed.add(node_id)
+
+    def mark(self, plan: Plan, nodes: Iterable[str]) -> None:
+        """Cycle L ran and planned ``plan``; ``nodes`` are the live node ids now."""
+        pool = self._pool
+        pool.touched.clear()
+        self._changed.clear()
+        self._marked = True
+        self._base = {nid: self._state(nid) for nid in nodes}
+        self._free0 = {nid: self._free(nid) for nid in self._base}
+        self._demand0 = _shape(pool.demand())
+        self._differ.clear()
+        self._free_differ.clear()
+        # a node held back by demand (or by anything the demand might replace) could go once the
+        # demand changes: then only an unchanged queue allows a skip
+        self._may_fit = not any(e.action is None and e.blocked_by is not None
+                                and e.matrix_action is not Action.NONE for e in plan.nodes)
+        self._cap = {}
+        self._hist = Counter()
+        if not self._may_fit:
+            return
+        for e in plan.nodes:
+            if (e.action is None and e.blocked_by is None and e.node_id in self._base
+                    and self._core_state(e.tuple.worker_state) in (IDLE, BUSY)):
+                cap = self._capacity(e.node_id)
+                self._cap[e.node_id] = cap
+                if cap is not None:
+                    self._hist[cap] += 1
+
+    def unchanged(self) -> bool:
+        """True if a cycle now cannot plan anything that cycle L did not (so it may be skipped)."""
+        if not self._marked:
+            return False
+        self._absorb()
+        if self._differ:
+            return False
+        demand = self._pool.demand()
+        if _shape(demand) == self._demand0 and (not demand or not self._free_differ):
+            return True
+        return self._may_fit and self.fits(demand)
+
+    def fits(self, demand: Sequence[Demand]) -> bool:
+        """Every job of ``demand`` is sure to be placed on the free capacity of the nodes the plan
+        left alone at L, whatever the order the placement fills them in.
+
+        For a job shape s (cores c, memory r), a node with F free cores and R free memory holds
+        min(F // c, R // r) such jobs; the placement takes the shapes largest first and a job of
+        shape s' placed anywhere lowers that count by at most max(ceil(c'/c), ceil(r'/r)). So if,
+        for each shape in the placement's order, the nodes hold more jobs of it than the jobs of
+        that shape plus every earlier job's worst-case toll, no job goes past the first two tiers
+        (no boot, no cancelled drain, no held-back drain or destroy)."""
+        if not demand:
+            return True
+        if any(d.size is not None for d in demand):
+            return False
+        shapes = sorted((d for d in demand if d.count > 0), key=lambda d: (-d.cpus, -d.ram_mb))
+        hist = self._hist.items()
+        for k, d in enumerate(shapes):
+            c, r = max(d.cpus, 1), d.ram_mb
+            need = d.count
+            for e in shapes[:k]:
+                need += e.count * max(-(-e.cpus // c), -(-e.ram_mb // r) if r > 0 else 0)
+            room = 0
+            for (free, cpus, mem), n in hist:
+                per = free // c
+                if r > 0 and per:
+                    per = min(per, math.floor(mem * free / cpus * (1 - _RAM_MARGIN) / r))
+                room += n * per
+                if room >= need:
+                    break
+            if room < need:
+                return False
+        return True
+
+    # ---- keeping up with the pool -----------------------------------------------------------
+
+    def _absorb(self) -> None:
+        touched = self._pool.touched
+        if self._changed:
+            touched |= self._changed
+            self._changed.clear()
+        if not touched:
+            return
+        base, free0, cap = self._base, self._free0, self._cap
+        for nid in touched:
+            state = self._state(nid) if self._live(nid) else None
+            if state != base.get(nid):
+                self._differ.add(nid)
+            else:
+                self._differ.discard(nid)
+            if self._free(nid) != free0.get(nid):
+                self._free_differ.add(nid)
+            else:
+                self._free_differ.discard(nid)
+            if nid in cap:
+                old, new = cap[nid], self._capacity(nid)
+                if new != old:
+                    if old is not None:
+                        self._hist[old] -= 1
+                        if not self._hist[old]:
+                            del self._hist[old]
+                    if new is not None:
+                        self._hist[new] += 1
+                    cap[nid] = new
+        touched.clear()
+
+    def _state(self, nid: str) -> tuple[bool, ...]:
+        st = self._pool.startd(nid)
+        if st is None:
+            return (nid in self._running,)
+        return (bool(st.dslots), st.draining, st.drain_complete)
+
+    def _free(self, nid: str) -> int:
+        st = self._pool.startd(nid)
+        return -1 if st is None else st.free_cpus
+
+    def _capacity(self, nid: str) -> _Capacity | None:
+        """What the placement counts free on the node: all of an idle one, the cores no job holds
+        on a busy one (and the memory in proportion); None if it offers nothing."""
+        st = self._pool.startd(nid)
+        if st is None or not st.alive or st.draining or st.cpus <= 0:
+            return None
+        free = st.free_cpus if not st.dslots or st.free_cpus < st.cpus else 0
+        return (free, st.cpus, st.memory) if free > 0 else None
+
+
+def _shape(demand: Sequence[Demand]) -> tuple[tuple[int, int, int], ...]:
+    return tuple((d.cpus, d.ram_mb, d.count) for d in demand)
