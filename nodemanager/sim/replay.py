@@ -134,44 +134,84 @@ class _World:
         self.launched: dict[str, float] = {}      # node id -> launch time (every node ever)
         self.gone: dict[str, float] = {}          # node id -> destroy time
         self.last_busy: dict[str, float] = {}     # node id -> last time it was seen with a job
+        self.live: dict[str, None] = {}           # node ids launched and not destroyed
         self.pool_changed = True
         self.watch = CycleWatch(self.pool, self.live, self.running, policy.matrix.vocabulary.core_state)
+        self._used: dict[str, int] = {}           # busy node id -> cores its jobs hold
+        self._used_sum = 0
+        self._load_at = t0                        # when load() last looked
+        self._unloaded: set[str] = set()          # nodes changed since load() last looked
 
     def clock(self) -> float:
         return self.now
 
+    def launch(self, node_id: str, t: float) -> None:
+        self.launched[node_id] = t
+        self.live[node_id] = None
+        self.changed(node_id)
+
+    def changed(self, node_id: str) -> None:
+        """``node_id``'s VM or startd changed (the cycle check and the load count look again)."""
+        self.watch.node_changed(node_id)
+        self._unloaded.add(node_id)
+
+    def sync(self) -> None:
+        """Pass on the nodes whose startd changed since the last call."""
+        touched = self.pool.touched
+        for nid in touched:
+            self.changed(nid)
+        touched.clear()
+
     def _running(self, node, size) -> None:
         self.running[node.id] = self.now
-        self.watch.node_changed(node.id)
+        self.changed(node.id)
         self.came_up[node.id] = self.now
         self.pool.vm_started(node, size)
 
     def _terminated(self, node_id: str) -> None:
         self.running.pop(node_id, None)
         self.gone[node_id] = self.now
-        self.watch.node_changed(node_id)
+        self.live.pop(node_id, None)
+        self.changed(node_id)
         self.pool.vm_stopped(node_id)
         self.pool_changed = True
-
-    def live(self, node_id: str) -> bool:
-        return node_id in self.launched and node_id not in self.gone
 
     @property
     def up(self) -> int:
         return len(self.launched) - len(self.gone)
 
     def load(self) -> tuple[int, int]:
-        """(nodes running at least one job, cores in use), from the live startds."""
-        n = cores = 0
-        startd = self.pool.startd
-        now = self.now
-        for nid in self.running:
+        """(nodes running at least one job, cores in use), from the live startds; looks only at
+        the nodes that changed since the last call (the others hold what they held)."""
+        self.sync()
+        startd, used = self.pool.startd, self._used
+        for nid in self._unloaded:
             st = startd(nid)
-            if st is not None and st.dslots:
-                n += 1
-                cores += st.cpus - st.free_cpus
-                self.last_busy[nid] = now
-        return n, cores
+            if st is not None and st.dslots and nid in self.running:
+                self._used_sum += st.cpus - st.free_cpus - used.get(nid, 0)
+                used[nid] = st.cpus - st.free_cpus
+            elif nid in used:
+                # busy until this look: last seen with a job by the look before
+                self._used_sum -= used.pop(nid)
+                self.last_busy[nid] = self._load_at
+        self._unloaded.clear()
+        self._load_at = self.now
+        return len(used), self._used_sum
+
+    def busy_until_now(self) -> None:
+        """Bring ``last_busy`` up to the last look for the nodes busy then (at the end)."""
+        for nid in self._used:
+            self.last_busy[nid] = self._load_at
+
+    def unchanged(self) -> bool:
+        """True if a cycle now may be skipped (:meth:`CycleWatch.unchanged`)."""
+        self.sync()
+        return self.watch.unchanged()
+
+    def mark(self, plan: Plan) -> None:
+        """A cycle ran and planned ``plan`` (:meth:`CycleWatch.mark`)."""
+        self.sync()
+        self.watch.mark(plan)
 
 
 def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bounds, *,
@@ -288,7 +328,7 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
             if t >= tick:
                 next_tick = tick + interval
                 dirty_since = None
-                if skip_cycles and not active and t < wake and w.watch.unchanged():
+                if skip_cycles and not active and t < wake and w.unchanged():
                     counts["skipped"] += 1
                 else:
                     report = controller.cycle(cloud.list_nodes(), t, pool.poll())
@@ -307,7 +347,7 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
                         elif o.kind == "boot":
                             counts["boots"] += 1
                             last_boot[0] = t
-                            w.launched[o.node] = t
+                            w.launch(o.node, t)
                         elif o.kind == "drain":
                             counts["drains"] += 1
                             drained_at[o.node] = t
@@ -319,7 +359,7 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
                         elif o.kind == "escalate":
                             counts["escalations"] += 1
                     if skip_cycles:
-                        w.watch.mark(plan, (nid for nid in w.launched if nid not in w.gone))
+                        w.mark(plan)
                     changed = True
             if changed or w.pool_changed:
                 w.pool_changed = False
@@ -334,6 +374,7 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
         progress(n_pieces - reported)
     end = prev_t
     w.now = end
+    w.busy_until_now()
     if series is not None:
         series.add(end - first, w.up, busy, (running_cores + queued_cores) / cpn)
     return ReplayResult(_figures(jobs, split, policy, bounds, w, counts, drained_at, end,

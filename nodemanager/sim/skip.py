@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from nodemanager.model import Demand, Plan
 from nodemanager.sim.pool import SimPool
@@ -38,41 +38,52 @@ _RAM_MARGIN = 1e-9
 class CycleWatch:
     """Tells the replay whether a cycle may be skipped (see the module doc).
 
-    ``live(node_id)``: the node is launched and not destroyed; ``running``: nodes whose VM is up;
-    ``core_state``: the matrix vocabulary's core state of a worker state. Call :meth:`mark` after
-    every cycle that ran, :meth:`node_changed` when the cloud starts or stops a VM, and
-    :meth:`unchanged` before a cycle to ask whether it may be skipped."""
+    ``live``: the nodes launched and not destroyed; ``running``: those whose VM is up;
+    ``core_state``: the matrix vocabulary's core state of a worker state. Call
+    :meth:`node_changed` for every node launched, started, stopped or whose startd changed
+    (:attr:`SimPool.touched`), :meth:`mark` after every cycle that ran, and :meth:`unchanged`
+    before a cycle to ask whether it may be skipped."""
 
-    def __init__(self, pool: SimPool, live: Callable[[str], bool], running: Mapping[str, object],
+    def __init__(self, pool: SimPool, live: Mapping[str, object], running: Mapping[str, object],
                  core_state: Callable[[str], str]) -> None:
         self._pool = pool
         self._live = live
         self._running = running
         self._core_state = core_state
+        self._core: dict[str, str] = {}                  # worker state -> core state
         self._marked = False
+        self._since_mark: set[str] = set()               # nodes changed since the last mark
         self._base: dict[str, tuple[bool, ...]] = {}     # node -> its state at L
         self._free0: dict[str, int] = {}                 # node -> its free cores at L
         self._demand0: tuple[tuple[int, int, int], ...] = ()
         self._differ: set[str] = set()                   # nodes whose state is not L's
         self._free_differ: set[str] = set()              # nodes whose free cores are not L's
-        self._changed: set[str] = set()                  # VMs started or stopped since last looked
+        self._changed: set[str] = set()                  # nodes changed since last looked
+        self._capnow: dict[str, _Capacity | None] = {}   # live node -> its free capacity now
         self._may_fit = False
         self._cap: dict[str, _Capacity | None] = {}      # nodes left alone at L -> free capacity
         self._hist: Counter[_Capacity] = Counter()       # ... counted by capacity
 
     def node_changed(self, node_id: str) -> None:
-        """The cloud started or stopped ``node_id``'s VM."""
+        """``node_id`` was launched, its VM started or stopped, or its startd changed."""
         self._changed.add(node_id)
 
-    def mark(self, plan: Plan, nodes: Iterable[str]) -> None:
-        """Cycle L ran and planned ``plan``; ``nodes`` are the live node ids now."""
-        pool = self._pool
-        pool.touched.clear()
-        self._changed.clear()
+    def mark(self, plan: Plan) -> None:
+        """Cycle L ran and planned ``plan``: the state now is what later cycles compare with."""
+        self._absorb()
+        base, free0, capnow = self._base, self._free0, self._capnow
+        # a node's state changes only with a change reported for it: the others are as they were
+        for nid in self._since_mark:
+            if nid in self._live:
+                base[nid] = self._state(nid)
+                free0[nid] = self._free(nid)
+            else:
+                base.pop(nid, None)
+                free0.pop(nid, None)
+                capnow.pop(nid, None)
+        self._since_mark.clear()
         self._marked = True
-        self._base = {nid: self._state(nid) for nid in nodes}
-        self._free0 = {nid: self._free(nid) for nid in self._base}
-        self._demand0 = _shape(pool.demand())
+        self._demand0 = _shape(self._pool.demand())
         self._differ.clear()
         self._free_differ.clear()
         # a node held back by demand (or by anything the demand might replace) could go once the
@@ -83,13 +94,18 @@ class CycleWatch:
         self._hist = Counter()
         if not self._may_fit:
             return
+        core = self._core
         for e in plan.nodes:
-            if (e.action is None and e.blocked_by is None and e.node_id in self._base
-                    and self._core_state(e.tuple.worker_state) in (IDLE, BUSY)):
-                cap = self._capacity(e.node_id)
-                self._cap[e.node_id] = cap
-                if cap is not None:
-                    self._hist[cap] += 1
+            if e.action is None and e.blocked_by is None and e.node_id in base:
+                ws = e.tuple.worker_state
+                cs = core.get(ws)
+                if cs is None:
+                    cs = core[ws] = self._core_state(ws)
+                if cs in (IDLE, BUSY):
+                    cap = capnow.get(e.node_id)
+                    self._cap[e.node_id] = cap
+                    if cap is not None:
+                        self._hist[cap] += 1
 
     def unchanged(self) -> bool:
         """True if a cycle now cannot plan anything that cycle L did not (so it may be skipped)."""
@@ -139,15 +155,14 @@ class CycleWatch:
     # ---- keeping up with the pool -----------------------------------------------------------
 
     def _absorb(self) -> None:
-        touched = self._pool.touched
-        if self._changed:
-            touched |= self._changed
-            self._changed.clear()
+        touched = self._changed
         if not touched:
             return
-        base, free0, cap = self._base, self._free0, self._cap
+        self._since_mark |= touched
+        base, free0, cap, capnow = self._base, self._free0, self._cap, self._capnow
         for nid in touched:
-            state = self._state(nid) if self._live(nid) else None
+            live = nid in self._live
+            state = self._state(nid) if live else None
             if state != base.get(nid):
                 self._differ.add(nid)
             else:
@@ -156,8 +171,10 @@ class CycleWatch:
                 self._free_differ.add(nid)
             else:
                 self._free_differ.discard(nid)
+            new = self._capacity(nid) if live else None
+            capnow[nid] = new
             if nid in cap:
-                old, new = cap[nid], self._capacity(nid)
+                old = cap[nid]
                 if new != old:
                     if old is not None:
                         self._hist[old] -= 1
