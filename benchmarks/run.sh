@@ -48,3 +48,6 @@ esac
 case "${1:-all}" in
   poll|all)   python benchmarks/bench_poll.py --repeat 3 ;;
 esac
+case "${1:-all}" in
+  replay|all) python benchmarks/bench_replay.py --days 3 ;;   # --days 30 for the whole window
+esac

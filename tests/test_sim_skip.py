@@ -52,3 +52,46 @@ def test_skipping_cycles_in_a_busy_pool_changes_no_figure(busy_pool, name):
                   skip_cycles=False).figures
     assert fast.cycles < slow.cycles
     assert _figures(fast) == _figures(slow)
+
+
+def test_a_queue_said_to_fit_is_placed_by_the_core_without_boots():
+    """The bound behind skipping against the core's own placement: whenever :func:`fits` says
+    the queue fits on busy and idle nodes' free cores, ``place_demand`` boots nothing and leaves
+    nothing unmet."""
+    import random
+
+    from nodemanager.core.placement import place_demand
+    from nodemanager.core.plan_node import PlanNode
+    from nodemanager.model import CloudNode, Demand, Snapshot, Worker
+    from nodemanager.sim.skip import fits
+    from policy_matrix.vocabulary import BUSY, IDLE
+
+    rng = random.Random(18)
+    size = B.default_size(8)
+    settings = replace(loads("").core, sizes=(size,), max_nodes=10_000)
+    said_fit = said_not = 0
+    for case in range(1500):
+        free: dict[tuple[int, int, int], int] = {}
+        nodes = []
+        for k in range(rng.randint(0, 12)):
+            cores, mem = 8, rng.choice((32768, 31129, 16000))
+            f = rng.randint(0, cores)
+            n = PlanNode(CloudNode(id=f"n{k}", name=f"n{k}", size=size.name, launched_at=0.0),
+                         Worker(name=f"n{k}", scheduler="htcondor", cpus=cores, cpus_busy=cores - f,
+                                ram_mb=mem), size)
+            n.core_state = IDLE if f == cores else BUSY
+            nodes.append(n)
+            if f:
+                free[(f, cores, mem)] = free.get((f, cores, mem), 0) + 1
+        demand = tuple(Demand(cpus=c, ram_mb=rng.choice((0, 1024, 2048 * c, 3900 * c, 7000)),
+                              count=rng.randint(1, 6))
+                       for c in rng.sample((1, 2, 3, 4, 8), rng.randint(1, 3)))
+        if not fits(demand, free):
+            said_not += 1
+            continue
+        said_fit += 1
+        placed = place_demand(Snapshot(now=0.0, polled_at={}, cloud_nodes=tuple(n.node for n in nodes),
+                                       demand=demand), settings, {size.name: size}, nodes, [], [],
+                              len(nodes))
+        assert not placed.boots and not placed.unmet, (case, demand, free)
+    assert said_fit > 100 and said_not > 100

@@ -27,10 +27,10 @@ from nodemanager.sim.pool import SimPool
 from policy_matrix import Action
 from policy_matrix.vocabulary import BUSY, IDLE
 
-__all__ = ["CycleWatch"]
+__all__ = ["CycleWatch", "Capacity", "fits"]
 
 # (free cores, cores, memory MB) of one node as the placement counts its free capacity
-_Capacity = tuple[int, int, int]
+Capacity = tuple[int, int, int]
 # the core's bins hold memory as float products; counting a hair less keeps the bound safe
 _RAM_MARGIN = 1e-9
 
@@ -59,10 +59,10 @@ class CycleWatch:
         self._differ: set[str] = set()                   # nodes whose state is not L's
         self._free_differ: set[str] = set()              # nodes whose free cores are not L's
         self._changed: set[str] = set()                  # nodes changed since last looked
-        self._capnow: dict[str, _Capacity | None] = {}   # live node -> its free capacity now
+        self._capnow: dict[str, Capacity | None] = {}   # live node -> its free capacity now
         self._may_fit = False
-        self._cap: dict[str, _Capacity | None] = {}      # nodes left alone at L -> free capacity
-        self._hist: Counter[_Capacity] = Counter()       # ... counted by capacity
+        self._cap: dict[str, Capacity | None] = {}      # nodes left alone at L -> free capacity
+        self._hist: Counter[Capacity] = Counter()       # ... counted by capacity
 
     def node_changed(self, node_id: str) -> None:
         """``node_id`` was launched, its VM started or stopped, or its startd changed."""
@@ -120,37 +120,8 @@ class CycleWatch:
         return self._may_fit and self.fits(demand)
 
     def fits(self, demand: Sequence[Demand]) -> bool:
-        """Every job of ``demand`` is sure to be placed on the free capacity of the nodes the plan
-        left alone at L, whatever the order the placement fills them in.
-
-        For a job shape s (cores c, memory r), a node with F free cores and R free memory holds
-        min(F // c, R // r) such jobs; the placement takes the shapes largest first and a job of
-        shape s' placed anywhere lowers that count by at most max(ceil(c'/c), ceil(r'/r)). So if,
-        for each shape in the placement's order, the nodes hold more jobs of it than the jobs of
-        that shape plus every earlier job's worst-case toll, no job goes past the first two tiers
-        (no boot, no cancelled drain, no held-back drain or destroy)."""
-        if not demand:
-            return True
-        if any(d.size is not None for d in demand):
-            return False
-        shapes = sorted((d for d in demand if d.count > 0), key=lambda d: (-d.cpus, -d.ram_mb))
-        hist = self._hist.items()
-        for k, d in enumerate(shapes):
-            c, r = max(d.cpus, 1), d.ram_mb
-            need = d.count
-            for e in shapes[:k]:
-                need += e.count * max(-(-e.cpus // c), -(-e.ram_mb // r) if r > 0 else 0)
-            room = 0
-            for (free, cpus, mem), n in hist:
-                per = free // c
-                if r > 0 and per:
-                    per = min(per, math.floor(mem * free / cpus * (1 - _RAM_MARGIN) / r))
-                room += n * per
-                if room >= need:
-                    break
-            if room < need:
-                return False
-        return True
+        """Every job of ``demand`` is sure to be placed on the nodes the plan left alone at L."""
+        return fits(demand, self._hist)
 
     # ---- keeping up with the pool -----------------------------------------------------------
 
@@ -195,7 +166,7 @@ class CycleWatch:
         st = self._pool.startd(nid)
         return -1 if st is None else st.free_cpus
 
-    def _capacity(self, nid: str) -> _Capacity | None:
+    def _capacity(self, nid: str) -> Capacity | None:
         """What the placement counts free on the node: all of an idle one, the cores no job holds
         on a busy one (and the memory in proportion); None if it offers nothing."""
         st = self._pool.startd(nid)
@@ -207,3 +178,35 @@ class CycleWatch:
 
 def _shape(demand: Sequence[Demand]) -> tuple[tuple[int, int, int], ...]:
     return tuple((d.cpus, d.ram_mb, d.count) for d in demand)
+
+
+def fits(demand: Sequence[Demand], free: Mapping[Capacity, int]) -> bool:
+    """Every job of ``demand`` is sure to be placed by :func:`nodemanager.core.placement.place_demand`
+    on busy and idle nodes whose free capacity, (free cores, cores, memory MB), is counted in
+    ``free``, whatever the order it fills them in.
+
+    For a job shape s (cores c, memory r), a node with F free cores and R free memory (the node's
+    memory x F / cores, as the placement counts it) holds min(F // c, R // r) such jobs; the
+    placement takes the shapes largest first, and a job of shape s' placed anywhere lowers that
+    count by at most max(ceil(c'/c), ceil(r'/r)). So if, for each shape in the placement's order,
+    the nodes hold at least the jobs of that shape plus every earlier job's worst-case toll, no
+    job goes past those nodes (no boot, no cancelled drain, no held-back drain or destroy)."""
+    if any(d.size is not None for d in demand):
+        return False
+    shapes = sorted((d for d in demand if d.count > 0), key=lambda d: (-d.cpus, -d.ram_mb))
+    for k, d in enumerate(shapes):
+        c, r = max(d.cpus, 1), d.ram_mb
+        need = d.count
+        for e in shapes[:k]:
+            need += e.count * max(-(-e.cpus // c), -(-e.ram_mb // r) if r > 0 else 0)
+        room = 0
+        for (cores_free, cores, mem), n in free.items():
+            per = cores_free // c
+            if r > 0 and per:
+                per = min(per, math.floor(mem * cores_free / cores * (1 - _RAM_MARGIN) / r))
+            room += n * per
+            if room >= need:
+                break
+        if room < need:
+            return False
+    return True
