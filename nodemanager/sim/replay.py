@@ -12,7 +12,8 @@ Events, in time order: job submissions, pool events (joins, job ends, drain step
 cloud events (boots finishing), and controller cycles on the fixed grid ``t0 + k x
 cycle_interval``. A cycle is skipped only when it cannot decide anything new: the previous
 cycle planned nothing, the pool and cloud look the same in every way the plan reads (each
-node's busy/idle/draining/drained state and, while jobs queue, the queue and free cores), and no
+node's busy/idle/draining/drained state and, while jobs queue, the queue and free cores, or a
+queue sure to fit on the free cores of nodes left alone: :mod:`nodemanager.sim.skip`), and no
 node's state tuple changes by time alone before then (:attr:`NodeExplanation.next_change`).
 
 Jobs wider than one node are split into node-sized pieces that the pool schedules
