@@ -54,4 +54,5 @@ esac
 case "${1:-all}" in
   match|all)  python benchmarks/bench_match.py ;;
   placement|all) python benchmarks/bench_placement.py --repeat 5 ;;
+  replay|all) python benchmarks/bench_replay.py --days 3 ;;   # --days 30 for the whole window
 esac

@@ -17,6 +17,7 @@ API (used by the embedded default world, the simulator and the tests)::
     pool.draining_stats()            # -> DrainingStats (per node and total, for the metrics)
     pool.demand()                    # -> idle jobs grouped by (cpus, ram_mb), as poll() reports them
     pool.startd(node_id)             # -> SimStartd | None: alive, dslots, cpus, free_cpus, draining...
+    pool.touched                     # set of node ids whose startd changed (its reader clears it)
 
     # the Scheduler port (name "simulated"); every call first advances to clock()
     pool.poll() -> SchedulerPoll     # workers (scheduler="htcondor", ad = the p-slot ad), demand
@@ -175,6 +176,7 @@ class SimPool:
         self.update_interval = update_interval
         self._version: dict[str, int] = {}                         # node id -> change counter
         self._rendered: dict[str, tuple[int, float, Worker]] = {}   # node id -> (version, at, worker)
+        self.touched: set[str] = set()     # node ids whose startd changed since its reader cleared it
         self.id_attribute = id_attribute
         self.domain = domain
         self._pending: list[tuple[float, int, str]] = []          # (join time, seq, node id)
@@ -254,6 +256,7 @@ class SimPool:
         self._node_of.pop(st.name, None)
         self._version.pop(node_id, None)
         self._rendered.pop(node_id, None)
+        self.touched.add(node_id)
         st.stop(self.now)
         self._collect(st)
 
@@ -331,6 +334,7 @@ class SimPool:
         self._version[node_id] = 0
         self._by_address[address] = st
         self._node_of[machine] = node_id
+        self.touched.add(node_id)
         self._mark_dirty()
 
     def _touch(self, st: SimStartd, freed: bool = False) -> None:
@@ -338,6 +342,7 @@ class SimPool:
         nid = self._node_of.get(st.name)
         if nid is not None:
             self._version[nid] += 1
+            self.touched.add(nid)
         if st.ended:
             freed = True
             self._collect(st)

@@ -12,7 +12,8 @@ Events, in time order: job submissions, pool events (joins, job ends, drain step
 cloud events (boots finishing), and controller cycles on the fixed grid ``t0 + k x
 cycle_interval``. A cycle is skipped only when it cannot decide anything new: the previous
 cycle planned nothing, the pool and cloud look the same in every way the plan reads (each
-node's busy/idle/draining/drained state and, while jobs queue, the queue and free cores), and no
+node's busy/idle/draining/drained state and, while jobs queue, the queue and free cores, or a
+queue sure to fit on the free cores of nodes left alone: :mod:`nodemanager.sim.skip`), and no
 node's state tuple changes by time alone before then (:attr:`NodeExplanation.next_change`).
 
 Jobs wider than one node are split into node-sized pieces that the pool schedules
@@ -38,6 +39,7 @@ from nodemanager.sim.constrained import constrain
 from nodemanager.sim.figures import HOUR, Bounds, Figures, Series, percentile
 from nodemanager.sim.pool import Job, SimPool
 from nodemanager.sim.spot import SpotModel
+from nodemanager.sim.skip import CycleWatch
 from nodemanager.sim.swf import SwfJob
 
 __all__ = ["ReplayResult", "Piece", "split_jobs", "replay", "MEMORY_QUANTUM"]
@@ -139,19 +141,45 @@ class _World:
         self.launched: dict[str, float] = {}      # node id -> launch time (every node ever)
         self.gone: dict[str, float] = {}          # node id -> destroy time
         self.last_busy: dict[str, float] = {}     # node id -> last time it was seen with a job
+        self.live: dict[str, None] = {}           # node ids launched and not destroyed
         self.pool_changed = True
+        self.watch = CycleWatch(self.pool, self.live, self.running, policy.matrix.vocabulary.core_state)
+        self._used: dict[str, int] = {}           # busy node id -> cores its jobs hold
+        self._used_sum = 0
+        self._load_at = t0                        # when load() last looked
+        self._unloaded: set[str] = set()          # nodes changed since load() last looked
 
     def clock(self) -> float:
         return self.now
 
+    def launch(self, node_id: str, t: float) -> None:
+        self.launched[node_id] = t
+        self.live[node_id] = None
+        self.changed(node_id)
+
+    def changed(self, node_id: str) -> None:
+        """``node_id``'s VM or startd changed (the cycle check and the load count look again)."""
+        self.watch.node_changed(node_id)
+        self._unloaded.add(node_id)
+
+    def sync(self) -> None:
+        """Pass on the nodes whose startd changed since the last call."""
+        touched = self.pool.touched
+        for nid in touched:
+            self.changed(nid)
+        touched.clear()
+
     def _running(self, node, size) -> None:
         self.running[node.id] = self.now
+        self.changed(node.id)
         self.came_up[node.id] = self.now
         self.pool.vm_started(node, size)
 
     def _terminated(self, node_id: str) -> None:
         self.running.pop(node_id, None)
         self.gone[node_id] = self.now
+        self.live.pop(node_id, None)
+        self.changed(node_id)
         self.pool.vm_stopped(node_id)
         self.pool_changed = True
 
@@ -172,34 +200,37 @@ class _World:
         return len(self.launched) - len(self.gone)
 
     def load(self) -> tuple[int, int]:
-        """(nodes running at least one job, cores in use), from the live startds."""
-        n = cores = 0
-        startd = self.pool.startd
-        now = self.now
-        for nid in self.running:
+        """(nodes running at least one job, cores in use), from the live startds; looks only at
+        the nodes that changed since the last call (the others hold what they held)."""
+        self.sync()
+        startd, used = self.pool.startd, self._used
+        for nid in self._unloaded:
             st = startd(nid)
-            if st is not None and st.dslots:
-                n += 1
-                cores += st.cpus - st.free_cpus
-                self.last_busy[nid] = now
-        return n, cores
+            if st is not None and st.dslots and nid in self.running:
+                self._used_sum += st.cpus - st.free_cpus - used.get(nid, 0)
+                used[nid] = st.cpus - st.free_cpus
+            elif nid in used:
+                # busy until this look: last seen with a job by the look before
+                self._used_sum -= used.pop(nid)
+                self.last_busy[nid] = self._load_at
+        self._unloaded.clear()
+        self._load_at = self.now
+        return len(used), self._used_sum
 
-    def signature(self) -> tuple:
-        """Everything about the pool the plan reads, coarsely: per node busy/idle/draining state,
-        and while jobs queue, the queue and free cores."""
-        demand = self.pool.demand()
-        startd = self.pool.startd
-        nodes: list[tuple[object, ...]] = []
-        for nid in self.launched:
-            if nid in self.gone:
-                continue
-            st = startd(nid)
-            if st is None:
-                nodes.append((nid, nid in self.running))
-            else:
-                nodes.append((nid, bool(st.dslots), st.draining, st.drain_complete,
-                              st.free_cpus if demand else 0, st.reclaim_deadline))
-        return (tuple(nodes), tuple((d.cpus, d.ram_mb, d.count) for d in demand))
+    def busy_until_now(self) -> None:
+        """Bring ``last_busy`` up to the last look for the nodes busy then (at the end)."""
+        for nid in self._used:
+            self.last_busy[nid] = self._load_at
+
+    def unchanged(self) -> bool:
+        """True if a cycle now may be skipped (:meth:`CycleWatch.unchanged`)."""
+        self.sync()
+        return self.watch.unchanged()
+
+    def mark(self, plan: Plan) -> None:
+        """A cycle ran and planned ``plan`` (:meth:`CycleWatch.mark`)."""
+        self.sync()
+        self.watch.mark(plan)
 
 
 def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bounds, *,
@@ -246,7 +277,6 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
     n_pieces = len(pieces)
     i = 0
     next_tick = t0
-    last_sig: tuple | None = None
     dirty_since: float | None = None     # first event since the last cycle
     active = True
     wake = _INF
@@ -318,7 +348,7 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
             if t >= tick:
                 next_tick = tick + interval
                 dirty_since = None
-                if skip_cycles and not active and t < wake and w.signature() == last_sig:
+                if skip_cycles and not active and t < wake and w.unchanged():
                     counts["skipped"] += 1
                 else:
                     report = controller.cycle(cloud.list_nodes(), t, pool.poll())
@@ -337,7 +367,7 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
                         elif o.kind == "boot":
                             counts["boots"] += 1
                             last_boot[0] = t
-                            w.launched[o.node] = t
+                            w.launch(o.node, t)
                         elif o.kind == "drain":
                             counts["drains"] += 1
                             drained_at[o.node] = t
@@ -349,7 +379,7 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
                         elif o.kind == "escalate":
                             counts["escalations"] += 1
                     if skip_cycles:
-                        last_sig = w.signature()
+                        w.mark(plan)
                     changed = True
             if changed or w.pool_changed:
                 w.pool_changed = False
@@ -364,6 +394,7 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
         progress(n_pieces - reported)
     end = prev_t
     w.now = end
+    w.busy_until_now()
     if series is not None:
         series.add(end - first, w.up, busy, (running_cores + queued_cores) / cpn)
     return ReplayResult(_figures(jobs, split, policy, bounds, w, counts, drained_at, end,

@@ -1,0 +1,214 @@
+"""Which controller cycles a replay may skip: those that cannot decide anything new.
+
+A cycle is skipped only when the previous cycle that ran (call it L) planned nothing and, since L:
+
+1. every node's state as the plan reads it is the same: the same nodes, each booting / up without a
+   worker / busy / idle / draining / drained as at L (no node's tuple changes by time alone either:
+   the replay checks that with :attr:`NodeExplanation.next_change`); and
+2. either the queue and (while jobs queue) every node's free cores are as at L, or every queued
+   job is sure to fit on the free cores of nodes the plan left alone at L (see :meth:`fits`).
+
+Demand reaches the plan only through :func:`nodemanager.core.placement.place_demand`: it boots
+for what existing capacity cannot hold, cancels our drains of nodes it needs and holds back a
+drain or destroy of a node it needs (``blocked_by`` ``demand``). When all queued jobs fit on busy
+and idle nodes the matrix leaves alone (its first two tiers), none of that happens, so the queue
+may change freely. Everything is kept up to date from the nodes the pool reports changed
+(:attr:`SimPool.touched`), so a check costs what changed, not the pool's size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Callable, Mapping, Sequence
+
+from nodemanager.model import Demand, Plan
+from nodemanager.sim.pool import SimPool
+from policy_matrix import Action
+from policy_matrix.vocabulary import BUSY, IDLE
+
+__all__ = ["CycleWatch", "Capacity", "fits"]
+
+# (free cores, cores, memory MB) of one node as the placement counts its free capacity
+Capacity = tuple[int, int, int]
+# the core's bins hold memory as float products; counting a hair less keeps the bound safe
+_RAM_MARGIN = 1e-9
+
+
+class CycleWatch:
+    """Tells the replay whether a cycle may be skipped (see the module doc).
+
+    ``live``: the nodes launched and not destroyed; ``running``: those whose VM is up;
+    ``core_state``: the matrix vocabulary's core state of a worker state. Call
+    :meth:`node_changed` for every node launched, started, stopped or whose startd changed
+    (:attr:`SimPool.touched`), :meth:`mark` after every cycle that ran, and :meth:`unchanged`
+    before a cycle to ask whether it may be skipped."""
+
+    def __init__(self, pool: SimPool, live: Mapping[str, object], running: Mapping[str, object],
+                 core_state: Callable[[str], str]) -> None:
+        self._pool = pool
+        self._live = live
+        self._running = running
+        self._core_state = core_state
+        self._core: dict[str, str] = {}                  # worker state -> core state
+        self._marked = False
+        self._since_mark: set[str] = set()               # nodes changed since the last mark
+        self._base: dict[str, tuple[bool, ...]] = {}     # node -> its state at L
+        self._free0: dict[str, int] = {}                 # node -> its free cores at L
+        self._demand0: tuple[tuple[object, ...], ...] = ()
+        self._differ: set[str] = set()                   # nodes whose state is not L's
+        self._free_differ: set[str] = set()              # nodes whose free cores are not L's
+        self._changed: set[str] = set()                  # nodes changed since last looked
+        self._capnow: dict[str, Capacity | None] = {}   # live node -> its free capacity now
+        self._may_fit = False
+        self._cap: dict[str, Capacity | None] = {}      # nodes left alone at L -> free capacity
+        self._hist: Counter[Capacity] = Counter()       # ... counted by capacity
+
+    def node_changed(self, node_id: str) -> None:
+        """``node_id`` was launched, its VM started or stopped, or its startd changed."""
+        self._changed.add(node_id)
+
+    def mark(self, plan: Plan) -> None:
+        """Cycle L ran and planned ``plan``: the state now is what later cycles compare with."""
+        self._absorb()
+        base, free0, capnow = self._base, self._free0, self._capnow
+        # a node's state changes only with a change reported for it: the others are as they were
+        for nid in self._since_mark:
+            if nid in self._live:
+                base[nid] = self._state(nid)
+                free0[nid] = self._free(nid)
+            else:
+                base.pop(nid, None)
+                free0.pop(nid, None)
+                capnow.pop(nid, None)
+        self._since_mark.clear()
+        self._marked = True
+        self._demand0 = _shape(self._pool.demand())
+        self._differ.clear()
+        self._free_differ.clear()
+        # a node held back by demand (or by anything the demand might replace) could go once the
+        # demand changes: then only an unchanged queue allows a skip
+        self._may_fit = not any(e.action is None and e.blocked_by is not None
+                                and e.matrix_action is not Action.NONE for e in plan.nodes)
+        self._cap = {}
+        self._hist = Counter()
+        if not self._may_fit:
+            return
+        core = self._core
+        for e in plan.nodes:
+            if e.action is None and e.blocked_by is None and e.node_id in base:
+                ws = e.tuple.worker_state
+                cs = core.get(ws)
+                if cs is None:
+                    cs = core[ws] = self._core_state(ws)
+                if cs in (IDLE, BUSY):
+                    cap = capnow.get(e.node_id)
+                    self._cap[e.node_id] = cap
+                    if cap is not None:
+                        self._hist[cap] += 1
+
+    def unchanged(self) -> bool:
+        """True if a cycle now cannot plan anything that cycle L did not (so it may be skipped)."""
+        if not self._marked:
+            return False
+        self._absorb()
+        if self._differ:
+            return False
+        demand = self._pool.demand()
+        if _shape(demand) == self._demand0 and (not demand or not self._free_differ):
+            return True
+        return self._may_fit and self.fits(demand)
+
+    def fits(self, demand: Sequence[Demand]) -> bool:
+        """Every job of ``demand`` is sure to be placed on the nodes the plan left alone at L."""
+        return fits(demand, self._hist)
+
+    # ---- keeping up with the pool -----------------------------------------------------------
+
+    def _absorb(self) -> None:
+        touched = self._changed
+        if not touched:
+            return
+        self._since_mark |= touched
+        base, free0, cap, capnow = self._base, self._free0, self._cap, self._capnow
+        for nid in touched:
+            live = nid in self._live
+            state = self._state(nid) if live else None
+            if state != base.get(nid):
+                self._differ.add(nid)
+            else:
+                self._differ.discard(nid)
+            if self._free(nid) != free0.get(nid):
+                self._free_differ.add(nid)
+            else:
+                self._free_differ.discard(nid)
+            new = self._capacity(nid) if live else None
+            capnow[nid] = new
+            if nid in cap:
+                old = cap[nid]
+                if new != old:
+                    if old is not None:
+                        self._hist[old] -= 1
+                        if not self._hist[old]:
+                            del self._hist[old]
+                    if new is not None:
+                        self._hist[new] += 1
+                    cap[nid] = new
+        touched.clear()
+
+    def _state(self, nid: str) -> tuple[bool, ...]:
+        st = self._pool.startd(nid)
+        if st is None:
+            return (nid in self._running,)
+        return (bool(st.dslots), st.draining, st.drain_complete, st.reclaim_deadline is not None)
+
+    def _free(self, nid: str) -> int:
+        st = self._pool.startd(nid)
+        return -1 if st is None else st.free_cpus
+
+    def _capacity(self, nid: str) -> Capacity | None:
+        """What the placement counts free on the node: all of an idle one, the cores no job holds
+        on a busy one (and the memory in proportion); None if it offers nothing."""
+        st = self._pool.startd(nid)
+        if st is None or not st.alive or st.draining or st.cpus <= 0 or st.reclaim_deadline is not None:
+            return None
+        free = st.free_cpus if not st.dslots or st.free_cpus < st.cpus else 0
+        return (free, st.cpus, st.memory) if free > 0 else None
+
+
+def _shape(demand: Sequence[Demand]) -> tuple[tuple[object, ...], ...]:
+    return tuple((d.cpus, d.ram_mb, d.count, d.gpus, d.sizes, d.walltime) for d in demand)
+
+
+def fits(demand: Sequence[Demand], free: Mapping[Capacity, int]) -> bool:
+    """Every job of ``demand`` is sure to be placed by :func:`nodemanager.core.placement.place_demand`
+    on busy and idle nodes whose free capacity, (free cores, cores, memory MB), is counted in
+    ``free``, whatever the order it fills them in.
+
+    For a job shape s (cores c, memory r), a node with F free cores and R free memory (the node's
+    memory x F / cores, as the placement counts it) holds min(F // c, R // r) such jobs; the
+    placement takes the shapes largest first, and a job of shape s' placed anywhere lowers that
+    count by at most max(ceil(c'/c), ceil(r'/r)). So if, for each shape in the placement's order,
+    the nodes hold at least the jobs of that shape plus every earlier job's worst-case toll, no
+    job goes past those nodes (no boot, no cancelled drain, no held-back drain or destroy)."""
+    # GPUs, eligible sizes and walltimes change what the placement may use and its order
+    if any(d.size is not None or d.gpus or d.sizes is not None or d.walltime is not None
+           for d in demand):
+        return False
+    shapes = sorted((d for d in demand if d.count > 0), key=lambda d: (-d.cpus, -d.ram_mb))
+    for k, d in enumerate(shapes):
+        c, r = max(d.cpus, 1), d.ram_mb
+        need = d.count
+        for e in shapes[:k]:
+            need += e.count * max(-(-e.cpus // c), -(-e.ram_mb // r) if r > 0 else 0)
+        room = 0
+        for (cores_free, cores, mem), n in free.items():
+            per = cores_free // c
+            if r > 0 and per:
+                per = min(per, math.floor(mem * cores_free / cores * (1 - _RAM_MARGIN) / r))
+            room += n * per
+            if room >= need:
+                break
+        if room < need:
+            return False
+    return True
