@@ -8,6 +8,8 @@ and tuple literals are read; anything else is a ``MatrixError``.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from policy_matrix.errors import Diagnostic, MatrixError
 from policy_matrix.parser import MAX_BYTES
 from policy_matrix.render import compact as render_compact
@@ -87,6 +89,13 @@ def read_dict(text: str, filename: str = "<dict>", *,
         table[state] = action
         where[state] = key.lineno
     if not errors:
+        # a dict older than an added state (seed 004's) decides it as the state it is like
+        for t in vocabulary.all_tuples():
+            like = vocabulary.core_state(t.worker_state)
+            if t not in table and like != t.worker_state:
+                inherited = table.get(replace(t, worker_state=like))
+                if inherited is not None:
+                    table[t] = inherited
         missing = [t for t in vocabulary.all_tuples() if t not in table]
         if missing:
             listing = "\n".join("  " + " | ".join(t.as_tuple()) for t in missing)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from dataclasses import replace
 from typing import Iterable
 
 from policy_matrix.errors import ERROR, WARNING, Diagnostic, MatrixError
@@ -300,6 +301,18 @@ def _busy_index(vocabulary: Vocabulary) -> int | None:
     return None
 
 
+def _inherit_like(table: dict[StateTuple, Match], vocabulary: Vocabulary) -> None:
+    """Tuples of an added worker state that no rule covers are decided as the same tuple of the
+    state it is like (``underused (like busy)``): a site's matrix written before a state was
+    added keeps loading, and keeps treating such nodes as it treats their like."""
+    for state, like in vocabulary.like:
+        for t in vocabulary.all_tuples():
+            if t.worker_state == state and t not in table:
+                found = table.get(replace(t, worker_state=like))
+                if found is not None:
+                    table[t] = found
+
+
 def _compile(rules: list[Rule], filename: str, vocabulary: Vocabulary,
              last_line: int) -> tuple[dict[StateTuple, Match], list[Diagnostic]]:
     table: dict[StateTuple, Match] = {}
@@ -348,6 +361,7 @@ def _compile(rules: list[Rule], filename: str, vocabulary: Vocabulary,
             f"no rules: the file is empty or only comments; a matrix needs rules for all "
             f"{vocabulary.size} tuples ({_columns(vocabulary)})"))
         return table, diagnostics
+    _inherit_like(table, vocabulary)
     missing = [t for t in vocabulary.all_tuples() if t not in table]
     if missing:
         listing = "\n".join("  " + " | ".join(t.as_tuple()) for t in missing)

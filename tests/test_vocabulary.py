@@ -16,6 +16,12 @@ from policy_matrix.vocabulary import default_vocabulary_path, load_vocabulary
 from tests.core_world import NOW, node, settings, snap, worker
 
 SHIPPED = pathlib.Path(default_vocabulary_path()).read_text()
+WORKER_LINE = next(line for line in SHIPPED.splitlines() if line.startswith("worker_state:"))
+
+
+def with_state(word: str) -> str:
+    """The shipped vocabulary with ``word`` appended to its worker_state line."""
+    return SHIPPED.replace(WORKER_LINE + "\n", f"{WORKER_LINE}, {word}\n")
 FAIL_RULES = """\
 # a node whose health check fails: give it a chance while it boots, then replace it
 fail | * | boot wait     | * -> None
@@ -26,7 +32,7 @@ fail | * | boot exceeded | * -> START_SHUTDOWN
 @pytest.fixture
 def vocabulary(tmp_path):
     path = tmp_path / "site.vocabulary"
-    path.write_text(SHIPPED.replace("idle, down\n", "idle, down, fail (like down)\n"))
+    path.write_text(with_state("fail (like down)"))
     return load_vocabulary(str(path))
 
 
@@ -78,8 +84,8 @@ def test_the_default_vocabulary_refuses_the_added_state(tmp_path, matrix):
 
 def test_an_added_worker_state_must_say_which_core_state_it_is_like(tmp_path):
     path = tmp_path / "site.vocabulary"
-    path.write_text(SHIPPED.replace("idle, down\n", "idle, down, fail\n"))
-    line = SHIPPED.splitlines().index("worker_state: unpaired, busy, idle, down") + 1
+    path.write_text(with_state("fail"))
+    line = SHIPPED.splitlines().index(WORKER_LINE) + 1
     with pytest.raises(MatrixError, match=rf"site.vocabulary:{line}:14: worker_state: say which "
                                           r"of unpaired, busy, idle, down .*'fail \(like down\)'"):
         load_vocabulary(str(path))
@@ -92,7 +98,7 @@ def test_an_added_state_like_idle_counts_its_idle_grace(tmp_path, monkeypatch):
     """A state declared ``like idle`` reaches ``idle exceeded`` after the idle grace, as idle does
     (the core compared the raw state with ``idle`` and never started the grace for it)."""
     path = tmp_path / "site.vocabulary"
-    path.write_text(SHIPPED.replace("idle, down\n", "idle, down, backfill (like idle)\n"))
+    path.write_text(with_state("backfill (like idle)"))
     site = tmp_path / "site.matrix"
     site.write_text("backfill | * | * | idle exceeded -> START_DRAIN\nbackfill | * | * | * -> None\n"
                     + pathlib.Path(policy_matrix.default_path()).read_text())
