@@ -36,6 +36,11 @@ class CoreSettings:
     clock_tolerance: float = 30.0         # timestamps this far in the future are believed
     max_clock_skew: float = 300.0         # cloud clock off by more: drains/destroys frozen (0 = never)
     reclaim_foreign_after: float = 0.0    # [Drain]: someone else's drain is reclaimed after; 0 = never
+    # issue 18, the cost profile: consolidation, lifetimes (nodemanager.core.consolidate)
+    consolidate: bool = False             # relabel busy nodes "underused" when capacity is spare
+    consolidate_margin: int = 8           # free cores kept beyond the queue's needs
+    min_lifetime: float = 0.0             # no drain/destroy by the matrix before this age; 0 = none
+    max_lifetime: float = 0.0             # busy nodes older than this are "expired"; 0 = never
 
     def size(self, name: str) -> Size | None:
         for s in self.sizes:

@@ -11,7 +11,7 @@ import pytest
 import policy_matrix
 from nodemanager.core import Classification, classify_worker, plan
 from nodemanager.model import ItemKind
-from policy_matrix import MatrixError
+from policy_matrix import Action, MatrixError, StateTuple
 from policy_matrix.vocabulary import default_vocabulary_path, load_vocabulary
 from tests.core_world import NOW, node, settings, snap, worker
 
@@ -114,3 +114,16 @@ def test_an_added_state_like_idle_counts_its_idle_grace(tmp_path, monkeypatch):
     [e] = p.nodes
     assert e.tuple.worker_state == "backfill" and e.tuple.idle_grace == "idle exceeded"
     assert [i.kind for i in p.items] == [ItemKind.DRAIN]
+
+
+def test_a_site_matrix_older_than_an_added_state_still_loads_and_treats_it_as_its_like(tmp_path):
+    """A site matrix written for seed 004's words, with no rule for ``underused`` (like busy),
+    loads under the grown vocabulary and decides underused nodes as its busy rules do."""
+    path = tmp_path / "site.vocabulary"
+    path.write_text(with_state("spare (like busy)"))
+    site = tmp_path / "site.matrix"
+    site.write_text("busy | * | * | * -> None\nidle | * | * | * -> START_DRAIN\n"
+                    "unpaired | * | * | * -> None\ndown | * | * | * -> START_SHUTDOWN\n")
+    matrix = policy_matrix.load(site, vocabulary=load_vocabulary(str(path)))
+    match = matrix.lookup(StateTuple("spare", "open", "boot wait", "not idle"))
+    assert match.action is Action.NONE and match.rule.line == 1

@@ -22,13 +22,14 @@ Order of reasoning, per cycle:
 from __future__ import annotations
 
 import math
-from typing import Callable, Protocol
+from typing import Callable, Mapping, Protocol
 
 from nodemanager.core.billing import (Schedule, _window, boot_grace_state, idle_grace_state,
                                       schedule_for, window_state)
 from nodemanager.core.classify import (Classification, classify_foreign, classify_worker,
                                        foreign_drain)
 from nodemanager.core.clocks import skew_freeze
+from nodemanager.core.consolidate import Relabel, relabel, too_young
 from nodemanager.core.halts import mass_down, stale_inputs
 from nodemanager.core.pair import Pairing, by_id, pair
 from nodemanager.core.placement import place_demand
@@ -61,6 +62,7 @@ _STALE, _PAUSED, _FROZEN, _HELD = "stale", "paused", "frozen", "held"
 _DEMAND, _MIN, _BUDGET, _IN_FLIGHT, _NO_WORKER = "demand", "min_nodes", "budget", "in_flight", "no_worker"
 _UNCONFIRMED = "unconfirmed"
 _FOREIGN = "foreign_drain"
+_YOUNG = "min_lifetime"
 RECLAIM_ENDS = "reclaim_foreign_after ends"
 _KIND_ORDER = {ItemKind.CANCEL_DRAIN: 0, ItemKind.DESTROY: 1, ItemKind.DRAIN: 2, ItemKind.ESCALATE: 3}
 
@@ -82,6 +84,9 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     vocabulary = matrix.vocabulary
     for n in nodes:
         n.core_state = vocabulary.core_state(n.tuple.worker_state)
+    # issue 18: underused (consolidation) and expired busy nodes, as the matrix sees them
+    _relabel(nodes, relabel(nodes, snapshot.demand, settings, now, estimator or estimate,
+                            frozenset(k for k, v in flights.items() if "drain" in v)), matrix)
 
     halt = (f"paused: {snapshot.paused}" if snapshot.paused else None) or stale_inputs(
         snapshot, settings.poll_stale_after, settings.clock_tolerance)
@@ -196,6 +201,23 @@ def _classify(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, 
         n.next_change, n.next_what = nxt, what
         out.append(n)
     return out
+
+
+def _relabel(nodes: list[_Node], labels: Mapping[str, Relabel], matrix: MatrixLookup) -> None:
+    """Give relabelled nodes their new worker_state and the matrix's word on it (a state the
+    matrix's vocabulary lacks leaves the node as it was)."""
+    if not labels:
+        return
+    known = matrix.vocabulary.dimensions[0].values
+    for n in nodes:
+        label = labels.get(n.node.id)
+        if label is None or label.state not in known:
+            continue
+        st = StateTuple(label.state, n.tuple.window, n.tuple.boot_grace, n.tuple.idle_grace)
+        match = matrix.lookup(st)
+        n.cls = Classification(label.state, f"{label.why}; {n.cls.why}", n.cls.idle_since)
+        n.tuple, n.rule, n.maction = st, match.rule.location, match.action
+        n.core_state = matrix.vocabulary.core_state(label.state)
 
 
 def _matches(node: CloudNode, worker: Worker | None, names: frozenset[str]) -> bool:
@@ -330,6 +352,10 @@ def _gate(nodes: list[_Node], snapshot: Snapshot, settings: CoreSettings, freeze
     candidates = [n for n in nodes if n.want in (ItemKind.DRAIN, ItemKind.DESTROY)
                   and n.cancellable and not n.forced]
     for n in candidates:
+        young = too_young(n, settings, now)  # issue 18: no give-back shortly after a boot
+        if young is not None:
+            n.blocked, n.reason, n.want = _YOUNG, f"{_verb(n.want)} {young}; {n.reason}", None
+            continue
         if n.needed:
             n.blocked = _DEMAND
             n.reason = f"{_verb(n.want)} held back: {n.why_needed}; {n.reason}"

@@ -1,0 +1,102 @@
+"""Issue 18 in the core: consolidation (``underused``), ``max_lifetime`` (``expired``) and
+``min_lifetime``, through :func:`nodemanager.core.plan` with the default and the cost matrix."""
+
+from __future__ import annotations
+
+import os
+
+import policy_matrix
+from nodemanager.core import plan
+from nodemanager.model import ItemKind
+from tests.core_world import NOW, Demand, InFlight, node, settings, snap, worker
+
+COST = policy_matrix.load(os.path.join(os.path.dirname(policy_matrix.default_path()), "cost.matrix"))
+DEFAULT = policy_matrix.load_default()
+
+
+def mixed(name: str, busy: int, ends_in: float, cpus: int = 8, **kw):
+    """A SLURM worker running ``busy`` one-core jobs that end ``ends_in`` seconds from now."""
+    return worker(name, "mix", cpus=cpus, cpus_busy=busy, running_jobs=busy,
+                  job_end_times=tuple(NOW + ends_in for _ in range(busy)), **kw)
+
+
+def two_half_empty():
+    """a: 1 job ending in 20 min, 7 cores free; b: 3 jobs ending in 5 h, 5 free; c: full."""
+    nodes = [node("a"), node("b"), node("c")]
+    workers = [mixed("a", 1, 1200.0), mixed("b", 3, 18000.0), mixed("c", 8, 3600.0)]
+    return nodes, workers
+
+
+def by_id(p):
+    return {e.node_id: e for e in p.nodes}
+
+
+def test_cost_profile_drains_the_node_whose_work_ends_soonest_and_says_why():
+    nodes, workers = two_half_empty()
+    p = plan(snap(nodes, workers), settings(consolidate=True, consolidate_margin=4), COST)
+    assert [(i.kind, i.node_id) for i in p.items] == [(ItemKind.DRAIN, "a")]
+    a = by_id(p)["a"]
+    assert a.tuple.worker_state == "underused"
+    assert "consolidating: its 1 job(s) end within 20m 00s, 5 free cores elsewhere" in a.reason
+    assert by_id(p)["b"].tuple.worker_state == "busy"
+
+
+def test_default_matrix_shows_underused_but_keeps_todays_behaviour():
+    nodes, workers = two_half_empty()
+    p = plan(snap(nodes, workers), settings(consolidate=True, consolidate_margin=4), DEFAULT)
+    assert by_id(p)["a"].tuple.worker_state == "underused"
+    assert p.items == ()
+
+
+def test_consolidation_is_off_by_default():
+    nodes, workers = two_half_empty()
+    p = plan(snap(nodes, workers), settings(), COST)
+    assert p.items == ()
+    assert {e.tuple.worker_state for e in p.nodes} == {"busy"}
+
+
+def test_the_margin_keeps_enough_free_cores_elsewhere():
+    nodes, workers = two_half_empty()
+    # a's 7 free cores would leave b's 5 elsewhere, b's 5 would leave a's 7: both below 8
+    p = plan(snap(nodes, workers), settings(consolidate=True, consolidate_margin=8), COST)
+    assert p.items == ()
+    # with a margin of 6, a must stay but b, whose jobs end later, may go
+    p = plan(snap(nodes, workers), settings(consolidate=True, consolidate_margin=6), COST)
+    assert [(i.kind, i.node_id) for i in p.items] == [(ItemKind.DRAIN, "b")]
+
+
+def test_queued_jobs_stop_consolidation():
+    nodes, workers = two_half_empty()
+    p = plan(snap(nodes, workers, demand=[Demand(cpus=1, count=1)]),
+             settings(consolidate=True, consolidate_margin=4), COST)
+    assert p.items == ()
+
+
+def test_demand_cancels_a_consolidation_drain_rather_than_booting():
+    nodes, workers = two_half_empty()
+    workers[0] = mixed("a", 1, 1200.0)
+    draining = [InFlight(node="a", action="drain", since=NOW - 60)]
+    p = plan(snap(nodes, workers, demand=[Demand(cpus=1, count=12)], in_flight=draining),
+             settings(consolidate=True, consolidate_margin=4), COST)
+    assert [(i.kind, i.node_id) for i in p.items] == [(ItemKind.CANCEL_DRAIN, "a")]
+    assert p.boots == ()
+
+
+def test_max_lifetime_drains_an_old_busy_node_gracefully_never_kills():
+    nodes = [node("old", age=90000.0), node("new", age=3600.0)]
+    workers = [mixed("old", 2, 600.0), mixed("new", 2, 600.0, registered_at=NOW - 3000)]
+    p = plan(snap(nodes, workers), settings(max_lifetime=86400.0), COST)
+    assert [(i.kind, i.node_id) for i in p.items] == [(ItemKind.DRAIN, "old")]
+    assert by_id(p)["old"].tuple.worker_state == "expired"
+    assert "expired: up 25h 00m, past max_lifetime 24h 00m" in by_id(p)["old"].reason
+    assert plan(snap(nodes, workers), settings(max_lifetime=86400.0), DEFAULT).items == ()
+
+
+def test_min_lifetime_holds_back_the_give_back_of_a_young_idle_node():
+    nodes = [node("young", age=600.0), node("old", age=7200.0)]
+    workers = [worker("young", "idle", idle_for=500.0, registered_at=NOW - 550),
+               worker("old", "idle", idle_for=500.0)]
+    p = plan(snap(nodes, workers), settings(idle_grace=300.0, min_lifetime=1800.0), COST)
+    assert [(i.kind, i.node_id) for i in p.items] == [(ItemKind.DRAIN, "old")]
+    young = by_id(p)["young"]
+    assert young.blocked_by == "min_lifetime" and "min_lifetime 30m 00s" in young.reason
