@@ -185,7 +185,7 @@ _DAEMON: dict[str, tuple[str, Callable[[str], Any]]] = {
 PROFILE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles")
 PROFILES = tuple(sorted(f[:-4] for f in os.listdir(PROFILE_DIR) if f.endswith(".ini")))
 _DAEMON_SHELL: dict[str, Callable[[str], Any]] = {"matrix": str, "dry_run": parse_bool,
-                 "profile": _choice(*PROFILES),
+                 "profile": lambda t: _choice(*PROFILES)(t) if t.strip() else "",
                  "log_level": _choice("debug", "info", "warning", "error")}
 _POLL: dict[str, Callable[[str], Any]] = {
     "cloud_interval": parse_duration, "scheduler_interval": parse_duration,
