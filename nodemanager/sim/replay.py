@@ -134,6 +134,8 @@ class _World:
         self.gone: dict[str, float] = {}          # node id -> destroy time
         self.last_busy: dict[str, float] = {}     # node id -> last time it was seen with a job
         self.pool_changed = True
+        # consolidation reads free cores even with nothing queued (issue 18)
+        self.free_matters = settings.core.consolidate
 
     def clock(self) -> float:
         return self.now
@@ -180,7 +182,7 @@ class _World:
                 nodes.append((nid, nid in self.running))
             else:
                 nodes.append((nid, bool(st.dslots), st.draining, st.drain_complete,
-                              st.free_cpus if demand else 0))
+                              st.free_cpus if demand or self.free_matters else 0))
         return (tuple(nodes), tuple((d.cpus, d.ram_mb, d.count) for d in demand))
 
 
