@@ -100,3 +100,25 @@ def test_min_lifetime_holds_back_the_give_back_of_a_young_idle_node():
     assert [(i.kind, i.node_id) for i in p.items] == [(ItemKind.DRAIN, "old")]
     young = by_id(p)["young"]
     assert young.blocked_by == "min_lifetime" and "min_lifetime 30m 00s" in young.reason
+
+
+def test_rebuy_hold_keeps_boots_back_just_after_a_destroy():
+    demand = [Demand(cpus=4, count=1)]
+    s = settings(rebuy_hold=60.0)
+    p = plan(snap(demand=demand, recent_destroys=(NOW - 30.0,)), s, COST)
+    assert p.boots == ()
+    assert [u.reason for u in p.unmet] == ["backoff"]
+    assert "a node was given back 30s ago (rebuy_hold 1m 00s" in p.unmet[0].text
+    assert [b.count for b in plan(snap(demand=demand, recent_destroys=(NOW - 61.0,)), s, COST).boots] == [1]
+    assert [b.count for b in plan(snap(demand=demand, recent_destroys=(NOW - 30.0,)), settings(), COST).boots] == [1]
+
+
+def test_rebuy_hold_keeps_boots_back_in_the_cycle_that_destroys_a_node():
+    # our drain of a 4-core node finished: it goes; the 16-core job never fitted on it
+    nodes = [node("gone")]
+    drained = [InFlight(node="gone", action="drain", since=NOW - 60)]
+    workers = [worker("gone", "drain", idle_for=1000.0)]
+    p = plan(snap(nodes, workers, demand=[Demand(cpus=16, count=1)], in_flight=drained),
+             settings(rebuy_hold=60.0), COST)
+    assert [(i.kind, i.node_id) for i in p.items] == [(ItemKind.DESTROY, "gone")]
+    assert p.boots == () and "given back this cycle" in p.unmet[0].text

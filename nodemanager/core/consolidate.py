@@ -11,6 +11,8 @@
 * ``expired``: a busy node older than ``max_lifetime`` (0: never).
 * :func:`too_young`: a node younger than ``min_lifetime`` is not drained or destroyed by the
   matrix (no destroy shortly after a boot: issue 18's "no thrash").
+* :func:`rebuy_hold`: no boot within ``rebuy_hold`` of a destroy (no boot shortly after
+  giving back a node that could have served the same demand; with several sizes, any size).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from nodemanager.settings import CoreSettings
 from nodemanager.text import duration
 from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED
 
-__all__ = ["UNDERUSED", "EXPIRED", "Relabel", "relabel", "too_young", "free_cores"]
+__all__ = ["UNDERUSED", "EXPIRED", "Relabel", "relabel", "too_young", "rebuy_hold", "free_cores"]
 
 UNDERUSED = "underused"
 EXPIRED = "expired"
@@ -121,3 +123,15 @@ def too_young(n: PlanNode, settings: CoreSettings, now: float) -> str | None:
         return None
     return (f"held back: up only {duration(age)}, min_lifetime {duration(settings.min_lifetime)} "
             f"(no give-back shortly after a boot)")
+
+
+def rebuy_hold(recent_destroys: Iterable[float], settings: CoreSettings, now: float) -> str | None:
+    """Why boots wait (a destroy less than ``rebuy_hold`` ago: the node could have served this
+    demand), or None."""
+    if settings.rebuy_hold <= 0:
+        return None
+    last = max((t for t in recent_destroys if t <= now), default=None)
+    if last is None or now - last > settings.rebuy_hold:
+        return None
+    return (f"a node was given back {duration(now - last)} ago (rebuy_hold "
+            f"{duration(settings.rebuy_hold)}: no boot right after a destroy)")

@@ -29,13 +29,13 @@ from nodemanager.core.billing import (Schedule, _window, boot_grace_state, idle_
 from nodemanager.core.classify import (Classification, classify_foreign, classify_worker,
                                        foreign_drain)
 from nodemanager.core.clocks import skew_freeze
-from nodemanager.core.consolidate import Relabel, relabel, too_young
+from nodemanager.core.consolidate import Relabel, rebuy_hold, relabel, too_young
 from nodemanager.core.halts import mass_down, stale_inputs
 from nodemanager.core.pair import Pairing, by_id, pair
 from nodemanager.core.placement import place_demand
 from nodemanager.core.plan_node import PlanNode as _Node
 from nodemanager.core.victims import Estimator, estimate, order_victims
-from nodemanager.model import (Action, CloudNode, InFlight, ItemKind,
+from nodemanager.model import (Action, BootRequest, CloudNode, InFlight, ItemKind,
                                NodeExplanation, Plan, PlanItem, Size, Snapshot, StateTuple,
                                Unmet, VictimCost, Worker)
 from nodemanager.settings import CoreSettings
@@ -104,6 +104,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
                           [(w, vocabulary.core_state(c.state)) for w, c in orphans],
                           boots_in_flight, sum(1 for n in nodes if _is_up(n)))
     boots, notes, unmet = placed.boots, placed.notes, placed.unmet
+    boots = _hold_boots(boots, rebuy_hold(snapshot.recent_destroys, settings, now), notes, unmet)
 
     items: list[PlanItem] = []
     if halt:
@@ -124,10 +125,23 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
                                       reason=n.reason, worker=n.worker.name if n.worker else None,
                                       cancellable=n.cancellable, request_id=n.request_id,
                                       schedule=n.schedule))
+    if settings.rebuy_hold > 0 and any(i.kind is ItemKind.DESTROY for i in items):
+        boots = _hold_boots(boots, "a node is given back this cycle (rebuy_hold)", notes, unmet)
     items.sort(key=lambda i: (_KIND_ORDER[i.kind], i.node_id))
     return Plan(now=now, items=tuple(items), boots=tuple(boots),
                 nodes=tuple(_explain(n) for n in nodes), frozen=halt or freeze, notes=tuple(notes),
                 unmet=tuple(unmet))
+
+
+def _hold_boots(boots: list[BootRequest], hold: str | None, notes: list[str],
+                unmet: list[Unmet]) -> list[BootRequest]:
+    """No boots while ``hold`` says why (issue 18, no thrash): they are unmet, with the reason."""
+    if not hold or not boots:
+        return boots
+    unmet.extend(Unmet(f"{b.count} x {b.size}", 0, "backoff", f"boot {b.count} x {b.size} held "
+                       f"back: {hold}") for b in boots)
+    notes.append(f"boots held back: {hold}")
+    return []
 
 
 def _is_up(n: _Node) -> bool:
