@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping
 
 from nodemanager.cloud import PROVIDERS, image_required
 from nodemanager.model import Size, frozen_map
+from nodemanager.tags import settings_digest
 from nodemanager.settings import (CloudSettings, CoreSettings, DrainSettings, HASettings, ManageSettings,
                                   PollSettings, SchedulerSettings, Settings)
 
@@ -378,6 +379,8 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
         cloud = replace(cloud, create_args=frozen_map(
             {**cloud.create_args, "user_data_file": os.path.join(base_dir, user_data_file)}))
     scheduler = _scheduler(r)
+    core = replace(core, size_digests=tuple((s.name, settings_digest(s, cloud.create_args))
+                                            for s in sizes))
     if cloud.driver != "simulated" and not sizes:
         r.problem("Cloud", "driver", "a real cloud needs at least one [Size NAME] section")
     elif require_sizes and not sizes:

@@ -42,6 +42,7 @@ class CoreSettings:
     min_lifetime: float = 0.0             # no drain/destroy by the matrix before this age; 0 = none
     max_lifetime: float = 0.0             # busy nodes older than this are "expired"; 0 = never
     rebuy_hold: float = 0.0               # no boot this long after a destroy; 0 = none
+    size_digests: tuple[tuple[str, str], ...] = ()  # size -> settings_digest, tagged at boot (drift)
 
     def size(self, name: str) -> Size | None:
         for s in self.sizes:

@@ -4,14 +4,17 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import policy_matrix
 from nodemanager.core import plan
 from nodemanager.model import ItemKind
+from nodemanager.model import Size
 from tests.core_world import NOW, Demand, InFlight, node, settings, snap, worker
 
 COST = policy_matrix.load(os.path.join(os.path.dirname(policy_matrix.default_path()), "cost.matrix"))
 DEFAULT = policy_matrix.load_default()
+SIZES8 = (Size(name="small", cores=8, ram_mb=16000),)
 
 
 def mixed(name: str, busy: int, ends_in: float, cpus: int = 8, **kw):
@@ -122,3 +125,27 @@ def test_rebuy_hold_keeps_boots_back_in_the_cycle_that_destroys_a_node():
              settings(rebuy_hold=60.0), COST)
     assert [(i.kind, i.node_id) for i in p.items] == [(ItemKind.DESTROY, "gone")]
     assert p.boots == () and "given back this cycle" in p.unmet[0].text
+
+
+def test_a_node_booted_with_other_size_or_image_settings_is_expired(time_now, scripted_scheduler):
+    """The actuator tags each VM with its size's settings at boot; after the image changes in the
+    configuration, a busy node booted before is ``expired`` and the cost matrix drains it."""
+    from nodemanager.actuate import Actuator, Task
+    from nodemanager.config import loads
+    from nodemanager.model import BootRequest
+    from nodemanager.sim.cloud import SimCloud
+
+    ini = "[Size small]\ncores = 8\nram_mb = 16000\n[Cloud Create]\nimage = {}\n"
+    before, after = loads(ini.format("img-1")), loads(ini.format("img-2"))
+    cloud = SimCloud(clock=time_now, sizes=before.core.sizes, cluster="c", boot_delay=0.0)
+    act = Actuator(cloud, scripted_scheduler, before, clock=time_now, request_ids=lambda: "r")
+    act.run(Task(BootRequest("small", 1, "demand")))
+    [booted] = cloud.list_nodes()
+    nodes = [node("n1", tags=booted.tags), node("n2", tags=booted.tags)]
+    workers = [mixed("n1", 2, 600.0), worker("n2", "idle", idle_for=100.0)]
+    same = plan(snap(nodes, workers), replace(before.core, sizes=SIZES8), COST)
+    assert {e.tuple.worker_state for e in same.nodes} == {"busy", "idle"} and same.items == ()
+    p = plan(snap(nodes, workers), replace(after.core, sizes=SIZES8), COST)
+    assert [(i.kind, i.node_id) for i in p.items] == [(ItemKind.DRAIN, "n1")]
+    assert "booted with other [Size small] or [Cloud Create] settings" in by_id(p)["n1"].reason
+    assert plan(snap(nodes, workers), replace(after.core, sizes=SIZES8), DEFAULT).items == ()

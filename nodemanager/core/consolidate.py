@@ -8,7 +8,8 @@
   Drained gracefully (by a matrix that says so), it takes no new jobs and leaves when its last
   job ends; queued jobs that need its cores cancel the drain (placement's draining tier comes
   before new boots, so no VM is booted while it could take them).
-* ``expired``: a busy node older than ``max_lifetime`` (0: never).
+* ``expired``: a busy node older than ``max_lifetime`` (0: never), or booted with other size or
+  image settings than configured now (its ``TAG_SETTINGS`` against ``size_digests``).
 * :func:`too_young`: a node younger than ``min_lifetime`` is not drained or destroyed by the
   matrix (no destroy shortly after a boot: issue 18's "no thrash").
 * :func:`rebuy_hold`: no boot within ``rebuy_hold`` of a destroy (no boot shortly after
@@ -23,6 +24,7 @@ from nodemanager.core.plan_node import PlanNode
 from nodemanager.core.victims import Estimator
 from nodemanager.model import Demand
 from nodemanager.settings import CoreSettings
+from nodemanager.tags import TAG_SETTINGS
 from nodemanager.text import duration
 from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED
 
@@ -65,13 +67,21 @@ def relabel(nodes: Sequence[PlanNode], demand: Iterable[Demand], settings: CoreS
 
     ``draining``: node ids with a drain of ours under way (never relabelled, no capacity)."""
     out: dict[str, Relabel] = {}
-    if not settings.consolidate and settings.max_lifetime <= 0:
+    if not settings.consolidate and settings.max_lifetime <= 0 and not settings.size_digests:
         return out
     candidates = [n for n in nodes if _candidate(n, draining)]
+    digests = dict(settings.size_digests)
+    for n in candidates:
+        booted = n.node.tags.get(TAG_SETTINGS) if n.node.tags else None
+        current = digests.get(n.node.size)
+        if booted and current and booted != current:
+            out[n.node.id] = Relabel(EXPIRED, f"expired: booted with other [Size {n.node.size}] or "
+                                              f"[Cloud Create] settings than configured now; "
+                                              f"replaced as demand needs")
     if settings.max_lifetime > 0:
         for n in candidates:
             age = now - n.node.launched_at
-            if age > settings.max_lifetime:
+            if age > settings.max_lifetime and n.node.id not in out:
                 out[n.node.id] = Relabel(EXPIRED, f"expired: up {duration(age)}, past max_lifetime "
                                                   f"{duration(settings.max_lifetime)}; replaced as "
                                                   f"demand needs")
