@@ -106,7 +106,7 @@ def test_min_lifetime_holds_back_the_give_back_of_a_young_idle_node():
 
 
 def test_rebuy_hold_keeps_boots_back_just_after_a_destroy():
-    demand = [Demand(cpus=4, count=1)]
+    demand = [Demand(cpus=4, count=1, oldest_submit=NOW - 10.0)]
     s = settings(rebuy_hold=60.0)
     p = plan(snap(demand=demand, recent_destroys=(NOW - 30.0,)), s, COST)
     assert p.boots == ()
@@ -114,6 +114,9 @@ def test_rebuy_hold_keeps_boots_back_just_after_a_destroy():
     assert "a node was given back 30s ago (rebuy_hold 1m 00s" in p.unmet[0].text
     assert [b.count for b in plan(snap(demand=demand, recent_destroys=(NOW - 61.0,)), s, COST).boots] == [1]
     assert [b.count for b in plan(snap(demand=demand, recent_destroys=(NOW - 30.0,)), settings(), COST).boots] == [1]
+    # jobs queued longer than the hold (or since an unknown time) are never held: no starvation
+    for old in (Demand(cpus=4, count=1, oldest_submit=NOW - 61.0), Demand(cpus=4, count=1)):
+        assert [b.count for b in plan(snap(demand=[old], recent_destroys=(NOW - 30.0,)), s, COST).boots] == [1]
 
 
 def test_rebuy_hold_keeps_boots_back_in_the_cycle_that_destroys_a_node():
@@ -121,10 +124,10 @@ def test_rebuy_hold_keeps_boots_back_in_the_cycle_that_destroys_a_node():
     nodes = [node("gone")]
     drained = [InFlight(node="gone", action="drain", since=NOW - 60)]
     workers = [worker("gone", "drain", idle_for=1000.0)]
-    p = plan(snap(nodes, workers, demand=[Demand(cpus=16, count=1)], in_flight=drained),
-             settings(rebuy_hold=60.0), COST)
+    p = plan(snap(nodes, workers, demand=[Demand(cpus=16, count=1, oldest_submit=NOW - 5.0)],
+                  in_flight=drained), settings(rebuy_hold=60.0), COST)
     assert [(i.kind, i.node_id) for i in p.items] == [(ItemKind.DESTROY, "gone")]
-    assert p.boots == () and "given back this cycle" in p.unmet[0].text
+    assert p.boots == () and "a node was given back 0s ago" in p.unmet[0].text
 
 
 def test_a_node_booted_with_other_size_or_image_settings_is_expired(time_now, scripted_scheduler):

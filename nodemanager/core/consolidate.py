@@ -13,7 +13,8 @@
 * :func:`too_young`: a node younger than ``min_lifetime`` is not drained or destroyed by the
   matrix (no destroy shortly after a boot: issue 18's "no thrash").
 * :func:`rebuy_hold`: no boot within ``rebuy_hold`` of a destroy (no boot shortly after
-  giving back a node that could have served the same demand; with several sizes, any size).
+  giving back a node that could have served the same demand; with several sizes, any size),
+  for jobs queued less than ``rebuy_hold``.
 """
 
 from __future__ import annotations
@@ -135,10 +136,13 @@ def too_young(n: PlanNode, settings: CoreSettings, now: float) -> str | None:
             f"(no give-back shortly after a boot)")
 
 
-def rebuy_hold(recent_destroys: Iterable[float], settings: CoreSettings, now: float) -> str | None:
+def rebuy_hold(recent_destroys: Iterable[float], demand: Iterable[Demand], settings: CoreSettings,
+               now: float) -> str | None:
     """Why boots wait (a destroy less than ``rebuy_hold`` ago: the node could have served this
-    demand), or None."""
-    if settings.rebuy_hold <= 0:
+    demand), or None. Jobs queued longer than ``rebuy_hold`` (or since an unknown time) are
+    never held: a stream of destroys cannot starve them."""
+    if settings.rebuy_hold <= 0 or any(d.oldest_submit is None or now - d.oldest_submit > settings.rebuy_hold
+                                       for d in demand if d.count > 0):
         return None
     last = max((t for t in recent_destroys if t <= now), default=None)
     if last is None or now - last > settings.rebuy_hold:

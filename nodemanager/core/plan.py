@@ -104,7 +104,8 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
                           [(w, vocabulary.core_state(c.state)) for w, c in orphans],
                           boots_in_flight, sum(1 for n in nodes if _is_up(n)))
     boots, notes, unmet = placed.boots, placed.notes, placed.unmet
-    boots = _hold_boots(boots, rebuy_hold(snapshot.recent_destroys, settings, now), notes, unmet)
+    boots = _hold_boots(boots, rebuy_hold(snapshot.recent_destroys, snapshot.demand, settings, now),
+                        notes, unmet)
 
     items: list[PlanItem] = []
     if halt:
@@ -125,8 +126,8 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
                                       reason=n.reason, worker=n.worker.name if n.worker else None,
                                       cancellable=n.cancellable, request_id=n.request_id,
                                       schedule=n.schedule))
-    if settings.rebuy_hold > 0 and any(i.kind is ItemKind.DESTROY for i in items):
-        boots = _hold_boots(boots, "a node is given back this cycle (rebuy_hold)", notes, unmet)
+    if boots and any(i.kind is ItemKind.DESTROY for i in items):
+        boots = _hold_boots(boots, rebuy_hold((now,), snapshot.demand, settings, now), notes, unmet)
     items.sort(key=lambda i: (_KIND_ORDER[i.kind], i.node_id))
     return Plan(now=now, items=tuple(items), boots=tuple(boots),
                 nodes=tuple(_explain(n) for n in nodes), frozen=halt or freeze, notes=tuple(notes),
