@@ -19,17 +19,19 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, NamedTuple, Sequence
+from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from nodemanager.core.plan_node import PlanNode
 from nodemanager.core.victims import Estimator
-from nodemanager.model import Demand
+from nodemanager.core.classify import Classification
+from nodemanager.model import BootRequest, Demand, StateTuple, Unmet
 from nodemanager.settings import CoreSettings
 from nodemanager.tags import TAG_SETTINGS
 from nodemanager.text import duration
 from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED
 
-__all__ = ["UNDERUSED", "EXPIRED", "Relabel", "relabel", "too_young", "rebuy_hold", "free_cores"]
+__all__ = ["UNDERUSED", "EXPIRED", "Relabel", "relabel", "apply_relabels", "too_young", "rebuy_hold",
+           "hold_boots", "free_cores"]
 
 UNDERUSED = "underused"
 EXPIRED = "expired"
@@ -149,3 +151,31 @@ def rebuy_hold(recent_destroys: Iterable[float], demand: Iterable[Demand], setti
         return None
     return (f"a node was given back {duration(now - last)} ago (rebuy_hold "
             f"{duration(settings.rebuy_hold)}: no boot right after a destroy)")
+
+
+def apply_relabels(nodes: Sequence[PlanNode], labels: Mapping[str, Relabel], matrix: Any) -> None:
+    """Give relabelled nodes their new worker_state and the matrix's word on it (``matrix``: what
+    :func:`nodemanager.core.plan` gets; a state its vocabulary lacks leaves the node as it was)."""
+    if not labels:
+        return
+    known = matrix.vocabulary.dimensions[0].values
+    for n in nodes:
+        label = labels.get(n.node.id)
+        if label is None or label.state not in known:
+            continue
+        st = StateTuple(label.state, n.tuple.window, n.tuple.boot_grace, n.tuple.idle_grace)
+        match = matrix.lookup(st)
+        n.cls = Classification(label.state, f"{label.why}; {n.cls.why}", n.cls.idle_since)
+        n.tuple, n.rule, n.maction = st, match.rule.location, match.action
+        n.core_state = matrix.vocabulary.core_state(label.state)
+
+
+def hold_boots(boots: list[BootRequest], hold: str | None, notes: list[str],
+               unmet: list[Unmet]) -> list[BootRequest]:
+    """No boots while ``hold`` says why (issue 18, no thrash): they are unmet, with the reason."""
+    if not hold or not boots:
+        return boots
+    unmet.extend(Unmet(f"{b.count} x {b.size}", 0, "backoff", f"boot {b.count} x {b.size} held "
+                       f"back: {hold}") for b in boots)
+    notes.append(f"boots held back: {hold}")
+    return []

@@ -22,20 +22,20 @@ Order of reasoning, per cycle:
 from __future__ import annotations
 
 import math
-from typing import Callable, Mapping, Protocol
+from typing import Callable, Protocol
 
 from nodemanager.core.billing import (Schedule, _window, boot_grace_state, idle_grace_state,
                                       schedule_for, window_state)
 from nodemanager.core.classify import (Classification, classify_foreign, classify_worker,
                                        foreign_drain)
 from nodemanager.core.clocks import skew_freeze
-from nodemanager.core.consolidate import Relabel, rebuy_hold, relabel, too_young
+from nodemanager.core.consolidate import apply_relabels, hold_boots, rebuy_hold, relabel, too_young
 from nodemanager.core.halts import mass_down, stale_inputs
 from nodemanager.core.pair import Pairing, by_id, pair
 from nodemanager.core.placement import place_demand
 from nodemanager.core.plan_node import PlanNode as _Node
 from nodemanager.core.victims import Estimator, estimate, order_victims
-from nodemanager.model import (Action, BootRequest, CloudNode, InFlight, ItemKind,
+from nodemanager.model import (Action, CloudNode, InFlight, ItemKind,
                                NodeExplanation, Plan, PlanItem, Size, Snapshot, StateTuple,
                                Unmet, VictimCost, Worker)
 from nodemanager.settings import CoreSettings
@@ -85,7 +85,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     for n in nodes:
         n.core_state = vocabulary.core_state(n.tuple.worker_state)
     # issue 18: underused (consolidation) and expired busy nodes, as the matrix sees them
-    _relabel(nodes, relabel(nodes, snapshot.demand, settings, now, estimator or estimate,
+    apply_relabels(nodes, relabel(nodes, snapshot.demand, settings, now, estimator or estimate,
                             frozenset(k for k, v in flights.items() if "drain" in v)), matrix)
 
     halt = (f"paused: {snapshot.paused}" if snapshot.paused else None) or stale_inputs(
@@ -104,7 +104,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
                           [(w, vocabulary.core_state(c.state)) for w, c in orphans],
                           boots_in_flight, sum(1 for n in nodes if _is_up(n)))
     boots, notes, unmet = placed.boots, placed.notes, placed.unmet
-    boots = _hold_boots(boots, rebuy_hold(snapshot.recent_destroys, snapshot.demand, settings, now),
+    boots = hold_boots(boots, rebuy_hold(snapshot.recent_destroys, snapshot.demand, settings, now),
                         notes, unmet)
 
     items: list[PlanItem] = []
@@ -127,22 +127,11 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
                                       cancellable=n.cancellable, request_id=n.request_id,
                                       schedule=n.schedule))
     if boots and any(i.kind is ItemKind.DESTROY for i in items):
-        boots = _hold_boots(boots, rebuy_hold((now,), snapshot.demand, settings, now), notes, unmet)
+        boots = hold_boots(boots, rebuy_hold((now,), snapshot.demand, settings, now), notes, unmet)
     items.sort(key=lambda i: (_KIND_ORDER[i.kind], i.node_id))
     return Plan(now=now, items=tuple(items), boots=tuple(boots),
                 nodes=tuple(_explain(n) for n in nodes), frozen=halt or freeze, notes=tuple(notes),
                 unmet=tuple(unmet))
-
-
-def _hold_boots(boots: list[BootRequest], hold: str | None, notes: list[str],
-                unmet: list[Unmet]) -> list[BootRequest]:
-    """No boots while ``hold`` says why (issue 18, no thrash): they are unmet, with the reason."""
-    if not hold or not boots:
-        return boots
-    unmet.extend(Unmet(f"{b.count} x {b.size}", 0, "backoff", f"boot {b.count} x {b.size} held "
-                       f"back: {hold}") for b in boots)
-    notes.append(f"boots held back: {hold}")
-    return []
 
 
 def _is_up(n: _Node) -> bool:
@@ -216,23 +205,6 @@ def _classify(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, 
         n.next_change, n.next_what = nxt, what
         out.append(n)
     return out
-
-
-def _relabel(nodes: list[_Node], labels: Mapping[str, Relabel], matrix: MatrixLookup) -> None:
-    """Give relabelled nodes their new worker_state and the matrix's word on it (a state the
-    matrix's vocabulary lacks leaves the node as it was)."""
-    if not labels:
-        return
-    known = matrix.vocabulary.dimensions[0].values
-    for n in nodes:
-        label = labels.get(n.node.id)
-        if label is None or label.state not in known:
-            continue
-        st = StateTuple(label.state, n.tuple.window, n.tuple.boot_grace, n.tuple.idle_grace)
-        match = matrix.lookup(st)
-        n.cls = Classification(label.state, f"{label.why}; {n.cls.why}", n.cls.idle_since)
-        n.tuple, n.rule, n.maction = st, match.rule.location, match.action
-        n.core_state = matrix.vocabulary.core_state(label.state)
 
 
 def _matches(node: CloudNode, worker: Worker | None, names: frozenset[str]) -> bool:
