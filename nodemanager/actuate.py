@@ -41,6 +41,7 @@ from nodemanager.actuator_memory import (BOOT_LISTING_TIMEOUT, DESTROY_SETTLE, F
                                          OK, REFUSED, SKIPPED, ActuatorMemory)
 from nodemanager.cloud import CloudError, ErrorKind, TAG_CLUSTER, TAG_DESTROY, TAG_DRAIN, TAG_REQUEST, TAG_SIZE
 from nodemanager.core import Reservation, is_lost
+from nodemanager.tags import TAG_SETTINGS
 from nodemanager.drain_tickets import drain_tag, ticket_for, worker_is_busy
 from nodemanager.model import BootRequest, CloudNode, InFlight, ItemKind, Outcome, PlanItem, Worker
 from nodemanager.scheduler import DrainRefused, DrainSchedule, SchedulerError
@@ -111,6 +112,9 @@ class Actuator(ActuatorMemory):
             rid = f"{base}.{int(now)}"  # carries the request time: boot age never precedes it
             cs = self.settings.cloud
             tags = {**cs.tags, TAG_CLUSTER: cs.cluster, TAG_SIZE: size.name, TAG_REQUEST: rid}
+            digest = dict(self.settings.core.size_digests).get(size.name)
+            if digest:  # issue 18: drift from the configuration is seen on this tag
+                tags[TAG_SETTINGS] = digest
             with self._lock:
                 reservation = Reservation(token=rid, name=self._free_name(size.name, now), size=size.name,
                                           at=now)

@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping
 
 from nodemanager.cloud import PROVIDERS, image_required
 from nodemanager.model import Size, frozen_map
+from nodemanager.tags import settings_digest
 from nodemanager.settings import (CloudSettings, CoreSettings, DrainSettings, HASettings, ManageSettings,
                                   PollSettings, SchedulerSettings, Settings)
 
@@ -216,8 +217,16 @@ _DAEMON: dict[str, tuple[str, Callable[[str], Any]]] = {
     "protect_after_failed_boots": ("protect_after_failed_boots", _nonneg(_parse_int)),
     "protect_backoff": ("protect_backoff", parse_duration),
     "protect_max_backoff": ("protect_max_backoff", parse_duration),
+    "consolidate": ("consolidate", parse_bool),
+    "consolidate_margin": ("consolidate_margin", _nonneg(_parse_int)),
+    "min_lifetime": ("min_lifetime", parse_duration),
+    "max_lifetime": ("max_lifetime", parse_duration),
+    "rebuy_hold": ("rebuy_hold", parse_duration),
 }
+PROFILE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles")
+PROFILES = tuple(sorted(f[:-4] for f in os.listdir(PROFILE_DIR) if f.endswith(".ini")))
 _DAEMON_SHELL: dict[str, Callable[[str], Any]] = {"matrix": str, "dry_run": parse_bool,
+                 "profile": lambda t: _choice(*PROFILES)(t) if t.strip() else "",
                  "log_level": _choice("debug", "info", "warning", "error")}
 _POLL: dict[str, Callable[[str], Any]] = {
     "cloud_interval": parse_duration, "scheduler_interval": parse_duration,
@@ -336,12 +345,14 @@ class _Reader:
 
 
 def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
-          require_sizes: bool = False, resolve: bool = False) -> Settings:
+          require_sizes: bool = False, resolve: bool = False, profile: str | None = None) -> Settings:
     """Settings from INI ``text``; raises :class:`ConfigError` listing every problem.
 
     ``require_sizes``: the daemon's config must define a ``[Size NAME]`` even for the simulated
     cloud (``plan`` and ``simulate`` may take sizes from elsewhere); a real cloud always must.
     ``resolve``: look ``[Manage] address`` up (at start only: a reload must not fail on DNS).
+    ``profile``: a shipped profile applied under the file's own options, as ``[Daemon] profile``
+    would (which it overrides).
     """
     cp = configparser.ConfigParser(interpolation=None, strict=True, empty_lines_in_values=False)
     cp.optionxform = str.lower  # type: ignore[assignment,method-assign]
@@ -359,6 +370,7 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
         raise ConfigError([Problem(source, getattr(exc, "lineno", None),
                                    getattr(exc, "section", "") or "-", None, message)]) from None
     r = _Reader(cp, source, text)
+    profile_matrix = _apply_profile(r, profile)
 
     for section in cp.sections():
         if section not in _SECTIONS and not section.startswith("Size "):
@@ -418,6 +430,8 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
         cloud = replace(cloud, create_args=frozen_map(
             {**cloud.create_args, "user_data_file": os.path.join(base_dir, user_data_file)}))
     scheduler = _scheduler(r)
+    core = replace(core, size_digests=tuple((s.name, settings_digest(s, cloud.create_args))
+                                            for s in sizes))
     if cloud.driver != "simulated" and not sizes:
         r.problem("Cloud", "driver", "a real cloud needs at least one [Size NAME] section")
     elif require_sizes and not sizes:
@@ -428,7 +442,9 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
     ha = _ha(r, cloud.cluster)
 
     matrix = daemon.get("matrix", "").strip()
-    if matrix and base_dir and not os.path.isabs(matrix):
+    if profile_matrix is not None and matrix == profile_matrix:
+        matrix = os.path.join(os.path.dirname(policy_matrix_path()), matrix)
+    elif matrix and base_dir and not os.path.isabs(matrix):
         matrix = os.path.join(base_dir, matrix)
     if matrix and not os.path.exists(matrix):
         r.problem("Daemon", "matrix", f"no such file {matrix}")
@@ -459,6 +475,33 @@ def _size_create(r: _Reader, section: str, values: dict[str, Any],
     if create:
         values["create_args"] = tuple(create)
     return values
+def policy_matrix_path() -> str:
+    """The shipped default matrix (profiles name their matrices beside it)."""
+    from policy_matrix import default_path
+    return default_path()
+
+
+def _apply_profile(r: _Reader, name: str | None) -> str | None:
+    """Fill options the file leaves unset from the shipped profile ``name`` (else the file's
+    ``[Daemon] profile``); return the profile's ``matrix`` when the file does not set its own."""
+    cp = r.cp
+    given = cp.get("Daemon", "profile", fallback=None, raw=True) if cp.has_section("Daemon") else None
+    name = name or (given.strip().lower() if given else None)
+    if not name or name not in PROFILES:
+        return None  # an unknown name is reported with the other [Daemon] options
+    shipped = configparser.ConfigParser(interpolation=None, strict=True)
+    shipped.optionxform = str.lower  # type: ignore[assignment,method-assign]
+    path = os.path.join(PROFILE_DIR, f"{name}.ini")
+    with open(path, encoding="utf-8") as f:
+        shipped.read_file(f, source=path)
+    site_matrix = cp.get("Daemon", "matrix", fallback=None, raw=True) if cp.has_section("Daemon") else None
+    for section in shipped.sections():
+        if not cp.has_section(section):
+            cp.add_section(section)
+        for option, value in shipped.items(section, raw=True):
+            if not cp.has_option(section, option):
+                cp.set(section, option, value)
+    return None if site_matrix is not None else shipped.get("Daemon", "matrix", fallback=None)
 
 
 def _ha(r: _Reader, cluster: str) -> HASettings | None:
@@ -602,7 +645,8 @@ def credential_warnings(path: str, settings: Settings) -> list[str]:
     return []
 
 
-def load(path: str, *, require_sizes: bool = False, resolve: bool = False) -> Settings:
+def load(path: str, *, require_sizes: bool = False, resolve: bool = False,
+         profile: str | None = None) -> Settings:
     """Settings from the INI file at ``path`` (relative paths inside resolve against its folder)."""
     from policy_matrix.files import FileRefused, read_capped
 
@@ -614,7 +658,7 @@ def load(path: str, *, require_sizes: bool = False, resolve: bool = False) -> Se
     except UnicodeDecodeError as exc:
         raise ConfigError([Problem(path, None, "-", None, f"cannot read: {exc}")]) from None
     return loads(text, path, base_dir=os.path.dirname(os.path.abspath(path)),
-                 require_sizes=require_sizes, resolve=resolve)
+                 require_sizes=require_sizes, resolve=resolve, profile=profile)
 
 
 def with_overrides(settings: Settings, **core: Any) -> Settings:

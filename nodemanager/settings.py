@@ -42,6 +42,13 @@ class CoreSettings:
     protect_after_failed_boots: int = 3
     protect_backoff: float = 600.0
     protect_max_backoff: float = 14400.0
+    # issue 18, the cost profile: consolidation, lifetimes (nodemanager.core.consolidate)
+    consolidate: bool = False             # relabel busy nodes "underused" when capacity is spare
+    consolidate_margin: int = 8           # free cores kept beyond the queue's needs
+    min_lifetime: float = 0.0             # no drain/destroy by the matrix before this age; 0 = none
+    max_lifetime: float = 0.0             # busy nodes older than this are "expired"; 0 = never
+    rebuy_hold: float = 0.0               # no boot this long after a destroy; 0 = none
+    size_digests: tuple[tuple[str, str], ...] = ()  # size -> settings_digest, tagged at boot (drift)
 
     def size(self, name: str) -> Size | None:
         for s in self.sizes:

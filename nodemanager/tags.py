@@ -8,8 +8,11 @@ loading the adapters; ``nodemanager.cloud.port`` and ``nodemanager.scheduler.por
 
 from __future__ import annotations
 
+import hashlib
+from typing import Any, Mapping
+
 __all__ = ["TAG_CLUSTER", "TAG_SIZE", "TAG_REQUEST", "TAG_DRAIN", "TAG_DESTROY", "TAG_FENCE",
-           "DRAIN_REASON_PREFIX"]
+           "TAG_SETTINGS", "DRAIN_REASON_PREFIX", "settings_digest"]
 
 TAG_CLUSTER = "nodemanager-cluster"
 TAG_SIZE = "nodemanager-size"
@@ -17,6 +20,16 @@ TAG_REQUEST = "nodemanager-request"
 TAG_DRAIN = "nodemanager-drain"        # value: "<epoch>:<request id>" while we drain the node
 TAG_DESTROY = "nodemanager-destroy"    # value: "<epoch>" once we decided to destroy the node
 TAG_FENCE = "nodemanager-fence"        # value: the HA leader's fencing revision at its last mutation
+TAG_SETTINGS = "nodemanager-settings"  # value: settings_digest of its size's settings at boot
 
 # Every drain we start carries this reason prefix, so we can tell our drains from anyone else's.
 DRAIN_REASON_PREFIX = "nodemanager"
+
+
+def settings_digest(size: Any, create_args: Mapping[str, str]) -> str:
+    """A short digest of what a VM of ``size`` is booted as (its instance type, cores, memory,
+    scratch, and the ``[Cloud Create]`` options such as the image; not its price or billing): a
+    VM whose tag differs was booted under other settings."""
+    what = (size.cloud_type, size.cores, size.ram_mb, size.scratch_mb)
+    text = repr((what, sorted(create_args.items())))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -8,6 +8,8 @@ and tuple literals are read; anything else is a ``MatrixError``.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from policy_matrix.errors import Diagnostic, MatrixError
 from policy_matrix.parser import MAX_BYTES
 from policy_matrix.render import compact as render_compact

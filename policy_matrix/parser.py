@@ -17,6 +17,7 @@ import hashlib
 import functools
 import os
 import re
+from dataclasses import replace
 from typing import Iterable
 
 from policy_matrix.errors import ERROR, WARNING, Diagnostic, MatrixError

@@ -11,17 +11,17 @@ import pytest
 import policy_matrix
 from nodemanager.core import Classification, classify_worker, plan
 from nodemanager.model import ItemKind
-from policy_matrix import MatrixError
+from policy_matrix import Action, MatrixError, StateTuple
 from policy_matrix.vocabulary import default_vocabulary_path, load_vocabulary
 from tests.core_world import NOW, node, settings, snap, worker
 
 SHIPPED = pathlib.Path(default_vocabulary_path()).read_text()
-STATES_LINE = next(line for line in SHIPPED.splitlines() if line.startswith("worker_state:"))
+WORKER_LINE = next(line for line in SHIPPED.splitlines() if line.startswith("worker_state:"))
 
 
-def with_state(added: str) -> str:
-    """The shipped vocabulary with ``added`` (``fail (like down)``) as its last worker_state."""
-    return SHIPPED.replace(STATES_LINE + "\n", f"{STATES_LINE}, {added}\n")
+def with_state(word: str) -> str:
+    """The shipped vocabulary with ``word`` appended to its worker_state line."""
+    return SHIPPED.replace(WORKER_LINE + "\n", f"{WORKER_LINE}, {word}\n")
 FAIL_RULES = """\
 # a node whose health check fails: give it a chance while it boots, then replace it
 fail | * | boot wait     | * -> None
@@ -85,7 +85,7 @@ def test_the_default_vocabulary_refuses_the_added_state(tmp_path, matrix):
 def test_an_added_worker_state_must_say_which_core_state_it_is_like(tmp_path):
     path = tmp_path / "site.vocabulary"
     path.write_text(with_state("fail"))
-    line = SHIPPED.splitlines().index(STATES_LINE) + 1
+    line = SHIPPED.splitlines().index(WORKER_LINE) + 1
     with pytest.raises(MatrixError, match=rf"site.vocabulary:{line}:14: worker_state: say which "
                                           r"of unpaired, busy, idle, down .*'fail \(like down\)'"):
         load_vocabulary(str(path))
@@ -114,3 +114,18 @@ def test_an_added_state_like_idle_counts_its_idle_grace(tmp_path, monkeypatch):
     [e] = p.nodes
     assert e.tuple.worker_state == "backfill" and e.tuple.idle_grace == "idle exceeded"
     assert [i.kind for i in p.items] == [ItemKind.DRAIN]
+
+
+def test_a_site_matrix_older_than_an_added_state_still_loads_and_acts_as_the_default_does(tmp_path):
+    """A site matrix written for seed 004's words, with no rule for the states added since
+    (``underused``, ``expired``: like busy; ``reclaimed``: like down), loads under the shipped
+    vocabulary and takes those states' rules from the default matrix: underused and expired
+    nodes are left alone, a reclaimed one is drained."""
+    site = tmp_path / "site.matrix"
+    site.write_text("busy | * | * | * -> None\nidle | * | * | * -> START_DRAIN\n"
+                    "unpaired | * | * | * -> None\ndown | * | * | * -> START_SHUTDOWN\n")
+    matrix = policy_matrix.load(site)
+    for state, action in (("underused", Action.NONE), ("expired", Action.NONE),
+                          ("reclaimed", Action.START_DRAIN)):
+        match = matrix.lookup(StateTuple(state, "open", "boot wait", "not idle"))
+        assert match.action is action and match.rule.file.endswith("default.matrix"), state

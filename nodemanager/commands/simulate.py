@@ -104,14 +104,15 @@ def _sweeps(specs: list[str]) -> list[tuple[str, list[float]]]:
     return out
 
 
-def _settings(args: argparse.Namespace):
+def _settings(args: argparse.Namespace, profile: str | None = None):
     from dataclasses import replace
 
     from nodemanager.config import ConfigError, load, loads
     from nodemanager.sim.baselines import default_size
 
     try:
-        settings = load(args.config) if args.config else loads("", "<embedded defaults>")
+        settings = (load(args.config, profile=profile) if args.config
+                    else loads("", "<embedded defaults>", profile=profile))
     except ConfigError as exc:
         raise _Bad("bad configuration:\n" + "\n".join(f"  {p}" for p in exc.problems)) from None
     sizes = settings.core.sizes
@@ -182,6 +183,20 @@ def _matrices(args: argparse.Namespace, settings: Settings) -> list[tuple[str, M
     return out
 
 
+def _cost_policy(args: argparse.Namespace, settings: Settings):
+    """``nodemanager-cost``: the default policy under the cost profile (issue 18), on the same
+    sizes and node limits as ``settings``."""
+    from dataclasses import replace
+
+    import policy_matrix
+    from nodemanager.sim import baselines as B
+
+    cost = _settings(args, profile="cost")
+    cost = replace(cost, core=replace(cost.core, max_nodes=settings.core.max_nodes,
+                                      min_nodes=settings.core.min_nodes))
+    return B.ours(cost, policy_matrix.load(cost.matrix_file), "nodemanager-cost")
+
+
 def _run(args: argparse.Namespace) -> int:
     try:
         return _simulate(args)
@@ -234,6 +249,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
     mains = [B.ours(settings, m, name) for name, m in matrices]
     if args.compare:
+        mains.append(_cost_policy(args, settings))
         mains += B.baselines(settings, static_nodes)
     variants = []
     for policy in mains:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+from nodemanager.core.consolidate import too_young
 from nodemanager.core.plan_node import Decision
 from nodemanager.core.victims import Estimator, order_victims
 from nodemanager.model import Blocked, ItemKind, Snapshot, VictimCost
@@ -96,7 +97,10 @@ def gate(decisions: list[Decision], snapshot: Snapshot, settings: CoreSettings, 
     candidates: list[int] = []
     for i, d in enumerate(out):
         if d.want in (ItemKind.DRAIN, ItemKind.DESTROY) and d.cancellable and not d.forced:
-            if d.needed:
+            young = too_young(d.facts, settings, snapshot.now)  # issue 18: no give-back right after a boot
+            if young is not None:
+                out[i] = d.held_back(Blocked.MIN_LIFETIME, f"{verb(d.want)} {young}; {d.reason}")
+            elif d.needed:
                 out[i] = d.held_back(Blocked.DEMAND, f"{verb(d.want)} held back: {d.needed}; {d.reason}")
             else:
                 candidates.append(i)

@@ -29,6 +29,7 @@ from typing import Sequence
 from nodemanager.core.budgets import gate, verb
 from nodemanager.core.classify import classify_worker
 from nodemanager.core.clocks import skew_freeze
+from nodemanager.core.consolidate import apply_relabels, hold_boots, rebuy_hold, relabel
 from nodemanager.core.facts import RECLAIM_ENDS, MatrixLookup, node_facts
 from nodemanager.core.guards import guard
 from nodemanager.core.halts import mass_down, stale_inputs
@@ -60,6 +61,9 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     sizes = {s.name: s for s in settings.sizes}
     pairing = pair(snapshot.cloud_nodes, snapshot.workers)
     facts = node_facts(snapshot, settings, matrix, sizes, pairing)
+    # issue 18: underused (consolidation) and expired busy nodes, as the matrix sees them
+    facts = apply_relabels(facts, relabel(facts, snapshot.demand, settings, now, estimator or estimate),
+                           matrix)
 
     halt = (f"paused: {snapshot.paused}" if snapshot.paused else None) or stale_inputs(
         snapshot, settings.poll_stale_after, settings.clock_tolerance)
@@ -85,6 +89,8 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     placed = place_demand(snapshot, settings, sizes, [d for d in decisions if d.blocked != in_flight],
                           orphans, boots_in_flight, [f.node.size for f in facts if f.up])
     boots, notes, unmet, needed = placed.boots, placed.notes, placed.unmet, placed.needed
+    boots = hold_boots(boots, rebuy_hold(snapshot.recent_destroys, snapshot.demand, settings, now),
+                       notes, unmet)
     if needed:
         decisions = [d._replace(needed=needed[d.facts.node.id]) if d.facts.node.id in needed else d
                      for d in decisions]
@@ -104,6 +110,8 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     items = sorted((_item(d) for d in decisions if d.want is not None),
                    key=lambda i: (_KIND_ORDER[i.kind], i.node_id))
     items, decisions = _last(items, decisions, ctx._replace(frozen=bool(halt or freeze)), reasons)
+    if boots and any(i.kind is ItemKind.DESTROY for i in items):
+        boots = hold_boots(boots, rebuy_hold((now,), snapshot.demand, settings, now), notes, unmet)
     return Plan(now=now, items=tuple(items), boots=tuple(boots),
                 nodes=tuple(_explain(d) for d in decisions), frozen=halt or freeze, notes=tuple(notes),
                 unmet=tuple(unmet), frozen_by=frozen_by)

@@ -143,7 +143,9 @@ class _World:
         self.last_busy: dict[str, float] = {}     # node id -> last time it was seen with a job
         self.live: dict[str, None] = {}           # node ids launched and not destroyed
         self.pool_changed = True
-        self.watch = CycleWatch(self.pool, self.live, self.running, policy.matrix.vocabulary.core_state)
+        # consolidation reads free cores even with nothing queued (issue 18)
+        self.watch = CycleWatch(self.pool, self.live, self.running, policy.matrix.vocabulary.core_state,
+                                free_matters=settings.core.consolidate)
         self._used: dict[str, int] = {}           # busy node id -> cores its jobs hold
         self._used_sum = 0
         self._load_at = t0                        # when load() last looked

@@ -42,11 +42,13 @@ class CycleWatch:
     ``core_state``: the matrix vocabulary's core state of a worker state. Call
     :meth:`node_changed` for every node launched, started, stopped or whose startd changed
     (:attr:`SimPool.touched`), :meth:`mark` after every cycle that ran, and :meth:`unchanged`
-    before a cycle to ask whether it may be skipped."""
+    before a cycle to ask whether it may be skipped. ``free_matters``: the plan reads free cores
+    even with nothing queued (consolidation, issue 18): any change of them runs a cycle."""
 
     def __init__(self, pool: SimPool, live: Mapping[str, object], running: Mapping[str, object],
-                 core_state: Callable[[str], str]) -> None:
+                 core_state: Callable[[str], str], free_matters: bool = False) -> None:
         self._pool = pool
+        self._free_matters = free_matters
         self._live = live
         self._running = running
         self._core_state = core_state
@@ -112,11 +114,13 @@ class CycleWatch:
         if not self._marked:
             return False
         self._absorb()
-        if self._differ:
+        if self._differ or (self._free_matters and self._free_differ):
             return False
         demand = self._pool.demand()
         if _shape(demand) == self._demand0 and (not demand or not self._free_differ):
             return True
+        if self._free_matters:
+            return False  # whether anything is queued decides which nodes are underused
         return self._may_fit and self.fits(demand)
 
     def fits(self, demand: Sequence[Demand]) -> bool:
