@@ -79,7 +79,8 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
         if theirs is not None and worker is not None:
             c, foreign, reclaim_at = classify_foreign(c, theirs, worker.drain_since, now,
                                                       settings.reclaim_foreign_after)
-        c = cloud_reclaim(node, c, now)
+        if node.reclaim_at is not None:
+            c = cloud_reclaim(node, c, now)
         sched = schedules.get(node.size)
         launched = node.launched_at
         win = _window(sched, launched, now) if sched else always_open
@@ -98,15 +99,19 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
             found = lookups[key] = (st, match.rule.location, match.action)
         st, rule, maction = found
         ws = core
-        # the earliest time at which the tuple changes by time alone
+        # the earliest time at which the tuple changes by time alone (unrolled: no tuples per node)
         nxt, what = win.next_change, win.next_what
-        for at, at_what in ((boot.next_change, boot.next_what), (idle.next_change, idle.next_what),
-                            (reclaim_at, RECLAIM_ENDS)):
-            if at is not None and (nxt is None or at < nxt):
-                nxt, what = at, at_what
+        at = boot.next_change
+        if at is not None and (nxt is None or at < nxt):
+            nxt, what = at, boot.next_what
+        at = idle.next_change
+        if at is not None and (nxt is None or at < nxt):
+            nxt, what = at, idle.next_what
+        if reclaim_at is not None and (nxt is None or reclaim_at < nxt):
+            nxt, what = reclaim_at, RECLAIM_ENDS
         mine = flights.get(node.id, _NO_FLIGHTS)
         is_held = bool(held) and matches(node, worker, held)
-        lost = worker is not None and is_lost(worker, now, stale_after)
+        lost = is_lost(worker, now, stale_after)
         if mine:
             ours = mine.get("drain") if "cancel_drain" not in mine else None
             destroying = "destroy" in mine

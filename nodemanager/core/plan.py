@@ -75,7 +75,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     ctx = Context(snapshot, settings, False, escalation)
     decisions = _wants(facts, ctx, reasons)
     skew = skew_freeze(snapshot.cloud_clock_skew, settings.max_clock_skew)
-    freeze = skew or mass_down(sum(1 for d in decisions if _broken(d)), len(decisions), settings)
+    freeze = skew or mass_down(sum(map(_broken, decisions)), len(decisions), settings)
     if frozen_by is None and freeze:
         frozen_by = Freeze.CLOCK_SKEW if skew else Freeze.MASS_DOWN
 
@@ -113,7 +113,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     if boots and any(i.kind is ItemKind.DESTROY for i in items):
         boots = hold_boots(boots, rebuy_hold((now,), snapshot.demand, settings, now), notes, unmet)
     return Plan(now=now, items=tuple(items), boots=tuple(boots),
-                nodes=tuple(_explain(d) for d in decisions), frozen=halt or freeze, notes=tuple(notes),
+                nodes=_explain(decisions), frozen=halt or freeze, notes=tuple(notes),
                 unmet=tuple(unmet), frozen_by=frozen_by)
 
 
@@ -123,9 +123,11 @@ def _wants(facts: list[NodeFacts], ctx: Context, reasons: Sequence[Reason]) -> l
     out: list[Decision] = []
     open_: list[Decision] = []
     shutdown = Action.START_SHUTDOWN
+    unconfirmed = snapshot.unconfirmed
     for f in facts:
-        # most nodes have nothing a guard looks at
-        d = guard(f, snapshot) if f.flights or f.held or f.foreign or f.maction is shutdown else None
+        # most nodes have nothing a guard looks at (a shutdown is stopped only when unconfirmed)
+        d = (guard(f, snapshot) if f.flights or f.held or f.foreign
+             or (f.maction is shutdown and f.node.id in unconfirmed) else None)
         if d is None:
             d = _new(Decision, (f,) + UNDECIDED)
             open_.append(d)
@@ -179,17 +181,22 @@ def _item(d: Decision) -> PlanItem:
                     request_id=d.request_id, schedule=d.schedule)
 
 
-def _explain(d: Decision) -> NodeExplanation:
-    f = d.facts
-    w = f.worker
-    drain = f.our_drain
-    node = f.node
-    # tuple.__new__ straight: the named tuple's own __new__ adds a call per node
-    return _new(NodeExplanation, (
-        node.id, node.name, node.size, f.tuple, f.rule, f.maction, d.want, d.blocked, d.reason or reason_of(d),
-        w.name if w is not None else None,
-        w.state if w is not None else None, f.next_change, f.next_what, d.cause, f.lost, f.gone,
-        drain.since if drain is not None else None, f.drained, f.up))
+def _explain(decisions: list[Decision]) -> tuple[NodeExplanation, ...]:
+    """Each node's explanation, in the decisions' order."""
+    out: list[NodeExplanation] = []
+    append, new, explanation = out.append, _new, NodeExplanation
+    # one loop, no call per node; tuple.__new__ straight skips the named tuple's own __new__
+    for d in decisions:
+        f = d.facts
+        w = f.worker
+        drain = f.our_drain
+        node = f.node
+        append(new(explanation, (
+            node.id, node.name, node.size, f.tuple, f.rule, f.maction, d.want, d.blocked,
+            d.reason or reason_of(d), w.name if w is not None else None,
+            w.state if w is not None else None, f.next_change, f.next_what, d.cause, f.lost, f.gone,
+            drain.since if drain is not None else None, f.drained, f.up)))
+    return tuple(out)
 
 
 _new = tuple.__new__
