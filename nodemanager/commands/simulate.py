@@ -40,6 +40,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "each sweep on its own; durations take s/m/h suffixes")
     p.add_argument("--cores-per-node", type=int, metavar="N",
                    help="the one node size's cores (default: the config's size, else 8)")
+    p.add_argument("--sizes", metavar="C1,C2,...",
+                   help="several node sizes by cores (e.g. 2,4,8,16): 4 GB and the same price per "
+                        "core each (default: the config's sizes, else one size)")
+    p.add_argument("--placement", choices=("breadth", "depth"), default="breadth",
+                   help="how the simulated pool places jobs: breadth = first fit in join order "
+                        "(default), depth = the fullest node that fits")
     p.add_argument("--max-nodes", type=int, metavar="N",
                    help="node cap (default: the config's max_nodes with --config, else the peak of "
                         "the no-wait schedule)")
@@ -103,7 +109,9 @@ def _settings(args: argparse.Namespace):
     sizes = settings.core.sizes
     if args.cores_per_node is not None and args.cores_per_node <= 0:
         raise _Bad("--cores-per-node must be at least 1")
-    if args.cores_per_node or not sizes:
+    if args.sizes is not None:
+        sizes = _size_list(args.sizes, args.cores_per_node)
+    elif args.cores_per_node or not sizes:
         base = sizes[0] if sizes else None
         cores = args.cores_per_node or (base.cores if base else 8)
         size = default_size(cores)
@@ -115,6 +123,20 @@ def _settings(args: argparse.Namespace):
     elif args.billing == "hourly":
         sizes = tuple(replace(s, billing_period=3600, shutdown_windows=()) for s in sizes)
     return replace(settings, core=replace(settings.core, sizes=sizes))
+
+
+def _size_list(text: str, cores_per_node: int | None) -> tuple:
+    from nodemanager.sim.baselines import default_size
+
+    if cores_per_node is not None:
+        raise _Bad("--sizes and --cores-per-node exclude each other")
+    try:
+        cores = sorted({int(c) for c in text.split(",") if c.strip()})
+    except ValueError:
+        raise _Bad(f"--sizes {text!r}: expected core counts, e.g. 2,4,8,16") from None
+    if not cores or cores[0] <= 0:
+        raise _Bad(f"--sizes {text!r}: expected positive core counts, e.g. 2,4,8,16")
+    return tuple(default_size(c) for c in cores)
 
 
 def _matrices(args: argparse.Namespace, settings: Settings) -> list[tuple[str, Matrix]]:
@@ -162,7 +184,8 @@ def _simulate(args: argparse.Namespace) -> int:
     matrices = _matrices(args, settings)
     sweeps = _sweeps(args.sweep)
     sim = B.SimParams(boot_delay=_duration("--boot-delay", args.boot_delay),
-                      join_delay=_duration("--join-delay", args.join_delay))
+                      join_delay=_duration("--join-delay", args.join_delay),
+                      placement=args.placement)
     try:
         jobs, reader = read_jobs(args.trace, skip_days=args.skip_days, days=args.days)
     except (SwfError, ValueError) as exc:
@@ -182,6 +205,8 @@ def _simulate(args: argparse.Namespace) -> int:
         max_nodes = max(1, bounds.nowait_peak_nodes)
     settings = replace(settings, core=replace(settings.core, max_nodes=max_nodes,
                                               min_nodes=min(settings.core.min_nodes, max_nodes)))
+    if len(sizes) > 1 and args.max_nodes is None and not args.config:
+        settings = B.several_sizes_caps(settings, max_nodes)
     static_nodes = max(1, min(bounds.nowait_peak_nodes, max_nodes))
 
     mains = [B.ours(settings, m, name) for name, m in matrices]
@@ -228,7 +253,10 @@ def _simulate(args: argparse.Namespace) -> int:
                  + "; ".join(f"size {s.name}: {s.cores} cores, {s.ram_mb} MB, "
                              + (f"billed per {s.billing_period}s" if s.billing_period
                                 else f"per second, {s.min_charge}s minimum") for s in sizes)
-                 + f"; max_nodes {max_nodes}")
+                 + f"; max_nodes {settings.core.max_nodes}"
+                 + (f", max_total_price {settings.core.max_total_price:g}/h"
+                    if settings.core.max_total_price else "")
+                 + f"; placement {sim.placement}-first")
     if reader.header.acknowledge:
         notes.append("trace provided by " + "; ".join(reader.header.acknowledge)
                      + " (Parallel Workloads Archive)")

@@ -35,7 +35,7 @@ from nodemanager.settings import CoreSettings, PollSettings, Settings
 from policy_matrix import Matrix
 
 __all__ = ["Policy", "SimParams", "default_size", "ours", "static", "arvados", "cluster_autoscaler",
-           "slurm_power_save", "baselines", "apply_param", "SWEEPABLE", "MATRIX_DIR",
+           "slurm_power_save", "karpenter", "cobald", "several_sizes_caps", "baselines", "apply_param", "SWEEPABLE", "MATRIX_DIR",
            "baseline_matrix"]
 
 MATRIX_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "matrices")
@@ -54,7 +54,9 @@ class SimParams:
     worker's first appearance in the pool; ``negotiation_interval``: how often the pool matches
     queued jobs to free slots (HTCondor's ``NEGOTIATOR_INTERVAL`` default, 60 s); ``tail``: after
     the last job ends, how long the replay goes on letting policies give their nodes back (nodes
-    still up then are paid until then); ``sample_every``: the nodes-over-time plot's resolution.
+    still up then are paid until then); ``sample_every``: the nodes-over-time plot's resolution;
+    ``placement``: how the pool's negotiator picks a startd for a job (``breadth`` or ``depth``,
+    see :class:`~nodemanager.sim.pool.SimPool`).
     """
 
     boot_delay: float = 90.0
@@ -62,6 +64,7 @@ class SimParams:
     negotiation_interval: float = 60.0
     tail: float = 6 * 3600.0
     sample_every: float = 300.0
+    placement: str = "breadth"
 
 
 def default_size(cores: int = 8, *, billing_period: int = 0, min_charge: int = 60) -> Size:
@@ -77,7 +80,8 @@ class Policy:
 
     ``scale_down_delay_after_boot`` (cluster-autoscaler's ``--scale-down-delay-after-add``)
     holds back drains and destroys of idle nodes for that long after any boot; 0 = no gate.
-    ``params`` are the knobs that define the row, shown in reports and sweeps.
+    ``params`` are the knobs that define the row, shown in reports and sweeps. ``layer`` names
+    the behaviour :func:`nodemanager.sim.baseline_layer.layer_planner` adds to the core's plan.
     """
 
     name: str
@@ -86,6 +90,10 @@ class Policy:
     scale_down_delay_after_boot: float = 0.0
     baseline: str = ""
     params: Mapping[str, Any] = field(default_factory=dict)
+    # the simulator's layer over the core for what no matrix says (sim/baseline_layer.py)
+    layer: str = ""
+    every_cycle: bool = False        # its decisions move with time: no cycle is skipped
+    watch_load: bool = False         # it reads free cores even with no job queued
 
     @property
     def cycle_interval(self) -> float:
@@ -111,8 +119,20 @@ def ours(settings: Settings, matrix: Matrix | None = None, name: str = "nodemana
                           "max_concurrent_drains": c.max_concurrent_drains})
 
 
+def several_sizes_caps(settings: Settings, nodes: int) -> Settings:
+    """With several sizes, ``nodes`` of the largest are the cap: as many of the smallest may be up
+    at once as hold the same cores, and ``max_total_price`` is what ``nodes`` of the largest cost."""
+    sizes = settings.core.sizes
+    big = max(sizes, key=lambda s: s.cores)
+    small = min(s.cores for s in sizes)
+    return _with(settings, max_nodes=max(1, nodes * big.cores // small),
+                 max_total_price=nodes * big.price)
+
+
 def static(settings: Settings, nodes: int) -> Policy:
-    s = _with(settings, min_nodes=nodes, max_nodes=nodes)
+    # a static pool holds the largest size: the peak it is sized by counts nodes of that size
+    big = max(settings.core.sizes, key=lambda s: s.cores)
+    s = _with(settings, min_nodes=nodes, max_nodes=nodes, sizes=(big,), max_total_price=0.0)
     return Policy(name="static", settings=s, matrix=baseline_matrix("static"),
                   baseline="static", params={"nodes": nodes})
 
@@ -138,7 +158,8 @@ def cluster_autoscaler(settings: Settings, *, unneeded_time: float = 600.0,
                   scale_down_delay_after_boot=delay_after_add, baseline="cluster-autoscaler",
                   params={"scale_down_unneeded_time": unneeded_time,
                           "scale_down_delay_after_add": delay_after_add,
-                          "max_drain_parallelism": max_drain_parallelism})
+                          "max_drain_parallelism": max_drain_parallelism, "expander": "random"},
+                  layer="expander-random")
 
 
 def slurm_power_save(settings: Settings, *, suspend_time: float = 300.0,
@@ -154,10 +175,35 @@ def slurm_power_save(settings: Settings, *, suspend_time: float = 300.0,
                   params={"suspend_time": suspend_time, "resume_timeout": resume_timeout})
 
 
+def karpenter(settings: Settings, *, consolidate_after: float = 0.0, validation: float = 15.0,
+              budget: float = 0.10, polling: float = 10.0) -> Policy:
+    # an empty node goes once consolidateAfter passed and the 15 s validation still finds it empty
+    s = _with(settings, idle_grace=consolidate_after + validation, max_concurrent_drains=10**6,
+              poll={"cycle_interval": polling})
+    return Policy(name="karpenter", settings=s, matrix=baseline_matrix("karpenter"),
+                  baseline="karpenter", layer="karpenter", watch_load=True,
+                  params={"consolidation_policy": "WhenEmptyOrUnderutilized",
+                          "consolidate_after": consolidate_after, "budget": budget})
+
+
+def cobald(settings: Settings, *, low_utilisation: float = 0.9, high_allocation: float = 0.9,
+           rate: float = 1.0, minimum: float = 1.0, interval: float = 30.0) -> Policy:
+    big = max(settings.core.sizes, key=lambda s: s.cores)
+    cap = settings.core.max_total_price
+    # one machine type, the largest: several_sizes_caps' price cap is that many of them
+    nodes = int(cap / big.price + 1e-9) if cap > 0 and big.price > 0 else settings.core.max_nodes
+    s = _with(settings, sizes=(big,), max_total_price=0.0, poll={"cycle_interval": interval},
+              max_concurrent_drains=10**6, max_nodes=nodes)
+    return Policy(name="cobald", settings=s, matrix=baseline_matrix("static"), baseline="cobald",
+                  layer="cobald", every_cycle=True,
+                  params={"low_utilisation": low_utilisation, "high_allocation": high_allocation,
+                          "rate": rate, "minimum": minimum, "interval": interval})
+
+
 def baselines(settings: Settings, static_nodes: int) -> list[Policy]:
-    """The four peer baselines, on ``settings``' sizes and limits."""
+    """The peer baselines, on ``settings``' sizes and limits."""
     return [static(settings, static_nodes), arvados(settings), cluster_autoscaler(settings),
-            slurm_power_save(settings)]
+            slurm_power_save(settings), karpenter(settings), cobald(settings)]
 
 
 _CORE_FIELDS = {f.name for f in fields(CoreSettings)} - {"sizes"}

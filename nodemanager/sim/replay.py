@@ -32,9 +32,10 @@ from typing import Any, Callable, Sequence
 from nodemanager.actuate import Actuator
 from nodemanager.controller import Controller
 from nodemanager.model import ItemKind, Plan, PlanItem
+from nodemanager.sim.baseline_layer import layer_planner
 from nodemanager.sim.baselines import Policy, SimParams
 from nodemanager.sim.cloud import SimCloud
-from nodemanager.sim.figures import HOUR, Bounds, Figures, Series, percentile
+from nodemanager.sim.figures import HOUR, Bounds, Figures, Series, destroy_boot_pairs, percentile
 from nodemanager.sim.pool import Job, SimPool
 from nodemanager.sim.swf import SwfJob
 
@@ -124,7 +125,8 @@ class _World:
         settings = policy.settings
         self.pool = SimPool(self.clock, join_delay=sim.join_delay,
                             negotiation_interval=sim.negotiation_interval,
-                            max_retirement=MAX_RETIREMENT, mem_scaling=settings.core.node_mem_scaling)
+                            max_retirement=MAX_RETIREMENT, mem_scaling=settings.core.node_mem_scaling,
+                            placement=sim.placement)
         self.cloud = SimCloud(clock=self.clock, sizes=settings.core.sizes, boot_delay=sim.boot_delay,
                               on_running=self._running, on_terminated=self._terminated,
                               cluster=settings.cloud.cluster)
@@ -133,6 +135,8 @@ class _World:
         self.launched: dict[str, float] = {}      # node id -> launch time (every node ever)
         self.gone: dict[str, float] = {}          # node id -> destroy time
         self.last_busy: dict[str, float] = {}     # node id -> last time it was seen with a job
+        self.boot_times: list[float] = []         # every successful boot, for destroy->boot pairs
+        self.watch_load = False                   # the signature shows free cores with no queue
         self.pool_changed = True
 
     def clock(self) -> float:
@@ -180,7 +184,7 @@ class _World:
                 nodes.append((nid, nid in self.running))
             else:
                 nodes.append((nid, bool(st.dslots), st.draining, st.drain_complete,
-                              st.free_cpus if demand else 0))
+                              st.free_cpus if demand or self.watch_load else 0))
         return (tuple(nodes), tuple((d.cpus, d.ram_mb, d.count) for d in demand))
 
 
@@ -216,7 +220,9 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
 
     delay = policy.scale_down_delay_after_boot
     last_boot = [-_INF]
-    planner = _gated(delay, last_boot) if delay > 0 else None
+    planner = layer_planner(policy, pool, _gated(delay, last_boot) if delay > 0 else None)
+    skip_cycles = skip_cycles and not policy.every_cycle
+    w.watch_load = policy.watch_load
     actuator = Actuator(cloud, pool, settings, clock=w.clock, request_ids=request_id)
     controller = Controller(settings, policy.matrix, actuator, clock=w.clock, planner=planner)
 
@@ -317,6 +323,7 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
                             active = True
                         elif o.kind == "boot":
                             counts["boots"] += 1
+                            w.boot_times.append(t)
                             last_boot[0] = t
                             w.launched[o.node] = t
                         elif o.kind == "drain":
@@ -406,6 +413,8 @@ def _figures(jobs: Sequence[SwfJob], split: _Split, policy: Policy, bounds: Boun
         cycles_skipped=counts["skipped"], escalations=counts["escalations"], waste=waste,
         params={**{k: v for k, v in policy.params.items()}, "baseline": policy.baseline,
                 "memory_capped": split.memory_capped},
+        money=cloud.cost(end), placement=w.pool.placement,
+        destroy_boot_60s=destroy_boot_pairs(list(w.gone.values()), w.boot_times),
     )
 
 
