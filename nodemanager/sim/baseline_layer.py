@@ -159,7 +159,8 @@ def karpenter(pool: _Pool, sizes: Sequence[Size], *, consolidate_after: float = 
         if p.items or p.boots or any(d.count > 0 for d in snapshot.demand):
             return p
         now = snapshot.now
-        loads, leaving = [], []
+        loads: list[Load] = []
+        leaving: list[tuple[int, int]] = []
         for node, st in ready:
             jobs = tuple((job.cpus, job.ram_mb) for job, _ in st.running())
             if node.id in leaving_ids:
@@ -198,10 +199,12 @@ def linear_control(demand: float, utilisation: float, allocation: float, *, low:
 
 
 def cobald(pool: _Pool, size: Size, *, low: float = 0.9, high: float = 0.9, rate: float = 1.0,
-           minimum: float = 1.0, inner: Planner | None = None) -> Planner:
+           minimum: float = 1.0, memory_ratio: bool = False,
+           inner: Planner | None = None) -> Planner:
     """COBalD with one machine type, ``size``: demand D in cores follows
-    :func:`linear_control` on the drones' mean utilisation (min of used core and memory shares)
-    and allocation (their max), both 1.0 with no drone available; each cycle the FactoryPool
+    :func:`linear_control` on the drones' mean utilisation (the least of their used shares: of
+    cores, and of memory with ``memory_ratio``) and allocation (the largest), both 1.0 with no
+    drone available; each cycle the FactoryPool
     spawns drones until their demand reaches D, or releases (least ``supply x utilisation``
     first) drones whose demand fits in the excess. A released drone still booting is destroyed;
     a running one is drained gracefully and destroyed when empty. The core keeps destroying
@@ -223,7 +226,7 @@ def cobald(pool: _Pool, size: Size, *, low: float = 0.9, high: float = 0.9, rate
             drones.append((node, st))
             if st is not None:
                 used_c = (st.cpus - st.free_cpus) / max(st.cpus, 1)
-                used_m = (st.memory - st.free_memory) / max(st.memory, 1)
+                used_m = (st.memory - st.free_memory) / max(st.memory, 1) if memory_ratio else used_c
                 shares.append((min(used_c, used_m), max(used_c, used_m)))
         u = sum(s[0] for s in shares) / len(shares) if shares else 1.0
         a = sum(s[1] for s in shares) / len(shares) if shares else 1.0
@@ -280,5 +283,5 @@ def layer_planner(policy: Any, pool: _Pool, inner: Planner | None = None) -> Pla
     if policy.layer == "cobald":
         return cobald(pool, max(sizes, key=lambda s: s.cores), low=prm["low_utilisation"],
                       high=prm["high_allocation"], rate=prm["rate"], minimum=prm["minimum"],
-                      inner=inner)
+                      memory_ratio=prm["memory_ratio"], inner=inner)
     return inner

@@ -2,7 +2,9 @@
 
 Every baseline runs through the same replay (same trace, simulated cloud, simulated pool, core
 and actuator); a baseline differs only in its matrix, its settings and, for cluster-autoscaler,
-one gate the core has no setting for; each matrix is a shipped file,
+Karpenter and COBalD, what the simulator's layer over the core adds (``baseline_layer.py``:
+cluster-autoscaler's delay after add and random expander, Karpenter's consolidation, COBalD's
+controller); each matrix is a shipped file,
 ``nodemanager/sim/matrices/<baseline>.matrix``. Each is described from its project's own
 documentation as summarised in ``../shared/notes/`` (see ``docs/simulator.md`` for the sources):
 
@@ -21,6 +23,14 @@ documentation as summarised in ``../shared/notes/`` (see ``docs/simulator.md`` f
 * ``slurm-power-save``: power down after ``SuspendTime`` idle (300 s, slurm-gcp's generated
   value; Slurm's own default is off), without draining; resume on demand; ``ResumeTimeout`` 300 s
   (slurm-gcp) as the boot grace; ``power_save_interval`` 10 s.
+* ``karpenter``: ``consolidationPolicy: WhenEmptyOrUnderutilized``, ``consolidateAfter`` 0 s,
+  budget ``nodes: "10%"``, 10 s polling, 15 s validation; underutilised nodes drained, not evicted.
+* ``cobald``: COBalD's ``LinearController`` (0.9 / 0.9, rate 1 core/s, Limiter minimum 1) over a
+  TARDIS ``FactoryPool`` of the largest size, every 30 s; it never reads the job queue.
+
+With several sizes, static and cobald run the largest size; the others choose as the core does
+(the cheapest sizes that fit: Karpenter's, Arvados' and Slurm's node weights by price), except
+cluster-autoscaler, whose default ``--expander=random`` picks a fitting size at random.
 """
 
 from __future__ import annotations
@@ -129,10 +139,16 @@ def several_sizes_caps(settings: Settings, nodes: int) -> Settings:
                  max_total_price=nodes * big.price)
 
 
+def _largest(settings: Settings) -> tuple[Size, ...]:
+    """The largest size alone (none if there is none)."""
+    sizes = settings.core.sizes
+    return (max(sizes, key=lambda s: s.cores),) if sizes else ()
+
+
 def static(settings: Settings, nodes: int) -> Policy:
     # a static pool holds the largest size: the peak it is sized by counts nodes of that size
-    big = max(settings.core.sizes, key=lambda s: s.cores)
-    s = _with(settings, min_nodes=nodes, max_nodes=nodes, sizes=(big,), max_total_price=0.0)
+    s = _with(settings, min_nodes=nodes, max_nodes=nodes, sizes=_largest(settings),
+              max_total_price=0.0)
     return Policy(name="static", settings=s, matrix=baseline_matrix("static"),
                   baseline="static", params={"nodes": nodes})
 
@@ -187,17 +203,20 @@ def karpenter(settings: Settings, *, consolidate_after: float = 0.0, validation:
 
 
 def cobald(settings: Settings, *, low_utilisation: float = 0.9, high_allocation: float = 0.9,
-           rate: float = 1.0, minimum: float = 1.0, interval: float = 30.0) -> Policy:
-    big = max(settings.core.sizes, key=lambda s: s.cores)
+           rate: float = 1.0, minimum: float = 1.0, interval: float = 30.0,
+           memory_ratio: bool = False) -> Policy:
+    big = _largest(settings)
     cap = settings.core.max_total_price
     # one machine type, the largest: several_sizes_caps' price cap is that many of them
-    nodes = int(cap / big.price + 1e-9) if cap > 0 and big.price > 0 else settings.core.max_nodes
-    s = _with(settings, sizes=(big,), max_total_price=0.0, poll={"cycle_interval": interval},
+    nodes = (int(cap / big[0].price + 1e-9) if cap > 0 and big and big[0].price > 0
+             else settings.core.max_nodes)
+    s = _with(settings, sizes=big, max_total_price=0.0, poll={"cycle_interval": interval},
               max_concurrent_drains=10**6, max_nodes=nodes)
-    return Policy(name="cobald", settings=s, matrix=baseline_matrix("static"), baseline="cobald",
+    return Policy(name="cobald", settings=s, matrix=baseline_matrix("cobald"), baseline="cobald",
                   layer="cobald", every_cycle=True,
                   params={"low_utilisation": low_utilisation, "high_allocation": high_allocation,
-                          "rate": rate, "minimum": minimum, "interval": interval})
+                          "rate": rate, "minimum": minimum, "interval": interval,
+                          "memory_ratio": memory_ratio})
 
 
 def baselines(settings: Settings, static_nodes: int) -> list[Policy]:
