@@ -24,8 +24,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "same decision core and actuator as the daemon, on a simulated cloud and "
                     "pool with a virtual clock. Prints paid node-hours against lower bounds, job "
                     "waits and actions; --compare adds the peers' policies (static, Arvados, "
-                    "cluster-autoscaler, Slurm power saving, Karpenter, COBalD). How each figure is computed: "
-                    "docs/simulator.md.")
+                    "cluster-autoscaler, Slurm power saving, Karpenter, COBalD). How each "
+                    "figure is computed: docs/simulator.md.")
     p.add_argument("--trace", required=True, metavar="FILE", help="SWF trace (.swf or .swf.gz)")
     p.add_argument("--config", metavar="INI", help="configuration file (default: embedded defaults; "
                    "with a config, its [Daemon] max_nodes applies)")
