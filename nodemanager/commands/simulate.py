@@ -250,7 +250,7 @@ def _simulate(args: argparse.Namespace) -> int:
     killed = [f for f in ours_rows if f.jobs_killed and not f.escalations]
     notes = [f"{v} jobs skipped: {k}" for k, v in reader.skipped.items()]
     notes.append(f"cloud: boot {sim.boot_delay:g}s, join {sim.join_delay:g}s; "
-                 + "; ".join(f"size {s.name}: {s.cores} cores, {s.ram_mb} MB, "
+                 + "; ".join(f"size {s.name}: {s.cores} cores, {s.ram_mb} MB, {s.price:g}/h, "
                              + (f"billed per {s.billing_period}s" if s.billing_period
                                 else f"per second, {s.min_charge}s minimum") for s in sizes)
                  + f"; max_nodes {settings.core.max_nodes}"
