@@ -199,7 +199,7 @@ def linear_control(demand: float, utilisation: float, allocation: float, *, low:
 
 
 def cobald(pool: _Pool, size: Size, *, low: float = 0.9, high: float = 0.9, rate: float = 1.0,
-           minimum: float = 1.0, memory_ratio: bool = False,
+           minimum: float = 1.0, memory_ratio: bool = False, interval: float = 30.0,
            inner: Planner | None = None) -> Planner:
     """COBalD with one machine type, ``size``: demand D in cores follows
     :func:`linear_control` on the drones' mean utilisation (the least of their used shares: of
@@ -208,7 +208,8 @@ def cobald(pool: _Pool, size: Size, *, low: float = 0.9, high: float = 0.9, rate
     spawns drones until their demand reaches D, or releases (least ``supply x utilisation``
     first) drones whose demand fits in the excess. A released drone still booting is destroyed;
     a running one is drained gracefully and destroyed when empty. The core keeps destroying
-    drained and broken nodes; its own boots and drain cancels are dropped."""
+    drained and broken nodes; its own boots and drain cancels are dropped. ``interval``: the
+    cycle; the planner's ``moving`` is true while D moves (the replay then skips no cycle)."""
     base = inner or _core()
     state = {"demand": 0.0, "at": math.nan}
 
@@ -230,11 +231,14 @@ def cobald(pool: _Pool, size: Size, *, low: float = 0.9, high: float = 0.9, rate
                 shares.append((min(used_c, used_m), max(used_c, used_m)))
         u = sum(s[0] for s in shares) / len(shares) if shares else 1.0
         a = sum(s[1] for s in shares) / len(shares) if shares else 1.0
-        dt = 0.0 if math.isnan(state["at"]) else now - state["at"]
+        # a cycle skipped by the replay saw the same U and A, so D did not move then either
+        dt = 0.0 if math.isnan(state["at"]) else min(now - state["at"], interval)
         state["at"] = now
-        state["demand"] = linear_control(state["demand"], u, a, low=low, high=high, rate=rate,
+        before = state["demand"]
+        state["demand"] = linear_control(before, u, a, low=low, high=high, rate=rate,
                                          dt=dt, minimum=minimum,
                                          maximum=settings.max_nodes * size.cores)
+        planner.moving = state["demand"] != before  # type: ignore[attr-defined]
         items = [i for i in p.items if i.kind is not ItemKind.CANCEL_DRAIN]
         target = state["demand"]
         held = size.cores * len(drones)
@@ -283,5 +287,5 @@ def layer_planner(policy: Any, pool: _Pool, inner: Planner | None = None) -> Pla
     if policy.layer == "cobald":
         return cobald(pool, max(sizes, key=lambda s: s.cores), low=prm["low_utilisation"],
                       high=prm["high_allocation"], rate=prm["rate"], minimum=prm["minimum"],
-                      memory_ratio=prm["memory_ratio"], inner=inner)
+                      memory_ratio=prm["memory_ratio"], interval=prm["interval"], inner=inner)
     return inner

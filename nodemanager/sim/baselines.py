@@ -102,7 +102,6 @@ class Policy:
     params: Mapping[str, Any] = field(default_factory=dict)
     # the simulator's layer over the core for what no matrix says (sim/baseline_layer.py)
     layer: str = ""
-    every_cycle: bool = False        # its decisions move with time: no cycle is skipped
     watch_load: bool = False         # it reads free cores even with no job queued
 
     @property
@@ -213,7 +212,7 @@ def cobald(settings: Settings, *, low_utilisation: float = 0.9, high_allocation:
     s = _with(settings, sizes=big, max_total_price=0.0, poll={"cycle_interval": interval},
               max_concurrent_drains=10**6, max_nodes=nodes)
     return Policy(name="cobald", settings=s, matrix=baseline_matrix("cobald"), baseline="cobald",
-                  layer="cobald", every_cycle=True,
+                  layer="cobald", watch_load=True,
                   params={"low_utilisation": low_utilisation, "high_allocation": high_allocation,
                           "rate": rate, "minimum": minimum, "interval": interval,
                           "memory_ratio": memory_ratio})

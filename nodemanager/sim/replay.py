@@ -221,7 +221,6 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
     delay = policy.scale_down_delay_after_boot
     last_boot = [-_INF]
     planner = layer_planner(policy, pool, _gated(delay, last_boot) if delay > 0 else None)
-    skip_cycles = skip_cycles and not policy.every_cycle
     w.watch_load = policy.watch_load
     actuator = Actuator(cloud, pool, settings, clock=w.clock, request_ids=request_id)
     controller = Controller(settings, policy.matrix, actuator, clock=w.clock, planner=planner)
@@ -311,7 +310,8 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
                     report = controller.cycle(cloud.list_nodes(), t, pool.poll())
                     counts["cycles"] += 1
                     plan = report.plan
-                    active = bool(plan.items or plan.boots)
+                    # a baseline layer whose state moves with time (COBalD's demand) needs every cycle
+                    active = bool(plan.items or plan.boots or getattr(planner, "moving", False))
                     # a change due now (e.g. a window opening at this very instant, which is
                     # still "closed" by the strict test) is looked at on the next tick
                     wake = min((max(e.next_change, t + 1e-6) for e in plan.nodes
