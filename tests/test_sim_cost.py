@@ -217,3 +217,26 @@ def test_compare_runs_karpenter_and_cobald_without_killing_a_job(tmp_path, capsy
     runs = {r["policy"]: r for r in doc["runs"]}
     assert {"karpenter", "cobald"} <= set(runs)
     assert all(r["jobs_killed"] == 0 and r["jobs_completed"] == 3 for r in runs.values())
+
+
+def test_verdicts_compare_money_so_fewer_larger_nodes_do_not_look_cheaper():
+    from nodemanager.sim.figures import Figures, verdicts
+
+    zero = {f: 0 for f in ("cores_per_node", "paid_node_hours", "busy_node_hours",
+                           "idle_paid_node_hours", "lower_bound_work_node_hours",
+                           "lower_bound_nowait_node_hours", "cost_ratio", "wait_p50", "wait_p95",
+                           "wait_p99", "wait_max", "wait_mean", "jobs_submitted",
+                           "jobs_completed", "jobs_killed", "jobs_unfinished",
+                           "badput_core_hours", "boots", "drains", "drain_cancels", "destroys",
+                           "late_give_backs", "peak_nodes", "wall_seconds")}
+    # ours: 100 node-hours of 2-core nodes (8.5); theirs: 50 node-hours of 16-core nodes (34)
+    ours = Figures(**{**zero, "policy": "nodemanager", "trace": "", "window": "",
+                      "paid_node_hours": 100.0, "money": 8.5, "wait_p95": 60.0})
+    theirs = Figures(**{**zero, "policy": "x", "trace": "", "window": "",
+                        "paid_node_hours": 50.0, "money": 34.0, "wait_p95": 30.0})
+    (v,) = verdicts(ours, {"x": [theirs]})
+    assert v.on_front
+    cheaper = Figures(**{**zero, "policy": "x", "trace": "", "window": "",
+                         "paid_node_hours": 200.0, "money": 8.0, "wait_p95": 30.0})
+    (v,) = verdicts(ours, {"x": [cheaper]})
+    assert not v.on_front and "money 8.00" in v.line()
