@@ -29,6 +29,13 @@ case "${1:-all}" in
 esac
 case "${1:-all}" in
   spot|all) python benchmarks/spot_table.py --traces "$TRACES" ;;   # issue 15's Done-when table
+  sizes|all)
+    # issue 18: one size and 2,4,8,16 cores, breadth- and depth-first placement, per-second billing
+    for w in "--trace $LPC --days 30" "--trace $HPC --skip-days 300 --days 30"; do
+      for extra in "" "--placement depth" "--sizes 2,4,8,16" "--sizes 2,4,8,16 --placement depth"; do
+        nodemanager simulate $w --compare --jobs 1 $extra
+      done
+    done ;;
 esac
 case "${1:-all}" in
   lpcfull|all) nodemanager simulate --trace "$LPC" --jobs 1 ;;

@@ -285,3 +285,23 @@ def test_systemd_unit_caps_memory_well_above_the_measured_peak() -> None:
     high, hard = (int(options[o][:-1]) * size[options[o][-1]] for o in ("MemoryHigh", "MemoryMax"))
     assert 2 * 470 * 10 ** 6 <= high < hard
     assert options["StateDirectory"] == "nodemanager"         # where the instance lock lives
+
+
+def test_htcondor_packing_snippet_is_depth_first_and_ranks_the_fullest_slot_first(tmp_path) -> None:
+    import classad2
+    config = tmp_path / "condor_config"
+    config.write_text(f"include : {DEPLOY / 'htcondor' / '60-nodemanager-packing.conf'}\n")
+    code = ("import htcondor2, json, sys; "
+            "print(json.dumps({n: htcondor2.param.get(n) for n in sys.argv[1:]}))")
+    proc = subprocess.run([sys.executable, "-c", code, "NEGOTIATOR_DEPTH_FIRST",
+                           "NEGOTIATOR_PRE_JOB_RANK"], capture_output=True, text=True,
+                          env={**os.environ, "CONDOR_CONFIG": str(config)}, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    p = json.loads(proc.stdout)
+    assert str(p["NEGOTIATOR_DEPTH_FIRST"]).lower() == "true"
+    rank = classad2.ExprTree(p["NEGOTIATOR_PRE_JOB_RANK"])
+    job = classad2.ClassAd({"RequestCpus": 1})
+    # on a partitionable slot Cpus and Memory are what is left: 2 free cores beat 8
+    full, empty = ({"PartitionableSlot": True, "Rank": 0, "Cpus": c, "Memory": 1000 * c}
+                   for c in (2, 8))
+    assert rank.eval(classad2.ClassAd(full), job) > rank.eval(classad2.ClassAd(empty), job)

@@ -30,5 +30,5 @@ def test_the_baseline_matrix_files_are_installed_with_the_package():
     globs = [g.strip() for g in cfg["options.package_data"]["nodemanager"].split(",")]
     package = ROOT / "nodemanager"
     files = sorted(str(p.relative_to(package)) for p in pathlib.Path(B.MATRIX_DIR).glob("*.matrix"))
-    assert len(files) == 4
+    assert len(files) == 6
     assert [f for f in files if not any(fnmatch.fnmatch(f, g) for g in globs)] == []

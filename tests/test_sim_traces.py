@@ -43,7 +43,8 @@ def test_skipping_cycles_changes_no_figure(window):
                       skip_cycles=False).figures
         assert fast.cycles_skipped > 0 or fast.cycles < slow.cycles
         for name in ("paid_node_hours", "busy_node_hours", "wait_p50", "wait_p95", "wait_max",
-                     "jobs_completed", "boots", "drains", "drain_cancels", "destroys", "peak_nodes"):
+                     "jobs_completed", "boots", "drains", "drain_cancels", "destroys", "peak_nodes",
+                     "money", "destroy_boot_60s"):
             assert getattr(fast, name) == pytest.approx(getattr(slow, name)), (policy.name, name)
 
 

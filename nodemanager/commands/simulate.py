@@ -26,8 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "same decision core and actuator as the daemon, on a simulated cloud and "
                     "pool with a virtual clock. Prints paid node-hours against lower bounds, job "
                     "waits and actions; --compare adds the peers' policies (static, Arvados, "
-                    "cluster-autoscaler, Slurm power saving). How each figure is computed: "
-                    "docs/simulator.md.")
+                    "cluster-autoscaler, Slurm power saving, Karpenter, COBalD). How each "
+                    "figure is computed: docs/simulator.md.")
     p.add_argument("--trace", required=True, metavar="FILE", help="SWF trace (.swf or .swf.gz)")
     p.add_argument("--config", metavar="INI", help="configuration file (default: embedded defaults; "
                    "with a config, its [Daemon] max_nodes applies)")
@@ -42,6 +42,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "each sweep on its own; durations take s/m/h suffixes")
     p.add_argument("--cores-per-node", type=int, metavar="N",
                    help="the one node size's cores (default: the config's size, else 8)")
+    p.add_argument("--sizes", metavar="C1,C2,...",
+                   help="several node sizes by cores (e.g. 2,4,8,16): 4 GB and the same price per "
+                        "core each (default: the config's sizes, else one size)")
+    p.add_argument("--placement", choices=("breadth", "depth"), default="breadth",
+                   help="how the simulated pool places jobs: breadth = first fit in join order "
+                        "(default), depth = the fullest node that fits")
     p.add_argument("--max-nodes", type=int, metavar="N",
                    help="node cap (default: the config's max_nodes with --config, else the peak of "
                         "the no-wait schedule)")
@@ -118,7 +124,9 @@ def _settings(args: argparse.Namespace, profile: str | None = None):
     sizes = settings.core.sizes
     if args.cores_per_node is not None and args.cores_per_node <= 0:
         raise _Bad("--cores-per-node must be at least 1")
-    if args.cores_per_node or not sizes:
+    if args.sizes is not None:
+        sizes = _size_list(args.sizes, args.cores_per_node)
+    elif args.cores_per_node or not sizes:
         base = sizes[0] if sizes else None
         cores = args.cores_per_node or (base.cores if base else 8)
         size = default_size(cores)
@@ -160,6 +168,20 @@ def _special_sizes(args: argparse.Namespace, base: Size) -> tuple[Size, ...]:
         raise _Bad("--gpu-fraction and --constrained-fraction add up to more than 1")
     return ((gpu_size(base),) if args.gpu_fraction > 0 else ()) + (
         (docker_size(base),) if args.constrained_fraction > 0 else ())
+
+
+def _size_list(text: str, cores_per_node: int | None) -> tuple:
+    from nodemanager.sim.baselines import default_size
+
+    if cores_per_node is not None:
+        raise _Bad("--sizes and --cores-per-node exclude each other")
+    try:
+        cores = sorted({int(c) for c in text.split(",") if c.strip()})
+    except ValueError:
+        raise _Bad(f"--sizes {text!r}: expected core counts, e.g. 2,4,8,16") from None
+    if not cores or cores[0] <= 0:
+        raise _Bad(f"--sizes {text!r}: expected positive core counts, e.g. 2,4,8,16")
+    return tuple(default_size(c) for c in cores)
 
 
 def _matrices(args: argparse.Namespace, settings: Settings) -> list[tuple[str, Matrix]]:
@@ -223,7 +245,8 @@ def _simulate(args: argparse.Namespace) -> int:
     sim = B.SimParams(boot_delay=_duration("--boot-delay", args.boot_delay),
                       join_delay=_duration("--join-delay", args.join_delay),
                       gpu_fraction=args.gpu_fraction, constrained_fraction=args.constrained_fraction,
-                      job_seed=args.job_seed)
+                      job_seed=args.job_seed,
+                      placement=args.placement)
     try:
         jobs, reader = read_jobs(args.trace, skip_days=args.skip_days, days=args.days)
     except (SwfError, ValueError) as exc:
@@ -245,6 +268,8 @@ def _simulate(args: argparse.Namespace) -> int:
             1 + (args.gpu_fraction > 0) + (args.constrained_fraction > 0))
     settings = replace(settings, core=replace(settings.core, max_nodes=max_nodes,
                                               min_nodes=min(settings.core.min_nodes, max_nodes)))
+    if len(sizes) > 1 and args.max_nodes is None and not args.config:
+        settings = B.several_sizes_caps(settings, max_nodes)
     static_nodes = max(1, min(bounds.nowait_peak_nodes, max_nodes))
 
     mains = [B.ours(settings, m, name) for name, m in matrices]
@@ -289,10 +314,13 @@ def _simulate(args: argparse.Namespace) -> int:
     killed = [f for f in ours_rows if f.jobs_killed and not f.escalations]
     notes = [f"{v} jobs skipped: {k}" for k, v in reader.skipped.items()]
     notes.append(f"cloud: boot {sim.boot_delay:g}s, join {sim.join_delay:g}s; "
-                 + "; ".join(f"size {s.name}: {s.cores} cores, {s.ram_mb} MB, "
+                 + "; ".join(f"size {s.name}: {s.cores} cores, {s.ram_mb} MB, {s.price:g}/h, "
                              + (f"billed per {s.billing_period}s" if s.billing_period
                                 else f"per second, {s.min_charge}s minimum") for s in sizes)
-                 + f"; max_nodes {max_nodes}")
+                 + f"; max_nodes {settings.core.max_nodes}"
+                 + (f", max_total_price {settings.core.max_total_price:g}/h"
+                    if settings.core.max_total_price else "")
+                 + f"; placement {sim.placement}-first")
     if reader.header.acknowledge:
         notes.append("trace provided by " + "; ".join(reader.header.acknowledge)
                      + " (Parallel Workloads Archive)")

@@ -2,7 +2,9 @@
 
 Every baseline runs through the same replay (same trace, simulated cloud, simulated pool, core
 and actuator); a baseline differs only in its matrix, its settings and, for cluster-autoscaler,
-one gate the core has no setting for; each matrix is a shipped file,
+Karpenter and COBalD, what the simulator's layer over the core adds (``baseline_layer.py``:
+cluster-autoscaler's delay after add and random expander, Karpenter's consolidation, COBalD's
+controller); each matrix is a shipped file,
 ``nodemanager/sim/matrices/<baseline>.matrix``. Each is described from its project's own
 documentation as summarised in ``../shared/notes/`` (see ``docs/simulator.md`` for the sources):
 
@@ -21,6 +23,14 @@ documentation as summarised in ``../shared/notes/`` (see ``docs/simulator.md`` f
 * ``slurm-power-save``: power down after ``SuspendTime`` idle (300 s, slurm-gcp's generated
   value; Slurm's own default is off), without draining; resume on demand; ``ResumeTimeout`` 300 s
   (slurm-gcp) as the boot grace; ``power_save_interval`` 10 s.
+* ``karpenter``: ``consolidationPolicy: WhenEmptyOrUnderutilized``, ``consolidateAfter`` 0 s,
+  budget ``nodes: "10%"``, 10 s polling, 15 s validation; underutilised nodes drained, not evicted.
+* ``cobald``: COBalD's ``LinearController`` (0.9 / 0.9, rate 1 core/s, Limiter minimum 1) over a
+  TARDIS ``FactoryPool`` of the largest size, every 30 s; it never reads the job queue.
+
+With several sizes, static and cobald run the largest size; the others choose as the core does
+(the cheapest sizes that fit: Karpenter's, Arvados' and Slurm's node weights by price), except
+cluster-autoscaler, whose default ``--expander=random`` picks a fitting size at random.
 """
 
 from __future__ import annotations
@@ -35,7 +45,7 @@ from nodemanager.settings import CoreSettings, PollSettings, Settings
 from policy_matrix import Matrix
 
 __all__ = ["Policy", "SimParams", "default_size", "ours", "static", "arvados", "cluster_autoscaler",
-           "slurm_power_save", "baselines", "apply_param", "SWEEPABLE", "MATRIX_DIR",
+           "slurm_power_save", "karpenter", "cobald", "several_sizes_caps", "baselines", "apply_param", "SWEEPABLE", "MATRIX_DIR",
            "baseline_matrix"]
 
 MATRIX_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "matrices")
@@ -54,7 +64,9 @@ class SimParams:
     worker's first appearance in the pool; ``negotiation_interval``: how often the pool matches
     queued jobs to free slots (HTCondor's ``NEGOTIATOR_INTERVAL`` default, 60 s); ``tail``: after
     the last job ends, how long the replay goes on letting policies give their nodes back (nodes
-    still up then are paid until then); ``sample_every``: the nodes-over-time plot's resolution.
+    still up then are paid until then); ``sample_every``: the nodes-over-time plot's resolution;
+    ``placement``: how the pool's negotiator picks a startd for a job (``breadth`` or ``depth``,
+    see :class:`~nodemanager.sim.pool.SimPool`).
     """
 
     boot_delay: float = 90.0
@@ -66,6 +78,7 @@ class SimParams:
     gpu_fraction: float = 0.0
     constrained_fraction: float = 0.0
     job_seed: int = 1
+    placement: str = "breadth"
 
 
 def default_size(cores: int = 8, *, billing_period: int = 0, min_charge: int = 60) -> Size:
@@ -81,7 +94,8 @@ class Policy:
 
     ``scale_down_delay_after_boot`` (cluster-autoscaler's ``--scale-down-delay-after-add``)
     holds back drains and destroys of idle nodes for that long after any boot; 0 = no gate.
-    ``params`` are the knobs that define the row, shown in reports and sweeps.
+    ``params`` are the knobs that define the row, shown in reports and sweeps. ``layer`` names
+    the behaviour :func:`nodemanager.sim.baseline_layer.layer_planner` adds to the core's plan.
     """
 
     name: str
@@ -90,6 +104,9 @@ class Policy:
     scale_down_delay_after_boot: float = 0.0
     baseline: str = ""
     params: Mapping[str, Any] = field(default_factory=dict)
+    # the simulator's layer over the core for what no matrix says (sim/baseline_layer.py)
+    layer: str = ""
+    watch_load: bool = False         # it reads free cores even with no job queued
 
     @property
     def cycle_interval(self) -> float:
@@ -115,8 +132,26 @@ def ours(settings: Settings, matrix: Matrix | None = None, name: str = "nodemana
                           "max_concurrent_drains": c.max_concurrent_drains})
 
 
+def several_sizes_caps(settings: Settings, nodes: int) -> Settings:
+    """With several sizes, ``nodes`` of the largest are the cap: as many of the smallest may be up
+    at once as hold the same cores, and ``max_total_price`` is what ``nodes`` of the largest cost."""
+    sizes = settings.core.sizes
+    big = max(sizes, key=lambda s: s.cores)
+    small = min(s.cores for s in sizes)
+    return _with(settings, max_nodes=max(1, nodes * big.cores // small),
+                 max_total_price=nodes * big.price)
+
+
+def _largest(settings: Settings) -> tuple[Size, ...]:
+    """The largest size alone (none if there is none)."""
+    sizes = settings.core.sizes
+    return (max(sizes, key=lambda s: s.cores),) if sizes else ()
+
+
 def static(settings: Settings, nodes: int) -> Policy:
-    s = _with(settings, min_nodes=nodes, max_nodes=nodes)
+    # a static pool holds the largest size: the peak it is sized by counts nodes of that size
+    s = _with(settings, min_nodes=nodes, max_nodes=nodes, sizes=_largest(settings),
+              max_total_price=0.0)
     return Policy(name="static", settings=s, matrix=baseline_matrix("static"),
                   baseline="static", params={"nodes": nodes})
 
@@ -142,7 +177,8 @@ def cluster_autoscaler(settings: Settings, *, unneeded_time: float = 600.0,
                   scale_down_delay_after_boot=delay_after_add, baseline="cluster-autoscaler",
                   params={"scale_down_unneeded_time": unneeded_time,
                           "scale_down_delay_after_add": delay_after_add,
-                          "max_drain_parallelism": max_drain_parallelism})
+                          "max_drain_parallelism": max_drain_parallelism, "expander": "random"},
+                  layer="expander-random")
 
 
 def slurm_power_save(settings: Settings, *, suspend_time: float = 300.0,
@@ -158,10 +194,38 @@ def slurm_power_save(settings: Settings, *, suspend_time: float = 300.0,
                   params={"suspend_time": suspend_time, "resume_timeout": resume_timeout})
 
 
+def karpenter(settings: Settings, *, consolidate_after: float = 0.0, validation: float = 15.0,
+              budget: float = 0.10, polling: float = 10.0) -> Policy:
+    # an empty node goes once consolidateAfter passed and the 15 s validation still finds it empty
+    s = _with(settings, idle_grace=consolidate_after + validation, max_concurrent_drains=10**6,
+              poll={"cycle_interval": polling})
+    return Policy(name="karpenter", settings=s, matrix=baseline_matrix("karpenter"),
+                  baseline="karpenter", layer="karpenter", watch_load=True,
+                  params={"consolidation_policy": "WhenEmptyOrUnderutilized",
+                          "consolidate_after": consolidate_after, "budget": budget})
+
+
+def cobald(settings: Settings, *, low_utilisation: float = 0.9, high_allocation: float = 0.9,
+           rate: float = 1.0, minimum: float = 1.0, interval: float = 30.0,
+           memory_ratio: bool = False) -> Policy:
+    big = _largest(settings)
+    cap = settings.core.max_total_price
+    # one machine type, the largest: several_sizes_caps' price cap is that many of them
+    nodes = (int(cap / big[0].price + 1e-9) if cap > 0 and big and big[0].price > 0
+             else settings.core.max_nodes)
+    s = _with(settings, sizes=big, max_total_price=0.0, poll={"cycle_interval": interval},
+              max_concurrent_drains=10**6, max_nodes=nodes)
+    return Policy(name="cobald", settings=s, matrix=baseline_matrix("cobald"), baseline="cobald",
+                  layer="cobald", watch_load=True,
+                  params={"low_utilisation": low_utilisation, "high_allocation": high_allocation,
+                          "rate": rate, "minimum": minimum, "interval": interval,
+                          "memory_ratio": memory_ratio})
+
+
 def baselines(settings: Settings, static_nodes: int) -> list[Policy]:
-    """The four peer baselines, on ``settings``' sizes and limits."""
+    """The peer baselines, on ``settings``' sizes and limits."""
     return [static(settings, static_nodes), arvados(settings), cluster_autoscaler(settings),
-            slurm_power_save(settings)]
+            slurm_power_save(settings), karpenter(settings), cobald(settings)]
 
 
 _CORE_FIELDS = {f.name for f in fields(CoreSettings)} - {"sizes"}

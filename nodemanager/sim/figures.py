@@ -21,7 +21,7 @@ from typing import Any, Iterable, Sequence
 from nodemanager.sim.swf import SwfJob
 
 __all__ = ["Bounds", "Figures", "Series", "lower_bounds", "percentile", "format_table",
-           "figures_json", "TABLE_COLUMNS", "dominates", "pareto_front", "cost_wait", "Verdict", "verdicts"]
+           "figures_json", "TABLE_COLUMNS", "destroy_boot_pairs", "dominates", "pareto_front", "cost_wait", "Verdict", "verdicts"]
 
 HOUR = 3600.0
 
@@ -133,8 +133,10 @@ class Figures:
     waste: dict[str, float] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)
     skipped_jobs: dict[str, int] = field(default_factory=dict)
-    # spot capacity (issue 15): money paid, spot VMs the cloud took back, kills split by cause
-    money: float = 0.0
+    money: float = 0.0               # Σ each VM's paid seconds x its size's hourly price / 3600
+    destroy_boot_60s: int = 0        # destroys followed within 60 s by a boot
+    placement: str = "breadth"       # how the simulated pool placed jobs (breadth | depth)
+    # spot capacity (issue 15): spot VMs the cloud took back, kills split by cause
     reclaims: int = 0
     jobs_killed_by: dict[str, int] = field(default_factory=dict)
     badput_core_hours_by: dict[str, float] = field(default_factory=dict)
@@ -167,6 +169,8 @@ TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("destroys", "destroys", "{}"),
     ("peak", "peak_nodes", "{}"),
     ("wall s", "wall_seconds", "{:.1f}"),
+    ("money", "money", "{:.2f}"),
+    ("d->b 60s", "destroy_boot_60s", "{}"),
 )
 
 
@@ -176,7 +180,7 @@ def format_table(rows: Sequence[Figures]) -> str:
         return "(no results)"
     first = rows[0]
     head = (f"trace {first.trace}  window {first.window}  {first.jobs_submitted} jobs"
-            f"  cores_per_node {first.cores_per_node}\n"
+            f"  cores_per_node {first.cores_per_node}  placement {first.placement}-first\n"
             f"lower bounds: work {first.lower_bound_work_node_hours:.1f} node-hours, "
             f"no-wait {first.lower_bound_nowait_node_hours:.1f} node-hours"
             f"  (waits in seconds; nh = node-hours, ch = core-hours)")
@@ -194,6 +198,24 @@ def format_table(rows: Sequence[Figures]) -> str:
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
     return head + "\n" + "\n".join(lines)
+
+
+def destroy_boot_pairs(destroys: Sequence[float], boots: Sequence[float],
+                       within: float = 60.0) -> int:
+    """How many destroys were followed within ``within`` seconds by a boot (each boot pairs with
+    at most one destroy, the earliest still unpaired; a boot at the destroy's instant counts)."""
+    events = sorted([(t, 0) for t in destroys] + [(t, 1) for t in boots])
+    waiting: list[float] = []
+    pairs = 0
+    for t, is_boot in events:
+        if not is_boot:
+            waiting.append(t)
+            continue
+        waiting = [d for d in waiting if t - d <= within]
+        if waiting:
+            waiting.pop(0)
+            pairs += 1
+    return pairs
 
 
 def figures_json(rows: Sequence[Figures]) -> str:
@@ -231,8 +253,9 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[tuple[float, flo
 
 
 def cost_wait(f: Figures) -> tuple[float, float]:
-    """The point a result occupies on the cost/wait plane: (paid node-hours, p95 wait seconds)."""
-    return (f.paid_node_hours, f.wait_p95)
+    """The point a result occupies on the cost/wait plane: (money, p95 wait seconds); money is
+    paid node-hours priced per size, so with one size it orders runs as paid node-hours do."""
+    return (f.money or f.paid_node_hours, f.wait_p95)
 
 
 @dataclass(frozen=True)
@@ -249,10 +272,11 @@ class Verdict:
         if self.on_front:
             return (f"{self.ours} is on or beyond the cost/p95-wait front of {self.baseline} "
                     f"(no {self.baseline} setting is both cheaper and faster)")
-        worst = min(self.by, key=lambda f: (f.paid_node_hours, f.wait_p95))
+        worst = min(self.by, key=cost_wait)
         knobs = ", ".join(f"{k}={v}" for k, v in worst.params.get("sweep", {}).items()) or "defaults"
         return (f"{self.ours} is DOMINATED by {self.baseline} ({knobs}): "
-                f"{worst.paid_node_hours:.1f} node-hours, p95 wait {worst.wait_p95:.0f}s")
+                f"{worst.paid_node_hours:.1f} node-hours, money {worst.money:.2f}, "
+                f"p95 wait {worst.wait_p95:.0f}s")
 
 
 def verdicts(ours: Figures, groups: dict[str, Sequence[Figures]]) -> list[Verdict]:

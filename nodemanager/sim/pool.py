@@ -34,8 +34,11 @@ time-dependent estimates may be up to ``update_interval`` old (and unchanged ads
 keeps long replays fast). Confirmations query the startds directly (live).
 
 Matching: every ``negotiation_interval`` seconds (0: at once), idle jobs in queue order (submit
-order; a killed job keeps its place) go first-fit to the startds in join order whose START accepts
-them (START is false while draining). Jobs bigger than any node stay idle and show up as demand.
+order; a killed job keeps its place) go to a startd whose START accepts them (START is false while
+draining). ``placement="breadth"`` (the default) takes the first that fits in join order;
+``placement="depth"`` the fullest that fits (fewest free cores, then least free memory, then join
+order), as HTCondor's default ``NEGOTIATOR_PRE_JOB_RANK`` or ``NEGOTIATOR_DEPTH_FIRST`` pack
+partitionable slots. Jobs bigger than any node stay idle and show up as demand.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ from nodemanager.scheduler import (Confirmation, DEFAULT_CONSTRAINT, DrainSchedu
                                    DrainingStats, HTCondorScheduler, SchedulerPoll, worker_from_ad)
 from nodemanager.sim.startd import DrainError, Job, JobEnd, SimStartd
 
-__all__ = ["SimPool", "PoolStats", "Job", "JobEnd", "size_attributes"]
+__all__ = ["SimPool", "PoolStats", "Job", "JobEnd", "size_attributes", "PLACEMENTS"]
 
 
 def size_attributes(size: Size) -> dict[str, Any]:
@@ -59,6 +62,10 @@ def size_attributes(size: Size) -> dict[str, Any]:
         return {}
     from nodemanager.classad_eval import parse, plain_value
     return {name: plain_value(parse(expr)) for name, expr in size.attributes}
+
+
+# breadth: first fit in join order (the default); depth: best fit, the fullest startd that fits
+PLACEMENTS = ("breadth", "depth")
 
 _INF = float("inf")
 
@@ -160,10 +167,13 @@ class SimPool:
                  requeue_killed: bool = True, update_interval: float = 300.0,
                  id_attribute: str = "CloudInstanceID",
                  domain: str = "sim.internal", name: str = "simulated",
-                 sizes: Sequence[Size] = ()) -> None:
+                 sizes: Sequence[Size] = (), placement: str = "breadth") -> None:
+        if placement not in PLACEMENTS:
+            raise ValueError(f"placement {placement!r}: one of {', '.join(PLACEMENTS)}")
         self.name = name
         self.sizes = tuple(sizes)   # the offline machine ads jobs with requirements are matched to
         self._eligible: dict[tuple[int, str], frozenset[str]] = {}
+        self.placement = placement
         self._clock = clock
         self.now = clock()
         self.join_delay = join_delay
@@ -397,8 +407,13 @@ class SimPool:
             target = None
             for st in nodes:
                 if st.free_cpus >= job.cpus and st.free_memory >= job.ram_mb and st.accepts(job, now):
-                    target = st
-                    break
+                    if self.placement == "breadth":
+                        target = st
+                        break
+                    # depth: the fullest startd that fits (fewest free cores, then least memory)
+                    if target is None or (st.free_cpus, st.free_memory) < (target.free_cpus,
+                                                                            target.free_memory):
+                        target = st
             if target is None:
                 continue
             heapq.heappop(q)

@@ -33,10 +33,11 @@ from typing import Any, Callable, Sequence
 from nodemanager.actuate import Actuator
 from nodemanager.controller import Controller
 from nodemanager.model import ItemKind, Plan, PlanItem
+from nodemanager.sim.baseline_layer import layer_planner
 from nodemanager.sim.baselines import Policy, SimParams
 from nodemanager.sim.cloud import SimCloud
 from nodemanager.sim.constrained import constrain
-from nodemanager.sim.figures import HOUR, Bounds, Figures, Series, percentile
+from nodemanager.sim.figures import HOUR, Bounds, Figures, Series, destroy_boot_pairs, percentile
 from nodemanager.sim.pool import Job, SimPool
 from nodemanager.sim.spot import SpotModel
 from nodemanager.sim.skip import CycleWatch
@@ -129,7 +130,7 @@ class _World:
         self.pool = SimPool(self.clock, join_delay=sim.join_delay,
                             negotiation_interval=sim.negotiation_interval,
                             max_retirement=MAX_RETIREMENT, mem_scaling=settings.core.node_mem_scaling,
-                            sizes=settings.core.sizes)
+                            sizes=settings.core.sizes, placement=sim.placement)
         spot = SpotModel() if any(s.market == "spot" for s in settings.core.sizes) else None
         self.cloud = SimCloud(clock=self.clock, sizes=settings.core.sizes, boot_delay=sim.boot_delay,
                               on_running=self._running, on_terminated=self._terminated,
@@ -142,10 +143,11 @@ class _World:
         self.gone: dict[str, float] = {}          # node id -> destroy time
         self.last_busy: dict[str, float] = {}     # node id -> last time it was seen with a job
         self.live: dict[str, None] = {}           # node ids launched and not destroyed
+        self.boot_times: list[float] = []         # every successful boot, for destroy->boot pairs
         self.pool_changed = True
-        # consolidation reads free cores even with nothing queued (issue 18)
+        # consolidation and the karpenter/cobald baselines read free cores with nothing queued
         self.watch = CycleWatch(self.pool, self.live, self.running, policy.matrix.vocabulary.core_state,
-                                free_matters=settings.core.consolidate)
+                                free_matters=settings.core.consolidate or policy.watch_load)
         self._used: dict[str, int] = {}           # busy node id -> cores its jobs hold
         self._used_sum = 0
         self._load_at = t0                        # when load() last looked
@@ -268,7 +270,7 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
 
     delay = policy.scale_down_delay_after_boot
     last_boot = [-_INF]
-    planner = _gated(delay, last_boot) if delay > 0 else None
+    planner = layer_planner(policy, pool, _gated(delay, last_boot) if delay > 0 else None)
     actuator = Actuator(cloud, pool, settings, clock=w.clock, request_ids=request_id)
     controller = Controller(settings, policy.matrix, actuator, clock=w.clock, planner=planner)
 
@@ -356,7 +358,8 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
                     report = controller.cycle(cloud.list_nodes(), t, pool.poll())
                     counts["cycles"] += 1
                     plan = report.plan
-                    active = bool(plan.items or plan.boots)
+                    # a baseline layer whose state moves with time (COBalD's demand) needs every cycle
+                    active = bool(plan.items or plan.boots or getattr(planner, "moving", False))
                     # a change due now (e.g. a window opening at this very instant, which is
                     # still "closed" by the strict test) is looked at on the next tick
                     wake = min((max(e.next_change, t + 1e-6) for e in plan.nodes
@@ -368,6 +371,7 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
                             active = True
                         elif o.kind == "boot":
                             counts["boots"] += 1
+                            w.boot_times.append(t)
                             last_boot[0] = t
                             w.launch(o.node, t)
                         elif o.kind == "drain":
@@ -459,6 +463,8 @@ def _figures(jobs: Sequence[SwfJob], split: _Split, policy: Policy, bounds: Boun
         params={**{k: v for k, v in policy.params.items()}, "baseline": policy.baseline,
                 "memory_capped": split.memory_capped},
         **_spot_figures(w, end),
+        placement=w.pool.placement,
+        destroy_boot_60s=destroy_boot_pairs(list(w.gone.values()), w.boot_times),
     )
 
 

@@ -12,7 +12,7 @@ import html
 import os
 from typing import Mapping, Sequence
 
-from nodemanager.sim.figures import TABLE_COLUMNS, Figures, Series, cost_wait, pareto_front
+from nodemanager.sim.figures import TABLE_COLUMNS, Figures, Series, pareto_front
 
 __all__ = ["write_report", "coinciding", "WASTE_PARTS"]
 
@@ -110,7 +110,7 @@ def _plot_pareto(path: str, points: Mapping[str, Sequence[Figures]]) -> None:
             color = f"C{i % 10}"      # the same colour for a policy in both panels
             ax.scatter([p[0] for p in xy], [p[1] for p in xy], marker=markers[i % len(markers)],
                        label=policy, alpha=0.8, s=28, color=color)
-            front = pareto_front([(c[1], c[0]) for c in map(cost_wait, rows)])
+            front = pareto_front([(f.wait_p95, f.paid_node_hours) for f in rows])
             if len(front) > 1:
                 ax.plot([p[0] for p in front], [p[1] for p in front], color=color, lw=1.0, alpha=0.8)
             default = next((f for f in rows if not f.params.get("sweep")), None)
