@@ -71,15 +71,18 @@ def relabel(nodes: Sequence[NodeFacts], demand: Iterable[Demand], settings: Core
     out: dict[str, Relabel] = {}
     if not settings.consolidate and settings.max_lifetime <= 0 and not settings.size_digests:
         return out
-    candidates = [n for n in nodes if _candidate(n)]
     digests = dict(settings.size_digests)
-    for n in candidates:
-        booted = n.node.tags.get(TAG_SETTINGS) if n.node.tags else None
-        current = digests.get(n.node.size)
-        if booted and current and booted != current:
+    # drift: the tag test first, it rules out nearly every node (this runs on every cycle)
+    for n in nodes:
+        tags = n.node.tags
+        booted = tags.get(TAG_SETTINGS) if tags else None
+        if booted and booted != digests.get(n.node.size, booted) and _candidate(n):
             out[n.node.id] = Relabel(EXPIRED, f"expired: booted with other [Size {n.node.size}] or "
                                               f"[Cloud Create] settings than configured now; "
                                               f"replaced as demand needs")
+    if not settings.consolidate and settings.max_lifetime <= 0:
+        return out
+    candidates = [n for n in nodes if _candidate(n)]
     if settings.max_lifetime > 0:
         for n in candidates:
             age = now - n.node.launched_at
