@@ -11,8 +11,9 @@ import json
 import pytest
 
 from nodemanager.scheduler.slurm_hostlist import array_task_count, expand_hostlist
-from nodemanager.scheduler.slurm_json import (RecordError, cloud_id_of, demand_from_jobs, drain_reason,
-                                              parse_jobs, parse_nodes, request_id_of)
+from nodemanager.scheduler.slurm_demand import demand_from_jobs
+from nodemanager.scheduler.slurm_json import (RecordError, cloud_id_of, drain_reason, parse_jobs,
+                                              parse_nodes, request_id_of)
 from nodemanager.scheduler.slurm_state import short_state
 
 
