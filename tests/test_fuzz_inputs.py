@@ -34,7 +34,8 @@ from nodemanager.core import plan
 from nodemanager.core.classify import classify_worker
 from nodemanager.model import Snapshot
 from nodemanager.scheduler.records import MAX_COUNT
-from nodemanager.scheduler.slurm_json import demand_from_jobs, parse_jobs, parse_nodes
+from nodemanager.scheduler.slurm_demand import demand_from_jobs
+from nodemanager.scheduler.slurm_json import parse_jobs, parse_nodes
 from nodemanager.settings import CoreSettings
 from nodemanager.snapshot import SnapshotError, from_json
 from tests.fixtures.daemon import SIZES

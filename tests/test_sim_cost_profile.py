@@ -49,3 +49,13 @@ def test_the_table_has_a_nodemanager_cost_row(trace, capsys):
                  "--jobs", "1"]) == 0
     names = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.strip()]
     assert "nodemanager-cost" in names and "nodemanager" in names
+
+
+def test_only_runs_the_named_policies_and_refuses_an_unknown_name(trace, capsys):
+    assert main(["simulate", "--trace", str(trace), "--cores-per-node", "4", "--compare",
+                 "--only", "slurm-power-save,nodemanager-cost", "--jobs", "1", "--json"]) == 0
+    runs = [r["policy"] for r in json.loads(capsys.readouterr().out)["runs"]]
+    assert sorted(runs) == ["nodemanager-cost", "slurm-power-save"]
+    assert main(["simulate", "--trace", str(trace), "--compare", "--only", "slurm"]) == 1
+    err = capsys.readouterr().err
+    assert "unknown policy slurm" in err and "slurm-power-save" in err

@@ -98,3 +98,29 @@ def test_a_queue_said_to_fit_is_placed_by_the_core_without_boots():
                               [size.name] * len(nodes))
         assert not placed.boots and not placed.unmet, (case, demand, free)
     assert said_fit > 100 and said_not > 100
+
+
+def test_a_boot_held_back_after_a_destroy_is_looked_at_again_when_the_hold_ends(busy_pool):
+    """``rebuy_hold`` holds a boot for a while after a destroy: the cycles after it must run
+    (nothing else changes in a quiet pool), or the queued job waits until the next submit. A
+    sparse trace (one short job every ~10 minutes, often right after the idle node went) with
+    and without skipping: the same figures, and no job waits much past boot + join + the hold."""
+    import policy_matrix
+    from nodemanager.sim.swf import SwfJob
+
+    submits = [0.0]
+    for k in range(80):
+        submits.append(submits[-1] + 230.0 + (k * 37) % 170)
+    jobs = [SwfJob(id=k, submit=t, runtime=30.0, cores=1, mem_mb=0, requested_time=600.0)
+            for k, t in enumerate(submits)]
+    bounds = lower_bounds(jobs, 8)
+    cost = loads("[Daemon]\nprofile = cost\nidle_grace = 60\nrebuy_hold = 60\nmax_nodes = 2\n")
+    cost = replace(cost, core=replace(cost.core, sizes=(B.default_size(8),)))
+    policy = B.ours(cost, policy_matrix.load(cost.matrix_file), "nodemanager-cost")
+    fast = replay(jobs, policy, B.SimParams(), bounds, record_series=False).figures
+    slow = replay(jobs, policy, B.SimParams(), bounds, record_series=False,
+                  skip_cycles=False).figures
+    assert fast.destroys > 5, fast                 # the idle node goes between jobs
+    assert _figures(fast) == _figures(slow)
+    # boot 90 s + join 30 s + the 60 s hold + a negotiation cycle and a controller cycle
+    assert fast.wait_max <= 90 + 30 + 60 + 60 + 10 + 10, fast.wait_max

@@ -10,7 +10,8 @@ import pytest
 from nodemanager.model import Worker
 from nodemanager.scheduler import classified
 from nodemanager.scheduler.slurm_classify import classify_node, classify_slurm
-from nodemanager.scheduler.slurm_json import parse_nodes, short_state
+from nodemanager.scheduler.slurm_json import parse_nodes
+from nodemanager.scheduler.slurm_state import short_state
 from policy_matrix.vocabulary import BUSY, DOWN, IDLE
 
 BASES = ("idle", "allocated", "mixed", "down", "future", "unknown", "error", "weird", "")

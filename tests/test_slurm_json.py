@@ -10,9 +10,11 @@ import json
 
 import pytest
 
-from nodemanager.scheduler.slurm_json import (RecordError, array_task_count, cloud_id_of, demand_from_jobs,
-                                              drain_reason, expand_hostlist, parse_jobs, parse_nodes,
-                                              request_id_of, short_state)
+from nodemanager.scheduler.slurm_hostlist import array_task_count, expand_hostlist
+from nodemanager.scheduler.slurm_demand import demand_from_jobs
+from nodemanager.scheduler.slurm_json import (RecordError, cloud_id_of, drain_reason, parse_jobs,
+                                              parse_nodes, request_id_of)
+from nodemanager.scheduler.slurm_state import short_state
 
 
 @pytest.mark.parametrize("base, flags, expected", [

@@ -37,6 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--skip-days", type=float, default=0.0, metavar="N",
                    help="skip the first N days (counted from the first job)")
     p.add_argument("--compare", action="store_true", help="also run the baseline policies")
+    p.add_argument("--only", metavar="NAME,...",
+                   help="run only these policies, by their names in the tables (e.g. "
+                        "slurm-power-save,nodemanager-cost with --compare)")
     p.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2,...",
                    help="run each policy once per value (e.g. idle_grace=60,300,900); repeatable, "
                         "each sweep on its own; durations take s/m/h suffixes")
@@ -219,6 +222,19 @@ def _cost_policy(args: argparse.Namespace, settings: Settings):
     return B.ours(cost, policy_matrix.load(cost.matrix_file), "nodemanager-cost")
 
 
+def _only(policies: list, names: str | None) -> list:
+    """``policies`` restricted to ``--only``'s names, in their own order."""
+    if names is None:
+        return policies
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    known = [p.name for p in policies]
+    unknown = [n for n in wanted if n not in known]
+    if unknown or not wanted:
+        raise _Bad(f"--only {names}: unknown policy {', '.join(unknown) or '(none named)'}; "
+                   f"this run has {', '.join(known)}")
+    return [p for p in policies if p.name in wanted]
+
+
 def _run(args: argparse.Namespace) -> int:
     try:
         return _simulate(args)
@@ -276,6 +292,7 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.compare:
         mains.append(_cost_policy(args, settings))
         mains += B.baselines(settings, static_nodes)
+    mains = _only(mains, args.only)
     variants = []
     for policy in mains:
         for key, values in sweeps:

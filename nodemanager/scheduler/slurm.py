@@ -48,8 +48,9 @@ from nodemanager.scheduler.port import (DRAIN_REASON_PREFIX, Confirmation, Drain
                                         DrainTicket, SchedulerError, SchedulerPoll)
 from nodemanager.scheduler.records import ProblemLog, RecordProblem
 from nodemanager.scheduler.slurm_classify import classify_node
-from nodemanager.scheduler.slurm_json import (ACTIVE_JOB_STATES, DEMAND_REASONS, RecordError, SlurmJob,
-                                              SlurmNode, cloud_id_of, demand_from_jobs, drain_reason,
+from nodemanager.scheduler.slurm_demand import DEMAND_REASONS, demand_from_jobs
+from nodemanager.scheduler.slurm_json import (ACTIVE_JOB_STATES, RecordError, SlurmJob,
+                                              SlurmNode, cloud_id_of, drain_reason,
                                               parse_jobs, parse_nodes, request_id_of)
 
 __all__ = ["SlurmScheduler", "SlurmOptions", "OptionError", "DESTROYED_REASON"]

@@ -1,7 +1,7 @@
 """SLURM node states to the matrix's ``worker_state`` (seed 004): the SLURM adapter's classifier.
 
 The table works on the ``sinfo %t`` name as (word, suffix marks): from a ``sinfo --json`` record
-via :func:`~nodemanager.scheduler.slurm_json.compact_state` (:func:`classify_node`), or from the
+via :func:`~nodemanager.scheduler.slurm_state.compact_state` (:func:`classify_node`), or from the
 text a snapshot file gives (:func:`classify_slurm`, long names accepted too). Exactly as seed 004:
 
 ==============================================  ============  =====================================
@@ -39,7 +39,8 @@ from typing import Mapping
 from nodemanager.core import foreign_reason
 from nodemanager.core.reclaim import RECLAIM_REASON, RECLAIMED, notice_words
 from nodemanager.model import Classified, Worker
-from nodemanager.scheduler.slurm_json import SlurmNode, compact_state
+from nodemanager.scheduler.slurm_json import SlurmNode
+from nodemanager.scheduler.slurm_state import compact_state
 from policy_matrix.vocabulary import BUSY, DOWN, IDLE, UNPAIRED
 
 __all__ = ["SLURM_FLAGS", "classify_slurm", "classify_node", "classify_slurm_worker"]

@@ -8,51 +8,38 @@ a number, not finite (JSON ``Infinity``/``NaN``, which Python's decoder accepts)
 pending job with such a size (cpus, node count, memory, array) is left out of demand. A record whose
 reading fails in any other way makes the whole reply a :class:`RecordError` naming it.
 
-State: :func:`short_state` turns the JSON's base ``state`` plus ``state_flags`` into what
-``sinfo -o %t`` prints (``idle``, ``mix``, ``alloc``, ``drng``, ``drain``, ``down*``, ``idle*``,
-``comp``, ...), following SLURM's ``node_state_string_compact``; :func:`compact_state` gives the
-same as (word, suffix marks), which :mod:`nodemanager.scheduler.slurm_classify` maps to the
-matrix's worker_state.
+A node's state words are :mod:`nodemanager.scheduler.slurm_state`'s; hostlists and job arrays
+are counted by :mod:`nodemanager.scheduler.slurm_hostlist`.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping
 
-from nodemanager.model import Demand, Size
 from nodemanager.scheduler.port import DRAIN_REASON_PREFIX
 from nodemanager.scheduler.records import MAX_COUNT, RecordProblem, number_problem
-from nodemanager.scheduler.slurm_match import SlurmMatcher, gres_per_node
-from nodemanager.scheduler.walltime import walltime_bucket
+from nodemanager.scheduler.slurm_hostlist import array_task_count, expand_hostlist
+from nodemanager.scheduler.slurm_match import gres_per_node
+from nodemanager.scheduler.slurm_state import flag_names, short_state
 
 __all__ = [
     "RecordError",
     "SlurmNode",
     "SlurmJob",
-    "short_state",
-    "compact_state",
     "parse_nodes",
     "parse_jobs",
-    "expand_hostlist",
-    "array_task_count",
-    "demand_from_jobs",
     "drain_reason",
     "request_id_of",
     "cloud_id_of",
     "ACTIVE_JOB_STATES",
-    "DEMAND_REASONS",
 ]
 
 # Job states that hold a node: the node is not free while any of these is on it.
 ACTIVE_JOB_STATES = frozenset({"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STOPPED",
                                "SIGNALING", "STAGE_OUT", "RESIZING"})
-# Pending reasons that more nodes would cure; held, dependent, throttled or limited jobs are not
-# demand (docs/slurm.md says why for each). Constraints: the features exist on no node up now.
-DEMAND_REASONS = frozenset({"None", "Resources", "Priority", "NodeDown", "ReqNodeNotAvail", "Constraints"})
 
 _REQUEST_ID = re.compile(r"\[req=([A-Za-z0-9_.:-]+)\]\s*$")
 _CLOUD_ID = re.compile(r"(?:^|[\s,;])instance-id=([^\s,;]+)")
@@ -60,8 +47,6 @@ _CLOUD_ID = re.compile(r"(?:^|[\s,;])instance-id=([^\s,;]+)")
 
 # Epoch seconds beyond 2^53 (exact floats) are no real time.
 _MAX_TIME = 2.0**53
-# A hostlist naming more nodes than this is no real job's (SLURM's largest clusters have ~10^4).
-MAX_HOSTS = 100_000
 
 
 class RecordError(ValueError):
@@ -131,70 +116,6 @@ class SlurmJob:
     walltime: float | None = None   # pending: --time in seconds (None: none or INFINITE)
 
 
-# ------------------------------------------------------------------ state
-
-
-_BASE_SHORT = {"idle": "IDLE", "allocated": "ALLOC", "mixed": "MIX", "down": "DOWN",
-               "future": "FUTR", "unknown": "UNK", "error": "ERROR"}
-_FLAG_ALIASES = {"MAINT": "MAINTENANCE", "NO_RESPOND": "NOT_RESPONDING",
-                 "REBOOT": "REBOOT_REQUESTED", "NET": "PERFCTRS", "POWER_SAVE": "POWERED_DOWN"}
-# Suffix characters in SLURM's order of precedence: maint, reboot, powering up/down, off, pending off, no response.
-_SUFFIXES = (("MAINTENANCE", "$"), ("REBOOT_REQUESTED", "@"), ("POWERING_UP", "#"),
-             ("POWERING_DOWN", "%"), ("POWERED_DOWN", "~"), ("POWER_DOWN", "!"),
-             ("NOT_RESPONDING", "*"))
-
-
-def short_state(base: str, flags: Iterable[str]) -> str:
-    """The ``sinfo %t`` form of a node whose JSON ``state`` is ``base`` and ``state_flags`` ``flags``."""
-    return "".join(compact_state(base, tuple(flags)))
-
-
-@functools.lru_cache(maxsize=1024)
-def compact_state(base: str, flags: tuple[str, ...]) -> tuple[str, str]:
-    """The ``sinfo %t`` name of a JSON ``state`` plus ``state_flags``, as (word, suffix marks):
-    what the SLURM classifier reads, without printing and parsing it back."""
-    f = {_FLAG_ALIASES.get(x.upper(), x.upper()) for x in flags}
-    b = base.lower()
-    alloc_like = b in ("allocated", "mixed")
-    no_resp = "*" if "NOT_RESPONDING" in f else ""
-
-    def suffix() -> str:
-        for flag, ch in _SUFFIXES:
-            if flag in f:
-                return ch
-        return ""
-
-    if "MAINTENANCE" in f and not ("DRAIN" in f or alloc_like or b == "down"):
-        return "maint", no_resp
-    if ("REBOOT_REQUESTED" in f or "REBOOT_ISSUED" in f) and not alloc_like:
-        return "boot", "^" if "REBOOT_ISSUED" in f else no_resp
-    if "DRAIN" in f:
-        return "drng" if ("COMPLETING" in f or alloc_like) else "drain", suffix()
-    if "FAIL" in f:
-        return "failg" if ("COMPLETING" in f or b == "allocated") else "fail", no_resp
-    if b == "down":
-        return "down", suffix()
-    if b == "allocated":
-        return "alloc", suffix() or ("+" if "COMPLETING" in f else "")
-    if "COMPLETING" in f:
-        return "comp", suffix()
-    if b == "idle":
-        s = suffix()
-        if s:
-            return "idle", s
-        for flag, word in (("PLANNED", "plnd"), ("PERFCTRS", "npc"), ("RESERVED", "resv")):
-            if flag in f:
-                return word, ""
-        return "idle", ""
-    if b == "mixed":
-        s = suffix()
-        return ("plnd", "") if not s and "PLANNED" in f else ("mix", s)
-    short = _BASE_SHORT.get(b)
-    if short is None:
-        return b or "?", ""
-    return short.lower(), no_resp
-
-
 # ------------------------------------------------------------------ reasons
 
 
@@ -219,72 +140,6 @@ def cloud_id_of(*texts: str) -> str | None:
         if m:
             return m.group(1)
     return None
-
-
-# ------------------------------------------------------------------ hostlists
-
-
-def expand_hostlist(text: str, limit: int = MAX_HOSTS) -> tuple[str, ...]:
-    """``node[1-3,05],gpu1`` → ``(node1, node2, node3, node05, gpu1)`` (SLURM hostlist syntax).
-    Raises ValueError for bad syntax or more than ``limit`` names (counted before expanding)."""
-    if "[" not in text:  # the common case: plain names, nothing to expand
-        names = tuple(n for n in (x.strip() for x in text.split(",")) if n)
-    else:
-        out: list[str] = []
-        for item in _split_top(text):
-            out.extend(_expand_one(item, limit - len(out)))
-        names = tuple(out)
-    if len(names) > limit:
-        raise ValueError(f"hostlist names more than {limit} nodes: {text[:60]!r}")
-    return names
-
-
-# A comma outside brackets: no "]" follows before the next "[" (SLURM hostlists do not nest).
-_TOP_COMMA = re.compile(r",(?![^\[]*\])")
-
-
-def _split_top(text: str) -> list[str]:
-    return [p for p in (x.strip() for x in _TOP_COMMA.split(text)) if p]
-
-
-def _expand_one(item: str, budget: int) -> list[str]:
-    """The names of one hostlist item; ValueError if more than ``budget`` (before making them)."""
-    start = item.find("[")
-    if start < 0:
-        return [item]
-    end = item.find("]", start)
-    if end < 0:
-        raise ValueError(f"unbalanced '[' in hostlist {item!r}")
-    prefix, body, rest = item[:start], item[start + 1:end], item[end + 1:]
-    ranges = []
-    count = 0
-    for part in body.split(","):
-        lo, _, hi = part.partition("-")
-        if not lo.isdigit() or (hi and not hi.isdigit()):
-            raise ValueError(f"bad range {part!r} in hostlist {item!r}")
-        first, last = int(lo), int(hi or lo)
-        ranges.append((len(lo), first, last))
-        count += max(last - first + 1, 0)
-    if count > budget:
-        raise ValueError(f"hostlist names more than {budget} nodes: {item[:60]!r}")
-    tails = _expand_one(rest, budget // max(count, 1)) if rest else [""]
-    return [f"{prefix}{i:0{width}d}{tail}" for width, a, b in ranges for i in range(a, b + 1) for tail in tails]
-
-
-def array_task_count(text: str) -> int:
-    """How many tasks a pending array record like ``4-20%3`` or ``1,3,5-7:2`` stands for."""
-    spec = text.split("%", 1)[0].strip()
-    total = 0
-    for part in spec.split(","):
-        if not part:
-            continue
-        rng, _, step_text = part.partition(":")
-        lo, _, hi = rng.partition("-")
-        step = int(step_text) if step_text else 1
-        total += (int(hi or lo) - int(lo)) // max(step, 1) + 1
-    if total > MAX_COUNT:
-        raise ValueError(f"{total} tasks is more than {MAX_COUNT}")
-    return max(total, 1)
 
 
 # ------------------------------------------------------------------ records
@@ -433,7 +288,7 @@ def _node(rec: Mapping[str, Any], r: _Reader) -> SlurmNode | None:
         name=r.name,
         state=short_state(base, flags),
         base_state=base.lower(),
-        flags=tuple(_FLAG_ALIASES.get(f.upper(), f.upper()) for f in flags),
+        flags=flag_names(flags),
         reason=r.text("reason"),
         reason_changed_at=r.number("reason_changed_at"),
         cpus=r.integer("cpus", required=True),
@@ -534,46 +389,3 @@ def _exclusive(rec: Mapping[str, Any]) -> bool:
     shared = shared if isinstance(shared, list) else [shared]
     excl = excl if isinstance(excl, list) else [excl]
     return "none" in shared or any(x in (True, "true", "user", "mcs", "topo") for x in excl)
-
-
-def demand_from_jobs(jobs: Iterable[SlurmJob], partitions: frozenset[str] = frozenset(),
-                     reasons: frozenset[str] = DEMAND_REASONS,
-                     sizes: Sequence[Size] = ()) -> tuple[Demand, ...]:
-    """Pending jobs that more nodes would start, grouped by per-node need.
-
-    A job asking for N nodes counts as N nodes' worth of demand (``count``); per node it needs
-    ``ceil(cpus / nodes)`` cores and ``memory_per_node`` (or ``memory_per_cpu`` × cores) MB.
-    Held, dependent, throttled (``JobArrayTaskLimit``) or limit-blocked jobs are not demand, nor
-    jobs whose size could not be read (``sized``). With ``sizes``, each item also says which
-    sizes can run its jobs (:class:`~nodemanager.scheduler.slurm_match.SlurmMatcher`). Jobs are
-    also grouped by their ``--time`` rounded up to a bucket (``Demand.walltime``, see
-    :mod:`nodemanager.scheduler.walltime`).
-    """
-    matcher = SlurmMatcher(sizes) if sizes else None
-    groups: dict[tuple[Any, ...], list[float]] = {}
-    counts: dict[tuple[Any, ...], int] = {}
-    for job in jobs:
-        if job.state != "PENDING" or job.state_reason not in reasons or not job.sized:
-            continue
-        if partitions and not (set(job.partition.split(",")) & partitions):
-            continue
-        per_node_cpus = math.ceil(job.cpus / job.node_count)
-        if job.memory_per_node is not None:
-            mem = job.memory_per_node
-        elif job.memory_per_cpu is not None:
-            mem = job.memory_per_cpu * per_node_cpus
-        else:
-            mem = 0
-        walltime = walltime_bucket(job.walltime)
-        key: tuple[Any, ...] = (per_node_cpus, mem, 0, None, None, walltime)
-        if matcher is not None:
-            n = matcher.need(job, per_node_cpus, mem)
-            key = (n.cpus, n.ram_mb, n.gpus, n.sizes, n.unmatched, walltime if n.unmatched is None else None)
-        counts[key] = counts.get(key, 0) + job.node_count * job.array_tasks
-        if job.submit_time:
-            groups.setdefault(key, []).append(job.submit_time)
-    return tuple(
-        Demand(cpus=k[0], ram_mb=k[1], count=counts[k], oldest_submit=min(groups[k]) if groups.get(k) else None,
-               gpus=k[2], sizes=k[3], unmatched=k[4], walltime=k[5])
-        for k in sorted(counts, key=lambda k: (k[0], k[1], k[2], sorted(k[3] or ()), k[4] or "", k[5] or 0.0))
-    )

@@ -359,7 +359,9 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
                     counts["cycles"] += 1
                     plan = report.plan
                     # a baseline layer whose state moves with time (COBalD's demand) needs every cycle
-                    active = bool(plan.items or plan.boots or getattr(planner, "moving", False))
+                    # so does a boot held back for a while (rebuy_hold, a size's backoff)
+                    active = bool(plan.items or plan.boots or getattr(planner, "moving", False)
+                                  or any(u.reason == "backoff" for u in plan.unmet))
                     # a change due now (e.g. a window opening at this very instant, which is
                     # still "closed" by the strict test) is looked at on the next tick
                     wake = min((max(e.next_change, t + 1e-6) for e in plan.nodes
