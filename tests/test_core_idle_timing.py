@@ -11,10 +11,12 @@ INF = math.inf
 JOINS = [120.0, 120.0, 120.0]
 
 
-def test_nodes_never_re_used_are_given_back_at_the_floor():
+def test_nodes_never_re_used_are_given_back_after_one_boot_join_time():
     grace, why = break_even_grace(JOINS, [INF] * 20, 600.0)
-    assert grace == FLOOR
-    assert "idle grace 60s (the floor): break-even: boot+join 120s, 0 % of the last 20 idle periods" in why
+    assert grace == 120.0
+    assert "idle grace 120s (the floor): break-even: boot+join 120s, 0 % of the last 20 idle periods" in why
+    # a boot quicker than the floor: the floor
+    assert break_even_grace([30.0] * 3, [INF] * 20, 600.0)[0] == FLOOR
 
 
 def test_nodes_re_used_within_a_boot_keep_the_grace_that_covers_them():
@@ -26,29 +28,32 @@ def test_nodes_re_used_within_a_boot_keep_the_grace_that_covers_them():
 
 
 def test_the_grace_is_the_cheapest_over_the_remembered_periods():
-    # 4 of 10 re-used after 100 s, 6 never: keeping 100 s costs 4*100 + 6*100 = 1000 s of node
-    # time; giving back at 60 s costs 4*(60+120) + 6*60 = 1080 s: keep 100 s
-    periods = [100.0] * 4 + [INF] * 6
-    grace, why = break_even_grace(JOINS, periods, 600.0)
+    # boot+join 60 s; 8 of 10 re-used after 100 s, 2 never: keeping 100 s costs 8*100 + 2*100 =
+    # 1000 s of node time; giving back at 60 s costs 8*(60+60) + 2*60 = 1080 s: keep 100 s
+    periods = [100.0] * 8 + [INF] * 2
+    grace, why = break_even_grace([60.0] * 3, periods, 600.0)
     assert grace == 100.0
-    assert "idle grace 100s: break-even: boot+join 120s, 40 % of the last 10 idle periods re-used within it" in why
-    # 2 of 10 re-used after 100 s: 2*100 + 8*100 = 1000 against 2*180 + 8*60 = 840: the floor
-    grace, _ = break_even_grace(JOINS, [100.0] * 2 + [INF] * 8, 600.0)
+    assert "idle grace 100s: break-even: boot+join 60s, 80 % of the last 10 idle periods re-used within it" in why
+    # 2 of 10 re-used after 100 s: 2*100 + 8*100 = 1000 against 2*120 + 8*60 = 720: the floor
+    grace, _ = break_even_grace([60.0] * 3, [100.0] * 2 + [INF] * 8, 600.0)
     assert grace == FLOOR
 
 
 def test_a_dearer_re_boot_keeps_idle_nodes_longer():
-    periods = [250.0] * 3 + [INF] * 7
+    # 5 of 10 re-used after 250 s: worth waiting for when a re-boot costs 200 s, not when 60 s
+    periods = [250.0] * 5 + [INF] * 5
     cheap, _ = break_even_grace([60.0] * 3, periods, 600.0)
-    dear, _ = break_even_grace([900.0] * 3, periods, 600.0)
+    dear, _ = break_even_grace([200.0] * 3, periods, 600.0)
     assert cheap == FLOOR and dear == 250.0
+    # a boot slower than idle_grace itself: idle_grace (a huge boot time never goes beyond it)
+    assert break_even_grace([1e9] * 3, [INF] * 20, 600.0)[0] == 600.0
 
 
 def test_never_above_the_configured_idle_grace():
     grace, why = break_even_grace([3600.0] * 5, [290.0] * 20, 300.0)
     assert grace == 300.0 and "(the configured idle_grace)" in why
     # re-used only after the configured grace: a re-boot either way, so the floor
-    assert break_even_grace([3600.0] * 5, [500.0] * 20, 300.0)[0] == FLOOR
+    assert break_even_grace([60.0] * 5, [500.0] * 20, 300.0)[0] == FLOOR
 
 
 def test_a_configured_grace_below_the_floor_is_kept():
@@ -68,7 +73,7 @@ def test_bad_values_are_left_out_not_believed():
     joins = [120.0, 120.0, 120.0, -50.0, math.nan, INF]
     periods = [INF] * 10 + [-30.0, math.nan]
     grace, why = break_even_grace(joins, periods, 600.0)
-    assert grace == FLOOR and "boot+join 120s" in why and "of the last 10 idle periods" in why
+    assert grace == 120.0 and "boot+join 120s" in why and "of the last 10 idle periods" in why
     # with the bad values alone there is not enough history
     assert break_even_grace([math.nan] * 5, [math.nan] * 20, 600.0)[0] == 600.0
 

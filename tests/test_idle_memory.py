@@ -101,12 +101,12 @@ def test_each_idle_node_says_its_break_even_grace_and_the_log_says_when_it_chang
     _idle_history(c, 10)
     t = c.now + 1000
     n = _node("x", t - 600)
-    report = c.at(t, [n], [_worker("x", "idle", t - 70, t, n.launched_at)])
+    report = c.at(t, [n], [_worker("x", "idle", t - 130, t, n.launched_at)])
     e = next(e for e in report.plan.nodes if e.node_id == "x")
-    assert e.tuple.idle_grace == IDLE_EXCEEDED   # idle 70 s: past 60 s, well within idle_grace 300 s
-    assert ("idle for 70s (idle grace 60s (the floor): break-even: boot+join 120s, 0 % of the last "
+    assert e.tuple.idle_grace == IDLE_EXCEEDED   # idle 130 s: past one boot+join, within idle_grace 300 s
+    assert ("idle for 130s (idle grace 120s (the floor): break-even: boot+join 120s, 0 % of the last "
             "10 idle periods re-used within it)") in e.reason
-    assert "size small: idle grace 60s (the floor): break-even" in caplog.text and "(was 300s)" in caplog.text
+    assert "size small: idle grace 120s (the floor): break-even" in caplog.text and "(was 300s)" in caplog.text
 
 
 def test_a_snapshot_without_break_even_graces_plans_with_idle_grace():
@@ -121,8 +121,9 @@ def test_a_snapshot_without_break_even_graces_plans_with_idle_grace():
 
 def test_a_replay_whose_idle_nodes_are_never_re_used_gives_them_back_sooner():
     """One 8-core job every 40 minutes: each boots a node that idles after its job and never runs
-    another before the next boot is due. Break-even learns that and gives nodes back after 60 s
-    instead of idle_grace's 600 s: fewer paid node-hours, no job waits longer."""
+    another before the next boot is due. Break-even learns that and gives nodes back after one
+    boot+join time (120 s) instead of idle_grace's 600 s: fewer paid node-hours, no job waits
+    longer."""
     jobs = [SwfJob(id=i + 1, submit=i * 2400.0, runtime=600.0, cores=8) for i in range(30)]
     bounds = lower_bounds(jobs, 8)
     base = loads("")
@@ -134,6 +135,6 @@ def test_a_replay_whose_idle_nodes_are_never_re_used_gives_them_back_sooner():
     assert fixed.jobs_completed == breakeven.jobs_completed == 30
     assert fixed.jobs_killed == breakeven.jobs_killed == 0
     assert fixed.boots == breakeven.boots == 30
-    # the first 10 idle periods teach it; the other 20 nodes each pay about 540 s less
-    assert breakeven.paid_node_hours < fixed.paid_node_hours - 20 * 500 / 3600
+    # the first 10 idle periods teach it; the other 20 nodes each pay about 480 s less
+    assert breakeven.paid_node_hours < fixed.paid_node_hours - 20 * 450 / 3600
     assert breakeven.wait_max == fixed.wait_max

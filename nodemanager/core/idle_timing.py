@@ -7,8 +7,11 @@ size's price, so seconds compare). This is ski rental: with the recent idle peri
 forecast, the grace ``T`` is the one that pays least over them, where a period re-used after
 ``x`` seconds costs ``x`` if ``x <= T``, else ``T`` plus a re-boot, and a period never re-used
 costs ``T``. Often re-used within a boot: a long grace; rarely: a short one. Bounded by the
-configured ``idle_grace`` above and :data:`FLOOR` below; the configured value until there is
-enough history (:data:`MIN_PERIODS`, :data:`MIN_JOINS`). :class:`nodemanager.idle_memory.IdleMemory`
+configured ``idle_grace`` above and below by one re-boot (the median boot+join time) or
+:data:`FLOOR`, whichever is longer: whatever comes, keeping a node one re-boot's time costs at
+most twice the best choice in hindsight (ski rental's deterministic bound), and a node given back
+sooner is the destroy->boot pair issue 18 counts; the history only chooses between that and
+``idle_grace``. The configured value until there is enough history (:data:`MIN_PERIODS`, :data:`MIN_JOINS`). :class:`nodemanager.idle_memory.IdleMemory`
 keeps the history.
 """
 
@@ -41,7 +44,8 @@ def break_even_grace(joins: Sequence[float], reuse_after: Sequence[float], confi
     a re-boot of the size that it could have served), ``inf`` when none came within
     ``configured``. Negative, NaN and (for joins) infinite values are left out (a clock jump);
     a huge boot time only makes the grace reach ``configured``. Never above ``configured``,
-    never below ``min(floor, configured)``; ties go to the longer grace (fewer jobs wait)."""
+    never below the median boot+join time nor ``floor`` (unless ``configured`` is); ties go to the
+    longer grace (fewer jobs wait)."""
     if not (math.isfinite(configured) and configured > 0):
         return configured, fixed_note(configured)
     boots = [b for b in joins if math.isfinite(b) and b >= 0]
@@ -51,7 +55,7 @@ def break_even_grace(joins: Sequence[float], reuse_after: Sequence[float], confi
                             f"idle periods and {MIN_JOINS} joins of this size, has {len(periods)} "
                             f"and {len(boots)})")
     reboot = statistics.median(boots)  # one stuck boot does not make every re-boot look dear
-    lo = min(floor, configured)
+    lo = min(max(floor, reboot), configured)
     candidates = sorted({lo, configured, *(x for x in periods if lo < x < configured)})
     best, best_cost = lo, math.inf
     for t in candidates:
