@@ -138,3 +138,24 @@ def test_a_replay_whose_idle_nodes_are_never_re_used_gives_them_back_sooner():
     # the first 10 idle periods teach it; the other 20 nodes each pay about 480 s less
     assert breakeven.paid_node_hours < fixed.paid_node_hours - 20 * 450 / 3600
     assert breakeven.wait_max == fixed.wait_max
+
+
+def test_skipping_quiet_cycles_changes_no_break_even_figure():
+    """The memory takes in events only at the cycles that see them, so a replay that skips quiet
+    cycles learns the same graces as one that runs every cycle."""
+    jobs = [SwfJob(id=i + 1, submit=i * 700.0 + (i % 3) * 150.0, runtime=300.0 + 40 * (i % 5), cores=8)
+            for i in range(40)]
+    bounds = lower_bounds(jobs, 8)
+    base = loads("", "<test>", profile="cost")
+    core = replace(base.core, sizes=(B.default_size(8),), max_nodes=4)
+    policy = B.ours(replace(base, core=core), policy_matrix.load(base.matrix_file), "nodemanager-cost")
+    fast = replay(jobs, policy, B.SimParams(), bounds, record_series=False).figures
+    slow = replay(jobs, policy, B.SimParams(), bounds, record_series=False, skip_cycles=False).figures
+    fixed = replace(core, idle_grace_mode="fixed")
+    fixed_run = replay(jobs, replace(policy, settings=replace(policy.settings, core=fixed)), B.SimParams(),
+                       bounds, record_series=False).figures
+    assert fast.paid_node_hours < fixed_run.paid_node_hours   # the grace did change on the way
+    own = {"wall_seconds", "cycles", "cycles_skipped"}
+    assert fast.cycles < slow.cycles
+    assert {k: v for k, v in fast.as_dict().items() if k not in own} == \
+        {k: v for k, v in slow.as_dict().items() if k not in own}
