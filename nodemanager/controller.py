@@ -173,7 +173,7 @@ class Controller:
         core = self.settings.core
         if core.idle_grace_mode != "break-even":
             return frozen_map(None)
-        return frozen_map(self.idle_memory.graces(core.idle_grace, (s.name for s in core.sizes)))
+        return frozen_map(self.idle_memory.graces(core.idle_grace, core.sizes))
 
     def prepare(self, nodes: Sequence[CloudNode], cloud_polled_at: float,
                 poll: SchedulerPoll) -> tuple[CycleReport, list[Task]]:

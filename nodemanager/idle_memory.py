@@ -24,7 +24,7 @@ from collections import deque
 from typing import Callable, Iterable, Mapping, Sequence
 
 from nodemanager.core.idle_timing import break_even_grace
-from nodemanager.model import CloudNode, NodeExplanation
+from nodemanager.model import CloudNode, NodeExplanation, Size
 from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED
 
 __all__ = ["IdleMemory", "KEEP_PERIODS", "KEEP_JOINS", "KEEP_SECONDS"]
@@ -46,7 +46,7 @@ class IdleMemory:
         self._joins: dict[str, deque[tuple[float, float]]] = {}   # size -> (at, boot+join seconds)
         self._periods: dict[str, deque[tuple[float, float]]] = {}  # size -> (at, seconds to re-use)
         self._graces: dict[str, tuple[float, str]] = {}
-        self._for: tuple[float, tuple[str, ...]] | None = None    # (idle_grace, sizes) of _graces
+        self._for: tuple[object, ...] | None = None    # (idle_grace, sizes) _graces were made for
 
     def joins(self, size: str) -> list[float]:
         """The remembered boot+join times of ``size``, oldest first."""
@@ -104,13 +104,21 @@ class IdleMemory:
             self._for = None
         return bool(changed)
 
-    def graces(self, configured: float, sizes: Iterable[str]) -> Mapping[str, tuple[float, str]]:
-        """Size -> (idle grace seconds, the words a node's why shows), for ``sizes`` and every size
-        remembered."""
-        names = tuple(sorted(set(sizes) | set(self._periods) | set(self._joins)))
-        if self._for != (configured, names):
-            self._graces = {s: break_even_grace(self.joins(s), self.periods(s), configured) for s in names}
-            self._for = (configured, names)
+    def graces(self, configured: float, sizes: Sequence[Size]) -> Mapping[str, tuple[float, str]]:
+        """Size name -> (idle grace seconds, the words a node's why shows), for ``sizes`` and every
+        size remembered."""
+        by_name = {s.name: s for s in sizes}
+        names = tuple(sorted(set(by_name) | set(self._periods) | set(self._joins)))
+        key = (configured, names, tuple((s.name, s.billing_period, s.min_charge) for s in sizes))
+        if self._for != key:
+            self._graces = {}
+            for name in names:
+                size = by_name.get(name)
+                self._graces[name] = break_even_grace(
+                    self.joins(name), self.periods(name), configured,
+                    billing_period=size.billing_period if size else 0.0,
+                    min_charge=size.min_charge if size else 0.0)
+            self._for = key
         return self._graces
 
     def _add(self, store: dict[str, deque[tuple[float, float]]], size: str, at: float, value: float) -> None:

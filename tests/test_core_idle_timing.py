@@ -88,3 +88,17 @@ def test_one_stuck_boot_does_not_make_every_re_boot_dear():
 def test_a_configured_grace_that_is_no_duration_is_returned_as_it_is(configured):
     grace, _ = break_even_grace(JOINS, [INF] * 20, configured)
     assert grace == configured or (math.isnan(grace) and math.isnan(configured))
+
+
+def test_a_size_billed_per_hour_keeps_the_configured_grace():
+    # an idle second inside a paid hour costs nothing: the matrix's billing window decides
+    grace, why = break_even_grace(JOINS, [INF] * 20, 300.0, billing_period=3600)
+    assert grace == 300.0 and "break-even is for sizes billed per second" in why
+
+
+def test_a_re_boot_costs_at_least_the_minimum_charge():
+    # a 30 s boot billed at least 180 s: nodes re-used after 150 s are worth keeping
+    periods = [150.0] * 6 + [INF] * 4
+    assert break_even_grace([30.0] * 3, periods, 600.0)[0] == FLOOR
+    grace, why = break_even_grace([30.0] * 3, periods, 600.0, min_charge=180)
+    assert grace == 180.0 and "boot+join 30s, billed at least 180s, 60 % of the last 10" in why

@@ -36,25 +36,31 @@ def fixed_note(configured: float) -> str:
 
 
 def break_even_grace(joins: Sequence[float], reuse_after: Sequence[float], configured: float,
-                     floor: float = FLOOR) -> tuple[float, str]:
+                     floor: float = FLOOR, billing_period: float = 0.0,
+                     min_charge: float = 0.0) -> tuple[float, str]:
     """(grace in seconds, the words a node's why shows) for one size.
 
     ``joins``: recent boot+join times (VM created -> worker joined), seconds; ``reuse_after``:
     for each recent ended idle period, the seconds from its start until a job used the node (or
     a re-boot of the size that it could have served), ``inf`` when none came within
     ``configured``. Negative, NaN and (for joins) infinite values are left out (a clock jump);
-    a huge boot time only makes the grace reach ``configured``. Never above ``configured``,
-    never below the median boot+join time nor ``floor`` (unless ``configured`` is); ties go to the
-    longer grace (fewer jobs wait)."""
+    a huge boot time only makes the grace reach ``configured``. A re-boot costs at least the
+    size's ``min_charge``; a size billed per ``billing_period`` (> 0) keeps ``configured``: an
+    idle second inside a paid period costs nothing, and the matrix's billing window decides when
+    such a node goes. Never above ``configured``, never below the median boot+join time nor
+    ``floor`` (unless ``configured`` is); ties go to the longer grace (fewer jobs wait)."""
     if not (math.isfinite(configured) and configured > 0):
         return configured, fixed_note(configured)
+    if billing_period > 0:
+        return configured, f" (idle_grace {configured:.0f}s: break-even is for sizes billed per second)"
     boots = [b for b in joins if math.isfinite(b) and b >= 0]
     periods = [x for x in reuse_after if x >= 0]  # NaN compares False: left out
     if len(boots) < MIN_JOINS or len(periods) < MIN_PERIODS:
         return configured, (f" (idle_grace {configured:.0f}s: break-even waits for {MIN_PERIODS} ended "
                             f"idle periods and {MIN_JOINS} joins of this size, has {len(periods)} "
                             f"and {len(boots)})")
-    reboot = statistics.median(boots)  # one stuck boot does not make every re-boot look dear
+    boot = statistics.median(boots)  # one stuck boot does not make every re-boot look dear
+    reboot = max(boot, min_charge)
     lo = min(max(floor, reboot), configured)
     candidates = sorted({lo, configured, *(x for x in periods if lo < x < configured)})
     best, best_cost = lo, math.inf
@@ -65,6 +71,7 @@ def break_even_grace(joins: Sequence[float], reuse_after: Sequence[float], confi
     reused = sum(1 for x in periods if x <= best)
     bound = (" (the configured idle_grace)" if best == configured
              else " (the floor)" if best == lo else "")
-    return best, (f" (idle grace {best:.0f}s{bound}: break-even: boot+join {reboot:.0f}s, "
+    billed = f", billed at least {min_charge:.0f}s" if min_charge > boot else ""
+    return best, (f" (idle grace {best:.0f}s{bound}: break-even: boot+join {boot:.0f}s{billed}, "
                   f"{100 * reused / len(periods):.0f} % of the last {len(periods)} idle periods "
                   f"re-used within it)")
