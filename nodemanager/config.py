@@ -222,6 +222,7 @@ _DAEMON: dict[str, tuple[str, Callable[[str], Any]]] = {
     "min_lifetime": ("min_lifetime", parse_duration),
     "max_lifetime": ("max_lifetime", parse_duration),
     "rebuy_hold": ("rebuy_hold", parse_duration),
+    "idle_grace_mode": ("idle_grace_mode", _choice("fixed", "break-even")),
 }
 PROFILE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles")
 PROFILES = tuple(sorted(f[:-4] for f in os.listdir(PROFILE_DIR) if f.endswith(".ini")))

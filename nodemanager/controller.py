@@ -30,13 +30,14 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from nodemanager.actuate import Actuator, Task
 from nodemanager.actuator_memory import ActuatorState
 from nodemanager.controller_inputs import InputMemory, build_in_flight
 from nodemanager.core.protected import BootRecord, observe_boots, protected_sizes
 from nodemanager.decision_log import DecisionLog
+from nodemanager.idle_memory import IdleMemory
 from nodemanager.model import CloudNode, CycleReport, Outcome, Plan, Snapshot, frozen_map
 from nodemanager.scheduler import SchedulerPoll
 from nodemanager.settings import Settings
@@ -110,6 +111,7 @@ class Controller:
         self.hold_back: Callable[[float], str | None] | None = None
         self._held_back_logged: str | None = None
         self._boot_records: dict[str, BootRecord] = {}  # size -> failed joins in a row (protected mode)
+        self.idle_memory = IdleMemory()  # idle_grace_mode = break-even: joins and idle periods per size
         if actuator is None and not self.dry_run:
             raise ValueError("a controller that acts needs an actuator")
 
@@ -130,6 +132,7 @@ class Controller:
     def forget_inputs(self) -> None:
         """Start the input memory afresh from the next cycle, as a restart does (a new HA leader)."""
         self.inputs = InputMemory()
+        self.idle_memory = IdleMemory()
 
     # -- the cycle ------------------------------------------------------------------------------
 
@@ -163,7 +166,14 @@ class Controller:
             protected_sizes=frozen_map(protected_sizes(self._boot_records, now)),
             cancel_drains=cancels,
             destroyed=frozenset(f.node for f in state.in_flight if f.action == "destroy"),
+            idle_graces=self._idle_graces(),
         )
+
+    def _idle_graces(self) -> Mapping[str, tuple[float, str]]:
+        core = self.settings.core
+        if core.idle_grace_mode != "break-even":
+            return frozen_map(None)
+        return frozen_map(self.idle_memory.graces(core.idle_grace, core.sizes))
 
     def prepare(self, nodes: Sequence[CloudNode], cloud_polled_at: float,
                 poll: SchedulerPoll) -> tuple[CycleReport, list[Task]]:
@@ -183,8 +193,11 @@ class Controller:
         snap = self.snapshot(nodes, cloud_polled_at, poll, now, skew, cancels)
         plan = self.planner(snap, self.settings.core, self.matrix, estimator=self.estimator,
                             escalation=self.escalation or None)
-        if self._watch_boots(plan, now):  # a size just entered protected mode: not booted now
-            snap = replace(snap, protected_sizes=frozen_map(protected_sizes(self._boot_records, now)))
+        protect = self._watch_boots(plan, now)  # a size just entered protected mode: not booted now
+        graces = self._watch_idle(snap, plan, now)  # a size's idle grace changed: used now
+        if protect or graces is not None:
+            snap = replace(snap, protected_sizes=frozen_map(protected_sizes(self._boot_records, now)),
+                           idle_graces=snap.idle_graces if graces is None else graces)
             plan = self.planner(snap, self.settings.core, self.matrix, estimator=self.estimator,
                                 escalation=self.escalation or None)
         if cancels:
@@ -242,6 +255,23 @@ class Controller:
                 log.warning("size %s %s", size, why)
                 entered = True
         return entered
+
+    def _watch_idle(self, snap: Snapshot, plan: Plan, now: float) -> Mapping[str, tuple[float, str]] | None:
+        """Feed the plan to the break-even memory (idle_grace_mode = break-even); the idle graces
+        to plan with now when one changed (one log line per size), else None (new words wait for
+        the next cycle)."""
+        core = self.settings.core
+        if core.idle_grace_mode != "break-even" or not self.idle_memory.observe(
+                plan.nodes, snap.cloud_nodes, now, self.matrix.vocabulary.core_state, core.idle_grace):
+            return None
+        graces = self._idle_graces()
+        changed = False
+        for size, (grace, why) in graces.items():
+            before = snap.idle_graces.get(size, (core.idle_grace, ""))[0]
+            if before != grace:
+                log.info("size %s: %s (was %.0fs)", size, why.strip()[1:-1], before)
+                changed = True
+        return graces if changed else None
 
     def cycle(self, nodes: Sequence[CloudNode], cloud_polled_at: float, poll: SchedulerPoll) -> CycleReport:
         """Plan and carry out one cycle inline; the report holds this cycle's outcomes."""

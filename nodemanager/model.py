@@ -260,6 +260,8 @@ class Snapshot:
     # operator cancels and our own recent destroys, decided on in the core (issue 13)
     cancel_drains: frozenset[str] = frozenset()  # node ids whose drain of ours an operator cancels
     destroyed: frozenset[str] = frozenset()      # node ids this process destroyed, maybe still listed
+    # idle_grace_mode = break-even: size -> (idle grace seconds, its words); a size not here: idle_grace
+    idle_graces: Mapping[str, tuple[float, str]] = field(default_factory=lambda: EMPTY_MAP)
 
 
 class ItemKind(str, enum.Enum):

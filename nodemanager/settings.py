@@ -49,6 +49,7 @@ class CoreSettings:
     max_lifetime: float = 0.0             # busy nodes older than this are "expired"; 0 = never
     rebuy_hold: float = 0.0               # no boot this long after a destroy; 0 = none
     size_digests: tuple[tuple[str, str], ...] = ()  # size -> settings_digest, tagged at boot (drift)
+    idle_grace_mode: str = "fixed"        # fixed | break-even (nodemanager.core.idle_timing)
 
     def size(self, name: str) -> Size | None:
         for s in self.sizes:

@@ -17,7 +17,7 @@ The format (documented with an example in ``docs/plan.md``)::
                     "size"?: S, "request_id"?: S}],
      "held"?: [S], "forced_drains"?: [S], "paused"?: S, "quota"?: N, "blocked_sizes"?: [S], "unconfirmed"?: [S],
      "recent_destroys"?: [E], "cloud_clock_skew"?: N, "protected_sizes"?: {S: S},
-     "cancel_drains"?: [S], "destroyed"?: [S]}
+     "cancel_drains"?: [S], "destroyed"?: [S], "idle_graces"?: {S: [N, S]}}
 
 For an HTCondor worker, fields missing from the worker object are taken from its ``ad``
 (``State/Activity``, ``CloudInstanceID``, ``LastHeardFrom``, ``EnteredCurrentState``,
@@ -311,7 +311,7 @@ def from_json(data: Any) -> Snapshot:
     f = _Fields(data, "", ("now", "polled_at", "cloud_nodes", "workers", "demand", "in_flight",
                            "held", "forced_drains", "paused", "quota", "blocked_sizes",
                            "recent_destroys", "unconfirmed", "cloud_clock_skew",
-                           "protected_sizes", "cancel_drains", "destroyed"))
+                           "protected_sizes", "cancel_drains", "destroyed", "idle_graces"))
     polled = f.req("polled_at", _obj)
     polled_at = {k: _number(t, f"polled_at.{k}") for k, t in polled.items()}
     nodes = _items(f, "cloud_nodes", _cloud_node)
@@ -340,7 +340,20 @@ def from_json(data: Any) -> Snapshot:
                                     f.opt("protected_sizes", _obj, {}).items()}),
         cancel_drains=f.opt("cancel_drains", _strings, frozenset()),
         destroyed=f.opt("destroyed", _strings, frozenset()),
+        idle_graces=frozen_map({k: _idle_grace(v, f"idle_graces.{k}") for k, v in
+                                f.opt("idle_graces", _obj, {}).items()}),
     )
+
+
+def _idle_grace(v: Any, path: str) -> tuple[float, str]:
+    """A size's break-even idle grace: ``[seconds, why]``."""
+    pair = _list(v, path)
+    if len(pair) != 2:
+        raise _fail(path, "expected [seconds, why]")
+    seconds = _offset(pair[0], f"{path}[0]")
+    if seconds < 0:
+        raise _fail(f"{path}[0]", "must not be negative")
+    return seconds, _str(pair[1], f"{path}[1]")
 
 
 def loads(text: str, source: str = "") -> Snapshot:
@@ -445,7 +458,8 @@ def to_json(s: Snapshot) -> dict[str, Any]:
              "paused": s.paused, "quota": s.quota, "blocked_sizes": sorted(s.blocked_sizes),
              "recent_destroys": list(s.recent_destroys), "unconfirmed": sorted(s.unconfirmed),
              "cloud_clock_skew": s.cloud_clock_skew, "protected_sizes": dict(s.protected_sizes) or None,
-             "cancel_drains": sorted(s.cancel_drains), "destroyed": sorted(s.destroyed)}
+             "cancel_drains": sorted(s.cancel_drains), "destroyed": sorted(s.destroyed),
+             "idle_graces": {k: list(v) for k, v in s.idle_graces.items()} or None}
     out.update({k: v for k, v in extra.items() if v not in (None, [])})
     return out
 

@@ -44,3 +44,13 @@ def test_an_unknown_profile_is_named_at_its_line():
 def test_profile_argument_applies_a_profile_to_a_file_without_one():
     s = loads("[Daemon]\nconsolidate_margin = 2\n", profile="cost")
     assert s.core.consolidate is True and s.core.consolidate_margin == 2
+
+
+def test_cost_profile_times_idle_nodes_by_break_even_and_a_site_may_fix_it():
+    assert loads("[Daemon]\n").core.idle_grace_mode == "fixed"
+    assert loads("[Daemon]\nprofile = cost\n").core.idle_grace_mode == "break-even"
+    assert loads("[Daemon]\nprofile = cost\nidle_grace_mode = fixed\n").core.idle_grace_mode == "fixed"
+    with pytest.raises(ConfigError) as info:
+        loads("[Daemon]\nidle_grace_mode = adaptive\n", "site.ini")
+    assert "site.ini:2" in str(info.value) and "idle_grace_mode" in str(info.value)
+    assert "fixed, break-even" in str(info.value)

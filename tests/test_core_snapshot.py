@@ -89,6 +89,19 @@ def test_round_trip():
     assert sj.loads(sj.dumps(s)) == s
 
 
+def test_break_even_idle_graces_round_trip_and_a_bad_one_is_named():
+    """A daemon's snapshot.json carries each size's break-even grace, so a re-plan of it
+    (``nodemanager plan --live``) gives idle nodes the grace the daemon gave them."""
+    from dataclasses import replace
+    s = replace(sj.loads(EXAMPLE.read_text()), idle_graces={"small": (60.0, " (idle grace 60s (the floor))")})
+    back = sj.loads(sj.dumps(s))
+    assert dict(back.idle_graces) == {"small": (60.0, " (idle grace 60s (the floor))")}
+    data = json.loads(sj.dumps(s))
+    data["idle_graces"]["small"] = [-5, "x"]
+    with pytest.raises(sj.SnapshotError, match=r"idle_graces\.small\[0\]: must not be negative"):
+        sj.from_json(data)
+
+
 def test_example_snapshot_loads():
     s = sj.load(str(EXAMPLE))
     assert len(s.cloud_nodes) == 9 and {w.scheduler for w in s.workers} == {"slurm", "htcondor"}

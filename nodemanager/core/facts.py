@@ -10,6 +10,7 @@ from typing import Mapping, Protocol
 from nodemanager.core.billing import (Schedule, _window, boot_grace_state, idle_grace_state,
                                       schedule_for, window_state)
 from nodemanager.core.classify import Classification, classify_foreign, classify_worker, foreign_drain
+from nodemanager.core.idle_timing import fixed_note
 from nodemanager.core.pair import Pairing, by_id
 from nodemanager.core.reclaim import cloud_reclaim
 from nodemanager.core.plan_node import NodeFacts
@@ -65,7 +66,8 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
     lookups: dict[tuple[str, str, str, str], tuple[StateTuple, str, Action]] = {}
     out: list[NodeFacts] = []
     stale_after, boot_grace, idle_grace = settings.node_stale_after, settings.boot_grace, settings.idle_grace
-    grace_note = f" (idle_grace {idle_grace:.0f}s)"
+    grace_note = fixed_note(idle_grace)
+    graces = snapshot.idle_graces
     vocabulary = matrix.vocabulary
     core_state = vocabulary.core_state
     always_open = window_state(None, 0.0, now)
@@ -86,11 +88,15 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
         win = _window(sched, launched, now) if sched else always_open
         boot = boot_grace_state(launched, now, boot_grace)
         core = core_state(c.state)  # an added state counts idle grace as its like does
+        grace = idle_grace
         if core == IDLE:
+            note = grace_note
+            if graces and node.size in graces:
+                grace, note = graces[node.size]
             since = c.idle_since or launched
             unknown = "" if c.idle_since else " (idle-since unknown: counted from launch)"
-            c = Classification(c.state, f"{c.why}{unknown}, idle for {now - since:.0f}s{grace_note}", since)
-        idle = idle_grace_state(core, c.idle_since or 0.0, now, idle_grace)
+            c = Classification(c.state, f"{c.why}{unknown}, idle for {now - since:.0f}s{note}", since)
+        idle = idle_grace_state(core, c.idle_since or 0.0, now, grace)
         key = (c.state, win.value, boot.value, idle.value)
         found = lookups.get(key)
         if found is None:

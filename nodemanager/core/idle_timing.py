@@ -1,0 +1,77 @@
+"""Break-even idle timing (issue 18 item 4): one size's idle grace from what a re-boot costs and
+how soon its idle nodes were re-used. Pure.
+
+Keeping an idle node costs its price per second; giving it back costs nothing until a job comes
+that it would have run, and then a re-boot: boot + join seconds paid without work (the same
+size's price, so seconds compare). This is ski rental: with the recent idle periods as the
+forecast, the grace ``T`` is the one that pays least over them, where a period re-used after
+``x`` seconds costs ``x`` if ``x <= T``, else ``T`` plus a re-boot, and a period never re-used
+costs ``T``. Often re-used within a boot: a long grace; rarely: a short one. Bounded by the
+configured ``idle_grace`` above and below by one re-boot (the median boot+join time) or
+:data:`FLOOR`, whichever is longer: whatever comes, keeping a node one re-boot's time costs at
+most twice the best choice in hindsight (ski rental's deterministic bound), and a node given back
+sooner is the destroy->boot pair issue 18 counts; the history only chooses between that and
+``idle_grace``. The configured value until there is enough history (:data:`MIN_PERIODS`, :data:`MIN_JOINS`). :class:`nodemanager.idle_memory.IdleMemory`
+keeps the history.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Sequence
+
+__all__ = ["FLOOR", "MIN_PERIODS", "MIN_JOINS", "fixed_note", "break_even_grace"]
+
+# one HTCondor negotiation cycle (NEGOTIATOR_INTERVAL's default): a node idle for less may only
+# be waiting for the next match
+FLOOR = 60.0
+MIN_PERIODS = 10   # ended idle periods of a size before its grace follows them
+MIN_JOINS = 3      # measured boot+join times of a size before its grace follows them
+
+
+def fixed_note(configured: float) -> str:
+    """How a node's why names a fixed idle grace (``idle_grace_mode = fixed``)."""
+    return f" (idle_grace {configured:.0f}s)"
+
+
+def break_even_grace(joins: Sequence[float], reuse_after: Sequence[float], configured: float,
+                     floor: float = FLOOR, billing_period: float = 0.0,
+                     min_charge: float = 0.0) -> tuple[float, str]:
+    """(grace in seconds, the words a node's why shows) for one size.
+
+    ``joins``: recent boot+join times (VM created -> worker joined), seconds; ``reuse_after``:
+    for each recent ended idle period, the seconds from its start until a job used the node (or
+    a re-boot of the size that it could have served), ``inf`` when none came within
+    ``configured``. Negative, NaN and (for joins) infinite values are left out (a clock jump);
+    a huge boot time only makes the grace reach ``configured``. A re-boot costs at least the
+    size's ``min_charge``; a size billed per ``billing_period`` (> 0) keeps ``configured``: an
+    idle second inside a paid period costs nothing, and the matrix's billing window decides when
+    such a node goes. Never above ``configured``, never below the median boot+join time nor
+    ``floor`` (unless ``configured`` is); ties go to the longer grace (fewer jobs wait)."""
+    if not (math.isfinite(configured) and configured > 0):
+        return configured, fixed_note(configured)
+    if billing_period > 0:
+        return configured, f" (idle_grace {configured:.0f}s: break-even is for sizes billed per second)"
+    boots = [b for b in joins if math.isfinite(b) and b >= 0]
+    periods = [x for x in reuse_after if x >= 0]  # NaN compares False: left out
+    if len(boots) < MIN_JOINS or len(periods) < MIN_PERIODS:
+        return configured, (f" (idle_grace {configured:.0f}s: break-even waits for {MIN_PERIODS} ended "
+                            f"idle periods and {MIN_JOINS} joins of this size, has {len(periods)} "
+                            f"and {len(boots)})")
+    boot = statistics.median(boots)  # one stuck boot does not make every re-boot look dear
+    reboot = max(boot, min_charge)
+    lo = min(max(floor, reboot), configured)
+    candidates = sorted({lo, configured, *(x for x in periods if lo < x < configured)})
+    best, best_cost = lo, math.inf
+    for t in candidates:
+        cost = math.fsum(x if x <= t else t + (reboot if x != math.inf else 0.0) for x in periods)
+        if cost <= best_cost * (1 + 1e-12):
+            best, best_cost = t, cost
+    reused = sum(1 for x in periods if x <= best)
+    bound = (" (the configured idle_grace)" if best == configured
+             else " (the floor)" if best == lo else "")
+    billed = f", billed at least {min_charge:.0f}s" if min_charge > boot else ""
+    return best, (f" (idle grace {best:.0f}s{bound}: break-even: boot+join {boot:.0f}s{billed}, "
+                  f"{100 * reused / len(periods):.0f} % of the last {len(periods)} idle periods "
+                  f"re-used within it)")
