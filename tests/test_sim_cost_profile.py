@@ -56,6 +56,12 @@ def test_only_runs_the_named_policies_and_refuses_an_unknown_name(trace, capsys)
                  "--only", "slurm-power-save,nodemanager-cost", "--jobs", "1", "--json"]) == 0
     runs = [r["policy"] for r in json.loads(capsys.readouterr().out)["runs"]]
     assert sorted(runs) == ["nodemanager-cost", "slurm-power-save"]
+    # with a sweep, and without the static baseline whose smaller pools a sweep adds
+    assert main(["simulate", "--trace", str(trace), "--cores-per-node", "4", "--compare",
+                 "--only", "nodemanager-cost", "--sweep", "idle_grace=60", "--jobs", "1",
+                 "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["policy"] for r in doc["runs"] + doc["sweep"]] == ["nodemanager-cost"] * 2
     assert main(["simulate", "--trace", str(trace), "--compare", "--only", "slurm"]) == 1
     err = capsys.readouterr().err
     assert "unknown policy slurm" in err and "slurm-power-save" in err

@@ -300,8 +300,8 @@ def _simulate(args: argparse.Namespace) -> int:
                 p = B.apply_param(policy, key, v)
                 if p is not None:
                     variants.append(p)
-    if sweeps and args.compare and not any(k == "nodes" for k, _ in sweeps):
-        static = next(p for p in mains if p.baseline == "static")
+    static = next((p for p in mains if p.baseline == "static"), None)  # None: left out by --only
+    if sweeps and static is not None and not any(k == "nodes" for k, _ in sweeps):
         for n in sorted({max(1, round(static_nodes * f)) for f in (0.25, 0.5, 0.75)}):
             fewer = B.apply_param(static, "nodes", n) if n < static_nodes else None
             if fewer is not None:
