@@ -61,7 +61,7 @@ def test_only_runs_the_named_policies_and_refuses_an_unknown_name(trace, capsys)
                  "--only", "nodemanager-cost", "--sweep", "idle_grace=60", "--jobs", "1",
                  "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert [r["policy"] for r in doc["runs"] + doc["sweep"]] == ["nodemanager-cost"] * 2
+    assert [r["policy"] for r in doc["runs"] + doc["sweep"]] == ["nodemanager-cost", "nodemanager-cost idle_grace=60"]
     assert main(["simulate", "--trace", str(trace), "--compare", "--only", "slurm"]) == 1
     err = capsys.readouterr().err
     assert "unknown policy slurm" in err and "slurm-power-save" in err
