@@ -12,7 +12,7 @@ COST_MATRIX = os.path.join(os.path.dirname(policy_matrix.default_path()), "cost.
 
 def test_cost_profile_turns_consolidation_and_its_matrix_on():
     s = loads("[Daemon]\nprofile = cost\n")
-    assert s.core.consolidate is True and s.core.consolidate_margin == 24
+    assert s.core.consolidate is True and s.core.consolidate_margin == 48
     assert s.matrix_file == COST_MATRIX
     matrix = policy_matrix.load(s.matrix_file)
     assert str(matrix.lookup(policy_matrix.StateTuple("underused", "open", "boot wait",
