@@ -185,15 +185,22 @@ def _explain(decisions: list[Decision]) -> tuple[NodeExplanation, ...]:
     """Each node's explanation, in the decisions' order."""
     out: list[NodeExplanation] = []
     append, new, explanation = out.append, _new, NodeExplanation
+    # nodes no reason claimed that share a classification share one text (most busy nodes: less
+    # to build now, less kept until the next plan)
+    unclaimed: dict[str, str] = {}
     # one loop, no call per node; tuple.__new__ straight skips the named tuple's own __new__
     for d in decisions:
         f = d.facts
         w = f.worker
         drain = f.our_drain
         node = f.node
+        reason = d.reason
+        if not reason:
+            why = f.cls.why
+            reason = unclaimed.get(why) or unclaimed.setdefault(why, reason_of(d))
         append(new(explanation, (
             node.id, node.name, node.size, f.tuple, f.rule, f.maction, d.want, d.blocked,
-            d.reason or reason_of(d), w.name if w is not None else None,
+            reason, w.name if w is not None else None,
             w.state if w is not None else None, f.next_change, f.next_what, d.cause, f.lost, f.gone,
             drain.since if drain is not None else None, f.drained, f.up)))
     return tuple(out)
