@@ -16,6 +16,7 @@ call names; never node names. ``docs/metrics.md`` lists every metric.
 
 from __future__ import annotations
 
+import collections
 import functools
 import re
 import threading
@@ -332,12 +333,12 @@ class Metrics:
                                         if e.worker in draining_workers}
         draining_nodes |= {f.node for f in snap.in_flight if f.action == "destroy"}
 
-        by_tuple: dict[tuple[Any, str], int] = {}
-        for e in plan.nodes:
-            by_tuple[e.tuple, e.size] = by_tuple.get((e.tuple, e.size), 0) + 1
+        # counted per state tuple object (the plan shares one per distinct tuple), then by value
+        states = [e.tuple for e in plan.nodes]
+        of_id = dict(zip(map(id, states), states))
         nodes: dict[tuple[str, ...], int] = {}
-        for (st, size), count in by_tuple.items():
-            labels = (*st.as_tuple(), _label(size))
+        for (st_id, size), count in collections.Counter(zip(map(id, states), [e.size for e in plan.nodes])).items():
+            labels = (*of_id[st_id].as_tuple(), _label(size))
             nodes[labels] = nodes.get(labels, 0) + count
         raw: dict[str, int] = {}
         for w in snap.workers:
@@ -357,15 +358,19 @@ class Metrics:
         cost: dict[str, float] = {}
         charges: dict[str, float] = {}
         by_the_second: dict[str, float] = {}   # size -> prices of nodes billed per second all the gap
+        of_size: dict[str, tuple[str, Size | None, float]] = {}   # node size -> label, Size, price
         for node in snap.cloud_nodes:
             shown = explained.get(node.id)
             if shown.gone if shown is not None else is_gone(node):
                 continue
             state = paid_state(shown.tuple.worker_state if shown else None, node.id in draining_nodes)
-            size = _label(node.size)
+            known = of_size.get(node.size)
+            if known is None:
+                node_size = sizes.get(node.size)
+                known = of_size[node.size] = (_label(node.size), node_size,
+                                              node_size.price if node_size is not None else 0.0)
+            size, node_size, price = known
             paid_nodes[(state, size)] = paid_nodes.get((state, size), 0) + 1
-            node_size = sizes.get(node.size)
-            price = node_size.price if node_size is not None else 0.0
             spend[size] = spend.get(size, 0.0) + price
             if interval:
                 cost[state] = cost.get(state, 0.0) + price * interval / 3600.0

@@ -68,6 +68,7 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
     grace_note = f" (idle_grace {idle_grace:.0f}s)"
     vocabulary = matrix.vocabulary
     core_state = vocabulary.core_state
+    cores: dict[str, str] = {}  # worker_state -> core state, asked once per state
     always_open = window_state(None, 0.0, now)
     # an adapter's verdict (most workers share one) -> its classification, for workers heard
     # lately whose verdict is not idle: then the classification is the verdict's alone
@@ -94,7 +95,8 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
         launched = node.launched_at
         win = _window(sched, launched, now) if sched else always_open
         boot = boot_grace_state(launched, now, boot_grace)
-        core = core_state(c.state)  # an added state counts idle grace as its like does
+        # an added state counts idle grace as its like does
+        core = cores.get(c.state) or cores.setdefault(c.state, core_state(c.state))
         if core == IDLE:
             since = c.idle_since or launched
             unknown = "" if c.idle_since else " (idle-since unknown: counted from launch)"

@@ -13,6 +13,7 @@ drain or destroy the matrix asks for is held back).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -215,9 +216,9 @@ class _Room:
         self.price = sum(sizes[n.size].price for n in snapshot.cloud_nodes if n.size in sizes) + sum(
             sizes[f.size].price for f in boots_in_flight if f.size in sizes)
         self.boots: dict[str, int] = {}
-        self.of_size: dict[str, int] = {}  # nodes listed or booting per size (its max_nodes)
-        for name in [n.size for n in snapshot.cloud_nodes] + [f.size or "" for f in boots_in_flight]:
-            self.of_size[name] = self.of_size.get(name, 0) + 1
+        # nodes listed or booting per size (its max_nodes)
+        self.of_size: dict[str, int] = dict(Counter([n.size for n in snapshot.cloud_nodes]
+                                                    + [f.size or "" for f in boots_in_flight]))
 
     def _left(self, size: Size) -> tuple[int, str | None, str]:
         settings, limit, total, price = self.settings, self.limit, self.total, self.price

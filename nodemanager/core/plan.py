@@ -46,6 +46,7 @@ from policy_matrix.vocabulary import BOOT_EXCEEDED, DOWN, UNPAIRED
 
 __all__ = ["plan", "Escalation", "MatrixLookup", "RECLAIM_ENDS", "stale_inputs"]
 
+_DOWN_LIKE = frozenset((DOWN, UNPAIRED))  # the core states :func:`_broken` may count
 _KIND_ORDER = {ItemKind.CANCEL_DRAIN: 0, ItemKind.DESTROY: 1, ItemKind.DRAIN: 2, ItemKind.ESCALATE: 3}
 
 
@@ -75,16 +76,18 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     ctx = Context(snapshot, settings, False, escalation)
     decisions = _wants(facts, ctx, reasons)
     skew = skew_freeze(snapshot.cloud_clock_skew, settings.max_clock_skew)
-    freeze = skew or mass_down(sum(map(_broken, decisions)), len(decisions), settings)
+    freeze = skew or mass_down(sum(1 for d in decisions if d.facts.core_state in _DOWN_LIKE and _broken(d)),
+                               len(decisions), settings)
     if frozen_by is None and freeze:
         frozen_by = Freeze.CLOCK_SKEW if skew else Freeze.MASS_DOWN
 
     vocabulary = matrix.vocabulary
     orphans = [(w, vocabulary.core_state(classify_worker(w, now, settings.node_stale_after).state))
                for w in pairing.orphans]
-    listed_requests = {n.tags.get(TAG_REQUEST) for n in snapshot.cloud_nodes if n.tags}
-    boots_in_flight = [f for f in snapshot.in_flight
-                       if f.action == "boot" and f.node not in listed_requests]
+    boots_in_flight = [f for f in snapshot.in_flight if f.action == "boot"]
+    if boots_in_flight:
+        listed_requests = {n.tags.get(TAG_REQUEST) for n in snapshot.cloud_nodes if n.tags}
+        boots_in_flight = [f for f in boots_in_flight if f.node not in listed_requests]
     in_flight = Blocked.IN_FLIGHT
     placed = place_demand(snapshot, settings, sizes, [d for d in decisions if d.blocked != in_flight],
                           orphans, boots_in_flight, [f.node.size for f in facts if f.up])
@@ -132,13 +135,15 @@ def _wants(facts: list[NodeFacts], ctx: Context, reasons: Sequence[Reason]) -> l
             d = _new(Decision, (f,) + UNDECIDED)
             open_.append(d)
         out.append(d)
-    claimed: dict[str, Decision] = {}
+    where: dict[int, int] | None = None  # a node's facts (by identity) -> its place in ``out``
     # the last reason first, each overwriting those after it: the first to claim a node wins
     # (what a later one proposed for it is dropped), without filtering every node after each
     for reason in reversed([r for r in reasons if r.stage is Stage.WANTS]):
         for d in (reason.propose(open_, ctx) if open_ else ()):
-            claimed[d.facts.node.id] = d
-    return [claimed.get(d.facts.node.id, d) for d in out] if claimed else out
+            if where is None:
+                where = dict(zip(map(id, facts), range(len(facts))))
+            out[where[id(d.facts)]] = d
+    return out
 
 
 def _run(stage: Stage, decisions: list[Decision], ctx: Context, reasons: Sequence[Reason]) -> list[Decision]:
