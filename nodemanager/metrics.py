@@ -16,7 +16,6 @@ call names; never node names. ``docs/metrics.md`` lists every metric.
 
 from __future__ import annotations
 
-import collections
 import functools
 import re
 import threading
@@ -333,11 +332,20 @@ class Metrics:
                                         if e.worker in draining_workers}
         draining_nodes |= {f.node for f in snap.in_flight if f.action == "destroy"}
 
-        # counted per state tuple object (the plan shares one per distinct tuple), then by value
-        states = [e.tuple for e in plan.nodes]
-        of_id = dict(zip(map(id, states), states))
+        # per state tuple object first (the plan shares one per distinct tuple: no hash of its
+        # fields per node), then by value
+        by_object: dict[tuple[int, str], int] = {}
+        of_id: dict[int, Any] = {}
+        for e in plan.nodes:
+            seen = (id(e.tuple), e.size)
+            count = by_object.get(seen)
+            if count is None:
+                by_object[seen] = 1
+                of_id[seen[0]] = e.tuple
+            else:
+                by_object[seen] = count + 1
         nodes: dict[tuple[str, ...], int] = {}
-        for (st_id, size), count in collections.Counter(zip(map(id, states), [e.size for e in plan.nodes])).items():
+        for (st_id, size), count in by_object.items():
             labels = (*of_id[st_id].as_tuple(), _label(size))
             nodes[labels] = nodes.get(labels, 0) + count
         raw: dict[str, int] = {}

@@ -135,15 +135,13 @@ def _wants(facts: list[NodeFacts], ctx: Context, reasons: Sequence[Reason]) -> l
             d = _new(Decision, (f,) + UNDECIDED)
             open_.append(d)
         out.append(d)
-    where: dict[int, int] | None = None  # a node's facts (by identity) -> its place in ``out``
+    claimed: dict[str, Decision] = {}
     # the last reason first, each overwriting those after it: the first to claim a node wins
     # (what a later one proposed for it is dropped), without filtering every node after each
     for reason in reversed([r for r in reasons if r.stage is Stage.WANTS]):
         for d in (reason.propose(open_, ctx) if open_ else ()):
-            if where is None:
-                where = dict(zip(map(id, facts), range(len(facts))))
-            out[where[id(d.facts)]] = d
-    return out
+            claimed[d.facts.node.id] = d
+    return [claimed.get(d.facts.node.id, d) for d in out] if claimed else out
 
 
 def _run(stage: Stage, decisions: list[Decision], ctx: Context, reasons: Sequence[Reason]) -> list[Decision]:
