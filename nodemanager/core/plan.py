@@ -91,6 +91,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     in_flight = Blocked.IN_FLIGHT
     placed = place_demand(snapshot, settings, sizes, [d for d in decisions if d.blocked != in_flight],
                           orphans, boots_in_flight, [f.node.size for f in facts if f.up])
+    del facts  # from here on each node's facts are reached through its decision only
     boots, notes, unmet, needed = placed.boots, placed.notes, placed.unmet, placed.needed
     boots = hold_boots(boots, rebuy_hold(snapshot.recent_destroys, snapshot.demand, settings, now),
                        notes, unmet)
@@ -185,14 +186,18 @@ def _item(d: Decision) -> PlanItem:
 
 
 def _explain(decisions: list[Decision]) -> tuple[NodeExplanation, ...]:
-    """Each node's explanation, in the decisions' order."""
+    """Each node's explanation, in the decisions' order; empties ``decisions`` as it goes, so each
+    node's stage records are freed once its explanation exists (the cycle's peak memory)."""
     out: list[NodeExplanation] = []
     append, new, explanation = out.append, _new, NodeExplanation
     # nodes no reason claimed that share a classification share one text (most busy nodes: less
     # to build now, less kept until the next plan)
     unclaimed: dict[str, str] = {}
+    decisions.reverse()
+    take = decisions.pop
     # one loop, no call per node; tuple.__new__ straight skips the named tuple's own __new__
-    for d in decisions:
+    while decisions:
+        d = take()
         f = d.facts
         w = f.worker
         drain = f.our_drain
