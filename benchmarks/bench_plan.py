@@ -16,6 +16,7 @@ import time
 
 import policy_matrix
 from nodemanager.core import plan
+from nodemanager.daemon import tune_gc
 from nodemanager.model import CloudNode, Demand, InFlight, Plan, Size, Snapshot, Worker
 from nodemanager.scheduler import classified
 from nodemanager.settings import CoreSettings
@@ -87,7 +88,9 @@ def main() -> None:
     args = ap.parse_args()
     matrix = policy_matrix.load_default()
     for n in (int(x) for x in args.sizes.split(",")):
-        p, took = timed(pool(n), SETTINGS, matrix, args.repeat)
+        snap = pool(n)
+        tune_gc()  # as `nodemanager run` does once started (and `nodemanager bench` once the pool is built)
+        p, took = timed(snap, SETTINGS, matrix, args.repeat)
         print(f"{n:>6} nodes: {took}  ({len(p.items)} items, "
               f"{sum(b.count for b in p.boots)} boots)")
 

@@ -27,10 +27,12 @@ Logging (logger ``nodemanager.decisions``): see :mod:`nodemanager.decision_log`.
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
+from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from nodemanager.actuate import Actuator, Task
 from nodemanager.actuator_memory import ActuatorState
@@ -73,6 +75,20 @@ def _default_escalation(settings: Settings) -> Any:
     except ImportError:
         return None
     return make_escalation(settings.drain)
+
+
+@contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """No cyclic garbage collection inside: a cycle builds a few acyclic records per node, freed by
+    reference counting, so young collections during it find nothing (~30 a cycle at 50,000 nodes);
+    the collector resumes after it, as it was."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 class Controller:
@@ -179,6 +195,11 @@ class Controller:
                 poll: SchedulerPoll) -> tuple[CycleReport, list[Task]]:
         """Plan one cycle and log its decisions; return the report and the tasks to carry out
         (none in dry-run). Outcomes recorded since the last report are included in this one."""
+        with _no_cyclic_gc():
+            return self._prepare(nodes, cloud_polled_at, poll)
+
+    def _prepare(self, nodes: Sequence[CloudNode], cloud_polled_at: float,
+                 poll: SchedulerPoll) -> tuple[CycleReport, list[Task]]:
         cpu0 = time.thread_time()  # this thread only: pollers and actuators run beside it
         now = self.clock()
         settled = self.actuator.observe_listing(nodes, cloud_polled_at) if self.actuator is not None else []

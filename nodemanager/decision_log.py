@@ -57,13 +57,14 @@ def decision_details(e: NodeExplanation) -> str:
             f"{e.action.value if e.action else 'none'}; blocked by {e.blocked_by or '-'}; {e.reason}")
 
 
-def _note_change(history: Any, e: NodeExplanation, old: tuple[Any, ...] | None, now: float,
+def _note_change(history: Any, e: NodeExplanation, old: NodeExplanation | None, now: float,
                  dry_run: bool) -> None:
     """Add a history event when the node is new, its worker state or its decision changed."""
-    if old is not None and old[3].worker_state != e.tuple.worker_state:
-        history.add(e.node_id, now, "state", f"{old[3].worker_state} -> {e.tuple.worker_state}"
+    if old is not None and old.tuple.worker_state != e.tuple.worker_state:
+        history.add(e.node_id, now, "state", f"{old.tuple.worker_state} -> {e.tuple.worker_state}"
                     + (f" (scheduler: {e.raw_state})" if e.raw_state else ""))
-    if old is None or (old[0], old[1], old[2]) != (e.matrix_action, e.action, e.blocked_by):
+    if old is None or (old.matrix_action, old.action, old.blocked_by) != (e.matrix_action, e.action,
+                                                                          e.blocked_by):
         history.add(e.node_id, now, "decision", _Decision(e, dry_run))
 
 
@@ -83,8 +84,8 @@ class DecisionLog:
     """What was last logged per node (so only changes are logged) and the last summary line."""
 
     def __init__(self) -> None:
-        # node id -> (matrix action, action, blocked by, tuple, rule) last logged
-        self.seen: dict[str, tuple[Any, ...]] = {}
+        # node id -> its explanation last seen (the plan's own record: no copy kept per node)
+        self.seen: dict[str, NodeExplanation] = {}
         self._last_summary: tuple[Any, ...] | None = None
         self._unmatched: dict[str, str] = {}  # signature of demand no size can run -> why logged
 
@@ -97,14 +98,16 @@ class DecisionLog:
         acted = {i.node_id for i in plan.items}
         info, debug = log.isEnabledFor(logging.INFO), log.isEnabledFor(logging.DEBUG)
         for e in plan.nodes:
-            old = seen.get(e.node_id)  # (matrix action, action, blocked by, tuple, rule) last logged
+            old = seen.get(e.node_id)
+            seen[e.node_id] = e  # the new record replaces the old: the old plan's is not kept
             if e.action is not None or e.node_id in acted:
                 level = logging.INFO
-            elif (old is not None and old[0] is e.matrix_action and old[1] == e.action
-                  and old[2] == e.blocked_by and old[3] == e.tuple and old[4] == e.rule):
+            elif (old is not None and old.matrix_action is e.matrix_action and old.action == e.action
+                  and old.blocked_by == e.blocked_by and old.tuple == e.tuple and old.rule == e.rule):
                 continue  # the common case: nothing new, nothing built
-            elif (old is None or (old[0], old[1], old[2]) != (e.matrix_action, e.action, e.blocked_by)
-                  or old[3].worker_state != e.tuple.worker_state):
+            elif (old is None or (old.matrix_action, old.action, old.blocked_by)
+                  != (e.matrix_action, e.action, e.blocked_by)
+                  or old.tuple.worker_state != e.tuple.worker_state):
                 level = logging.INFO  # first seen, a new decision, or a new worker state
             else:  # only the window, a grace or the rule changed, with the same decision
                 level = logging.DEBUG
@@ -114,7 +117,6 @@ class DecisionLog:
                     log.debug("%s", decision_details(e))
             if history is not None:
                 _note_change(history, e, old, plan.now, dry_run)
-            seen[e.node_id] = (e.matrix_action, e.action, e.blocked_by, e.tuple, e.rule)
         explained = {e.node_id for e in plan.nodes}
         gone = [k for k in seen if k not in explained]
         listed = {n.id: n for n in last_report.snapshot.cloud_nodes} \

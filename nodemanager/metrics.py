@@ -332,12 +332,21 @@ class Metrics:
                                         if e.worker in draining_workers}
         draining_nodes |= {f.node for f in snap.in_flight if f.action == "destroy"}
 
-        by_tuple: dict[tuple[Any, str], int] = {}
+        # per state tuple object first (the plan shares one per distinct tuple: no hash of its
+        # fields per node), then by value
+        by_object: dict[tuple[int, str], int] = {}
+        of_id: dict[int, Any] = {}
         for e in plan.nodes:
-            by_tuple[e.tuple, e.size] = by_tuple.get((e.tuple, e.size), 0) + 1
+            seen = (id(e.tuple), e.size)
+            count = by_object.get(seen)
+            if count is None:
+                by_object[seen] = 1
+                of_id[seen[0]] = e.tuple
+            else:
+                by_object[seen] = count + 1
         nodes: dict[tuple[str, ...], int] = {}
-        for (st, size), count in by_tuple.items():
-            labels = (*st.as_tuple(), _label(size))
+        for (st_id, size), count in by_object.items():
+            labels = (*of_id[st_id].as_tuple(), _label(size))
             nodes[labels] = nodes.get(labels, 0) + count
         raw: dict[str, int] = {}
         for w in snap.workers:
@@ -357,15 +366,19 @@ class Metrics:
         cost: dict[str, float] = {}
         charges: dict[str, float] = {}
         by_the_second: dict[str, float] = {}   # size -> prices of nodes billed per second all the gap
+        of_size: dict[str, tuple[str, Size | None, float]] = {}   # node size -> label, Size, price
         for node in snap.cloud_nodes:
             shown = explained.get(node.id)
             if shown.gone if shown is not None else is_gone(node):
                 continue
             state = paid_state(shown.tuple.worker_state if shown else None, node.id in draining_nodes)
-            size = _label(node.size)
+            known = of_size.get(node.size)
+            if known is None:
+                node_size = sizes.get(node.size)
+                known = of_size[node.size] = (_label(node.size), node_size,
+                                              node_size.price if node_size is not None else 0.0)
+            size, node_size, price = known
             paid_nodes[(state, size)] = paid_nodes.get((state, size), 0) + 1
-            node_size = sizes.get(node.size)
-            price = node_size.price if node_size is not None else 0.0
             spend[size] = spend.get(size, 0.0) + price
             if interval:
                 cost[state] = cost.get(state, 0.0) + price * interval / 3600.0

@@ -70,11 +70,21 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
     graces = snapshot.idle_graces
     vocabulary = matrix.vocabulary
     core_state = vocabulary.core_state
+    cores: dict[str, str] = {}  # worker_state -> core state, asked once per state
     always_open = window_state(None, 0.0, now)
+    # an adapter's verdict (most workers share one) -> its classification, for workers heard
+    # lately whose verdict is not idle: then the classification is the verdict's alone
+    shared: dict[int, Classification] = {}
     for node in sorted(snapshot.cloud_nodes, key=by_id):
         worker = paired.get(node.id)
-        c = (classify_worker(worker, now, stale_after) if worker is not None
-             else Classification(UNPAIRED, f"unpaired: {reasons.get(node.id, 'no worker')}"))
+        lost = is_lost(worker, now, stale_after)
+        if worker is None:
+            c = Classification(UNPAIRED, f"unpaired: {reasons.get(node.id, 'no worker')}")
+        elif lost or (verdict := worker.classified) is None or verdict.state == IDLE:
+            c = classify_worker(worker, now, stale_after)
+        else:
+            c = shared.get(id(verdict)) or shared.setdefault(id(verdict),
+                                                              classify_worker(worker, now, stale_after))
         theirs = foreign_drain(worker)
         foreign = False
         reclaim_at = None
@@ -87,7 +97,8 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
         launched = node.launched_at
         win = _window(sched, launched, now) if sched else always_open
         boot = boot_grace_state(launched, now, boot_grace)
-        core = core_state(c.state)  # an added state counts idle grace as its like does
+        # an added state counts idle grace as its like does
+        core = cores.get(c.state) or cores.setdefault(c.state, core_state(c.state))
         grace = idle_grace
         if core == IDLE:
             note = grace_note
@@ -117,7 +128,6 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
             nxt, what = reclaim_at, RECLAIM_ENDS
         mine = flights.get(node.id, _NO_FLIGHTS)
         is_held = bool(held) and matches(node, worker, held)
-        lost = is_lost(worker, now, stale_after)
         if mine:
             ours = mine.get("drain") if "cancel_drain" not in mine else None
             destroying = "destroy" in mine

@@ -46,6 +46,7 @@ from policy_matrix.vocabulary import BOOT_EXCEEDED, DOWN, UNPAIRED
 
 __all__ = ["plan", "Escalation", "MatrixLookup", "RECLAIM_ENDS", "stale_inputs"]
 
+_DOWN_LIKE = frozenset((DOWN, UNPAIRED))  # the core states :func:`_broken` may count
 _KIND_ORDER = {ItemKind.CANCEL_DRAIN: 0, ItemKind.DESTROY: 1, ItemKind.DRAIN: 2, ItemKind.ESCALATE: 3}
 
 
@@ -75,19 +76,22 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     ctx = Context(snapshot, settings, False, escalation)
     decisions = _wants(facts, ctx, reasons)
     skew = skew_freeze(snapshot.cloud_clock_skew, settings.max_clock_skew)
-    freeze = skew or mass_down(sum(map(_broken, decisions)), len(decisions), settings)
+    freeze = skew or mass_down(sum(1 for d in decisions if d.facts.core_state in _DOWN_LIKE and _broken(d)),
+                               len(decisions), settings)
     if frozen_by is None and freeze:
         frozen_by = Freeze.CLOCK_SKEW if skew else Freeze.MASS_DOWN
 
     vocabulary = matrix.vocabulary
     orphans = [(w, vocabulary.core_state(classify_worker(w, now, settings.node_stale_after).state))
                for w in pairing.orphans]
-    listed_requests = {n.tags.get(TAG_REQUEST) for n in snapshot.cloud_nodes if n.tags}
-    boots_in_flight = [f for f in snapshot.in_flight
-                       if f.action == "boot" and f.node not in listed_requests]
+    boots_in_flight = [f for f in snapshot.in_flight if f.action == "boot"]
+    if boots_in_flight:
+        listed_requests = {n.tags.get(TAG_REQUEST) for n in snapshot.cloud_nodes if n.tags}
+        boots_in_flight = [f for f in boots_in_flight if f.node not in listed_requests]
     in_flight = Blocked.IN_FLIGHT
     placed = place_demand(snapshot, settings, sizes, [d for d in decisions if d.blocked != in_flight],
                           orphans, boots_in_flight, [f.node.size for f in facts if f.up])
+    del facts  # from here on each node's facts are reached through its decision only
     boots, notes, unmet, needed = placed.boots, placed.notes, placed.unmet, placed.needed
     boots = hold_boots(boots, rebuy_hold(snapshot.recent_destroys, snapshot.demand, settings, now),
                        notes, unmet)
@@ -182,18 +186,29 @@ def _item(d: Decision) -> PlanItem:
 
 
 def _explain(decisions: list[Decision]) -> tuple[NodeExplanation, ...]:
-    """Each node's explanation, in the decisions' order."""
+    """Each node's explanation, in the decisions' order; empties ``decisions`` as it goes, so each
+    node's stage records are freed once its explanation exists (the cycle's peak memory)."""
     out: list[NodeExplanation] = []
     append, new, explanation = out.append, _new, NodeExplanation
+    # nodes no reason claimed that share a classification share one text (most busy nodes: less
+    # to build now, less kept until the next plan)
+    unclaimed: dict[str, str] = {}
+    decisions.reverse()
+    take = decisions.pop
     # one loop, no call per node; tuple.__new__ straight skips the named tuple's own __new__
-    for d in decisions:
+    while decisions:
+        d = take()
         f = d.facts
         w = f.worker
         drain = f.our_drain
         node = f.node
+        reason = d.reason
+        if not reason:
+            why = f.cls.why
+            reason = unclaimed.get(why) or unclaimed.setdefault(why, reason_of(d))
         append(new(explanation, (
             node.id, node.name, node.size, f.tuple, f.rule, f.maction, d.want, d.blocked,
-            d.reason or reason_of(d), w.name if w is not None else None,
+            reason, w.name if w is not None else None,
             w.state if w is not None else None, f.next_change, f.next_what, d.cause, f.lost, f.gone,
             drain.since if drain is not None else None, f.drained, f.up)))
     return tuple(out)

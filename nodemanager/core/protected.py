@@ -36,27 +36,37 @@ def observe_boots(records: Mapping[str, BootRecord], nodes: Iterable[NodeExplana
     """The records after a plan's ``nodes``: each VM seen booting that ends its boot grace
     unpaired counts one failure (once); one that joins resets its size. ``after`` 0: never
     protect (failures are still counted)."""
-    by_size: dict[str, list[NodeExplanation]] = {}
+    # one pass over the nodes; only the unpaired ones and those a record names are kept
+    sizes: set[str] = set()
+    booting: dict[str, set[str]] = {}
+    exceeded: dict[str, set[str]] = {}
+    joined: set[str] = set()
+    failed: dict[str, set[str]] = {}
+    watched = {nid for r in records.values() for nid in r.booting | r.failed}
     for e in nodes:
-        by_size.setdefault(e.size, []).append(e)
+        size, nid, t = e.size, e.node_id, e.tuple
+        sizes.add(size)
+        if t.worker_state == UNPAIRED:
+            (exceeded if t.boot_grace == BOOT_EXCEEDED else booting).setdefault(size, set()).add(nid)
+        if nid in watched and (r := records.get(size)) is not None:
+            if nid in r.booting and t.worker_state != UNPAIRED:
+                joined.add(size)
+            if nid in r.failed:
+                failed.setdefault(size, set()).add(nid)
     out: dict[str, BootRecord] = {}
-    for size in set(records) | set(by_size):
+    for size in set(records) | sizes:
         r = records.get(size, BootRecord())
-        listed = by_size.get(size, [])
-        unpaired = [e for e in listed if e.tuple.worker_state == UNPAIRED]
-        booting = frozenset(e.node_id for e in unpaired if e.tuple.boot_grace != BOOT_EXCEEDED)
-        exceeded = {e.node_id for e in unpaired if e.tuple.boot_grace == BOOT_EXCEEDED}
-        joined = any(e.node_id in r.booting for e in listed if e.tuple.worker_state != UNPAIRED)
+        new_exceeded = exceeded.get(size, set())
         failures, until = r.failures, r.until
-        new_failures = exceeded - r.failed
-        if joined:
+        new_failures = new_exceeded - r.failed
+        if size in joined:
             failures, until = 0, 0.0
         elif new_failures:
             failures += len(new_failures)
             if after > 0 and failures >= after:
                 until = now + min(backoff * 2 ** (failures - after), max_backoff)
-        listed_ids = {e.node_id for e in listed}
-        record = BootRecord(failures, until, booting, frozenset((r.failed & listed_ids) | exceeded))
+        record = BootRecord(failures, until, frozenset(booting.get(size, ())),
+                            frozenset(failed.get(size, set()) | new_exceeded))
         if record != BootRecord():
             out[size] = record
     return out
