@@ -40,7 +40,7 @@ from nodemanager.sim.constrained import constrain
 from nodemanager.sim.figures import HOUR, Bounds, Figures, Series, destroy_boot_pairs, percentile
 from nodemanager.sim.pool import Job, SimPool
 from nodemanager.sim.spot import SpotModel
-from nodemanager.sim.skip import CycleWatch
+from nodemanager.sim.skip import CycleWatch, time_reads
 from nodemanager.sim.swf import SwfJob
 
 __all__ = ["ReplayResult", "Piece", "split_jobs", "replay", "MEMORY_QUANTUM"]
@@ -214,9 +214,10 @@ class _World:
                 self._used_sum += st.cpus - st.free_cpus - used.get(nid, 0)
                 used[nid] = st.cpus - st.free_cpus
             elif nid in used:
-                # busy until this look: last seen with a job by the look before
+                # a look follows every change at the time it happens: busy until now, however
+                # many cycles ran or were skipped since the look before
                 self._used_sum -= used.pop(nid)
-                self.last_busy[nid] = self._load_at
+                self.last_busy[nid] = self.now
         self._unloaded.clear()
         self._load_at = self.now
         return len(used), self._used_sum
@@ -268,6 +269,8 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
         seq[0] += 1
         return f"r{seq[0]:07d}"
 
+    # a baseline's layer may read what the matrix does not: every time-driven change wakes it
+    reads = {} if policy.layer else time_reads(policy.matrix, settings.core)
     delay = policy.scale_down_delay_after_boot
     last_boot = [-_INF]
     planner = layer_planner(policy, pool, _gated(delay, last_boot) if delay > 0 else None)
@@ -360,10 +363,7 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
                     plan = report.plan
                     # a baseline layer whose state moves with time (COBalD's demand) needs every cycle
                     active = bool(plan.items or plan.boots or getattr(planner, "moving", False))
-                    # a change due now (e.g. a window opening at this very instant, which is
-                    # still "closed" by the strict test) is looked at on the next tick
-                    wake = min((max(e.next_change, t + 1e-6) for e in plan.nodes
-                                if e.next_change is not None), default=_INF)
+                    wake = w.watch.wake(plan, t, reads, settings.core.boot_grace, cloud.node)
                     if delay > 0 and last_boot[0] + delay > t:
                         wake = min(wake, last_boot[0] + delay)
                     for o in report.outcomes:
