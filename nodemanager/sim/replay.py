@@ -14,7 +14,8 @@ cycle_interval``. A cycle is skipped only when it cannot decide anything new: th
 cycle planned nothing, the pool and cloud look the same in every way the plan reads (each
 node's busy/idle/draining/drained state and, while jobs queue, the queue and free cores, or a
 queue sure to fit on the free cores of nodes left alone: :mod:`nodemanager.sim.skip`), and no
-node's state tuple changes by time alone before then (:attr:`NodeExplanation.next_change`).
+node's state tuple changes by time alone before then (:attr:`NodeExplanation.next_change`) in a
+dimension the plan reads for its worker state (:func:`nodemanager.sim.skip.time_reads`).
 
 Jobs wider than one node are split into node-sized pieces that the pool schedules
 independently (no co-scheduling); the trace job's wait is its last piece's wait. Memory
