@@ -14,7 +14,8 @@ cycle_interval``. A cycle is skipped only when it cannot decide anything new: th
 cycle planned nothing, the pool and cloud look the same in every way the plan reads (each
 node's busy/idle/draining/drained state and, while jobs queue, the queue and free cores, or a
 queue sure to fit on the free cores of nodes left alone: :mod:`nodemanager.sim.skip`), and no
-node's state tuple changes by time alone before then (:attr:`NodeExplanation.next_change`).
+node's state tuple changes by time alone before then (:attr:`NodeExplanation.next_change`) in a
+dimension the plan reads for its worker state (:func:`nodemanager.sim.skip.time_reads`).
 
 Jobs wider than one node are split into node-sized pieces that the pool schedules
 independently (no co-scheduling); the trace job's wait is its last piece's wait. Memory
@@ -40,7 +41,7 @@ from nodemanager.sim.constrained import constrain
 from nodemanager.sim.figures import HOUR, Bounds, Figures, Series, destroy_boot_pairs, percentile
 from nodemanager.sim.pool import Job, SimPool
 from nodemanager.sim.spot import SpotModel
-from nodemanager.sim.skip import CycleWatch
+from nodemanager.sim.skip import CycleWatch, time_reads
 from nodemanager.sim.swf import SwfJob
 
 __all__ = ["ReplayResult", "Piece", "split_jobs", "replay", "MEMORY_QUANTUM"]
@@ -214,9 +215,10 @@ class _World:
                 self._used_sum += st.cpus - st.free_cpus - used.get(nid, 0)
                 used[nid] = st.cpus - st.free_cpus
             elif nid in used:
-                # busy until this look: last seen with a job by the look before
+                # a look follows every change at the time it happens: busy until now, however
+                # many cycles ran or were skipped since the look before
                 self._used_sum -= used.pop(nid)
-                self.last_busy[nid] = self._load_at
+                self.last_busy[nid] = self.now
         self._unloaded.clear()
         self._load_at = self.now
         return len(used), self._used_sum
@@ -268,6 +270,8 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
         seq[0] += 1
         return f"r{seq[0]:07d}"
 
+    # a baseline's layer may read what the matrix does not: every time-driven change wakes it
+    reads = {} if policy.layer else time_reads(policy.matrix, settings.core)
     delay = policy.scale_down_delay_after_boot
     last_boot = [-_INF]
     planner = layer_planner(policy, pool, _gated(delay, last_boot) if delay > 0 else None)
@@ -362,10 +366,7 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
                     # so does a boot held back for a while (rebuy_hold, a size's backoff)
                     active = bool(plan.items or plan.boots or getattr(planner, "moving", False)
                                   or any(u.reason == "backoff" for u in plan.unmet))
-                    # a change due now (e.g. a window opening at this very instant, which is
-                    # still "closed" by the strict test) is looked at on the next tick
-                    wake = min((max(e.next_change, t + 1e-6) for e in plan.nodes
-                                if e.next_change is not None), default=_INF)
+                    wake = w.watch.wake(plan, t, reads, settings.core.boot_grace, cloud.node)
                     if delay > 0 and last_boot[0] + delay > t:
                         wake = min(wake, last_boot[0] + delay)
                     for o in report.outcomes:

@@ -14,6 +14,13 @@ drain or destroy of a node it needs (``blocked_by`` ``demand``). When all queued
 and idle nodes the matrix leaves alone (its first two tiers), none of that happens, so the queue
 may change freely. Everything is kept up to date from the nodes the pool reports changed
 (:attr:`SimPool.touched`), so a check costs what changed, not the pool's size.
+
+A node's tuple changing by time alone (:attr:`NodeExplanation.next_change`) wakes the replay only
+when the change can matter: a change of a time dimension (window, boot grace, idle grace) that
+the plan does not read for the node's worker state (:func:`time_reads`) is passed over: a busy
+node's, and a booting node's billing window opening under the shipped matrix (it then wakes when
+its boot grace ends). Its worker state changes only with a reported change, which makes a cycle
+run and look again.
 """
 
 from __future__ import annotations
@@ -22,12 +29,21 @@ import math
 from collections import Counter
 from typing import Callable, Mapping, Sequence
 
-from nodemanager.model import Demand, Plan
+from nodemanager.core.billing import (BOOT_GRACE_ENDS, IDLE_GRACE_ENDS, WINDOW_CLOSES, WINDOW_OPENS,
+                                      boot_grace_state)
+from nodemanager.model import CloudNode, Demand, NodeExplanation, Plan
+from nodemanager.settings import CoreSettings
 from nodemanager.sim.pool import SimPool
-from policy_matrix import Action
-from policy_matrix.vocabulary import BUSY, IDLE
+from policy_matrix import Action, Matrix
+from policy_matrix.vocabulary import BUSY, IDLE, UNPAIRED
 
-__all__ = ["CycleWatch", "Capacity", "fits"]
+__all__ = ["CycleWatch", "Capacity", "fits", "time_reads", "TIME_DIMENSIONS"]
+
+# the tuple's dimensions that change by time alone
+TIME_DIMENSIONS = ("window", "boot_grace", "idle_grace")
+BOOT = frozenset({"boot_grace"})
+# what NodeFacts.next_change says of a change of one of them
+_TIME_CHANGES = frozenset({WINDOW_OPENS, WINDOW_CLOSES, BOOT_GRACE_ENDS, IDLE_GRACE_ENDS})
 
 # (free cores, cores, memory MB) of one node as the placement counts its free capacity
 Capacity = tuple[int, int, int]
@@ -127,6 +143,39 @@ class CycleWatch:
         """Every job of ``demand`` is sure to be placed on the nodes the plan left alone at L."""
         return fits(demand, self._hist)
 
+    def wake(self, plan: Plan, now: float, reads: Mapping[str, frozenset[str]], boot_grace: float,
+             cloud_node: Callable[[str], CloudNode | None]) -> float:
+        """The earliest time after ``now`` at which a node's tuple changes by time alone in a way
+        the plan reads (inf: none), for a ``plan`` just made; ``reads``: :func:`time_reads`.
+        A change due at ``now`` itself (a window opening at this very instant is still "closed"
+        by the strict test) is looked at just after."""
+        soon = math.inf
+        for e in plan.nodes:
+            at = e.next_change
+            if at is not None and at < soon:
+                at = self._read_change(e, at, reads, boot_grace, cloud_node, now)
+                if at is not None and at < soon:
+                    soon = at
+        return max(soon, now + 1e-6)
+
+    def _read_change(self, e: NodeExplanation, at: float, reads: Mapping[str, frozenset[str]],
+                     boot_grace: float, cloud_node: Callable[[str], CloudNode | None],
+                     now: float) -> float | None:
+        """When ``e``'s tuple next changes in a dimension the plan reads, if it is sure to be no
+        earlier than ``e``'s next change ``at`` (else ``at``): none if it reads no time
+        dimension, its boot grace's end if that is all it reads (what the core's facts compute).
+        Only without a drain on the node: a foreign drain's reclaim time may hide behind ``at``."""
+        read = reads.get(e.tuple.worker_state)
+        if read is None or e.next_change_what not in _TIME_CHANGES or not read <= BOOT:
+            return at
+        st = self._pool.startd(e.node_id)
+        if st is not None and st.draining:
+            return at
+        if not read:
+            return None
+        node = cloud_node(e.node_id)
+        return at if node is None else boot_grace_state(node.launched_at, now, boot_grace).next_change
+
     # ---- keeping up with the pool -----------------------------------------------------------
 
     def _absorb(self) -> None:
@@ -178,6 +227,30 @@ class CycleWatch:
             return None
         free = st.free_cpus if not st.dslots or st.free_cpus < st.cpus else 0
         return (free, st.cpus, st.memory) if free > 0 else None
+
+
+def time_reads(matrix: Matrix, settings: CoreSettings) -> dict[str, frozenset[str]]:
+    """Worker state -> the time dimensions (of :data:`TIME_DIMENSIONS`) whose value can change
+    what the plan does with a node in that state: those along which the matrix's action varies,
+    and boot grace for unpaired nodes (boot budgets, protection and mass down read it). With the
+    relabels on (consolidation, ``max_lifetime``), which look the time dimensions up under
+    another state, every state reads all three."""
+    vocabulary = matrix.vocabulary
+    states = next(d.values for d in vocabulary.dimensions if d.name == "worker_state")
+    if settings.consolidate or settings.max_lifetime > 0:
+        return {ws: frozenset(TIME_DIMENSIONS) for ws in states}
+    # (worker state, the tuple without dimension k) -> the actions seen
+    seen: dict[tuple[int, tuple[str, ...]], set[Action]] = {}
+    for st in vocabulary.all_tuples():
+        values = st.as_tuple()
+        action = matrix.lookup(st).action
+        for k in range(1, 4):
+            seen.setdefault((k, values[:k] + values[k + 1:]), set()).add(action)
+    out = {ws: {"boot_grace"} if vocabulary.core_state(ws) == UNPAIRED else set() for ws in states}
+    for (k, rest), actions in seen.items():
+        if len(actions) > 1:
+            out[rest[0]].add(TIME_DIMENSIONS[k - 1])
+    return {ws: frozenset(read) for ws, read in out.items()}
 
 
 def _shape(demand: Sequence[Demand]) -> tuple[tuple[object, ...], ...]:
