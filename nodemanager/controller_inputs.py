@@ -116,6 +116,7 @@ class InputMemory:
         self._missing: dict[str, tuple[int, float]] = {}   # node id -> (listings missed, since)
         self._merged: list[CloudNode] = []
         self._workers: dict[str, tuple[Worker, float]] = {}
+        self._carried = 0                                  # workers the last poll lacked, kept
         self.destroyed: dict[str, float] = {}
 
     def nodes(self, listing: Sequence[CloudNode], polled_at: float, poll: SchedulerPoll,
@@ -124,13 +125,16 @@ class InputMemory:
             return self._merged
         self._listing_at = polled_at
         self.destroyed = {k: t for k, t in self.destroyed.items() if polled_at - t < 3600.0}
-        listing = [n for n in listing if not is_gone(n)]   # terminated VMs: neither supply nor work
+        ended = {n.id for n in listing if is_gone(n)}
+        listing = [n for n in listing if n.id not in ended]   # terminated VMs: neither supply nor work
         current = {n.id: n for n in listing}
         on_workers: set[str] | None = None
         kept: list[CloudNode] = []
         missing: dict[str, tuple[int, float]] = {}
         for node_id, node in self._nodes.items():
-            if node_id in current or node_id in self.destroyed or is_gone(node) or node.tags.get(TAG_DESTROY):
+            # a node the listing shows terminated is gone, not missing (a reclaimed spot VM)
+            if (node_id in current or node_id in ended or node_id in self.destroyed or is_gone(node)
+                    or node.tags.get(TAG_DESTROY)):
                 continue
             if on_workers is None:
                 on_workers = {w.cloud_id for w in poll.workers if w.cloud_id}
@@ -148,6 +152,11 @@ class InputMemory:
         self._merged = merged
         return merged
 
+    def carrying(self) -> bool:
+        """True while a node missing from the listing or a worker missing from a poll is kept:
+        a later cycle may drop it with no new input (a replay must not skip that cycle)."""
+        return bool(self._missing or self._carried)
+
     def _launch_time(self, node: CloudNode, skew: float | None, listed_at: float,
                      tolerance: float) -> CloudNode:
         asked = requested_at(node.tags.get(TAG_REQUEST)) if node.tags else None
@@ -164,6 +173,7 @@ class InputMemory:
                    if name not in present and w.cloud_id in listed and now - seen <= stale_after]
         self._workers = {name: self._workers[name] for name in (w.name for w in carried)}
         self._workers.update((w.name, (w, now)) for w in poll.workers)
+        self._carried = len(carried)
         if not carried:
             return poll
         log.info("scheduler poll lacks %d worker(s) seen before (%s%s); kept as last seen",

@@ -40,6 +40,25 @@ def test_node_missing_from_a_listing_is_kept_for_a_while_or_while_its_worker_liv
     assert [n.id for n in mem.nodes([], 121.0, poll(121.0, w))] == ["n2"]
 
 
+def test_a_node_the_listing_shows_terminated_is_gone_at_once_not_kept_as_missing():
+    """A spot VM the cloud took back is listed ``terminated`` (EC2 keeps it listed for a while):
+    its boot or its capacity is not counted for another MISSING_SECONDS, and the memory says
+    it carries nothing a later cycle would drop."""
+    mem = InputMemory()
+    a, b = node(1), node(2, state="pending")
+    mem.nodes([a, b], 110.0, poll(110.0))
+    assert [n.id for n in mem.nodes([a, replace(b, state="terminated")], 111.0, poll(111.0))] == ["n1"]
+    assert not mem.carrying()
+    # a node merely absent is carried, and the memory says so until it lets it go
+    mem.nodes([a, b], 112.0, poll(112.0))
+    assert [n.id for n in mem.nodes([b], 113.0, poll(113.0))] == ["n2", "n1"]
+    assert mem.carrying()
+    gone_at = 113.0 + MISSING_SECONDS
+    for t in (114.0, 115.0, gone_at):
+        mem.nodes([b], t, poll(t))
+    assert not mem.carrying()
+
+
 def test_worker_missing_from_a_poll_is_kept_until_node_stale_after():
     mem = InputMemory()
     n1 = node(1)

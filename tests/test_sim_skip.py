@@ -79,10 +79,7 @@ def _variant(settings, bounds, name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["cost", "sizes", "hourly", pytest.param("spot", marks=pytest.mark.xfail(
-    strict=True, reason="a divergence main has too, not from the time rules: 3,729 s into this "
-                        "window the every-cycle replay sees a reclaimed node leave a cycle before "
-                        "the skipping one; boots, drains and reclaims differ from then on"))])
+@pytest.mark.parametrize("name", ["cost", "sizes", "hourly", "spot"])
 def test_skipping_cycles_changes_no_figure_under_other_profiles_sizes_markets_and_billing(busy_pool, name):
     jobs, bounds, settings = busy_pool
     if name == "spot":

@@ -364,8 +364,10 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
                     plan = report.plan
                     # a baseline layer whose state moves with time (COBalD's demand) needs every cycle
                     # so does a boot held back for a while (rebuy_hold, a size's backoff)
+                    # and inputs the controller still carries (a node missing from the listing)
                     active = bool(plan.items or plan.boots or getattr(planner, "moving", False)
-                                  or any(u.reason == "backoff" for u in plan.unmet))
+                                  or any(u.reason == "backoff" for u in plan.unmet)
+                                  or controller.inputs.carrying())
                     wake = w.watch.wake(plan, t, reads, settings.core.boot_grace, cloud.node)
                     if delay > 0 and last_boot[0] + delay > t:
                         wake = min(wake, last_boot[0] + delay)
