@@ -95,6 +95,15 @@ def test_max_lifetime_drains_an_old_busy_node_gracefully_never_kills():
     assert plan(snap(nodes, workers), settings(max_lifetime=86400.0), DEFAULT).items == ()
 
 
+def test_a_busy_node_says_when_max_lifetime_ends_as_its_next_change():
+    nodes = [node("new", age=3600.0)]
+    workers = [mixed("new", 2, 600.0, registered_at=NOW - 3000)]
+    e = by_id(plan(snap(nodes, workers), settings(max_lifetime=86400.0), COST))["new"]
+    assert (e.next_change, e.next_change_what) == (NOW - 3600.0 + 86400.0, "max_lifetime ends")
+    e = by_id(plan(snap(nodes, workers), settings(), COST))["new"]
+    assert e.next_change_what != "max_lifetime ends"
+
+
 def test_min_lifetime_holds_back_the_give_back_of_a_young_idle_node():
     nodes = [node("young", age=600.0), node("old", age=7200.0)]
     workers = [worker("young", "idle", idle_for=500.0, registered_at=NOW - 550),

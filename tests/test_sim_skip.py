@@ -67,6 +67,12 @@ def _variant(settings, bounds, name):
         cost = replace(cost, core=replace(cost.core, sizes=settings.core.sizes,
                                           max_nodes=settings.core.max_nodes))
         return B.ours(cost, policy_matrix.load(cost.matrix_file), "nodemanager-cost")
+    if name == "lifetime":
+        # the cost matrix drains a busy node past max_lifetime: a time-based relabel
+        cost = loads("[Daemon]\nprofile = cost\nconsolidate = no\nmax_lifetime = 40m\n")
+        cost = replace(cost, core=replace(cost.core, sizes=settings.core.sizes,
+                                          max_nodes=settings.core.max_nodes))
+        return B.ours(cost, policy_matrix.load(cost.matrix_file), "nodemanager-lifetime")
     if name == "sizes":
         several = replace(settings, core=replace(settings.core, sizes=tuple(
             B.default_size(c) for c in (2, 4, 8, 16))))
@@ -79,7 +85,7 @@ def _variant(settings, bounds, name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["cost", "sizes", "hourly", "spot"])
+@pytest.mark.parametrize("name", ["cost", "sizes", "hourly", "spot", "lifetime"])
 def test_skipping_cycles_changes_no_figure_under_other_profiles_sizes_markets_and_billing(busy_pool, name):
     jobs, bounds, settings = busy_pool
     if name == "spot":
@@ -89,7 +95,8 @@ def test_skipping_cycles_changes_no_figure_under_other_profiles_sizes_markets_an
     fast = replay(jobs, policy, B.SimParams(), bounds, record_series=False).figures
     slow = replay(jobs, policy, B.SimParams(), bounds, record_series=False,
                   skip_cycles=False).figures
-    assert fast.cycles < slow.cycles
+    # with max_lifetime on, the replay runs every cycle (its relabel under skipping is unproven)
+    assert fast.cycles < slow.cycles or (name == "lifetime" and fast.cycles == slow.cycles)
     assert _figures(fast) == _figures(slow)
 
 

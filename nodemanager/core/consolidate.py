@@ -30,8 +30,8 @@ from nodemanager.tags import TAG_SETTINGS
 from nodemanager.text import duration
 from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED
 
-__all__ = ["UNDERUSED", "EXPIRED", "Relabel", "relabel", "apply_relabels", "too_young", "rebuy_hold",
-           "hold_boots", "free_cores"]
+__all__ = ["UNDERUSED", "EXPIRED", "Relabel", "relabel", "apply_relabels", "lifetime_ends", "too_young",
+           "rebuy_hold", "hold_boots", "free_cores"]
 
 UNDERUSED = "underused"
 EXPIRED = "expired"
@@ -128,6 +128,24 @@ def _why(n: NodeFacts, time_to_go: float, spare: int) -> str:
     jobs = (w.running_jobs or len(w.job_end_times)) if w is not None else 0
     ends = f"end within {duration(time_to_go)}" if time_to_go < float("inf") else "have no known end"
     return f"consolidating: its {jobs} job(s) {ends}, {spare} free cores elsewhere"
+
+
+LIFETIME_ENDS = "max_lifetime ends"
+
+
+def lifetime_ends(nodes: list[NodeFacts], settings: CoreSettings) -> list[NodeFacts]:
+    """``nodes`` with each busy node's coming ``max_lifetime`` end as its next change by time
+    alone (it is relabelled ``expired`` then), when that comes before the tuple's own."""
+    if settings.max_lifetime <= 0:
+        return nodes
+    out = []
+    for n in nodes:
+        if _candidate(n):
+            end = n.node.launched_at + settings.max_lifetime
+            if n.next_change is None or end < n.next_change:
+                n = n._replace(next_change=end, next_what=LIFETIME_ENDS)
+        out.append(n)
+    return out
 
 
 def too_young(n: NodeFacts, settings: CoreSettings, now: float) -> str | None:

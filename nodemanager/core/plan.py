@@ -29,7 +29,7 @@ from typing import Sequence
 from nodemanager.core.budgets import gate, verb
 from nodemanager.core.classify import classify_worker
 from nodemanager.core.clocks import skew_freeze
-from nodemanager.core.consolidate import apply_relabels, hold_boots, rebuy_hold, relabel
+from nodemanager.core.consolidate import apply_relabels, hold_boots, lifetime_ends, rebuy_hold, relabel
 from nodemanager.core.facts import RECLAIM_ENDS, MatrixLookup, node_facts
 from nodemanager.core.guards import guard
 from nodemanager.core.halts import mass_down, stale_inputs
@@ -63,8 +63,8 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     pairing = pair(snapshot.cloud_nodes, snapshot.workers)
     facts = node_facts(snapshot, settings, matrix, sizes, pairing)
     # issue 18: underused (consolidation) and expired busy nodes, as the matrix sees them
-    facts = apply_relabels(facts, relabel(facts, snapshot.demand, settings, now, estimator or estimate),
-                           matrix)
+    facts = lifetime_ends(apply_relabels(facts, relabel(facts, snapshot.demand, settings, now,
+                                                        estimator or estimate), matrix), settings)
 
     halt = (f"paused: {snapshot.paused}" if snapshot.paused else None) or stale_inputs(
         snapshot, settings.poll_stale_after, settings.clock_tolerance)
