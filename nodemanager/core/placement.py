@@ -166,23 +166,15 @@ def _existing(settings: CoreSettings, sizes: dict[str, Size], nodes: Sequence[De
     bins = {t: _Bins() for t in TIERS}
     # the common node (busy or idle, kept, no drain, sized like its size) inline: 50,000 a cycle
     kept = {IDLE: bins[IDLE_KEPT], BUSY: bins[BUSY_FREE]}
-    scaling = settings.node_mem_scaling
     for n in nodes:
         facts = n.facts
         ws = facts.core_state
         w = facts.worker
         if (n.want is None and n.drain is None and not n.forced and w is not None and w.cpus and w.ram_mb
                 and facts.theirs is None and ws in kept and facts.tuple.worker_state != RECLAIMED):
-            total = w.cpus
-            if ws == IDLE:
-                cpus, ram = total, float(w.ram_mb)
-            elif w.cpus_busy <= 0:
-                continue  # no free capacity (add() skips it)
-            else:
-                cpus = max(total - w.cpus_busy, 0)
-                ram = float(w.ram_mb) * cpus / total
+            cpus, ram = _free(w.cpus, float(w.ram_mb), w, ws)
             if cpus > 0:
-                kept[ws].add(cpus, ram, facts.node.size, facts.node.id, _free_gpus(facts.size, total, cpus))
+                kept[ws].add(cpus, ram, facts.node.size, facts.node.id, _free_gpus(facts.size, w.cpus, cpus))
             continue
         tier = _tier_of(n)
         if tier is None:
