@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import configparser
 import difflib
-import ipaddress
-import math
 import os
 import re
 import stat
@@ -19,6 +17,8 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Callable, Mapping
 
 from nodemanager.cloud import PROVIDERS, image_required
+from nodemanager.config_values import (address, choice, nonneg, parse_attributes, parse_bool, parse_duration,
+                                       parse_float, parse_host_names, parse_int, parse_minutes, parse_names)
 from nodemanager.model import Size, frozen_map
 from nodemanager.tags import settings_digest
 from nodemanager.settings import (CloudSettings, CoreSettings, DrainSettings, HASettings, ManageSettings,
@@ -31,8 +31,6 @@ __all__ = ["ConfigError", "Problem", "load", "loads", "parse_duration", "credent
 MAX_BYTES = 1024 * 1024
 """Largest config file accepted: 1 MiB (the full example is 10 KB); larger ones are refused unread."""
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 # Options whose values are secrets: never logged, shown or put in error messages.
 SECRET_OPTIONS = frozenset({"key", "secret", "password", "token", "secret_key", "access_key",
@@ -74,209 +72,67 @@ class ConfigError(Exception):
         super().__init__("\n".join(str(p) for p in problems))
 
 
-def parse_duration(text: str) -> float:
-    """Seconds from ``300``, ``300s``, ``5m``, ``1.5h`` or ``1d``; ValueError otherwise."""
-    m = _DURATION.match(text)
-    if not m:
-        raise ValueError("expected a duration like 300, 5m or 1h")
-    return _bounded(float(m.group(1)) * _UNITS[m.group(2).lower()])
-
-
-_MAX_NUMBER = 1e15  # far above any real setting; past it a number is a typo and may overflow a float
-_TOO_LARGE = "too large (more than 10^15)"
-
-
-def _bounded(value: float) -> float:
-    if math.isnan(value):
-        raise ValueError("expected a number")
-    if not abs(value) <= _MAX_NUMBER:
-        raise ValueError(_TOO_LARGE)
-    return value
-
-
-def parse_bool(text: str) -> bool:
-    """True for yes/true/on/1, False for no/false/off/0; ValueError otherwise."""
-    v = text.strip().lower()
-    if v in ("1", "yes", "true", "on"):
-        return True
-    if v in ("0", "no", "false", "off"):
-        return False
-    raise ValueError("expected yes or no")
-
-
-def _parse_int(text: str) -> int:
-    digits = text.strip().lstrip("+-")
-    if digits.isdigit() and len(digits) > 15:  # int() itself refuses 4300 digits
-        raise ValueError(_TOO_LARGE)
-    try:
-        return int(text.strip())
-    except ValueError:
-        raise ValueError("expected a whole number") from None
-
-
-def _parse_float(text: str) -> float:
-    try:
-        return _bounded(float(text.strip()))
-    except ValueError as exc:
-        raise ValueError(_TOO_LARGE if str(exc) == _TOO_LARGE else "expected a number") from None
-
-
-_HOST_NAME_RE = re.compile(r"\*|\.?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*\.?")
-
-
-def _parse_host_names(text: str) -> tuple[str, ...]:
-    names = tuple(text.replace(",", " ").lower().split())
-    bad = [n for n in names if not _HOST_NAME_RE.fullmatch(n)]
-    if bad:
-        raise ValueError(f"{bad[0]!r} is not a host name (expected names like status.example.org, "
-                         ".example.org for every name under it, or *)")
-    return names
-
-
-def _parse_minutes(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in text.replace(",", " ").split())
-    except ValueError:
-        raise ValueError("expected minutes separated by commas, like 54, 5, 1") from None
-    if not values or any(v <= 0 for v in values):
-        raise ValueError("expected positive minutes separated by commas, like 54, 5, 1")
-    return values
-
-
-def _parse_names(text: str) -> frozenset[str]:
-    """A comma list of names (``features``, ``partitions``)."""
-    return frozenset(n.strip() for n in text.split(",") if n.strip())
-
-
-_ATTRIBUTE = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=(?!=)((?:[^;"]|"(?:[^"\\]|\\.)*")*)')
-
-
-def _parse_attributes(text: str) -> tuple[tuple[str, str], ...]:
-    """HTCondor machine attributes, ``Name = expr`` separated by ``;`` (each expr checked by classad2)."""
-    from nodemanager.classad_eval import parse
-    out: list[tuple[str, str]] = []
-    rest = text.strip()
-    while rest:
-        m = _ATTRIBUTE.match(rest)
-        if m is None:
-            raise ValueError(f"expected 'Name = expression' assignments separated by ';' at {rest[:40]!r}")
-        name, expr = m.group(1), m.group(2).strip()
-        try:
-            parse(expr)
-        except ImportError:
-            raise ValueError("needs the HTCondor bindings (classad2): pip install htcondor") from None
-        except ValueError as exc:
-            raise ValueError(f"{name}: {exc}") from None
-        if any(n.lower() == name.lower() for n, _ in out):
-            raise ValueError(f"{name} assigned twice")
-        out.append((name, expr))
-        rest = rest[m.end():].lstrip()
-        if rest.startswith(";"):
-            rest = rest[1:].strip()
-        elif rest:
-            raise ValueError(f"expected ';' before {rest[:40]!r}")
-    return tuple(out)
-
-
-def _nonneg(parse: Callable[[str], Any]) -> Callable[[str], Any]:
-    def check(text: str) -> Any:
-        value = parse(text)
-        if value < 0:
-            raise ValueError("must not be negative")
-        return value
-    return check
-
-
-def _choice(*allowed: str) -> Callable[[str], str]:
-    def check(text: str) -> str:
-        v = text.strip().lower()
-        if v not in allowed:
-            raise ValueError("expected one of " + ", ".join(allowed))
-        return v
-    return check
-
-
 _DAEMON: dict[str, tuple[str, Callable[[str], Any]]] = {
     # option: (CoreSettings field, parser)
-    "min_nodes": ("min_nodes", _nonneg(_parse_int)),
-    "max_nodes": ("max_nodes", _nonneg(_parse_int)),
-    "max_total_price": ("max_total_price", _nonneg(_parse_float)),
+    "min_nodes": ("min_nodes", nonneg(parse_int)),
+    "max_nodes": ("max_nodes", nonneg(parse_int)),
+    "max_total_price": ("max_total_price", nonneg(parse_float)),
     "boot_grace": ("boot_grace", parse_duration),
     "idle_grace": ("idle_grace", parse_duration),
     "node_stale_after": ("node_stale_after", parse_duration),
     "poll_stale_after": ("poll_stale_after", parse_duration),
-    "max_concurrent_drains": ("max_concurrent_drains", _nonneg(_parse_int)),
-    "max_destroys_per_hour": ("max_destroys_per_hour", _nonneg(_parse_int)),
-    "down_freeze_count": ("down_freeze_count", _nonneg(_parse_int)),
-    "down_freeze_fraction": ("down_freeze_fraction", _nonneg(_parse_float)),
-    "node_mem_scaling": ("node_mem_scaling", _nonneg(_parse_float)),
+    "max_concurrent_drains": ("max_concurrent_drains", nonneg(parse_int)),
+    "max_destroys_per_hour": ("max_destroys_per_hour", nonneg(parse_int)),
+    "down_freeze_count": ("down_freeze_count", nonneg(parse_int)),
+    "down_freeze_fraction": ("down_freeze_fraction", nonneg(parse_float)),
+    "node_mem_scaling": ("node_mem_scaling", nonneg(parse_float)),
     "victim_horizon": ("victim_horizon", parse_duration),
     "clock_tolerance": ("clock_tolerance", parse_duration),
     "max_clock_skew": ("max_clock_skew", parse_duration),
     "reclaim_penalty": ("reclaim_penalty", parse_duration),
-    "protect_after_failed_boots": ("protect_after_failed_boots", _nonneg(_parse_int)),
+    "protect_after_failed_boots": ("protect_after_failed_boots", nonneg(parse_int)),
     "protect_backoff": ("protect_backoff", parse_duration),
     "protect_max_backoff": ("protect_max_backoff", parse_duration),
     "consolidate": ("consolidate", parse_bool),
-    "consolidate_margin": ("consolidate_margin", _nonneg(_parse_int)),
+    "consolidate_margin": ("consolidate_margin", nonneg(parse_int)),
     "min_lifetime": ("min_lifetime", parse_duration),
     "max_lifetime": ("max_lifetime", parse_duration),
     "rebuy_hold": ("rebuy_hold", parse_duration),
-    "idle_grace_mode": ("idle_grace_mode", _choice("fixed", "break-even")),
+    "idle_grace_mode": ("idle_grace_mode", choice("fixed", "break-even")),
 }
 PROFILE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles")
 PROFILES = tuple(sorted(f[:-4] for f in os.listdir(PROFILE_DIR) if f.endswith(".ini")))
 _DAEMON_SHELL: dict[str, Callable[[str], Any]] = {"matrix": str, "dry_run": parse_bool,
-                 "profile": lambda t: _choice(*PROFILES)(t) if t.strip() else "",
-                 "log_level": _choice("debug", "info", "warning", "error")}
+                 "profile": lambda t: choice(*PROFILES)(t) if t.strip() else "",
+                 "log_level": choice("debug", "info", "warning", "error")}
 _POLL: dict[str, Callable[[str], Any]] = {
     "cloud_interval": parse_duration, "scheduler_interval": parse_duration,
     "cycle_interval": parse_duration, "max_backoff": parse_duration, "watchdog": parse_duration,
 }
 _DRAIN: dict[str, Callable[[str], Any]] = {
-    "schedule": _choice("graceful", "quick", "fast"), "escalate_quick": str,
+    "schedule": choice("graceful", "quick", "fast"), "escalate_quick": str,
     "escalate_fast": str, "deadline": parse_duration,
     "reclaim_foreign_after": parse_duration,    # a CoreSettings field: the plan decides on it
 }
-_HOST_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
-
-
-def _address(text: str) -> str:
-    """An IP address or a host name (``[Manage] address``); empty keeps the default."""
-    value = text.strip()
-    if not value:
-        return value
-    try:
-        ipaddress.ip_address(value)
-        return value
-    except ValueError:
-        pass
-    labels = value.removesuffix(".").split(".")
-    # an all-digit last label is a mistyped IPv4 address (999.1.1.1), never a host name
-    if len(value) > 253 or labels[-1].isdigit() or not all(_HOST_LABEL.fullmatch(x) for x in labels):
-        raise ValueError("expected an IP address or a host name")
-    return value
-
-
-_MANAGE: dict[str, Callable[[str], Any]] = {"address": _address, "port": _parse_int, "token": str,
+_MANAGE: dict[str, Callable[[str], Any]] = {"address": address, "port": parse_int, "token": str,
                                             "state_file": str, "state_dir": str,
-                                            "allowed_hosts": _parse_host_names}
+                                            "allowed_hosts": parse_host_names}
 _SIZE: dict[str, Callable[[str], Any]] = {
-    "cores": _nonneg(_parse_int), "ram_mb": _nonneg(_parse_int), "price": _nonneg(_parse_float),
-    "scratch_mb": _nonneg(_parse_int), "billing_period": parse_duration,
+    "cores": nonneg(parse_int), "ram_mb": nonneg(parse_int), "price": nonneg(parse_float),
+    "scratch_mb": nonneg(parse_int), "billing_period": parse_duration,
     "min_charge": parse_duration, "shutdown_window": parse_duration,
-    "shutdown_windows": _parse_minutes, "instance_type": str,
-    "market": _choice("on-demand", "spot"), "max_price": _nonneg(_parse_float),
-    "interruptions_per_day": _nonneg(_parse_float),
+    "shutdown_windows": parse_minutes, "instance_type": str,
+    "market": choice("on-demand", "spot"), "max_price": nonneg(parse_float),
+    "interruptions_per_day": nonneg(parse_float),
     # what the size offers jobs, its own node limits and create options (issue 14)
-    "gpus": _nonneg(_parse_int), "gpu_type": str, "features": _parse_names,
-    "attributes": _parse_attributes, "partitions": _parse_names,
-    "min_nodes": _nonneg(_parse_int), "max_nodes": _nonneg(_parse_int),
+    "gpus": nonneg(parse_int), "gpu_type": str, "features": parse_names,
+    "attributes": parse_attributes, "partitions": parse_names,
+    "min_nodes": nonneg(parse_int), "max_nodes": nonneg(parse_int),
 }
 # [Cloud Create] options a [Size NAME] may override (a GPU size needs another image); tag_* too
 SIZE_CREATE_OPTIONS = ("image", "user_data", "user_data_file")
 _HA: dict[str, Callable[[str], Any]] = {
-    "backend": _choice("etcd"), "endpoints": lambda t: tuple(e.strip() for e in t.split(",") if e.strip()),
+    "backend": choice("etcd"), "endpoints": lambda t: tuple(e.strip() for e in t.split(",") if e.strip()),
     "ca_file": str, "cert_file": str, "key_file": str, "user": str, "password": str,
     "lease_ttl": parse_duration, "stop_margin": parse_duration, "election_key": str, "admin_key": str,
     "timeout": parse_duration,
@@ -563,7 +419,7 @@ def _check_markets(r: _Reader, driver: str, sizes: list[Size]) -> None:
 def _cloud(r: _Reader) -> CloudSettings:
     own_schema: dict[str, Callable[[str], Any]] = {
         "driver": lambda v: v.strip().lower(), "cluster": str, "node_name_template": str,
-        "calls_per_second": _nonneg(_parse_float), "quota_backoff": parse_duration,
+        "calls_per_second": nonneg(parse_float), "quota_backoff": parse_duration,
     }
     own = r.typed("Cloud", own_schema, open_ended=True)
     # libcloud constructor arguments stay text: the cloud adapter knows their types and checks
