@@ -11,11 +11,10 @@ INF = math.inf
 JOINS = [120.0, 120.0, 120.0]
 
 
-def test_nodes_never_re_used_are_given_back_after_one_boot_join_time():
+def test_nodes_never_re_used_are_given_back_at_the_floor_however_long_a_boot_takes():
     grace, why = break_even_grace(JOINS, [INF] * 20, 600.0)
-    assert grace == 120.0
-    assert "idle grace 120s (the floor): break-even: boot+join 120s, 0 % of the last 20 idle periods" in why
-    # a boot quicker than the floor: the floor
+    assert grace == FLOOR == 60.0
+    assert "idle grace 60s (the floor): break-even: boot+join 120s, 0 % of the last 20 idle periods" in why
     assert break_even_grace([30.0] * 3, [INF] * 20, 600.0)[0] == FLOOR
 
 
@@ -40,13 +39,17 @@ def test_the_grace_is_the_cheapest_over_the_remembered_periods():
 
 
 def test_a_dearer_re_boot_keeps_idle_nodes_longer():
-    # 5 of 10 re-used after 250 s: worth waiting for when a re-boot costs 200 s, not when 60 s
-    periods = [250.0] * 5 + [INF] * 5
+    # 8 of 10 re-used after 250 s: waiting costs 10*250 = 2500 s; giving back at 60 s costs
+    # 8*(60 + re-boot) + 2*60: 1080 s when a re-boot costs 60 s, 3000 s when it costs 300 s
+    periods = [250.0] * 8 + [INF] * 2
     cheap, _ = break_even_grace([60.0] * 3, periods, 600.0)
-    dear, _ = break_even_grace([200.0] * 3, periods, 600.0)
+    dear, _ = break_even_grace([300.0] * 3, periods, 600.0)
     assert cheap == FLOOR and dear == 250.0
-    # a boot slower than idle_grace itself: idle_grace (a huge boot time never goes beyond it)
-    assert break_even_grace([1e9] * 3, [INF] * 20, 600.0)[0] == 600.0
+    # an endless boot keeps nodes that are re-used, never beyond idle_grace (every grace from
+    # 250 s up costs the same here: ties go to the longer)
+    assert break_even_grace([1e9] * 3, [250.0] * 20, 600.0)[0] == 600.0
+    # ... and gives back at the floor nodes that are never re-used
+    assert break_even_grace([1e9] * 3, [INF] * 20, 600.0)[0] == FLOOR
 
 
 def test_never_above_the_configured_idle_grace():
@@ -73,7 +76,7 @@ def test_bad_values_are_left_out_not_believed():
     joins = [120.0, 120.0, 120.0, -50.0, math.nan, INF]
     periods = [INF] * 10 + [-30.0, math.nan]
     grace, why = break_even_grace(joins, periods, 600.0)
-    assert grace == 120.0 and "boot+join 120s" in why and "of the last 10 idle periods" in why
+    assert grace == FLOOR and "boot+join 120s" in why and "of the last 10 idle periods" in why
     # with the bad values alone there is not enough history
     assert break_even_grace([math.nan] * 5, [math.nan] * 20, 600.0)[0] == 600.0
 
@@ -97,8 +100,9 @@ def test_a_size_billed_per_hour_keeps_the_configured_grace():
 
 
 def test_a_re_boot_costs_at_least_the_minimum_charge():
-    # a 30 s boot billed at least 180 s: nodes re-used after 150 s are worth keeping
+    # a 30 s boot billed at least 180 s: nodes re-used after 150 s are worth keeping (6*150 +
+    # 4*150 = 1500 s against 6*(60 + 180) + 4*60 = 1680 s; against 780 s billed as booted)
     periods = [150.0] * 6 + [INF] * 4
     assert break_even_grace([30.0] * 3, periods, 600.0)[0] == FLOOR
     grace, why = break_even_grace([30.0] * 3, periods, 600.0, min_charge=180)
-    assert grace == 180.0 and "boot+join 30s, billed at least 180s, 60 % of the last 10" in why
+    assert grace == 150.0 and "boot+join 30s, billed at least 180s, 60 % of the last 10" in why

@@ -103,10 +103,10 @@ def test_each_idle_node_says_its_break_even_grace_and_the_log_says_when_it_chang
     n = _node("x", t - 600)
     report = c.at(t, [n], [_worker("x", "idle", t - 130, t, n.launched_at)])
     e = next(e for e in report.plan.nodes if e.node_id == "x")
-    assert e.tuple.idle_grace == IDLE_EXCEEDED   # idle 130 s: past one boot+join, within idle_grace 300 s
-    assert ("idle for 130s (idle grace 120s (the floor): break-even: boot+join 120s, 0 % of the last "
+    assert e.tuple.idle_grace == IDLE_EXCEEDED   # idle 130 s: past the 60 s floor, within idle_grace 300 s
+    assert ("idle for 130s (idle grace 60s (the floor): break-even: boot+join 120s, 0 % of the last "
             "10 idle periods re-used within it)") in e.reason
-    assert "size small: idle grace 120s (the floor): break-even" in caplog.text and "(was 300s)" in caplog.text
+    assert "size small: idle grace 60s (the floor): break-even" in caplog.text and "(was 300s)" in caplog.text
 
 
 def test_a_snapshot_without_break_even_graces_plans_with_idle_grace():

@@ -7,12 +7,12 @@ size's price, so seconds compare). This is ski rental: with the recent idle peri
 forecast, the grace ``T`` is the one that pays least over them, where a period re-used after
 ``x`` seconds costs ``x`` if ``x <= T``, else ``T`` plus a re-boot, and a period never re-used
 costs ``T``. Often re-used within a boot: a long grace; rarely: a short one. Bounded by the
-configured ``idle_grace`` above and below by one re-boot (the median boot+join time) or
-:data:`FLOOR`, whichever is longer: whatever comes, keeping a node one re-boot's time costs at
-most twice the best choice in hindsight (ski rental's deterministic bound), and a node given back
-sooner is the destroy->boot pair issue 18 counts; the history only chooses between that and
-``idle_grace``. The configured value until there is enough history (:data:`MIN_PERIODS`, :data:`MIN_JOINS`). :class:`nodemanager.idle_memory.IdleMemory`
-keeps the history.
+configured ``idle_grace`` above and :data:`FLOOR` below. The history decides alone between the
+two: no floor at one re-boot's time (ski rental's worst-case 2x bound), because with
+``rebuy_hold`` keeping a boot from following a destroy, the shorter grace the history asks for paid
+less on both development traces (BENCHMARKS.md, "Break-even idle timing"). The configured value
+until there is enough history (:data:`MIN_PERIODS`, :data:`MIN_JOINS`).
+:class:`nodemanager.idle_memory.IdleMemory` keeps the history.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ def break_even_grace(joins: Sequence[float], reuse_after: Sequence[float], confi
     a huge boot time only makes the grace reach ``configured``. A re-boot costs at least the
     size's ``min_charge``; a size billed per ``billing_period`` (> 0) keeps ``configured``: an
     idle second inside a paid period costs nothing, and the matrix's billing window decides when
-    such a node goes. Never above ``configured``, never below the median boot+join time nor
-    ``floor`` (unless ``configured`` is); ties go to the longer grace (fewer jobs wait)."""
+    such a node goes. Never above ``configured``, never below ``floor`` (unless ``configured``
+    is); ties go to the longer grace (fewer jobs wait)."""
     if not (math.isfinite(configured) and configured > 0):
         return configured, fixed_note(configured)
     if billing_period > 0:
@@ -61,7 +61,7 @@ def break_even_grace(joins: Sequence[float], reuse_after: Sequence[float], confi
                             f"and {len(boots)})")
     boot = statistics.median(boots)  # one stuck boot does not make every re-boot look dear
     reboot = max(boot, min_charge)
-    lo = min(max(floor, reboot), configured)
+    lo = min(floor, configured)
     candidates = sorted({lo, configured, *(x for x in periods if lo < x < configured)})
     best, best_cost = lo, math.inf
     for t in candidates:
