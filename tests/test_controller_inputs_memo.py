@@ -108,3 +108,31 @@ def test_an_unchanged_listing_takes_no_launch_time_again(monkeypatch):
     listing[7] = replace(listing[7], tags={TAG_DRAIN: "1100:3"})
     [drain] = build_in_flight(mem.action_tagged(mem.nodes(listing, 1300.0, poll(1300.0))), poll(1300.0))
     assert len(calls) <= 2 and (drain.node, drain.action) == ("n7", "drain")
+
+
+def test_the_snapshot_holds_unconfirmed_every_listed_node_fresh_polls_have_not_shown_missing_long_enough():
+    """Snapshot.unconfirmed (kept from the listing's ids while they stay the same): every listed
+    node but the one whose worker fresh polls showed missing for min(node_stale_after,
+    boot_grace); a node listed later is unconfirmed."""
+    import policy_matrix
+    from nodemanager.controller import Controller
+    from tests.fixtures.daemon import Time, sim_settings
+
+    settings = sim_settings()
+    confirm = min(settings.core.node_stale_after, settings.core.boot_grace)
+    clock = Time()
+    ctl = Controller(settings, policy_matrix.load_default(), None, clock=clock, dry_run=True)
+    start = clock.now
+    listing = [node(i, launched_at=start - 10.0) for i in (1, 2, 3)]
+    workers = [Worker(name=f"h{i}", scheduler="x", cloud_id=f"n{i}", last_heard=start) for i in (1, 3)]
+    while clock.now - start <= confirm + 20.0:
+        for i, w in enumerate(workers):
+            workers[i] = replace(w, last_heard=clock.now)
+        report = ctl.cycle(listing, clock.now, poll(clock.now, *workers))
+        clock.advance(10.0)
+    assert report.snapshot.unconfirmed == {"n1", "n3"}             # n2's worker never came
+    listing = listing + [node(4, launched_at=clock.now)]
+    report = ctl.cycle(listing, clock.now, poll(clock.now, *workers))
+    assert report.snapshot.unconfirmed == {"n1", "n3", "n4"}
+    fresh = [replace(n) for n in listing[1:]]                        # not the memory's own list
+    assert ctl.snapshot(fresh, clock.now, poll(clock.now, *workers)).unconfirmed == {"n3", "n4"}
