@@ -75,9 +75,11 @@ class ActuatorMemory:
         self._recent: dict[str, InFlight] = {}                # node -> action done after the listing
         self._listed = 0
         self._name_seen: dict[str, float] = {}                # node name -> last listed at
-        self._worker_names: set[str] = set()                  # short names of workers heard from
         self._started = clock()
-        self._freshest_heard: float | None = None                # newest last_heard of the last poll
+        self._polled: tuple[tuple[Worker, ...], float] = ((), 0.0)   # last poll's workers, stale_after...
+        # ...and what a boot or destroy reads of them (newest last_heard, short names heard from),
+        # worked out when one first does (most polls are followed by neither)
+        self._heard: tuple[float | None, set[str]] | None = None
         self.journal = journal
         if journal is not None:
             self._restore(journal)
@@ -117,7 +119,9 @@ class ActuatorMemory:
             self._name_seen.update((n.name, listed_at) for n in nodes)
             self._name_seen = {k: t for k, t in self._name_seen.items() if now - t < NAME_QUARANTINE}
             self._recent = {k: f for k, f in self._recent.items() if f.since >= listed_at}
-            listed, expired, _ = settle(self._boots.values(), nodes, now, BOOT_LISTING_TIMEOUT)
+            # most listings come with no boot waiting for one: nothing to settle
+            listed, expired, _ = settle(self._boots.values(), nodes, now, BOOT_LISTING_TIMEOUT) \
+                if self._boots else ((), (), ())
             for boot, node in listed:
                 rid = boot.token
                 del self._boots[rid]
@@ -155,7 +159,7 @@ class ActuatorMemory:
         cs = self.settings.cloud
         fill = cs.node_name_template.format(cluster=cs.cluster, size=size, seq="{SEQ}")
         pattern = re.compile(re.escape(fill).replace(re.escape("{SEQ}"), r"(\d+)"))
-        used = set(self._name_seen) | {r.name for r in self._boots.values()} | self._worker_names
+        used = set(self._name_seen) | {r.name for r in self._boots.values()} | self._heard_from()[1]
         seqs = {int(m.group(1)) for name in used if (m := pattern.fullmatch(name))}
         if now - self._started < NAME_QUARANTINE:
             seq = max(seqs, default=0) + 1
@@ -206,18 +210,30 @@ class ActuatorMemory:
             self._recent[flight.node] = flight
 
     def observe_poll(self, poll: SchedulerPoll) -> None:
-        """Note the newest ``last_heard`` of a poll: a worker is lost when it was heard from
-        ``node_stale_after`` before that (measured within one poll, so a scheduler clock that runs
-        behind ours does not make every worker look lost)."""
-        heard = [w.last_heard for w in poll.workers if w.last_heard > 0]
-        freshest = max(heard) if heard else None
-        stale = self.settings.core.node_stale_after
-        # a worker still heard from holds its name, even when a listing misses its VM
-        alive = {w.name.split(".", 1)[0] for w in poll.workers
-                 if freshest is not None and w.last_heard > 0 and not is_lost(w, freshest, stale)}
+        """Note a poll's workers: its newest ``last_heard`` is the reference for a lost worker
+        (:meth:`freshest_heard`), and the workers still heard from hold their names."""
         with self._lock:
-            self._freshest_heard = freshest
-            self._worker_names = alive
+            self._polled, self._heard = (poll.workers, self.settings.core.node_stale_after), None
+
+    def _heard_from(self) -> tuple[float | None, set[str]]:
+        """The last poll's newest ``last_heard`` and the short names of its workers not lost
+        (lock held)."""
+        if self._heard is None:
+            workers, stale = self._polled
+            heard = [w.last_heard for w in workers if w.last_heard > 0]
+            freshest = max(heard) if heard else None
+            # a worker still heard from holds its name, even when a listing misses its VM
+            alive = {w.name.split(".", 1)[0] for w in workers
+                     if freshest is not None and w.last_heard > 0 and not is_lost(w, freshest, stale)}
+            self._heard = (freshest, alive)
+        return self._heard
+
+    def freshest_heard(self) -> float | None:
+        """The newest ``last_heard`` of the last poll (None: none yet): a worker is lost when it
+        was heard from ``node_stale_after`` before that (measured within one poll, so a scheduler
+        clock that runs behind ours does not make every worker look lost)."""
+        with self._lock:
+            return self._heard_from()[0]
 
     # -- backoff bookkeeping --------------------------------------------------------------------
 

@@ -266,3 +266,27 @@ def test_a_destroyed_node_still_in_a_late_listing_is_not_destroyed_twice(time_no
     again = act.run(Task(item(ItemKind.DESTROY, tagged, worker=None, cancellable=False), tagged, None))
     assert [o.result for o in again] == ["skipped"] and "waiting for the listing" in again[0].detail
     assert cloud.calls.get("destroy_node", 0) == 1
+
+
+def test_boot_names_skip_the_workers_of_the_latest_poll(time_now, nm_settings, scripted_scheduler):
+    """A worker the scheduler still hears from holds its name; what the actuator reads of a poll
+    is worked out when a boot needs it, from the poll observed last (not one before it)."""
+    from nodemanager.model import Worker
+    from nodemanager.scheduler.port import SchedulerPoll
+
+    cloud, act = setup(time_now, nm_settings, scripted_scheduler)
+    template = nm_settings.cloud.node_name_template
+    name = lambda seq: template.format(cluster=nm_settings.cloud.cluster, size="small", seq=seq)
+    time_now.advance(NAME_QUARANTINE + 1)
+    heard = lambda *seqs: SchedulerPoll(workers=tuple(
+        Worker(name=name(s), scheduler="x", last_heard=time_now.now) for s in seqs), demand=(),
+        polled_at=time_now.now)
+    act.observe_poll(heard(1))
+    act.run(Task(BootRequest("small", 1, "jobs queued")))
+    act.observe_poll(heard(3))                               # name 1's worker is gone: its name is free
+    act.run(Task(BootRequest("small", 1, "jobs queued")))
+    assert sorted(n.name for n in cloud.list_nodes()) == [name(1), name(2)]
+    act.observe_poll(heard(1, 3))
+    act.observe_poll(heard(4))
+    act.run(Task(BootRequest("small", 1, "jobs queued")))
+    assert sorted(n.name for n in cloud.list_nodes()) == [name(1), name(2), name(3)]
