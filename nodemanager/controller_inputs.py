@@ -128,7 +128,9 @@ class InputMemory:
         self._tagged: list[CloudNode] = []                 # the merged nodes carrying an action tag
         self._missing: dict[str, tuple[int, float]] = {}   # node id -> (listings missed, since)
         self._merged: list[CloudNode] = []
-        self._workers: dict[str, tuple[Worker, float]] = {}
+        self._polled: dict[str, Worker] = {}              # the last poll's workers by name...
+        self._polled_at = 0.0                               # ...and when it was taken
+        self._kept: dict[str, tuple[Worker, float]] = {}   # workers carried: (as last seen, seen at)
         self._carried = 0                                  # workers the last poll lacked, kept
         self.destroyed: dict[str, float] = {}
 
@@ -169,7 +171,7 @@ class InputMemory:
             tagged = [n for n in tagged if n.id not in ended]
             listed = {n.id: n for n in out}
         self._settled = settled
-        kept = self._kept(listed, ended, polled_at, poll)
+        kept = self._keep_missing(listed, ended, polled_at, poll)
         merged = out + kept
         self._nodes = listed
         if kept:
@@ -191,7 +193,7 @@ class InputMemory:
         what :meth:`nodes` last returned, the ones carrying a drain or destroy tag; else all."""
         return self._tagged if nodes is self._merged else nodes
 
-    def _kept(self, listed: dict[str, CloudNode], ended: set[str], polled_at: float,
+    def _keep_missing(self, listed: dict[str, CloudNode], ended: set[str], polled_at: float,
               poll: SchedulerPoll) -> list[CloudNode]:
         """The nodes of the last merged listing this listing lacks that are kept (see the class)."""
         absent = self._nodes.keys() - listed.keys()
@@ -237,12 +239,18 @@ class InputMemory:
 
     def poll(self, poll: SchedulerPoll, nodes: Sequence[CloudNode], stale_after: float) -> SchedulerPoll:
         now = poll.polled_at
-        present = {w.name for w in poll.workers}
-        listed = {n.id for n in nodes}
-        carried = [w for name, (w, seen) in self._workers.items()
-                   if name not in present and w.cloud_id in listed and now - seen <= stale_after]
-        self._workers = {name: self._workers[name] for name in (w.name for w in carried)}
-        self._workers.update((w.name, (w, now)) for w in poll.workers)
+        present = {w.name: w for w in poll.workers}
+        before, before_at = self._polled, self._polled_at
+        absent = before.keys() - present.keys()
+        kept: dict[str, tuple[Worker, float]] = {}
+        if self._kept or absent:  # workers seen before that this poll lacks: carried for a while
+            listed = self._nodes if nodes is self._merged else {n.id for n in nodes}
+            candidates = [ws for name, ws in self._kept.items() if name not in present]
+            candidates += [(w, before_at) for name, w in before.items() if name in absent]
+            kept = {w.name: (w, seen) for w, seen in candidates
+                    if w.cloud_id in listed and now - seen <= stale_after}
+        carried = [w for w, _ in kept.values()]
+        self._kept, self._polled, self._polled_at = kept, present, now
         self._carried = len(carried)
         if not carried:
             return poll

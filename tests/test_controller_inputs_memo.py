@@ -136,3 +136,21 @@ def test_the_snapshot_holds_unconfirmed_every_listed_node_fresh_polls_have_not_s
     assert report.snapshot.unconfirmed == {"n1", "n3", "n4"}
     fresh = [replace(n) for n in listing[1:]]                        # not the memory's own list
     assert ctl.snapshot(fresh, clock.now, poll(clock.now, *workers)).unconfirmed == {"n3", "n4"}
+
+
+def test_a_worker_missing_from_polls_in_a_row_is_carried_from_when_a_poll_last_showed_it():
+    """Only the workers a poll lacks are looked at again: one missing from several polls in a
+    row stays (as last seen, after the poll's own workers) until node_stale_after has passed since
+    a poll last showed it; a duplicate name counts once, as listed last."""
+    mem = InputMemory()
+    n1, n2 = node(1), node(2)
+    w1 = Worker(name="h1", scheduler="x", cloud_id="n1", last_heard=10.0, running_jobs=1)
+    w2 = Worker(name="h2", scheduler="x", cloud_id="n2", last_heard=10.0)
+    newer = replace(w1, last_heard=20.0)
+    assert mem.poll(poll(20.0, w1, w2, newer), [n1, n2], 600.0).workers == (w1, w2, newer)
+    assert mem.poll(poll(100.0, w2), [n1, n2], 600.0).workers == (w2, newer)
+    assert mem.poll(poll(400.0), [n1, n2], 600.0).workers == (newer, w2)       # both carried
+    assert mem.carrying()
+    assert mem.poll(poll(621.0), [n1, n2], 600.0).workers == (w2,)             # h1 last shown at 20
+    assert mem.poll(poll(701.0), [n1, n2], 600.0).workers == ()                # h2 last shown at 100
+    assert not mem.carrying()
