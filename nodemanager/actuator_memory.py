@@ -6,6 +6,8 @@ node names in use. :class:`~nodemanager.actuate.Actuator` carries out the action
 from __future__ import annotations
 
 import logging
+import math
+import operator
 import re
 import threading
 import uuid
@@ -75,6 +77,10 @@ class ActuatorMemory:
         self._recent: dict[str, InFlight] = {}                # node -> action done after the listing
         self._listed = 0
         self._name_seen: dict[str, float] = {}                # node name -> last listed at
+        self._name_oldest = math.inf                          # no entry of _name_seen is older
+        # the last listing as given, and its nodes not gone, their ids and names
+        self._last_listing: tuple[list[CloudNode], tuple[list[CloudNode], set[str], list[str]]] = \
+            ([], ([], set(), []))
         self._started = clock()
         self._polled: tuple[tuple[Worker, ...], float] = ((), 0.0)   # last poll's workers, stale_after...
         # ...and what a boot or destroy reads of them (newest last_heard, short names heard from),
@@ -111,13 +117,16 @@ class ActuatorMemory:
         before the listing are forgotten (the listing's tags show them). Returns what settled."""
         now = self.clock()
         listed_at = now if polled_at is None else polled_at
-        nodes = [n for n in nodes if not is_gone(n)]
-        listed_ids = {n.id for n in nodes}
+        listing = list(nodes)
         out: list[Outcome] = []
         with self._lock:
+            nodes, listed_ids, names = self._read_listing(listing)
             self._listed = len(nodes)
-            self._name_seen.update((n.name, listed_at) for n in nodes)
-            self._name_seen = {k: t for k, t in self._name_seen.items() if now - t < NAME_QUARANTINE}
+            self._name_seen.update(dict.fromkeys(names, listed_at))
+            self._name_oldest = min(self._name_oldest, listed_at)
+            if now - self._name_oldest >= NAME_QUARANTINE:  # else no name is old enough to forget
+                self._name_seen = {k: t for k, t in self._name_seen.items() if now - t < NAME_QUARANTINE}
+                self._name_oldest = min(self._name_seen.values(), default=math.inf)
             self._recent = {k: f for k, f in self._recent.items() if f.since >= listed_at}
             # most listings come with no boot waiting for one: nothing to settle
             listed, expired, _ = settle(self._boots.values(), nodes, now, BOOT_LISTING_TIMEOUT) \
@@ -148,6 +157,16 @@ class ActuatorMemory:
                     out.append(Outcome("destroy", node_id, OK, "destroy raised but the node is gone "
                                        "from the listing", now, node.size, node.launched_at))
         return out
+
+    def _read_listing(self, listing: list[CloudNode]) -> tuple[list[CloudNode], set[str], list[str]]:
+        """The listing's nodes not gone, their ids and names (lock held); kept from the last
+        listing when this one lists the very same node objects (most listings change nothing)."""
+        last, read = self._last_listing
+        if len(listing) != len(last) or not all(map(operator.is_, listing, last)):
+            nodes = [n for n in listing if not is_gone(n)]
+            read = (nodes, {n.id for n in nodes}, [n.name for n in nodes])
+            self._last_listing = (listing, read)
+        return read
 
     def _free_name(self, size: str, now: float) -> str:
         """The node name template filled with a ``{seq}`` no VM uses, so names stay within a small
