@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import math
+import operator
 from dataclasses import replace
 from typing import Iterable, Sequence
 
@@ -126,6 +127,8 @@ class InputMemory:
         self._clock_key: tuple[float | None, float] | None = None
         self._ids: frozenset[str] = frozenset()
         self._tagged: list[CloudNode] = []                 # the merged nodes carrying an action tag
+        self._raw: list[CloudNode] = []                    # the last listing as given...
+        self._reusable = False                             # ...and whether its answer holds for it again
         self._missing: dict[str, tuple[int, float]] = {}   # node id -> (listings missed, since)
         self._merged: list[CloudNode] = []
         self._polled: dict[str, Worker] = {}              # the last poll's workers by name...
@@ -139,11 +142,13 @@ class InputMemory:
         if polled_at == self._listing_at:
             return self._merged
         if (skew, tolerance) != self._clock_key or (self._listing_at is not None and polled_at < self._listing_at):
-            self._settled = {}  # settled on another clock (or ours stepped back): taken afresh
+            self._settled, self._reusable = {}, False  # settled on another clock (or ours stepped back)
         self._clock_key = (skew, tolerance)
         self._listing_at = polled_at
         if self.destroyed:
             self.destroyed = {k: t for k, t in self.destroyed.items() if polled_at - t < 3600.0}
+        if self._reusable and len(listing) == len(self._raw) and all(map(operator.is_, listing, self._raw)):
+            return self._merged  # the very same nodes, each settled, none gone or missing: as before
         before, settled = self._settled, {}
         listed: dict[str, CloudNode] = {}
         out: list[CloudNode] = []
@@ -181,6 +186,9 @@ class InputMemory:
             self._ids = frozenset(self._nodes)
         self._merged = merged
         self._tagged = tagged
+        self._raw = list(listing)
+        # every entry settled: none gone, no id twice, no launch time still in the future
+        self._reusable = not kept and len(settled) == len(listing)
         return merged
 
     def ids(self, nodes: Sequence[CloudNode]) -> frozenset[str]:
