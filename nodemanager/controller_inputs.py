@@ -116,6 +116,10 @@ class InputMemory:
       in the request tag), so a cloud clock running behind never makes a new VM look
       boot-exceeded, and a launch time still in the future is not believed, so one running ahead
       never extends boot grace nor shifts the billing window.
+
+    What it works out for a listed node (launch time, the tags :func:`build_in_flight` reads) is
+    reused while the listing gives the very same object (listings are frozen dataclasses), the skew
+    and tolerance stay and our clock does not step back: a cycle's cost grows with what changed.
     """
 
     def __init__(self) -> None:
@@ -202,7 +206,7 @@ class InputMemory:
         return self._tagged if nodes is self._merged else nodes
 
     def _keep_missing(self, listed: dict[str, CloudNode], ended: set[str], polled_at: float,
-              poll: SchedulerPoll) -> list[CloudNode]:
+                      poll: SchedulerPoll) -> list[CloudNode]:
         """The nodes of the last merged listing this listing lacks that are kept (see the class)."""
         absent = self._nodes.keys() - listed.keys()
         if not absent:
