@@ -244,7 +244,8 @@ class Actuator(ActuatorMemory):
         if worker_name and self.latest_worker is not None:
             latest = self.latest_worker(worker_name) or worker
         # a worker the scheduler still hears from can be asked; a lost one cannot
-        freshest = self._freshest_heard if self._freshest_heard is not None else now
+        heard = self.freshest_heard()
+        freshest = heard if heard is not None else now
         alive = latest is not None and not is_lost(latest, freshest, self.settings.core.node_stale_after)
         resuming = bool(node.tags.get(TAG_DESTROY))
         ticket = ticket_for(node, latest, worker_name, item.request_id)

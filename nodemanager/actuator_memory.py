@@ -6,6 +6,8 @@ node names in use. :class:`~nodemanager.actuate.Actuator` carries out the action
 from __future__ import annotations
 
 import logging
+import math
+import operator
 import re
 import threading
 import uuid
@@ -75,9 +77,15 @@ class ActuatorMemory:
         self._recent: dict[str, InFlight] = {}                # node -> action done after the listing
         self._listed = 0
         self._name_seen: dict[str, float] = {}                # node name -> last listed at
-        self._worker_names: set[str] = set()                  # short names of workers heard from
+        self._name_oldest = math.inf                          # no entry of _name_seen is older
+        # the last listing as given, and its nodes not gone, their ids and names
+        self._last_listing: tuple[list[CloudNode], tuple[list[CloudNode], set[str], list[str]]] = \
+            ([], ([], set(), []))
         self._started = clock()
-        self._freshest_heard: float | None = None                # newest last_heard of the last poll
+        self._polled: tuple[tuple[Worker, ...], float] = ((), 0.0)   # last poll's workers, stale_after...
+        # ...and what a boot or destroy reads of them (newest last_heard, short names heard from),
+        # worked out when one first does (most polls are followed by neither)
+        self._heard: tuple[float | None, set[str]] | None = None
         self.journal = journal
         if journal is not None:
             self._restore(journal)
@@ -109,15 +117,20 @@ class ActuatorMemory:
         before the listing are forgotten (the listing's tags show them). Returns what settled."""
         now = self.clock()
         listed_at = now if polled_at is None else polled_at
-        nodes = [n for n in nodes if not is_gone(n)]
-        listed_ids = {n.id for n in nodes}
+        listing = list(nodes)
         out: list[Outcome] = []
         with self._lock:
+            nodes, listed_ids, names = self._read_listing(listing)
             self._listed = len(nodes)
-            self._name_seen.update((n.name, listed_at) for n in nodes)
-            self._name_seen = {k: t for k, t in self._name_seen.items() if now - t < NAME_QUARANTINE}
+            self._name_seen.update(dict.fromkeys(names, listed_at))
+            self._name_oldest = min(self._name_oldest, listed_at)
+            if now - self._name_oldest >= NAME_QUARANTINE:  # else no name is old enough to forget
+                self._name_seen = {k: t for k, t in self._name_seen.items() if now - t < NAME_QUARANTINE}
+                self._name_oldest = min(self._name_seen.values(), default=math.inf)
             self._recent = {k: f for k, f in self._recent.items() if f.since >= listed_at}
-            listed, expired, _ = settle(self._boots.values(), nodes, now, BOOT_LISTING_TIMEOUT)
+            # most listings come with no boot waiting for one: nothing to settle
+            listed, expired, _ = settle(self._boots.values(), nodes, now, BOOT_LISTING_TIMEOUT) \
+                if self._boots else ((), (), ())
             for boot, node in listed:
                 rid = boot.token
                 del self._boots[rid]
@@ -145,6 +158,16 @@ class ActuatorMemory:
                                        "from the listing", now, node.size, node.launched_at))
         return out
 
+    def _read_listing(self, listing: list[CloudNode]) -> tuple[list[CloudNode], set[str], list[str]]:
+        """The listing's nodes not gone, their ids and names (lock held); kept from the last
+        listing when this one lists the very same node objects (most listings change nothing)."""
+        last, read = self._last_listing
+        if len(listing) != len(last) or not all(map(operator.is_, listing, last)):
+            nodes = [n for n in listing if not is_gone(n)]
+            read = (nodes, {n.id for n in nodes}, [n.name for n in nodes])
+            self._last_listing = (listing, read)
+        return read
+
     def _free_name(self, size: str, now: float) -> str:
         """The node name template filled with a ``{seq}`` no VM uses, so names stay within a small
         set (SLURM declares ``NodeName=<cluster>-<size>-[1-N]``): the lowest number not listed in
@@ -155,7 +178,7 @@ class ActuatorMemory:
         cs = self.settings.cloud
         fill = cs.node_name_template.format(cluster=cs.cluster, size=size, seq="{SEQ}")
         pattern = re.compile(re.escape(fill).replace(re.escape("{SEQ}"), r"(\d+)"))
-        used = set(self._name_seen) | {r.name for r in self._boots.values()} | self._worker_names
+        used = set(self._name_seen) | {r.name for r in self._boots.values()} | self._heard_from()[1]
         seqs = {int(m.group(1)) for name in used if (m := pattern.fullmatch(name))}
         if now - self._started < NAME_QUARANTINE:
             seq = max(seqs, default=0) + 1
@@ -206,18 +229,30 @@ class ActuatorMemory:
             self._recent[flight.node] = flight
 
     def observe_poll(self, poll: SchedulerPoll) -> None:
-        """Note the newest ``last_heard`` of a poll: a worker is lost when it was heard from
-        ``node_stale_after`` before that (measured within one poll, so a scheduler clock that runs
-        behind ours does not make every worker look lost)."""
-        heard = [w.last_heard for w in poll.workers if w.last_heard > 0]
-        freshest = max(heard) if heard else None
-        stale = self.settings.core.node_stale_after
-        # a worker still heard from holds its name, even when a listing misses its VM
-        alive = {w.name.split(".", 1)[0] for w in poll.workers
-                 if freshest is not None and w.last_heard > 0 and not is_lost(w, freshest, stale)}
+        """Note a poll's workers: its newest ``last_heard`` is the reference for a lost worker
+        (:meth:`freshest_heard`), and the workers still heard from hold their names."""
         with self._lock:
-            self._freshest_heard = freshest
-            self._worker_names = alive
+            self._polled, self._heard = (poll.workers, self.settings.core.node_stale_after), None
+
+    def _heard_from(self) -> tuple[float | None, set[str]]:
+        """The last poll's newest ``last_heard`` and the short names of its workers not lost
+        (lock held)."""
+        if self._heard is None:
+            workers, stale = self._polled
+            heard = [w.last_heard for w in workers if w.last_heard > 0]
+            freshest = max(heard) if heard else None
+            # a worker still heard from holds its name, even when a listing misses its VM
+            alive = {w.name.split(".", 1)[0] for w in workers
+                     if freshest is not None and w.last_heard > 0 and not is_lost(w, freshest, stale)}
+            self._heard = (freshest, alive)
+        return self._heard
+
+    def freshest_heard(self) -> float | None:
+        """The newest ``last_heard`` of the last poll (None: none yet): a worker is lost when it
+        was heard from ``node_stale_after`` before that (measured within one poll, so a scheduler
+        clock that runs behind ours does not make every worker look lost)."""
+        with self._lock:
+            return self._heard_from()[0]
 
     # -- backoff bookkeeping --------------------------------------------------------------------
 

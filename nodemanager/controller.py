@@ -164,15 +164,17 @@ class Controller:
         # for node_stale_after (after a restart or an outage, ads may just be late or old); never
         # longer than boot_grace, so a VM watched since its launch goes when boot grace ends
         confirm = min(self.settings.core.node_stale_after, self.settings.core.boot_grace)
-        seen = self._suspect_for
-        unconfirmed = frozenset(n.id for n in nodes if seen.get(n.id, 0.0) < confirm)
+        # a node is confirmed once counted for ``confirm`` seconds (counts start at 0)
+        confirmed = {k for k, v in self._suspect_for.items() if v >= confirm}
+        ids = self.inputs.ids(nodes)
+        unconfirmed = frozenset() if confirm <= 0.0 else ids - confirmed if confirmed else ids
         return Snapshot(
             now=now,
             polled_at={"cloud": cloud_polled_at, "scheduler": poll.polled_at},
             cloud_nodes=tuple(nodes),
             workers=poll.workers,
             demand=poll.demand,
-            in_flight=build_in_flight(nodes, poll, state.in_flight,
+            in_flight=build_in_flight(self.inputs.action_tagged(nodes), poll, state.in_flight,
                                       tag_grace=max(2 * self.settings.poll.scheduler_interval, 120.0)),
             held=held, forced_drains=forced, paused=paused,
             quota=state.quota, blocked_sizes=state.blocked_sizes,

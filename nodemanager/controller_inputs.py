@@ -6,6 +6,8 @@ say. :class:`InputMemory` smooths over one bad listing or poll without believing
 from __future__ import annotations
 
 import logging
+import math
+import operator
 from dataclasses import replace
 from typing import Iterable, Sequence
 
@@ -69,8 +71,9 @@ def build_in_flight(nodes: Iterable[CloudNode], poll: SchedulerPoll | None,
                 since = n.launched_at
             out.append(InFlight(node=n.id, action="destroy", since=since, size=n.size))
     for w in workers:
-        # a drain of ours whose tag could not be written: the scheduler remembers it
-        if w.cloud_id and w.cloud_id not in tagged and is_our_drain(w):
+        # a drain of ours whose tag could not be written: the scheduler remembers it (draining
+        # is read first: most workers are not, and that is cheaper than the call)
+        if w.draining and w.cloud_id and w.cloud_id not in tagged and is_our_drain(w):
             out.append(InFlight(node=w.cloud_id, action="drain", since=w.state_since,
                                 request_id=w.drain_request_id))
     out.extend(boots)
@@ -79,6 +82,11 @@ def build_in_flight(nodes: Iterable[CloudNode], poll: SchedulerPoll | None,
 
 MISSING_LISTINGS = 3   # a listed node absent from this many listings in a row...
 MISSING_SECONDS = 120.0  # ...and for this long is believed gone (until then it counts for the caps)
+
+
+def _carries_action(node: CloudNode) -> bool:
+    """True when the node carries a tag :func:`build_in_flight` reads (a drain or a destroy)."""
+    return bool(node.tags) and (TAG_DRAIN in node.tags or TAG_DESTROY in node.tags)
 
 
 def requested_at(request_id: str | None) -> float | None:
@@ -108,14 +116,28 @@ class InputMemory:
       in the request tag), so a cloud clock running behind never makes a new VM look
       boot-exceeded, and a launch time still in the future is not believed, so one running ahead
       never extends boot grace nor shifts the billing window.
+
+    What it works out for a listed node (launch time, the tags :func:`build_in_flight` reads) is
+    reused while the listing gives the very same object (listings are frozen dataclasses), the skew
+    and tolerance stay and our clock does not step back: a cycle's cost grows with what changed.
     """
 
     def __init__(self) -> None:
         self._listing_at: float | None = None
         self._nodes: dict[str, CloudNode] = {}
+        # node id -> (the node as listed, on our clock, carries an action tag): for a listed object
+        # seen before whose launch time later listings cannot change (see _launch_time)
+        self._settled: dict[str, tuple[CloudNode, CloudNode, bool]] = {}
+        self._clock_key: tuple[float | None, float] | None = None
+        self._ids: frozenset[str] = frozenset()
+        self._tagged: list[CloudNode] = []                 # the merged nodes carrying an action tag
+        self._raw: list[CloudNode] = []                    # the last listing as given...
+        self._reusable = False                             # ...and whether its answer holds for it again
         self._missing: dict[str, tuple[int, float]] = {}   # node id -> (listings missed, since)
         self._merged: list[CloudNode] = []
-        self._workers: dict[str, tuple[Worker, float]] = {}
+        self._polled: dict[str, Worker] = {}              # the last poll's workers by name...
+        self._polled_at = 0.0                               # ...and when it was taken
+        self._kept: dict[str, tuple[Worker, float]] = {}   # workers carried: (as last seen, seen at)
         self._carried = 0                                  # workers the last poll lacked, kept
         self.destroyed: dict[str, float] = {}
 
@@ -123,17 +145,79 @@ class InputMemory:
               skew: float | None = None, tolerance: float = 30.0) -> list[CloudNode]:
         if polled_at == self._listing_at:
             return self._merged
+        if (skew, tolerance) != self._clock_key or (self._listing_at is not None and polled_at < self._listing_at):
+            self._settled, self._reusable = {}, False  # settled on another clock (or ours stepped back)
+        self._clock_key = (skew, tolerance)
         self._listing_at = polled_at
-        self.destroyed = {k: t for k, t in self.destroyed.items() if polled_at - t < 3600.0}
-        ended = {n.id for n in listing if is_gone(n)}
-        listing = [n for n in listing if n.id not in ended]   # terminated VMs: neither supply nor work
-        current = {n.id: n for n in listing}
+        if self.destroyed:
+            self.destroyed = {k: t for k, t in self.destroyed.items() if polled_at - t < 3600.0}
+        if self._reusable and len(listing) == len(self._raw) and all(map(operator.is_, listing, self._raw)):
+            return self._merged  # the very same nodes, each settled, none gone or missing: as before
+        before, settled = self._settled, {}
+        listed: dict[str, CloudNode] = {}
+        out: list[CloudNode] = []
+        tagged: list[CloudNode] = []
+        ended: set[str] = set()
+        for n in listing:
+            memo = before.get(n.id)
+            if memo is not None and memo[0] is n:  # the same object as before: same answers
+                node, carries = memo[1], memo[2]
+                settled[n.id] = memo
+            elif is_gone(n):
+                ended.add(n.id)
+                continue
+            else:
+                node, final = self._launch_time(n, skew, polled_at, tolerance)
+                carries = _carries_action(n)
+                if final:
+                    settled[n.id] = (n, node, carries)
+            out.append(node)
+            listed[n.id] = node
+            if carries:
+                tagged.append(node)
+        if ended:  # terminated VMs: neither supply nor work (nor any other entry under their id)
+            out = [n for n in out if n.id not in ended]
+            tagged = [n for n in tagged if n.id not in ended]
+            listed = {n.id: n for n in out}
+        self._settled = settled
+        kept = self._keep_missing(listed, ended, polled_at, poll)
+        merged = out + kept
+        self._nodes = listed
+        if kept:
+            self._nodes.update((n.id, n) for n in kept)
+            tagged = tagged + [n for n in kept if _carries_action(n)]
+        if self._nodes.keys() != self._ids:
+            self._ids = frozenset(self._nodes)
+        self._merged = merged
+        self._tagged = tagged
+        self._raw = list(listing)
+        # every entry settled: none gone, no id twice, no launch time still in the future
+        self._reusable = not kept and len(settled) == len(listing)
+        return merged
+
+    def ids(self, nodes: Sequence[CloudNode]) -> frozenset[str]:
+        """The ids of ``nodes``; for what :meth:`nodes` last returned, kept from it (the same
+        object while the ids stay the same)."""
+        return self._ids if nodes is self._merged else frozenset(n.id for n in nodes)
+
+    def action_tagged(self, nodes: Sequence[CloudNode]) -> Sequence[CloudNode]:
+        """Those of ``nodes`` :func:`build_in_flight` may find an action in (in their order): for
+        what :meth:`nodes` last returned, the ones carrying a drain or destroy tag; else all."""
+        return self._tagged if nodes is self._merged else nodes
+
+    def _keep_missing(self, listed: dict[str, CloudNode], ended: set[str], polled_at: float,
+                      poll: SchedulerPoll) -> list[CloudNode]:
+        """The nodes of the last merged listing this listing lacks that are kept (see the class)."""
+        absent = self._nodes.keys() - listed.keys()
+        if not absent:
+            self._missing = {}
+            return []
         on_workers: set[str] | None = None
         kept: list[CloudNode] = []
         missing: dict[str, tuple[int, float]] = {}
         for node_id, node in self._nodes.items():
             # a node the listing shows terminated is gone, not missing (a reclaimed spot VM)
-            if (node_id in current or node_id in ended or node_id in self.destroyed or is_gone(node)
+            if (node_id not in absent or node_id in ended or node_id in self.destroyed or is_gone(node)
                     or node.tags.get(TAG_DESTROY)):
                 continue
             if on_workers is None:
@@ -147,10 +231,7 @@ class InputMemory:
             log.info("cloud listing lacks %d node(s) seen before (%s%s); kept as they were",
                      len(kept), ", ".join(n.id for n in kept[:5]), "..." if len(kept) > 5 else "")
         self._missing = missing
-        merged = [self._launch_time(n, skew, polled_at, tolerance) for n in listing] + kept
-        self._nodes = {n.id: n for n in merged}
-        self._merged = merged
-        return merged
+        return kept
 
     def carrying(self) -> bool:
         """True while a node missing from the listing or a worker missing from a poll is kept:
@@ -158,21 +239,30 @@ class InputMemory:
         return bool(self._missing or self._carried)
 
     def _launch_time(self, node: CloudNode, skew: float | None, listed_at: float,
-                     tolerance: float) -> CloudNode:
+                     tolerance: float) -> tuple[CloudNode, bool]:
+        """The node with its launch time on our clock, and whether that is final: no later listing
+        (at or after ``listed_at``, same skew and tolerance) can change it (it was not in the future)."""
         asked = requested_at(node.tags.get(TAG_REQUEST)) if node.tags else None
         before = self._nodes.get(node.id)
         t = launch_time(node.launched_at, asked, skew, listed_at, tolerance,
                         before.launched_at if before is not None else None)
-        return node if t == node.launched_at else replace(node, launched_at=t)
+        final = launch_time(node.launched_at, asked, skew, math.inf, tolerance) == t
+        return (node if t == node.launched_at else replace(node, launched_at=t)), final
 
     def poll(self, poll: SchedulerPoll, nodes: Sequence[CloudNode], stale_after: float) -> SchedulerPoll:
         now = poll.polled_at
-        present = {w.name for w in poll.workers}
-        listed = {n.id for n in nodes}
-        carried = [w for name, (w, seen) in self._workers.items()
-                   if name not in present and w.cloud_id in listed and now - seen <= stale_after]
-        self._workers = {name: self._workers[name] for name in (w.name for w in carried)}
-        self._workers.update((w.name, (w, now)) for w in poll.workers)
+        present = {w.name: w for w in poll.workers}
+        before, before_at = self._polled, self._polled_at
+        absent = before.keys() - present.keys()
+        kept: dict[str, tuple[Worker, float]] = {}
+        if self._kept or absent:  # workers seen before that this poll lacks: carried for a while
+            listed = self._nodes if nodes is self._merged else {n.id for n in nodes}
+            candidates = [ws for name, ws in self._kept.items() if name not in present]
+            candidates += [(w, before_at) for name, w in before.items() if name in absent]
+            kept = {w.name: (w, seen) for w, seen in candidates
+                    if w.cloud_id in listed and now - seen <= stale_after}
+        carried = [w for w, _ in kept.values()]
+        self._kept, self._polled, self._polled_at = kept, present, now
         self._carried = len(carried)
         if not carried:
             return poll

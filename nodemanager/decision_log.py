@@ -20,6 +20,8 @@ START_DRAIN -> drain [blocked by budget: ...]
 from __future__ import annotations
 
 import logging
+from collections import Counter
+from operator import attrgetter
 from typing import Any
 
 from nodemanager.core.placement import UNMATCHED
@@ -32,6 +34,7 @@ log = logging.getLogger("nodemanager.decisions")
 
 
 LINE_WIDTH = 120  # a routine decision line at INFO; the whole explanation follows at DEBUG
+_WORKER_STATE = attrgetter("tuple.worker_state")
 
 
 def decision_line(e: NodeExplanation, dry_run: bool = False) -> str:
@@ -102,9 +105,10 @@ class DecisionLog:
             seen[e.node_id] = e  # the new record replaces the old: the old plan's is not kept
             if e.action is not None or e.node_id in acted:
                 level = logging.INFO
-            elif (old is not None and old.matrix_action is e.matrix_action and old.action == e.action
-                  and old.blocked_by == e.blocked_by and old.tuple == e.tuple and old.rule == e.rule):
-                continue  # the common case: nothing new, nothing built
+            elif old is e or (old is not None and old.matrix_action is e.matrix_action
+                              and old.action == e.action and old.blocked_by == e.blocked_by
+                              and (old.tuple is e.tuple or old.tuple == e.tuple) and old.rule == e.rule):
+                continue  # the common case: nothing new, nothing built (the same record: surely)
             elif (old is None or (old.matrix_action, old.action, old.blocked_by)
                   != (e.matrix_action, e.action, e.blocked_by)
                   or old.tuple.worker_state != e.tuple.worker_state):
@@ -118,7 +122,8 @@ class DecisionLog:
             if history is not None:
                 _note_change(history, e, old, plan.now, dry_run)
         explained = {e.node_id for e in plan.nodes}
-        gone = [k for k in seen if k not in explained]
+        # every node explained is in seen now: any other entry is a node that left
+        gone = [k for k in seen if k not in explained] if len(seen) > len(explained) else []
         listed = {n.id: n for n in last_report.snapshot.cloud_nodes} \
             if gone and history is not None and last_report is not None else {}
         for node_id in gone:
@@ -150,9 +155,7 @@ class DecisionLog:
 
     def summary(self, snap: Snapshot, plan: Plan, cpu: float, dry_run: bool) -> None:
         """The cycle's summary line: at INFO when it differs from the previous cycle's."""
-        counts: dict[str, int] = {}
-        for e in plan.nodes:
-            counts[e.tuple.worker_state] = counts.get(e.tuple.worker_state, 0) + 1
+        counts = Counter(map(_WORKER_STATE, plan.nodes))
         states = ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "none"
         boots = sum(b.count for b in plan.boots)
         key = (len(snap.cloud_nodes), states, len(snap.workers), sum(d.count for d in snap.demand),

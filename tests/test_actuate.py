@@ -1,6 +1,8 @@
 """The actuator against the simulated cloud and a scripted scheduler: what an operator would see
 happen to nodes (or refused), with plans built by hand."""
 
+import dataclasses
+
 from nodemanager.actuate import BOOT_LISTING_TIMEOUT, Actuator, Task
 from nodemanager.actuator_memory import NAME_QUARANTINE
 from nodemanager.drain_tickets import drain_tag, parse_drain_tag, ticket_for
@@ -266,3 +268,50 @@ def test_a_destroyed_node_still_in_a_late_listing_is_not_destroyed_twice(time_no
     again = act.run(Task(item(ItemKind.DESTROY, tagged, worker=None, cancellable=False), tagged, None))
     assert [o.result for o in again] == ["skipped"] and "waiting for the listing" in again[0].detail
     assert cloud.calls.get("destroy_node", 0) == 1
+
+
+def test_boot_names_skip_the_workers_of_the_latest_poll(time_now, nm_settings, scripted_scheduler):
+    """A worker the scheduler still hears from holds its name; what the actuator reads of a poll
+    is worked out when a boot needs it, from the poll observed last (not one before it)."""
+    from nodemanager.model import Worker
+    from nodemanager.scheduler.port import SchedulerPoll
+
+    cloud, act = setup(time_now, nm_settings, scripted_scheduler)
+    template = nm_settings.cloud.node_name_template
+    name = lambda seq: template.format(cluster=nm_settings.cloud.cluster, size="small", seq=seq)
+    time_now.advance(NAME_QUARANTINE + 1)
+    heard = lambda *seqs: SchedulerPoll(workers=tuple(
+        Worker(name=name(s), scheduler="x", last_heard=time_now.now) for s in seqs), demand=(),
+        polled_at=time_now.now)
+    act.observe_poll(heard(1))
+    act.run(Task(BootRequest("small", 1, "jobs queued")))
+    act.observe_poll(heard(3))                               # name 1's worker is gone: its name is free
+    act.run(Task(BootRequest("small", 1, "jobs queued")))
+    assert sorted(n.name for n in cloud.list_nodes()) == [name(1), name(2)]
+    act.observe_poll(heard(1, 3))
+    act.observe_poll(heard(4))
+    act.run(Task(BootRequest("small", 1, "jobs queued")))
+    assert sorted(n.name for n in cloud.list_nodes()) == [name(1), name(2), name(3)]
+
+
+def test_a_listing_of_as_many_nodes_but_another_one_is_read_afresh(time_now, nm_settings, scripted_scheduler):
+    """The actuator keeps what it read of a listing while the next lists the very same node
+    objects; one that differs in a node (not in length) settles the boot it shows, and names
+    listed again and again stay held while a name no longer listed is freed after the quarantine."""
+    cloud, act = setup(time_now, nm_settings, scripted_scheduler)
+    template = nm_settings.cloud.node_name_template
+    name = lambda seq: template.format(cluster=nm_settings.cloud.cluster, size="small", seq=seq)
+    other = running_node(cloud, scripted_scheduler, name="w1")
+    act.run(Task(BootRequest("small", 1, "jobs queued")))
+    booted = next(n for n in cloud.list_nodes() if n.id != other.id)
+    before = [other, dataclasses.replace(booted, id="i-elsewhere", tags={}, name=name(2))]
+    for _ in range(3):
+        act.observe_listing(list(before))
+        assert [f.action for f in act.state().in_flight] == ["boot"]
+    act.observe_listing([other, booted])                     # as many nodes, one of them new
+    assert act.state().in_flight == ()
+    for _ in range(int(NAME_QUARANTINE // 60) + 2):          # listed every minute past the quarantine
+        time_now.advance(60.0)
+        act.observe_listing([other, booted])
+    act.run(Task(BootRequest("small", 1, "jobs queued")))   # name 2 was freed; name 1 is still listed
+    assert sorted(n.name for n in cloud.list_nodes()) == sorted(["w1", name(1), name(2)])

@@ -36,25 +36,28 @@ def observe_boots(records: Mapping[str, BootRecord], nodes: Iterable[NodeExplana
     """The records after a plan's ``nodes``: each VM seen booting that ends its boot grace
     unpaired counts one failure (once); one that joins resets its size. ``after`` 0: never
     protect (failures are still counted)."""
-    # one pass over the nodes; only the unpaired ones and those a record names are kept
-    sizes: set[str] = set()
+    # one pass over the nodes; only the unpaired ones and those a record names are looked at
     booting: dict[str, set[str]] = {}
     exceeded: dict[str, set[str]] = {}
     joined: set[str] = set()
     failed: dict[str, set[str]] = {}
     watched = {nid for r in records.values() for nid in r.booting | r.failed}
     for e in nodes:
-        size, nid, t = e.size, e.node_id, e.tuple
-        sizes.add(size)
-        if t.worker_state == UNPAIRED:
+        t = e.tuple
+        unpaired = t.worker_state == UNPAIRED
+        if not unpaired and (not watched or e.node_id not in watched):
+            continue
+        size, nid = e.size, e.node_id
+        if unpaired:
             (exceeded if t.boot_grace == BOOT_EXCEEDED else booting).setdefault(size, set()).add(nid)
         if nid in watched and (r := records.get(size)) is not None:
-            if nid in r.booting and t.worker_state != UNPAIRED:
+            if nid in r.booting and not unpaired:
                 joined.add(size)
             if nid in r.failed:
                 failed.setdefault(size, set()).add(nid)
     out: dict[str, BootRecord] = {}
-    for size in set(records) | sizes:
+    # a size with no record and no node booting ends with an empty record: not kept
+    for size in set(records) | set(booting) | set(exceeded):
         r = records.get(size, BootRecord())
         new_exceeded = exceeded.get(size, set())
         failures, until = r.failures, r.until
