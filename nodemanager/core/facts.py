@@ -11,6 +11,7 @@ from nodemanager.core.billing import (Schedule, _window, boot_grace_state, idle_
                                       schedule_for, window_state)
 from nodemanager.core.classify import Classification, classify_foreign, classify_worker, foreign_drain
 from nodemanager.core.idle_timing import fixed_note
+from nodemanager.core.node_memo import NodeMemo
 from nodemanager.core.pair import Pairing, by_id
 from nodemanager.core.reclaim import cloud_reclaim
 from nodemanager.core.plan_node import NodeFacts
@@ -56,8 +57,9 @@ def in_flight_by_node(snapshot: Snapshot) -> dict[str, dict[str, InFlight]]:
 
 
 def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, sizes: dict[str, Size],
-               pairing: Pairing) -> list[NodeFacts]:
-    """Every listed node's facts, in node id order."""
+               pairing: Pairing, memo: NodeMemo | None = None) -> list[NodeFacts]:
+    """Every listed node's facts, in node id order; ``memo`` (None: none) gives back the facts of
+    nodes whose inputs did not change since an earlier cycle (:mod:`nodemanager.core.node_memo`)."""
     paired, reasons = pairing.paired, pairing.reasons
     now = snapshot.now
     flights = in_flight_by_node(snapshot)
@@ -75,11 +77,20 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
     # an adapter's verdict (most workers share one) -> its classification, for workers heard
     # lately whose verdict is not idle: then the classification is the verdict's alone
     shared: dict[int, Classification] = {}
+    last, kept = memo.begin(settings, matrix, held) if memo is not None else ({}, {})
     for node in sorted(snapshot.cloud_nodes, key=by_id):
         worker = paired.get(node.id)
+        unpaired_why = reasons.get(node.id) if worker is None else None
+        # the memo's test, inline (a call per node costs what it saves): see core/node_memo.py
+        if last and (e := last.get(node.id)) is not None and e[0] is node and e[1] is worker and now < e[2] and (
+                e[3] == unpaired_why if worker is None else not is_lost(worker, now, stale_after)) and (
+                node.id not in flights):
+            kept[node.id] = e
+            out.append(e[4])
+            continue
         lost = is_lost(worker, now, stale_after)
         if worker is None:
-            c = Classification(UNPAIRED, f"unpaired: {reasons.get(node.id, 'no worker')}")
+            c = Classification(UNPAIRED, f"unpaired: {'no worker' if unpaired_why is None else unpaired_why}")
         elif lost or (verdict := worker.classified) is None or verdict.state == IDLE:
             c = classify_worker(worker, now, stale_after)
         else:
@@ -140,7 +151,10 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
         up = not ours_draining and not foreign and not destroying and (
             ws in (IDLE, BUSY) or (ws == UNPAIRED and st.boot_grace != BOOT_EXCEEDED))
         # tuple.__new__ straight: the named tuple's own __new__ adds a call per node
-        out.append(_new(NodeFacts, (node, worker, sizes.get(node.size), c, st, rule, maction, ws, nxt, what,
-                                    theirs, foreign, mine, is_held, lost, node.state in GONE_STATES, ours,
-                                    ours_draining, drained, up)))
+        f = _new(NodeFacts, (node, worker, sizes.get(node.size), c, st, rule, maction, ws, nxt, what,
+                             theirs, foreign, mine, is_held, lost, node.state in GONE_STATES, ours,
+                             ours_draining, drained, up))
+        out.append(f)
+        if memo is not None:
+            memo.keep(f, unpaired_why)
     return out
