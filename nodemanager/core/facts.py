@@ -83,8 +83,7 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
         unpaired_why = reasons.get(node.id) if worker is None else None
         # the memo's test, inline (a call per node costs what it saves): see core/node_memo.py
         if last and (e := last.get(node.id)) is not None and e[0] is node and e[1] is worker and now < e[2] and (
-                e[3] == unpaired_why if worker is None else not is_lost(worker, now, stale_after)) and (
-                node.id not in flights):
+                worker is not None or e[3] == unpaired_why) and node.id not in flights:
             kept[node.id] = e
             out.append(e[4])
             continue

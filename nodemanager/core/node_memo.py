@@ -46,12 +46,13 @@ class NodeMemo:
     """Facts and explanations of the last cycle's nodes, to reuse while their inputs stay the
     same (see the module docstring). Not thread-safe: one planner uses it at a time."""
 
-    __slots__ = ("_settings", "_matrix", "_held", "_facts", "_explained")
+    __slots__ = ("_settings", "_matrix", "_held", "_stale_after", "_facts", "_explained")
 
     def __init__(self) -> None:
         self._settings: CoreSettings | None = None
         self._matrix: Any = None
         self._held: frozenset[str] | None = None
+        self._stale_after = 0.0
         self._facts: dict[str, FactsEntry] = {}
         self._explained: dict[str, ExplainedEntry] = {}
 
@@ -64,6 +65,7 @@ class NodeMemo:
         if settings is not self._settings or matrix is not self._matrix or (
                 held is not self._held and held != self._held):
             self._settings, self._matrix, self._held = settings, matrix, held
+            self._stale_after = settings.node_stale_after
             self._facts, self._explained = {}, {}
         last, self._facts = self._facts, {}
         return last, self._facts
@@ -71,11 +73,15 @@ class NodeMemo:
     def keep(self, f: NodeFacts, unpaired_why: str | None) -> None:
         """Keep freshly computed facts for the next cycle, unless something in them depends on
         ``now`` other than through their ``next_change``, or an action of ours is under way (a
-        lost worker's facts are kept but never reused: the caller tests staleness)."""
-        if f.flights or f.core_state == IDLE or f.node.reclaim_at is not None or (
+        lost worker's are never kept)."""
+        if f.lost or f.flights or f.core_state == IDLE or f.node.reclaim_at is not None or (
                 f.theirs is not None and not f.foreign):
             return
         until = f.next_change if f.next_change is not None else math.inf
+        heard = f.worker.last_heard if f.worker is not None else 0.0
+        if heard > 0:
+            # is_lost is false for every now before this sum, however it rounds
+            until = min(until, heard + self._stale_after)
         self._facts[f.node.id] = (f.node, f.worker, until, unpaired_why, f)
 
     def begin_explanations(self) -> tuple[Mapping[str, ExplainedEntry], dict[str, ExplainedEntry]]:
