@@ -24,6 +24,7 @@ __all__ = ["MatrixLookup", "node_facts", "matches", "is_lost", "RECLAIM_ENDS"]
 
 RECLAIM_ENDS = "reclaim_foreign_after ends"
 _NO_FLIGHTS: Mapping[str, InFlight] = {}
+_NEVER = float("inf")
 _new = tuple.__new__
 
 
@@ -154,6 +155,16 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
                              theirs, foreign, mine, is_held, lost, node.state in GONE_STATES, ours,
                              ours_draining, drained, up))
         out.append(f)
-        if memo is not None:
-            memo.keep(f, unpaired_why)
+        # kept for the next cycle unless its words name now (idle for, a reclaim notice's
+        # countdown, a foreign drain's age) or an action of ours is under way; a lost worker's
+        # entry is past its validity already (not heard from for Ns)
+        if memo is not None and not (mine or core == IDLE or node.reclaim_at is not None
+                                     or (theirs is not None and not foreign)):
+            until = _NEVER if nxt is None else nxt
+            if worker is not None and worker.last_heard > 0:
+                # is_lost is false for every now before this sum, however it rounds
+                lost_at = worker.last_heard + stale_after
+                if lost_at < until:
+                    until = lost_at
+            kept[node.id] = (node, worker, until, unpaired_why, f)
     return out

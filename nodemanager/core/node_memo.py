@@ -21,18 +21,18 @@ What it keeps, per cloud node id, and when it is reused:
 * the node's :class:`~nodemanager.model.NodeExplanation`, when its decision is the undecided one
   (no reason claimed it, nothing blocked it) on the very same facts object.
 
-Entries of nodes no longer listed are dropped every cycle (the memo holds one cycle's nodes).
+:func:`nodemanager.core.facts.node_facts` and the plan's explanations apply these rules inline
+(a call per node would cost what the memo saves); this module holds the entries. Entries of nodes
+no longer listed are dropped every cycle (the memo holds one cycle's nodes).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any, Mapping, Optional
 
 from nodemanager.core.plan_node import NodeFacts
 from nodemanager.model import CloudNode, NodeExplanation, Worker
 from nodemanager.settings import CoreSettings
-from policy_matrix.vocabulary import IDLE
 
 __all__ = ["NodeMemo", "FactsEntry", "ExplainedEntry"]
 
@@ -46,13 +46,12 @@ class NodeMemo:
     """Facts and explanations of the last cycle's nodes, to reuse while their inputs stay the
     same (see the module docstring). Not thread-safe: one planner uses it at a time."""
 
-    __slots__ = ("_settings", "_matrix", "_held", "_stale_after", "_facts", "_explained")
+    __slots__ = ("_settings", "_matrix", "_held", "_facts", "_explained")
 
     def __init__(self) -> None:
         self._settings: CoreSettings | None = None
         self._matrix: Any = None
         self._held: frozenset[str] | None = None
-        self._stale_after = 0.0
         self._facts: dict[str, FactsEntry] = {}
         self._explained: dict[str, ExplainedEntry] = {}
 
@@ -60,29 +59,14 @@ class NodeMemo:
               held: frozenset[str]) -> tuple[Mapping[str, FactsEntry], dict[str, FactsEntry]]:
         """Start a cycle's facts: forget everything if the settings, the matrix or the held set
         changed since the last cycle. Returns the last cycle's entries (node id -> (node,
-        worker, valid until, unpaired reason, facts)) and this cycle's, which
-        :func:`nodemanager.core.facts.node_facts` fills with each entry it reuses."""
+        worker, valid while now is before, unpaired reason, facts)) and this cycle's, which
+        :func:`nodemanager.core.facts.node_facts` fills with each entry it reuses or makes."""
         if settings is not self._settings or matrix is not self._matrix or (
                 held is not self._held and held != self._held):
             self._settings, self._matrix, self._held = settings, matrix, held
-            self._stale_after = settings.node_stale_after
             self._facts, self._explained = {}, {}
         last, self._facts = self._facts, {}
         return last, self._facts
-
-    def keep(self, f: NodeFacts, unpaired_why: str | None) -> None:
-        """Keep freshly computed facts for the next cycle, unless something in them depends on
-        ``now`` other than through their ``next_change``, or an action of ours is under way (a
-        lost worker's are never kept)."""
-        if f.lost or f.flights or f.core_state == IDLE or f.node.reclaim_at is not None or (
-                f.theirs is not None and not f.foreign):
-            return
-        until = f.next_change if f.next_change is not None else math.inf
-        heard = f.worker.last_heard if f.worker is not None else 0.0
-        if heard > 0:
-            # is_lost is false for every now before this sum, however it rounds
-            until = min(until, heard + self._stale_after)
-        self._facts[f.node.id] = (f.node, f.worker, until, unpaired_why, f)
 
     def begin_explanations(self) -> tuple[Mapping[str, ExplainedEntry], dict[str, ExplainedEntry]]:
         """Start a cycle's explanations: the last cycle's undecided ones (node id -> (facts,
