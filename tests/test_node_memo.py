@@ -292,3 +292,23 @@ def test_the_changing_world_reuses_facts_and_explanations():
         total += len(facts)
         facts_before, before = {f.node.id: f for f in facts}, {e.node_id: e for e in p.nodes}
     assert reused > total // 3 and explanations > total // 10
+
+
+def test_the_controller_keeps_a_memo_across_cycles_and_a_matrix_reload_reaches_the_plan():
+    from nodemanager.controller import Controller
+    from nodemanager.scheduler.port import SchedulerPoll
+    from nodemanager.settings import Settings
+
+    clock = [NOW]
+    ctl = Controller(Settings(), MATRIX, None, clock=lambda: clock[0], dry_run=True)
+    nodes, workers = (node("a"),), (busy("a", last_heard=NOW),)
+
+    def cycle():
+        clock[0] += 5
+        report, _ = ctl.prepare(nodes, clock[0], SchedulerPoll(workers, (), clock[0]))
+        return explained(report.plan, "a")
+
+    first = cycle()
+    assert cycle() is first  # the same facts, the same explanation: nothing was recomputed
+    ctl.set_matrix(matrix_for(tuple("START_DRAIN" for _ in TUPLES)))
+    assert cycle().rule.startswith("random.matrix")
