@@ -60,7 +60,8 @@ def in_flight_by_node(snapshot: Snapshot) -> dict[str, dict[str, InFlight]]:
 def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, sizes: dict[str, Size],
                pairing: Pairing, memo: NodeMemo | None = None) -> list[NodeFacts]:
     """Every listed node's facts, in node id order; ``memo`` (None: none) gives back the facts of
-    nodes whose inputs did not change since an earlier cycle (:mod:`nodemanager.core.node_memo`)."""
+    nodes whose inputs did not change since an earlier cycle (:mod:`nodemanager.core.node_memo`;
+    it keys on ``settings``, so ``sizes`` must be its sizes by name, as :func:`plan` passes them)."""
     paired, reasons = pairing.paired, pairing.reasons
     now = snapshot.now
     flights = in_flight_by_node(snapshot)
