@@ -81,12 +81,13 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
     shared: dict[int, Classification] = {}
     last, kept = memo.begin(settings, matrix, held) if memo is not None else ({}, {})
     for node in sorted(snapshot.cloud_nodes, key=by_id):
-        worker = paired.get(node.id)
-        unpaired_why = reasons.get(node.id) if worker is None else None
+        nid = node.id
+        worker = paired.get(nid)
+        unpaired_why = reasons.get(nid) if worker is None else None
         # the memo's test, inline (a call per node costs what it saves): see core/node_memo.py
-        if last and (e := last.get(node.id)) is not None and e[0] is node and e[1] is worker and now < e[2] and (
-                worker is not None or e[3] == unpaired_why) and node.id not in flights:
-            kept[node.id] = e
+        if last and (e := last.get(nid)) is not None and e[0] is node and e[1] is worker and now < e[2] and (
+                worker is not None or e[3] == unpaired_why) and nid not in flights:
+            kept[nid] = e
             out.append(e[4])
             continue
         lost = is_lost(worker, now, stale_after)
@@ -138,7 +139,7 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
             nxt, what = at, idle.next_what
         if reclaim_at is not None and (nxt is None or reclaim_at < nxt):
             nxt, what = reclaim_at, RECLAIM_ENDS
-        mine = flights.get(node.id, _NO_FLIGHTS)
+        mine = flights.get(nid, _NO_FLIGHTS)
         is_held = bool(held) and matches(node, worker, held)
         if mine:
             ours = mine.get("drain") if "cancel_drain" not in mine else None
@@ -167,5 +168,5 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
                 lost_at = worker.last_heard + stale_after
                 if lost_at < until:
                     until = lost_at
-            kept[node.id] = (node, worker, until, unpaired_why, f)
+            kept[nid] = (node, worker, until, unpaired_why, f)
     return out
