@@ -79,8 +79,11 @@ def gate(decisions: list[Decision], snapshot: Snapshot, settings: CoreSettings, 
                            f"{settings.max_destroys_per_hour} reached ({b.recent} in the last hour); "
                            f"{d.reason}{note}")
 
+    # the nodes that want an action (a few of a large pool): the only ones the gates look at
+    wanting = [i for i, d in enumerate(decisions) if d.want is not None]
     # nodes that run nothing first (not cancellable); a booting one still counts as up
-    for i, d in enumerate(decisions):
+    for i in wanting:
+        d = decisions[i]
         if d.want is ItemKind.DESTROY and not d.cancellable:
             booting = d.drain is None and d.facts.tuple.boot_grace != BOOT_EXCEEDED and (
                 d.facts.core_state == UNPAIRED)
@@ -95,7 +98,8 @@ def gate(decisions: list[Decision], snapshot: Snapshot, settings: CoreSettings, 
                 b = b._replace(destroys_left=b.destroys_left - 1, room=b.room - booting)
 
     candidates: list[int] = []
-    for i, d in enumerate(out):
+    for i in wanting:
+        d = out[i]
         if d.want in (ItemKind.DRAIN, ItemKind.DESTROY) and d.cancellable and not d.forced:
             young = too_young(d.facts, settings, snapshot.now)  # issue 18: no give-back right after a boot
             if young is not None:

@@ -11,6 +11,7 @@ from nodemanager.core.billing import (Schedule, _window, boot_grace_state, idle_
                                       schedule_for, window_state)
 from nodemanager.core.classify import Classification, classify_foreign, classify_worker, foreign_drain
 from nodemanager.core.idle_timing import fixed_note
+from nodemanager.core.node_memo import NodeMemo
 from nodemanager.core.pair import Pairing, by_id
 from nodemanager.core.reclaim import cloud_reclaim
 from nodemanager.core.plan_node import NodeFacts
@@ -23,6 +24,7 @@ __all__ = ["MatrixLookup", "node_facts", "matches", "is_lost", "RECLAIM_ENDS"]
 
 RECLAIM_ENDS = "reclaim_foreign_after ends"
 _NO_FLIGHTS: Mapping[str, InFlight] = {}
+_NEVER = float("inf")
 _new = tuple.__new__
 
 
@@ -56,8 +58,10 @@ def in_flight_by_node(snapshot: Snapshot) -> dict[str, dict[str, InFlight]]:
 
 
 def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, sizes: dict[str, Size],
-               pairing: Pairing) -> list[NodeFacts]:
-    """Every listed node's facts, in node id order."""
+               pairing: Pairing, memo: NodeMemo | None = None) -> list[NodeFacts]:
+    """Every listed node's facts, in node id order; ``memo`` (None: none) gives back the facts of
+    nodes whose inputs did not change since an earlier cycle (:mod:`nodemanager.core.node_memo`;
+    it keys on ``settings``, so ``sizes`` must be its sizes by name, as :func:`plan` passes them)."""
     paired, reasons = pairing.paired, pairing.reasons
     now = snapshot.now
     flights = in_flight_by_node(snapshot)
@@ -75,11 +79,20 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
     # an adapter's verdict (most workers share one) -> its classification, for workers heard
     # lately whose verdict is not idle: then the classification is the verdict's alone
     shared: dict[int, Classification] = {}
+    last, kept = memo.begin(settings, matrix, held) if memo is not None else ({}, {})
     for node in sorted(snapshot.cloud_nodes, key=by_id):
-        worker = paired.get(node.id)
+        nid = node.id
+        worker = paired.get(nid)
+        unpaired_why = reasons.get(nid) if worker is None else None
+        # the memo's test, inline (a call per node costs what it saves): see core/node_memo.py
+        if last and (e := last.get(nid)) is not None and e[0] is node and e[1] is worker and now < e[2] and (
+                worker is not None or e[3] == unpaired_why) and nid not in flights:
+            kept[nid] = e
+            out.append(e[4])
+            continue
         lost = is_lost(worker, now, stale_after)
         if worker is None:
-            c = Classification(UNPAIRED, f"unpaired: {reasons.get(node.id, 'no worker')}")
+            c = Classification(UNPAIRED, f"unpaired: {'no worker' if unpaired_why is None else unpaired_why}")
         elif lost or (verdict := worker.classified) is None or verdict.state == IDLE:
             c = classify_worker(worker, now, stale_after)
         else:
@@ -126,7 +139,7 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
             nxt, what = at, idle.next_what
         if reclaim_at is not None and (nxt is None or reclaim_at < nxt):
             nxt, what = reclaim_at, RECLAIM_ENDS
-        mine = flights.get(node.id, _NO_FLIGHTS)
+        mine = flights.get(nid, _NO_FLIGHTS)
         is_held = bool(held) and matches(node, worker, held)
         if mine:
             ours = mine.get("drain") if "cancel_drain" not in mine else None
@@ -140,7 +153,20 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
         up = not ours_draining and not foreign and not destroying and (
             ws in (IDLE, BUSY) or (ws == UNPAIRED and st.boot_grace != BOOT_EXCEEDED))
         # tuple.__new__ straight: the named tuple's own __new__ adds a call per node
-        out.append(_new(NodeFacts, (node, worker, sizes.get(node.size), c, st, rule, maction, ws, nxt, what,
-                                    theirs, foreign, mine, is_held, lost, node.state in GONE_STATES, ours,
-                                    ours_draining, drained, up)))
+        f = _new(NodeFacts, (node, worker, sizes.get(node.size), c, st, rule, maction, ws, nxt, what,
+                             theirs, foreign, mine, is_held, lost, node.state in GONE_STATES, ours,
+                             ours_draining, drained, up))
+        out.append(f)
+        # kept for the next cycle unless its words name now (idle for, a reclaim notice's
+        # countdown, a foreign drain's age) or an action of ours is under way; a lost worker's
+        # entry is past its validity already (not heard from for Ns)
+        if memo is not None and not (mine or core == IDLE or node.reclaim_at is not None
+                                     or (theirs is not None and not foreign)):
+            until = _NEVER if nxt is None else nxt
+            if worker is not None and worker.last_heard > 0:
+                # is_lost is false for every now before this sum, however it rounds
+                lost_at = worker.last_heard + stale_after
+                if lost_at < until:
+                    until = lost_at
+            kept[nid] = (node, worker, until, unpaired_why, f)
     return out

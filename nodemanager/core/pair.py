@@ -158,6 +158,8 @@ def pair(cloud_nodes: Iterable[CloudNode], workers: Iterable[Worker]) -> Pairing
                                 f"{', '.join(sorted(contested[i]))}")
             continue
         paired[node_id] = wlist[i]
+    if len(paired) == len(wlist):
+        return Pairing(paired, reasons, ())  # each paired worker is another one: no orphan
     used = {i for node_id, i in candidate.items() if i not in contested}
     orphans = tuple(sorted((w for i, w in enumerate(wlist) if i not in used),
                            key=lambda w: (w.name, w.cloud_id or "", w.address or "")))

@@ -172,6 +172,8 @@ def _existing(settings: CoreSettings, sizes: dict[str, Size], nodes: Sequence[De
         w = facts.worker
         if (n.want is None and n.drain is None and not n.forced and w is not None and w.cpus and w.ram_mb
                 and facts.theirs is None and ws in kept and facts.tuple.worker_state != RECLAIMED):
+            if ws == BUSY and w.cpus_busy >= w.cpus:
+                continue  # a full busy node (most of a large pool): no free core, skip _free's call
             cpus, ram = _free(w.cpus, float(w.ram_mb), w, ws)
             if cpus > 0:
                 kept[ws].add(cpus, ram, facts.node.size, facts.node.id, _free_gpus(facts.size, w.cpus, cpus))
@@ -205,12 +207,15 @@ class _Room:
         if snapshot.quota is not None:
             self.limit = min(self.limit, snapshot.quota)
         self.total = len(snapshot.cloud_nodes) + len(boots_in_flight)
+        # the price in use and the nodes per size are read only under their caps: summed only then
+        # (a pass over every listed node each cycle otherwise)
         self.price = sum(sizes[n.size].price for n in snapshot.cloud_nodes if n.size in sizes) + sum(
-            sizes[f.size].price for f in boots_in_flight if f.size in sizes)
+            sizes[f.size].price for f in boots_in_flight if f.size in sizes) if settings.max_total_price > 0 else 0.0
         self.boots: dict[str, int] = {}
         # nodes listed or booting per size (its max_nodes)
         self.of_size: dict[str, int] = dict(Counter([n.size for n in snapshot.cloud_nodes]
-                                                    + [f.size or "" for f in boots_in_flight]))
+                                                    + [f.size or "" for f in boots_in_flight])) if any(
+            s.max_nodes > 0 for s in sizes.values()) else {}
 
     def _left(self, size: Size) -> tuple[int, str | None, str]:
         settings, limit, total, price = self.settings, self.limit, self.total, self.price
@@ -346,11 +351,12 @@ def _min_nodes(settings: CoreSettings, usable: Sequence[Size], room: _Room, up: 
                boots_in_flight: Sequence[InFlight], why: dict[str, list[str]], notes: list[str],
                unmet: list[Unmet]) -> None:
     """Boot up to each size's ``min_nodes``, then to the global ``min_nodes`` (cheapest size)."""
-    have: dict[str, int] = {}
-    for name in [*up, *(f.size or "" for f in boots_in_flight)]:
-        have[name] = have.get(name, 0) + 1
     wants = [(s, s.min_nodes, f"[Size {s.name}] min_nodes {s.min_nodes}", True) for s in usable
              if s.min_nodes > 0]
+    have: dict[str, int] = {}
+    # nodes up per size, counted only for a size's own min_nodes (a pass over every node)
+    for name in [*up, *(f.size or "" for f in boots_in_flight)] if wants else ():
+        have[name] = have.get(name, 0) + 1
     if usable:
         wants.append((usable[0], settings.min_nodes, f"min_nodes {settings.min_nodes}", False))
     for size, least, what, own in wants:

@@ -33,6 +33,7 @@ from nodemanager.core.consolidate import apply_relabels, hold_boots, lifetime_en
 from nodemanager.core.facts import RECLAIM_ENDS, MatrixLookup, node_facts
 from nodemanager.core.guards import guard
 from nodemanager.core.halts import mass_down, stale_inputs
+from nodemanager.core.node_memo import NodeMemo
 from nodemanager.core.pair import pair
 from nodemanager.core.placement import place_demand
 from nodemanager.core.plan_node import UNDECIDED, Decision, NodeFacts, reason_of
@@ -51,17 +52,20 @@ _KIND_ORDER = {ItemKind.CANCEL_DRAIN: 0, ItemKind.DESTROY: 1, ItemKind.DRAIN: 2,
 
 
 def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, estimator: Estimator | None = None,
-         escalation: Escalation | None = None, reasons: Sequence[Reason] = REASONS) -> Plan:
+         escalation: Escalation | None = None, reasons: Sequence[Reason] = REASONS,
+         memo: NodeMemo | None = None) -> Plan:
     """Decide what to do now. ``matrix`` needs ``lookup(StateTuple) -> Match`` and the
     ``vocabulary`` its states come from (an added worker state is treated like its core state);
     ``estimator`` prices victims (default :func:`nodemanager.core.victims.estimate`);
     ``escalation`` may return ``"quick"`` or ``"fast"`` for a drain of ours that should be made
     harsher; ``reasons`` are the disruption reasons, in order (default
-    :data:`nodemanager.core.reasons.REASONS`)."""
+    :data:`nodemanager.core.reasons.REASONS`); ``memo`` (None: none), kept by the caller across
+    cycles, saves recomputing nodes whose inputs did not change (:mod:`nodemanager.core.node_memo`:
+    the plan is the same with or without it)."""
     now = snapshot.now
     sizes = {s.name: s for s in settings.sizes}
     pairing = pair(snapshot.cloud_nodes, snapshot.workers)
-    facts = node_facts(snapshot, settings, matrix, sizes, pairing)
+    facts = node_facts(snapshot, settings, matrix, sizes, pairing, memo)
     # issue 18: underused (consolidation) and expired busy nodes, as the matrix sees them
     facts = lifetime_ends(apply_relabels(facts, relabel(facts, snapshot.demand, settings, now,
                                                         estimator or estimate), matrix), settings)
@@ -117,7 +121,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     if boots and any(i.kind is ItemKind.DESTROY for i in items):
         boots = hold_boots(boots, rebuy_hold((now,), snapshot.demand, settings, now), notes, unmet)
     return Plan(now=now, items=tuple(items), boots=tuple(boots),
-                nodes=_explain(decisions), frozen=halt or freeze, notes=tuple(notes),
+                nodes=_explain(decisions, memo), frozen=halt or freeze, notes=tuple(notes),
                 unmet=tuple(unmet), frozen_by=frozen_by)
 
 
@@ -185,32 +189,43 @@ def _item(d: Decision) -> PlanItem:
                     request_id=d.request_id, schedule=d.schedule)
 
 
-def _explain(decisions: list[Decision]) -> tuple[NodeExplanation, ...]:
+def _explain(decisions: list[Decision], memo: NodeMemo | None = None) -> tuple[NodeExplanation, ...]:
     """Each node's explanation, in the decisions' order; empties ``decisions`` as it goes, so each
-    node's stage records are freed once its explanation exists (the cycle's peak memory)."""
+    node's stage records are freed once its explanation exists (the cycle's peak memory). An
+    undecided node's explanation is ``memo``'s when made from the same facts."""
     out: list[NodeExplanation] = []
     append, new, explanation = out.append, _new, NodeExplanation
     # nodes no reason claimed that share a classification share one text (most busy nodes: less
     # to build now, less kept until the next plan)
     unclaimed: dict[str, str] = {}
+    last, kept = memo.begin_explanations() if memo is not None else ({}, {})
     decisions.reverse()
     take = decisions.pop
     # one loop, no call per node; tuple.__new__ straight skips the named tuple's own __new__
     while decisions:
         d = take()
         f = d.facts
+        node = f.node
+        # undecided: the explanation is the facts' alone, the memo's if made from these very facts
+        undecided = not d.reason and d.want is None and d.blocked is None and d.cause is None
+        if undecided and last and (m := last.get(node.id)) is not None and m[0] is f:
+            kept[node.id] = m
+            append(m[1])
+            continue
         w = f.worker
         drain = f.our_drain
-        node = f.node
         reason = d.reason
         if not reason:
             why = f.cls.why
             reason = unclaimed.get(why) or unclaimed.setdefault(why, reason_of(d))
-        append(new(explanation, (
+        e = new(explanation, (
             node.id, node.name, node.size, f.tuple, f.rule, f.maction, d.want, d.blocked,
             reason, w.name if w is not None else None,
             w.state if w is not None else None, f.next_change, f.next_what, d.cause, f.lost, f.gone,
-            drain.since if drain is not None else None, f.drained, f.up)))
+            drain.since if drain is not None else None, f.drained, f.up))
+        append(e)
+        if undecided and memo is not None:
+            kept[node.id] = (f, e)
     return tuple(out)
 
 

@@ -44,10 +44,16 @@ class Settled(NamedTuple):
     open: tuple[Reservation, ...]
 
 
+_NONE = Settled((), (), ())
+
+
 def settle(reservations: Iterable[Reservation], listing: Iterable[CloudNode], now: float,
            hold: float) -> Settled:
     """Split ``reservations`` by what ``listing`` (taken at ``now``) shows; terminated nodes do
     not count as showing a reservation's VM."""
+    reservations = tuple(reservations)
+    if not reservations:
+        return _NONE  # most cycles: nothing to look for, no listing to index
     by_token: dict[str, CloudNode] = {}
     untagged: dict[str, CloudNode] = {}
     for node in listing:

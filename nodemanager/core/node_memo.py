@@ -1,0 +1,76 @@
+"""Per-node work the plan may reuse from one cycle to the next (issue 18 item 9, replay speed).
+
+A :class:`NodeMemo` is owned by the caller (the :class:`~nodemanager.controller.Controller` keeps
+one) and handed to :func:`nodemanager.core.plan` as ``memo=``; ``None`` plans everything afresh.
+The plan stays a function of its arguments: a memo only ever returns what the plan would compute
+anyway, so a plan with a memo equals the plan without one, cycle after cycle.
+
+What it keeps, per cloud node id, and when it is reused:
+
+* the node's :class:`~nodemanager.core.plan_node.NodeFacts` (stage 1), when the listing holds the
+  very same ``CloudNode`` object, paired with the very same ``Worker`` object (identity, ``is``:
+  the pollers hand back unchanged records as the same objects; ``==`` would cost as much as the
+  work), or with none for the same pairing reason; the same ``CoreSettings`` and matrix objects
+  (a reload starts afresh) and the same held set; no action of ours under way on the node, now
+  or when the facts were computed; the worker not lost (``last_heard + node_stale_after``); and
+  ``now`` before the facts' ``next_change`` (a billing window, the boot grace, the end of
+  ``reclaim_foreign_after``). Facts whose words name ``now`` are never kept: an idle node ("idle
+  for Ns"; its grace may also follow break-even ``idle_graces``), a lost worker ("not heard from
+  for Ns"), a cloud reclaim notice ("in 1m 40s") and a foreign drain past
+  ``reclaim_foreign_after`` ("drained by someone else for Ns");
+* the node's :class:`~nodemanager.model.NodeExplanation`, when its decision is the undecided one
+  (no reason claimed it, nothing blocked it) on the very same facts object.
+
+:func:`nodemanager.core.facts.node_facts` and the plan's explanations apply these rules inline
+(a call per node would cost what the memo saves); this module holds the entries. Entries of nodes
+no longer listed are dropped every cycle (the memo holds one cycle's nodes).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+from nodemanager.core.plan_node import NodeFacts
+from nodemanager.model import CloudNode, NodeExplanation, Worker
+from nodemanager.settings import CoreSettings
+
+__all__ = ["NodeMemo", "FactsEntry", "ExplainedEntry"]
+
+# (node, worker, valid while now < this, the pairing reason of an unpaired node, its facts)
+FactsEntry = tuple[CloudNode, Optional[Worker], float, Optional[str], NodeFacts]
+# (the facts an undecided node's explanation was made from, the explanation)
+ExplainedEntry = tuple[NodeFacts, NodeExplanation]
+
+
+class NodeMemo:
+    """Facts and explanations of the last cycle's nodes, to reuse while their inputs stay the
+    same (see the module docstring). Not thread-safe: one planner uses it at a time."""
+
+    __slots__ = ("_settings", "_matrix", "_held", "_facts", "_explained")
+
+    def __init__(self) -> None:
+        self._settings: CoreSettings | None = None
+        self._matrix: Any = None
+        self._held: frozenset[str] | None = None
+        self._facts: dict[str, FactsEntry] = {}
+        self._explained: dict[str, ExplainedEntry] = {}
+
+    def begin(self, settings: CoreSettings, matrix: Any,
+              held: frozenset[str]) -> tuple[Mapping[str, FactsEntry], dict[str, FactsEntry]]:
+        """Start a cycle's facts: forget everything if the settings, the matrix or the held set
+        changed since the last cycle. Returns the last cycle's entries (node id -> (node,
+        worker, valid while now is before, unpaired reason, facts)) and this cycle's, which
+        :func:`nodemanager.core.facts.node_facts` fills with each entry it reuses or makes."""
+        if settings is not self._settings or matrix is not self._matrix or (
+                held is not self._held and held != self._held):
+            self._settings, self._matrix, self._held = settings, matrix, held
+            self._facts, self._explained = {}, {}
+        last, self._facts = self._facts, {}
+        return last, self._facts
+
+    def begin_explanations(self) -> tuple[Mapping[str, ExplainedEntry], dict[str, ExplainedEntry]]:
+        """Start a cycle's explanations: the last cycle's undecided ones (node id -> (facts,
+        explanation)) and this cycle's, which :func:`nodemanager.core.plan` fills with each one
+        it reuses or makes for an undecided node (the others are forgotten)."""
+        last, self._explained = self._explained, {}
+        return last, self._explained
