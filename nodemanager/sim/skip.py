@@ -15,6 +15,11 @@ and idle nodes the matrix leaves alone (its first two tiers), none of that happe
 may change freely. Everything is kept up to date from the nodes the pool reports changed
 (:attr:`SimPool.touched`), so a check costs what changed, not the pool's size.
 
+Two exceptions, each exact (docs/simulator.md, "Skipping cycles"): a node's turn from busy to
+idle or back that the matrix leaves alone (:func:`settles`; a node gone idle wakes the replay at
+its idle grace's end), and under consolidation a free-core change when consolidation relabels
+no node at L nor now (:func:`no_spare`).
+
 A node's tuple changing by time alone (:attr:`NodeExplanation.next_change`) wakes the replay only
 when the change can matter: a change of a time dimension (window, boot grace, idle grace) that
 the plan does not read for the node's worker state (:func:`time_reads`) is passed over: a busy
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 from nodemanager.core.billing import (BOOT_GRACE_ENDS, IDLE_GRACE_ENDS, WINDOW_CLOSES, WINDOW_OPENS,
@@ -35,9 +41,9 @@ from nodemanager.model import CloudNode, Demand, NodeExplanation, Plan
 from nodemanager.settings import CoreSettings
 from nodemanager.sim.pool import SimPool
 from policy_matrix import Action, Matrix
-from policy_matrix.vocabulary import BUSY, IDLE, UNPAIRED
+from policy_matrix.vocabulary import BUSY, IDLE, IDLE_WAIT, UNPAIRED
 
-__all__ = ["CycleWatch", "Capacity", "fits", "time_reads", "TIME_DIMENSIONS"]
+__all__ = ["CycleWatch", "Capacity", "Settles", "settles", "fits", "no_spare", "time_reads", "TIME_DIMENSIONS"]
 
 # the tuple's dimensions that change by time alone
 TIME_DIMENSIONS = ("window", "boot_grace", "idle_grace")
@@ -59,12 +65,22 @@ class CycleWatch:
     :meth:`node_changed` for every node launched, started, stopped or whose startd changed
     (:attr:`SimPool.touched`), :meth:`mark` after every cycle that ran, and :meth:`unchanged`
     before a cycle to ask whether it may be skipped. ``free_matters``: the plan reads free cores
-    even with nothing queued (consolidation, issue 18): any change of them runs a cycle."""
+    even with nothing queued (consolidation, issue 18): any change of them runs a cycle, unless
+    ``margin`` (consolidation's ``consolidate_margin``) is given and :meth:`quiet` holds both at L
+    and now (consolidation relabels no node either time, see :func:`no_spare`)."""
 
     def __init__(self, pool: SimPool, live: Mapping[str, object], running: Mapping[str, object],
-                 core_state: Callable[[str], str], free_matters: bool = False) -> None:
+                 core_state: Callable[[str], str], free_matters: bool = False,
+                 margin: int | None = None, settles: Settles | None = None) -> None:
         self._pool = pool
+        self._settles = settles
+        self.soon = math.inf                             # a wake the skipped changes ask for
         self._free_matters = free_matters
+        self._margin = margin
+        self._spare: dict[str, int] = {}                 # busy node -> its free cores (if > 0)
+        self._spare_sum = 0
+        self._spare_hist: Counter[int] = Counter()      # ... counted by free cores
+        self._quiet0 = False                             # quiet() at L
         self._live = live
         self._running = running
         self._core_state = core_state
@@ -101,7 +117,10 @@ class CycleWatch:
                 capnow.pop(nid, None)
         self._since_mark.clear()
         self._marked = True
-        self._demand0 = _shape(self._pool.demand())
+        self.soon = math.inf
+        demand = self._pool.demand()
+        self._demand0 = _shape(demand)
+        self._quiet0 = self.quiet(demand)
         self._differ.clear()
         self._free_differ.clear()
         # a node held back by demand (or by anything the demand might replace) could go once the
@@ -130,14 +149,52 @@ class CycleWatch:
         if not self._marked:
             return False
         self._absorb()
-        if self._differ or (self._free_matters and self._free_differ):
+        if self._differ and not self._settled():
             return False
         demand = self._pool.demand()
+        # free cores read with nothing queued, unless consolidation relabels nothing at L or now
+        free_read = self._free_matters and not (self._quiet0 and self.quiet(demand))
+        if free_read and self._free_differ:
+            return False
         if _shape(demand) == self._demand0 and (not demand or not self._free_differ):
             return True
-        if self._free_matters:
+        if free_read:
             return False  # whether anything is queued decides which nodes are underused
         return self._may_fit and self.fits(demand)
+
+    def _settled(self) -> bool:
+        """Every node whose state is not L's only went from idle to busy or from busy to idle (none
+        draining) and the matrix leaves it alone in its new state (:class:`Settles`), while no
+        node's want was held back at L (freeing or taking capacity then changes nothing but
+        placement, which the queue test covers). A node that went idle moves :attr:`soon` to its
+        idle grace's end (from :attr:`SimStartd.idle_since`, as the plan counts it)."""
+        rules = self._settles
+        if rules is None or not self._may_fit:
+            return False
+        base, soon = self._base, self.soon
+        for nid in self._differ:
+            st = self._pool.startd(nid)
+            if st is None or not st.alive or st.draining or st.drain_complete or st.reclaim_deadline is not None:
+                return False
+            was = base.get(nid)
+            if st.dslots:
+                if not rules.busy or was != _IDLE_STATE:
+                    return False
+            elif rules.idle_wait and was == _BUSY_STATE:
+                soon = min(soon, st.idle_since + rules.idle_grace)
+            else:
+                return False
+        self.soon = soon
+        return True
+
+    def quiet(self, demand: Sequence[Demand]) -> bool:
+        """Consolidation (with ``margin``) is sure to relabel no node now, whatever the free cores'
+        other changes: jobs queue, or the busy nodes' free cores leave no node spare
+        (:func:`no_spare`). False without ``margin``."""
+        if self._margin is None:
+            return False
+        return any(d.count > 0 for d in demand) or no_spare(self._spare_sum, self._spare_hist,
+                                                            self._margin)
 
     def fits(self, demand: Sequence[Demand]) -> bool:
         """Every job of ``demand`` is sure to be placed on the nodes the plan left alone at L."""
@@ -195,6 +252,8 @@ class CycleWatch:
                 self._free_differ.add(nid)
             else:
                 self._free_differ.discard(nid)
+            if self._margin is not None:
+                self._count_spare(nid, live)
             new = self._capacity(nid) if live else None
             capnow[nid] = new
             if nid in cap:
@@ -208,6 +267,24 @@ class CycleWatch:
                         self._hist[new] += 1
                     cap[nid] = new
         touched.clear()
+
+    def _count_spare(self, nid: str, live: bool) -> None:
+        """Keep the busy nodes' free cores (what consolidation counts spare) up to date for ``nid``:
+        a live node running jobs, neither draining nor reclaimed (a superset of consolidation's
+        candidates, which only makes :func:`no_spare` say False more often)."""
+        st = self._pool.startd(nid) if live else None
+        new = (st.free_cpus if st is not None and st.alive and st.dslots and not st.draining
+               and st.reclaim_deadline is None else 0)
+        old = self._spare.pop(nid, 0)
+        if old > 0:
+            self._spare_sum -= old
+            self._spare_hist[old] -= 1
+            if not self._spare_hist[old]:
+                del self._spare_hist[old]
+        if new > 0:
+            self._spare[nid] = new
+            self._spare_sum += new
+            self._spare_hist[new] += 1
 
     def _state(self, nid: str) -> tuple[bool, ...]:
         st = self._pool.startd(nid)
@@ -251,6 +328,49 @@ def time_reads(matrix: Matrix, settings: CoreSettings) -> dict[str, frozenset[st
         if len(actions) > 1:
             out[rest[0]].add(TIME_DIMENSIONS[k - 1])
     return {ws: frozenset(read) for ws, read in out.items()}
+
+
+_BUSY_STATE = (True, False, False, False)    # CycleWatch._state of a busy node not draining
+_IDLE_STATE = (False, False, False, False)   # ... of an idle one
+
+
+@dataclass(frozen=True)
+class Settles:
+    """Which node state changes need no cycle when the matrix leaves the node alone afterwards
+    (see :func:`settles`): ``busy``: every tuple of a busy node is NONE; ``idle_wait``: every
+    tuple of an idle node in its idle grace is NONE (``idle_grace``: that grace, fixed)."""
+
+    busy: bool
+    idle_wait: bool
+    idle_grace: float
+
+
+def settles(matrix: Matrix, settings: CoreSettings) -> Settles | None:
+    """The :class:`Settles` of ``matrix``, or None when a node's busy/idle change may matter beyond
+    its own tuple and placement: a grace that follows the idle history (break-even), relabels
+    (consolidation, lifetimes, settings drift), or spot sizes (the cloud takes a VM back between
+    cycles; the controller then keeps its worker as last seen, which must be its state then)."""
+    if (settings.idle_grace_mode != "fixed" or settings.consolidate or settings.max_lifetime > 0
+            or settings.size_digests or any(s.market == "spot" for s in settings.sizes)):
+        return None
+    tuples = list(matrix.vocabulary.all_tuples())
+    busy = all(matrix.lookup(t).action is Action.NONE for t in tuples if t.worker_state == BUSY)
+    idle_wait = all(matrix.lookup(t).action is Action.NONE for t in tuples
+                    if t.worker_state == IDLE and t.idle_grace == IDLE_WAIT)
+    return Settles(busy, idle_wait, settings.idle_grace)
+
+
+def no_spare(spare: int, free: Mapping[int, int], margin: int) -> bool:
+    """Consolidation (:func:`nodemanager.core.consolidate.relabel`) relabels no busy node when its
+    busy nodes hold ``spare`` free cores in all, counted by each node's free cores in ``free``.
+
+    It relabels a node with F > 0 free cores only while the cores left, spare - F, still cover the
+    margin; before the first relabel every node sees the whole ``spare``, so none is relabelled
+    iff spare - F < margin for the smallest F. Counting more nodes than it does (a superset)
+    only raises spare - F: the answer stays safe."""
+    if not free:
+        return True
+    return spare - min(free) < margin
 
 
 def _shape(demand: Sequence[Demand]) -> tuple[tuple[object, ...], ...]:
