@@ -48,7 +48,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
-from nodemanager.model import CloudNode, Demand, Size, Worker
+from nodemanager.model import CloudNode, Demand, Size, Worker, frozen_map
 from nodemanager.scheduler import (Confirmation, DEFAULT_CONSTRAINT, DrainSchedule, DrainTicket,
                                    DrainingStats, HTCondorScheduler, SchedulerPoll, worker_from_ad)
 from nodemanager.sim.startd import DrainError, Job, JobEnd, SimStartd
@@ -186,6 +186,11 @@ class SimPool:
         self.update_interval = update_interval
         self._version: dict[str, int] = {}                         # node id -> change counter
         self._rendered: dict[str, tuple[int, float, Worker]] = {}   # node id -> (version, at, worker)
+        # what poll() reports, kept between polls: only changed or update_interval-old ads are redone
+        self._workers: dict[str, Worker | None] = {}     # node id -> its worker, in join order
+        self._unrendered: set[str] = set()              # node ids changed since the last poll
+        self._resend: list[tuple[float, str, float]] = []   # (when its ad is sent again, node id,
+        #                                                    when it was rendered), a hair early
         self.touched: set[str] = set()     # node ids whose startd changed since its reader cleared it
         self.id_attribute = id_attribute
         self.domain = domain
@@ -266,6 +271,7 @@ class SimPool:
         self._node_of.pop(st.name, None)
         self._version.pop(node_id, None)
         self._rendered.pop(node_id, None)
+        self._unrendered.add(node_id)
         self.touched.add(node_id)
         st.stop(self.now)
         self._collect(st)
@@ -342,6 +348,8 @@ class SimPool:
                        gpus=size.gpus)
         self._joined[node_id] = st
         self._version[node_id] = 0
+        self._workers[node_id] = None          # its place in join order, rendered at the next poll
+        self._unrendered.add(node_id)
         self._by_address[address] = st
         self._node_of[machine] = node_id
         self.touched.add(node_id)
@@ -352,6 +360,7 @@ class SimPool:
         nid = self._node_of.get(st.name)
         if nid is not None:
             self._version[nid] += 1
+            self._unrendered.add(nid)
             self.touched.add(nid)
         if st.ended:
             freed = True
@@ -504,23 +513,49 @@ class SimPool:
         the time-dependent estimates are up to ``update_interval`` old, state changes are not."""
         self.advance(self._clock())
         now = self.now
-        workers = []
-        for nid, st in self._joined.items():
-            if not st.alive:
-                continue
+        due, self._unrendered = self._unrendered, set()
+        resend, later = self._resend, []
+        # the heap's times are a hair early: the test that decides is the one below, as it always was
+        while resend and resend[0][0] <= now:
+            entry = heapq.heappop(resend)
+            nid, at = entry[1], entry[2]
             cached = self._rendered.get(nid)
-            version = self._version[nid]
-            if cached is not None and cached[0] == version and now - cached[1] < self.update_interval:
-                workers.append(cached[2])
+            if cached is None or cached[1] != at or nid in due:
+                continue  # gone, or rendered again since (that render has its own entry)
+            if now - at >= self.update_interval:
+                due.add(nid)
+            else:
+                later.append(entry)
+        for item in later:
+            heapq.heappush(resend, item)
+        workers = self._workers
+        for nid in due:
+            st = self._joined.get(nid)
+            if st is None or not st.alive:
+                workers.pop(nid, None)
                 continue
-            ad = st.pslot_ad(now)
-            ad["LastHeardFrom"] = int(now)
-            w = self._with_job_ends(worker_from_ad(ad, id_attribute=self.id_attribute), st)
+            version = self._version[nid]
+            cached = self._rendered.get(nid)
+            if cached is not None and cached[0] == version and now - cached[1] < self.update_interval:
+                continue  # the collector's copy is current
+            w = self.render(st, now, cached[2] if cached is not None and cached[0] == version else None)
             self._rendered[nid] = (version, now, w)
-            workers.append(w)
-        out = tuple(workers)
+            workers[nid] = w
+            heapq.heappush(resend, (now + self.update_interval * (1 - 1e-12), nid, now))
+        out = tuple(w for w in workers.values() if w is not None)
         self.adapter.observe(out)
         return SchedulerPoll(workers=out, demand=self.demand(), polled_at=now)
+
+    def render(self, st: SimStartd, now: float, before: Worker | None = None) -> Worker:
+        """The worker of ``st``'s ad sent now. ``before``: its worker from the ad last sent, when
+        the startd has not changed since: then only ``LastHeardFrom`` and the time-dependent
+        estimates moved (none of which the adapter's fields or classification read but
+        ``last_heard``), so the new ad replaces the old one without parsing it again."""
+        ad = st.pslot_ad(now)
+        ad["LastHeardFrom"] = int(now)
+        if before is not None:
+            return replace(before, ad=frozen_map(ad), last_heard=float(int(now)))
+        return self._with_job_ends(worker_from_ad(ad, id_attribute=self.id_attribute), st)
 
     @staticmethod
     def _with_job_ends(w: Worker, st: SimStartd) -> Worker:
