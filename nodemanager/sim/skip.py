@@ -94,8 +94,10 @@ class CycleWatch:
         self._free_differ: set[str] = set()              # nodes whose free cores are not L's
         self._changed: set[str] = set()                  # nodes changed since last looked
         self._capnow: dict[str, Capacity | None] = {}   # live node -> its free capacity now
-        self._may_fit = False
-        self._cap: dict[str, Capacity | None] = {}      # nodes left alone at L -> free capacity
+        # read from L's plan only when a check needs it (most cycles that run are never asked)
+        self._plan: Plan | None = None
+        self._held: bool | None = None                   # L held a node's want back
+        self._cap: dict[str, Capacity | None] | None = None  # nodes left alone at L -> free capacity
         self._hist: Counter[Capacity] = Counter()       # ... counted by capacity
 
     def node_changed(self, node_id: str) -> None:
@@ -123,26 +125,37 @@ class CycleWatch:
         self._quiet0 = self.quiet(demand)
         self._differ.clear()
         self._free_differ.clear()
-        # a node held back by demand (or by anything the demand might replace) could go once the
-        # demand changes: then only an unchanged queue allows a skip
-        self._may_fit = not any(e.action is None and e.blocked_by is not None
-                                and e.matrix_action is not Action.NONE for e in plan.nodes)
-        self._cap = {}
-        self._hist = Counter()
-        if not self._may_fit:
-            return
-        core = self._core
-        for e in plan.nodes:
-            if e.action is None and e.blocked_by is None and e.node_id in base:
-                ws = e.tuple.worker_state
-                cs = core.get(ws)
-                if cs is None:
-                    cs = core[ws] = self._core_state(ws)
-                if cs in (IDLE, BUSY):
-                    cap = capnow.get(e.node_id)
-                    self._cap[e.node_id] = cap
-                    if cap is not None:
-                        self._hist[cap] += 1
+        self._plan = plan
+        self._held = None
+        self._cap = None
+
+    def _held_back(self) -> bool:
+        """L held back a node's want: by demand, or by anything the demand might replace (it could
+        go once the demand changes: then only an unchanged queue allows a skip)."""
+        if self._held is None:
+            plan = self._plan
+            self._held = plan is None or any(e.action is None and e.blocked_by is not None
+                                             and e.matrix_action is not Action.NONE for e in plan.nodes)
+        return self._held
+
+    def _left_alone(self) -> Counter[Capacity]:
+        """The free capacity now of the busy and idle nodes L left alone (and held nothing back
+        for), counted by capacity; kept up to date by :meth:`_absorb` once built."""
+        if self._cap is None:
+            self._cap, self._hist = {}, Counter()
+            base, capnow, core = self._base, self._capnow, self._core
+            for e in self._plan.nodes if self._plan is not None else ():
+                if e.action is None and e.blocked_by is None and e.node_id in base:
+                    ws = e.tuple.worker_state
+                    cs = core.get(ws)
+                    if cs is None:
+                        cs = core[ws] = self._core_state(ws)
+                    if cs in (IDLE, BUSY):
+                        cap = capnow.get(e.node_id)
+                        self._cap[e.node_id] = cap
+                        if cap is not None:
+                            self._hist[cap] += 1
+        return self._hist
 
     def unchanged(self) -> bool:
         """True if a cycle now cannot plan anything that cycle L did not (so it may be skipped)."""
@@ -160,7 +173,7 @@ class CycleWatch:
             return True
         if free_read:
             return False  # whether anything is queued decides which nodes are underused
-        return self._may_fit and self.fits(demand)
+        return not self._held_back() and self.fits(demand)
 
     def _settled(self) -> bool:
         """Every node whose state is not L's only went from idle to busy or from busy to idle (none
@@ -169,7 +182,7 @@ class CycleWatch:
         placement, which the queue test covers). A node that went idle moves :attr:`soon` to its
         idle grace's end (from :attr:`SimStartd.idle_since`, as the plan counts it)."""
         rules = self._settles
-        if rules is None or not self._may_fit:
+        if rules is None or self._held_back():
             return False
         base, soon = self._base, self.soon
         for nid in self._differ:
@@ -198,7 +211,7 @@ class CycleWatch:
 
     def fits(self, demand: Sequence[Demand]) -> bool:
         """Every job of ``demand`` is sure to be placed on the nodes the plan left alone at L."""
-        return fits(demand, self._hist)
+        return fits(demand, self._left_alone())
 
     def wake(self, plan: Plan, now: float, reads: Mapping[str, frozenset[str]], boot_grace: float,
              cloud_node: Callable[[str], CloudNode | None]) -> float:
@@ -240,7 +253,8 @@ class CycleWatch:
         if not touched:
             return
         self._since_mark |= touched
-        base, free0, cap, capnow = self._base, self._free0, self._cap, self._capnow
+        base, free0, capnow = self._base, self._free0, self._capnow
+        cap = self._cap if self._cap is not None else {}
         for nid in touched:
             live = nid in self._live
             state = self._state(nid) if live else None
