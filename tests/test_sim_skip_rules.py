@@ -70,9 +70,10 @@ def test_settles_reads_the_matrix_and_stays_off_where_history_or_relabels_decide
     # a matrix that drains young busy nodes, or idle ones still in their grace
     assert not settles(_matrix("busy | * | boot wait | * -> START_DRAIN"), core).busy
     assert not settles(_matrix("idle | * | boot exceeded | idle wait -> START_DRAIN"), core).idle_wait
-    cost = loads("", profile="cost").core
-    assert settles(_matrix(""), cost) is None                               # break-even, consolidation
-    assert settles(_matrix(""), replace(core, max_lifetime=3600.0)) is None
+    # break-even idle grace and consolidation (the cost profile), lifetimes: only a VM coming up
+    off = Settles(False, False, core.idle_grace)
+    assert settles(_matrix(""), loads("", profile="cost").core) == off
+    assert settles(_matrix(""), replace(core, max_lifetime=3600.0)) == off
     od = B.default_size(8)
     from nodemanager.sim.spot import spot_size
     assert settles(_matrix(""), replace(core, sizes=(od, spot_size(od, 0.3, 12.0)))) is None

@@ -41,7 +41,7 @@ from nodemanager.sim.constrained import constrain
 from nodemanager.sim.figures import HOUR, Bounds, Figures, Series, destroy_boot_pairs, percentile
 from nodemanager.sim.pool import Job, SimPool
 from nodemanager.sim.spot import SpotModel
-from nodemanager.sim.skip import CycleWatch, settles, time_reads
+from nodemanager.sim.skip import CycleWatch, booting_capacity, settles, time_reads
 from nodemanager.sim.swf import SwfJob
 
 __all__ = ["ReplayResult", "Piece", "split_jobs", "replay", "MEMORY_QUANTUM"]
@@ -153,7 +153,8 @@ class _World:
                                 margin=settings.core.consolidate_margin
                                 if settings.core.consolidate and not policy.watch_load and spot is None
                                 else None,
-                                settles=None if policy.layer else settles(policy.matrix, settings.core))
+                                settles=None if policy.layer else settles(policy.matrix, settings.core),
+                                booting=booting_capacity(settings.core))
         self._used: dict[str, int] = {}           # busy node id -> cores its jobs hold
         self._used_sum = 0
         self._load_at = t0                        # when load() last looked

@@ -15,10 +15,11 @@ and idle nodes the matrix leaves alone (its first two tiers), none of that happe
 may change freely. Everything is kept up to date from the nodes the pool reports changed
 (:attr:`SimPool.touched`), so a check costs what changed, not the pool's size.
 
-Two exceptions, each exact (docs/simulator.md, "Skipping cycles"): a node's turn from busy to
-idle or back that the matrix leaves alone (:func:`settles`; a node gone idle wakes the replay at
-its idle grace's end), and under consolidation a free-core change when consolidation relabels
-no node at L nor now (:func:`no_spare`).
+Exceptions, each exact (docs/simulator.md, "Skipping cycles"): a VM coming up, and a node's turn
+from busy to idle or back that the matrix leaves alone (:func:`settles`; a node gone idle wakes
+the replay at its idle grace's end); under consolidation a free-core change when consolidation
+relabels no node at L nor now (:func:`no_spare`). :meth:`fits` also counts the nodes booting
+at L (:func:`booting_capacity`).
 
 A node's tuple changing by time alone (:attr:`NodeExplanation.next_change`) wakes the replay only
 when the change can matter: a change of a time dimension (window, boot grace, idle grace) that
@@ -41,9 +42,9 @@ from nodemanager.model import CloudNode, Demand, NodeExplanation, Plan
 from nodemanager.settings import CoreSettings
 from nodemanager.sim.pool import SimPool
 from policy_matrix import Action, Matrix
-from policy_matrix.vocabulary import BUSY, IDLE, IDLE_WAIT, UNPAIRED
+from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, IDLE_WAIT, UNPAIRED
 
-__all__ = ["CycleWatch", "Capacity", "Settles", "settles", "fits", "no_spare", "time_reads", "TIME_DIMENSIONS"]
+__all__ = ["CycleWatch", "Capacity", "Settles", "settles", "booting_capacity", "fits", "no_spare", "time_reads", "TIME_DIMENSIONS"]
 
 # the tuple's dimensions that change by time alone
 TIME_DIMENSIONS = ("window", "boot_grace", "idle_grace")
@@ -71,8 +72,10 @@ class CycleWatch:
 
     def __init__(self, pool: SimPool, live: Mapping[str, object], running: Mapping[str, object],
                  core_state: Callable[[str], str], free_matters: bool = False,
-                 margin: int | None = None, settles: Settles | None = None) -> None:
+                 margin: int | None = None, settles: Settles | None = None,
+                 booting: Mapping[str, Capacity] | None = None) -> None:
         self._pool = pool
+        self._booting = booting or {}
         self._settles = settles
         self.soon = math.inf                             # a wake the skipped changes ask for
         self._free_matters = free_matters
@@ -140,10 +143,12 @@ class CycleWatch:
 
     def _left_alone(self) -> Counter[Capacity]:
         """The free capacity now of the busy and idle nodes L left alone (and held nothing back
-        for), counted by capacity; kept up to date by :meth:`_absorb` once built."""
+        for), and of the nodes booting at L that the matrix leaves alone (``booting``: a size's
+        capacity), counted by capacity; kept up to date by :meth:`_absorb` once built. A booting
+        node stays booting until it joins or goes, which runs a cycle (its VM coming up does not)."""
         if self._cap is None:
             self._cap, self._hist = {}, Counter()
-            base, capnow, core = self._base, self._capnow, self._core
+            base, capnow, core, booting = self._base, self._capnow, self._core, self._booting
             for e in self._plan.nodes if self._plan is not None else ():
                 if e.action is None and e.blocked_by is None and e.node_id in base:
                     ws = e.tuple.worker_state
@@ -155,6 +160,9 @@ class CycleWatch:
                         self._cap[e.node_id] = cap
                         if cap is not None:
                             self._hist[cap] += 1
+                    elif (cs == UNPAIRED and e.tuple.boot_grace != BOOT_EXCEEDED
+                          and e.matrix_action is Action.NONE and e.size in booting):
+                        self._hist[booting[e.size]] += 1
         return self._hist
 
     def unchanged(self) -> bool:
@@ -176,20 +184,27 @@ class CycleWatch:
         return not self._held_back() and self.fits(demand)
 
     def _settled(self) -> bool:
-        """Every node whose state is not L's only went from idle to busy or from busy to idle (none
-        draining) and the matrix leaves it alone in its new state (:class:`Settles`), while no
-        node's want was held back at L (freeing or taking capacity then changes nothing but
-        placement, which the queue test covers). A node that went idle moves :attr:`soon` to its
-        idle grace's end (from :attr:`SimStartd.idle_since`, as the plan counts it)."""
+        """Every node whose state is not L's only had its VM come up (no startd yet: unpaired and
+        booting as before, the core tells pending from running only for spot reclaims), or went
+        from idle to busy or from busy to idle (none draining) and the matrix leaves it alone in
+        its new state (:class:`Settles`) while no node's want was held back at L (freeing or
+        taking capacity then changes nothing but placement, which the queue test covers). A node
+        that went idle moves :attr:`soon` to its idle grace's end (from
+        :attr:`SimStartd.idle_since`, as the plan counts it)."""
         rules = self._settles
-        if rules is None or self._held_back():
+        if rules is None:
             return False
         base, soon = self._base, self.soon
         for nid in self._differ:
             st = self._pool.startd(nid)
-            if st is None or not st.alive or st.draining or st.drain_complete or st.reclaim_deadline is not None:
-                return False
             was = base.get(nid)
+            if st is None:
+                if was == _LAUNCHED and nid in self._running and nid in self._live:
+                    continue
+                return False
+            if (not st.alive or st.draining or st.drain_complete or st.reclaim_deadline is not None
+                    or self._held_back()):
+                return False
             if st.dslots:
                 if not rules.busy or was != _IDLE_STATE:
                     return False
@@ -344,15 +359,17 @@ def time_reads(matrix: Matrix, settings: CoreSettings) -> dict[str, frozenset[st
     return {ws: frozenset(read) for ws, read in out.items()}
 
 
-_BUSY_STATE = (True, False, False, False)    # CycleWatch._state of a busy node not draining
+_LAUNCHED = (False,)                         # CycleWatch._state of a VM not up yet
+_BUSY_STATE = (True, False, False, False)    # ... of a busy node not draining
 _IDLE_STATE = (False, False, False, False)   # ... of an idle one
 
 
 @dataclass(frozen=True)
 class Settles:
-    """Which node state changes need no cycle when the matrix leaves the node alone afterwards
-    (see :func:`settles`): ``busy``: every tuple of a busy node is NONE; ``idle_wait``: every
-    tuple of an idle node in its idle grace is NONE (``idle_grace``: that grace, fixed)."""
+    """Which node state changes need no cycle (see :func:`settles`): a VM coming up always;
+    ``busy``: a node turning busy (every tuple of a busy node is NONE); ``idle_wait``: a node
+    turning idle (every tuple of an idle node in its idle grace is NONE; ``idle_grace``: that
+    grace, fixed)."""
 
     busy: bool
     idle_wait: bool
@@ -360,18 +377,30 @@ class Settles:
 
 
 def settles(matrix: Matrix, settings: CoreSettings) -> Settles | None:
-    """The :class:`Settles` of ``matrix``, or None when a node's busy/idle change may matter beyond
-    its own tuple and placement: a grace that follows the idle history (break-even), relabels
-    (consolidation, lifetimes, settings drift), or spot sizes (the cloud takes a VM back between
-    cycles; the controller then keeps its worker as last seen, which must be its state then)."""
-    if (settings.idle_grace_mode != "fixed" or settings.consolidate or settings.max_lifetime > 0
-            or settings.size_digests or any(s.market == "spot" for s in settings.sizes)):
+    """The :class:`Settles` of ``matrix``; None with spot sizes (the cloud takes a VM back or
+    gives notice between cycles; the controller then keeps its worker as last seen, which must be
+    its state then). No busy/idle change settles where it may matter beyond the node's own tuple
+    and placement: a grace that follows the idle history (break-even), relabels (consolidation,
+    lifetimes, settings drift)."""
+    if any(s.market == "spot" for s in settings.sizes):
         return None
+    steady = not (settings.idle_grace_mode != "fixed" or settings.consolidate
+                  or settings.max_lifetime > 0 or settings.size_digests)
     tuples = list(matrix.vocabulary.all_tuples())
-    busy = all(matrix.lookup(t).action is Action.NONE for t in tuples if t.worker_state == BUSY)
-    idle_wait = all(matrix.lookup(t).action is Action.NONE for t in tuples
-                    if t.worker_state == IDLE and t.idle_grace == IDLE_WAIT)
+    busy = steady and all(matrix.lookup(t).action is Action.NONE for t in tuples
+                          if t.worker_state == BUSY)
+    idle_wait = steady and all(matrix.lookup(t).action is Action.NONE for t in tuples
+                               if t.worker_state == IDLE and t.idle_grace == IDLE_WAIT)
     return Settles(busy, idle_wait, settings.idle_grace)
+
+
+def booting_capacity(settings: CoreSettings) -> dict[str, Capacity]:
+    """Size name -> the capacity placement counts on a node of it that is booting: all its cores
+    and its memory x ``node_mem_scaling`` (in whole MB, a hair less than the core's bins). Not
+    for GPU sizes (placement keeps their GPUs apart) nor spot ones (a notice may reach a VM
+    before its startd joins, unseen by the pool)."""
+    return {s.name: (s.cores, s.cores, int(s.ram_mb * settings.node_mem_scaling))
+            for s in settings.sizes if s.cores > 0 and not s.gpus and s.market != "spot"}
 
 
 def no_spare(spare: int, free: Mapping[int, int], margin: int) -> bool:
@@ -393,8 +422,9 @@ def _shape(demand: Sequence[Demand]) -> tuple[tuple[object, ...], ...]:
 
 def fits(demand: Sequence[Demand], free: Mapping[Capacity, int]) -> bool:
     """Every job of ``demand`` is sure to be placed by :func:`nodemanager.core.placement.place_demand`
-    on busy and idle nodes whose free capacity, (free cores, cores, memory MB), is counted in
-    ``free``, whatever the order it fills them in.
+    on busy, idle and booting nodes (its tiers before the drains it would cancel and the new
+    boots) whose free capacity, (free cores, cores, memory MB), is counted in ``free``, whatever
+    the order it fills them in.
 
     For a job shape s (cores c, memory r), a node with F free cores and R free memory (the node's
     memory x F / cores, as the placement counts it) holds min(F // c, R // r) such jobs; the
