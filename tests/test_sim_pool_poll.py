@@ -1,6 +1,7 @@
 """The simulated pool's poll costs what changed (issue 18 item 9): it keeps its workers between
-polls and sends an ad again only when its startd changed or ``update_interval`` passed, and an
-ad sent again with no change is not parsed again. Checked against a pool that parses every ad
+polls and sends an ad again only when its startd changed or ``update_interval`` passed, an ad
+sent again with no change is not parsed again, and the demand is grouped again only when the
+queue changed. Checked against a pool that parses every ad
 it sends, driven through the same random sequences of joins, jobs, drains and VM stops."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import random
 import pytest
 
 from nodemanager.actors.clock import ManualClock
-from nodemanager.model import CloudNode, Size, Worker
+from nodemanager.model import CloudNode, Demand, Size, Worker
 from nodemanager.scheduler.port import DrainRefused, DrainSchedule, SchedulerPoll
 from nodemanager.sim.pool import Job, SimPool
 from nodemanager.sim.startd import SimStartd
@@ -20,11 +21,15 @@ T0 = 1_200_000.0
 
 
 class ParsesEveryAd(SimPool):
-    """The pool as it was: each poll walks every startd, and every ad it sends is parsed from
-    scratch."""
+    """The pool as it was: each poll walks every startd, every ad it sends is parsed from
+    scratch, and the demand is grouped from the queue at every call."""
 
     def render(self, st: SimStartd, now: float, before: Worker | None = None) -> Worker:
         return super().render(st, now, None)
+
+    def demand(self) -> tuple[Demand, ...]:
+        self._demand = None  # grouped again from the queue every time
+        return super().demand()
 
     def poll(self) -> SchedulerPoll:
         self.advance(self._clock())

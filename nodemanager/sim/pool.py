@@ -203,6 +203,7 @@ class SimPool:
         self._seq = 0
         # shape (cpus, ram, gpus, requirements) -> heap of (order, job)
         self._queue: dict[tuple[int, int, int, str | None], list[tuple[int, Job]]] = {}
+        self._demand: tuple[Demand, ...] | None = None   # demand() until the queue changes
         self._order: dict[str, int] = {}
         self._first_start: dict[str, float] = {}
         self._waits: list[float] = []
@@ -231,6 +232,7 @@ class SimPool:
     def _enqueue(self, job: Job) -> None:
         shape = (job.cpus, job.ram_mb, job.gpus, job.requirements)
         heapq.heappush(self._queue.setdefault(shape, []), (self._order[job.id], job))
+        self._demand = None
         self._idle_count += 1
         self._mark_dirty()
 
@@ -426,6 +428,7 @@ class SimPool:
             if target is None:
                 continue
             heapq.heappop(q)
+            self._demand = None
             self._idle_count -= 1
             target.start_job(job, now)
             self._touch(target)
@@ -482,12 +485,15 @@ class SimPool:
         """Idle jobs grouped by (cpus, ram_mb, gpus, requirements), largest groups first; jobs with
         requirements carry the sizes whose offline machine ad satisfies them (the scheduler side
         decides), GPU jobs their GPU count (the core matches it to sizes' GPUs)."""
+        if self._demand is not None:
+            return self._demand
         # the heap's head is the earliest queue place, which is the earliest submitted job
         out = [Demand(cpus=c, ram_mb=m, count=len(q), oldest_submit=q[0][1].submit_time, gpus=g,
                       requirements=r, **self._matched(g, r))
                for (c, m, g, r), q in self._queue.items() if q]
         out.sort(key=lambda d: (-d.count, d.cpus, d.ram_mb))
-        return tuple(out)
+        self._demand = tuple(out)
+        return self._demand
 
     def _matched(self, gpus: int, requirements: str | None) -> dict[str, Any]:
         """``sizes``/``unmatched`` for jobs with ``requirements`` (nothing for plain jobs)."""
