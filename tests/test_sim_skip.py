@@ -17,16 +17,22 @@ from nodemanager.sim.synthetic import synthetic_jobs
 _OWN = {"wall_seconds", "cycles", "cycles_skipped"}
 
 
-@pytest.fixture(scope="module")
-def busy_pool():
-    """Half a day of jobs keeping about 60 8-core nodes busy: the queue changes every few
-    seconds, and jobs usually fit on the free cores of busy nodes."""
-    jobs = synthetic_jobs(0.5, 60 * 8, 7)
+def synthetic_pool(days: float, seed: int):
+    """``days`` of jobs keeping about 60 8-core nodes busy, with the embedded defaults, one 8-core
+    size and max_nodes the no-wait peak: (jobs, bounds, settings)."""
+    jobs = synthetic_jobs(days, 60 * 8, seed)
     bounds = lower_bounds(jobs, 8)
     base = loads("")
     settings = replace(base, core=replace(base.core, sizes=(B.default_size(8),),
                                           max_nodes=bounds.nowait_peak_nodes))
     return jobs, bounds, settings
+
+
+@pytest.fixture(scope="module")
+def busy_pool():
+    """Half a day of jobs keeping about 60 8-core nodes busy: the queue changes every few
+    seconds, and jobs usually fit on the free cores of busy nodes."""
+    return synthetic_pool(0.5, 7)
 
 
 def _figures(f: Figures) -> dict:

@@ -15,13 +15,11 @@ import policy_matrix
 from nodemanager.config import loads
 from nodemanager.core import plan
 from nodemanager.sim import baselines as B
-from nodemanager.sim.figures import lower_bounds
 from nodemanager.sim.replay import replay
 from nodemanager.sim.skip import Settles, no_spare, settles
-from nodemanager.sim.synthetic import synthetic_jobs
-from tests.core_world import NOW, node, settings, snap, worker
+from tests.core_world import node, settings, snap, worker
 from tests.test_core_consolidate import COST, mixed
-from tests.test_sim_skip import _figures
+from tests.test_sim_skip import _figures, synthetic_pool
 
 
 def test_no_spare_says_exactly_when_consolidation_relabels_no_node():
@@ -82,12 +80,7 @@ def test_settles_reads_the_matrix_and_stays_off_where_history_or_relabels_decide
 @pytest.fixture(scope="module")
 def small_pool():
     """Six hours of jobs keeping about 60 8-core nodes busy."""
-    jobs = synthetic_jobs(0.25, 60 * 8, 11)
-    bounds = lower_bounds(jobs, 8)
-    base = loads("")
-    s = replace(base, core=replace(base.core, sizes=(B.default_size(8),),
-                                   max_nodes=bounds.nowait_peak_nodes))
-    return jobs, bounds, s
+    return synthetic_pool(0.25, 11)
 
 
 @pytest.mark.slow
