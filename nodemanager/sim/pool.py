@@ -31,7 +31,9 @@ exactly the adapter's semantics: check expression, our reason, request id + Daem
 As in HTCondor, a startd's ad reaches the collector when its state changes and every
 ``update_interval`` seconds (UPDATE_INTERVAL): state is current, ``LastHeardFrom`` and the
 time-dependent estimates may be up to ``update_interval`` old (and unchanged ads are reused, which
-keeps long replays fast). Confirmations query the startds directly (live).
+keeps long replays fast: a poll looks only at the startds that changed or whose ad is due again,
+and an ad due again with no change is not parsed again). Confirmations query the startds
+directly (live).
 
 Matching: every ``negotiation_interval`` seconds (0: at once), idle jobs in queue order (submit
 order; a killed job keeps its place) go to a startd whose START accepts them (START is false while
