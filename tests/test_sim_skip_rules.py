@@ -1,7 +1,7 @@
 """The replay's newer skip rules (issue 18 item 9), each against the real core or a replay with
 every cycle run: consolidation's verdict told from the busy nodes' free cores alone
-(:func:`nodemanager.sim.skip.no_spare`), and a node's busy/idle change that the matrix leaves
-alone (:func:`nodemanager.sim.skip.settles`)."""
+(:func:`nodemanager.sim.skip_rules.no_spare`), and a node's busy/idle change that the matrix leaves
+alone (:func:`nodemanager.sim.skip_rules.settles`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from nodemanager.config import loads
 from nodemanager.core import plan
 from nodemanager.sim import baselines as B
 from nodemanager.sim.replay import replay
-from nodemanager.sim.skip import Settles, no_spare, settles
+from nodemanager.sim.skip_rules import Settles, no_spare, settles
 from tests.core_world import node, settings, snap, worker
 from tests.test_core_consolidate import COST, mixed
 from tests.test_sim_skip import _figures, synthetic_pool
