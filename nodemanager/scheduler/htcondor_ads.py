@@ -56,6 +56,8 @@ def _values(ad: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
 
 def _value_problem(v: Any, high: float) -> tuple[str, str] | None:
     """Why ``v`` (an evaluated attribute) is no usable count in [0, ``high``], else None."""
+    if type(v) is int and 0 <= v <= high:  # the common case: no classad2 look-up
+        return None
     import classad2
 
     if isinstance(v, classad2.Value):

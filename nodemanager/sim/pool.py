@@ -31,7 +31,9 @@ exactly the adapter's semantics: check expression, our reason, request id + Daem
 As in HTCondor, a startd's ad reaches the collector when its state changes and every
 ``update_interval`` seconds (UPDATE_INTERVAL): state is current, ``LastHeardFrom`` and the
 time-dependent estimates may be up to ``update_interval`` old (and unchanged ads are reused, which
-keeps long replays fast). Confirmations query the startds directly (live).
+keeps long replays fast: a poll looks only at the startds that changed or whose ad is due again,
+and an ad due again with no change is not parsed again). Confirmations query the startds
+directly (live).
 
 Matching: every ``negotiation_interval`` seconds (0: at once), idle jobs in queue order (submit
 order; a killed job keeps its place) go to a startd whose START accepts them (START is false while
@@ -48,7 +50,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
-from nodemanager.model import CloudNode, Demand, Size, Worker
+from nodemanager.model import CloudNode, Demand, Size, Worker, frozen_map
 from nodemanager.scheduler import (Confirmation, DEFAULT_CONSTRAINT, DrainSchedule, DrainTicket,
                                    DrainingStats, HTCondorScheduler, SchedulerPoll, worker_from_ad)
 from nodemanager.sim.startd import DrainError, Job, JobEnd, SimStartd
@@ -186,6 +188,11 @@ class SimPool:
         self.update_interval = update_interval
         self._version: dict[str, int] = {}                         # node id -> change counter
         self._rendered: dict[str, tuple[int, float, Worker]] = {}   # node id -> (version, at, worker)
+        # what poll() reports, kept between polls: only changed or update_interval-old ads are redone
+        self._workers: dict[str, Worker | None] = {}     # node id -> its worker, in join order
+        self._unrendered: set[str] = set()              # node ids changed since the last poll
+        self._resend: list[tuple[float, str, float]] = []   # (when its ad is sent again, node id,
+        #                                                    when it was rendered), a hair early
         self.touched: set[str] = set()     # node ids whose startd changed since its reader cleared it
         self.id_attribute = id_attribute
         self.domain = domain
@@ -198,6 +205,7 @@ class SimPool:
         self._seq = 0
         # shape (cpus, ram, gpus, requirements) -> heap of (order, job)
         self._queue: dict[tuple[int, int, int, str | None], list[tuple[int, Job]]] = {}
+        self._demand: tuple[Demand, ...] | None = None   # demand() until the queue changes
         self._order: dict[str, int] = {}
         self._first_start: dict[str, float] = {}
         self._waits: list[float] = []
@@ -226,6 +234,7 @@ class SimPool:
     def _enqueue(self, job: Job) -> None:
         shape = (job.cpus, job.ram_mb, job.gpus, job.requirements)
         heapq.heappush(self._queue.setdefault(shape, []), (self._order[job.id], job))
+        self._demand = None
         self._idle_count += 1
         self._mark_dirty()
 
@@ -266,6 +275,7 @@ class SimPool:
         self._node_of.pop(st.name, None)
         self._version.pop(node_id, None)
         self._rendered.pop(node_id, None)
+        self._unrendered.add(node_id)
         self.touched.add(node_id)
         st.stop(self.now)
         self._collect(st)
@@ -342,6 +352,8 @@ class SimPool:
                        gpus=size.gpus)
         self._joined[node_id] = st
         self._version[node_id] = 0
+        self._workers[node_id] = None          # its place in join order, rendered at the next poll
+        self._unrendered.add(node_id)
         self._by_address[address] = st
         self._node_of[machine] = node_id
         self.touched.add(node_id)
@@ -352,6 +364,7 @@ class SimPool:
         nid = self._node_of.get(st.name)
         if nid is not None:
             self._version[nid] += 1
+            self._unrendered.add(nid)
             self.touched.add(nid)
         if st.ended:
             freed = True
@@ -417,6 +430,7 @@ class SimPool:
             if target is None:
                 continue
             heapq.heappop(q)
+            self._demand = None
             self._idle_count -= 1
             target.start_job(job, now)
             self._touch(target)
@@ -473,12 +487,15 @@ class SimPool:
         """Idle jobs grouped by (cpus, ram_mb, gpus, requirements), largest groups first; jobs with
         requirements carry the sizes whose offline machine ad satisfies them (the scheduler side
         decides), GPU jobs their GPU count (the core matches it to sizes' GPUs)."""
+        if self._demand is not None:
+            return self._demand
         # the heap's head is the earliest queue place, which is the earliest submitted job
         out = [Demand(cpus=c, ram_mb=m, count=len(q), oldest_submit=q[0][1].submit_time, gpus=g,
                       requirements=r, **self._matched(g, r))
                for (c, m, g, r), q in self._queue.items() if q]
         out.sort(key=lambda d: (-d.count, d.cpus, d.ram_mb))
-        return tuple(out)
+        self._demand = tuple(out)
+        return self._demand
 
     def _matched(self, gpus: int, requirements: str | None) -> dict[str, Any]:
         """``sizes``/``unmatched`` for jobs with ``requirements`` (nothing for plain jobs)."""
@@ -504,23 +521,49 @@ class SimPool:
         the time-dependent estimates are up to ``update_interval`` old, state changes are not."""
         self.advance(self._clock())
         now = self.now
-        workers = []
-        for nid, st in self._joined.items():
-            if not st.alive:
-                continue
+        due, self._unrendered = self._unrendered, set()
+        resend, later = self._resend, []
+        # the heap's times are a hair early: the test that decides is the one below, as it always was
+        while resend and resend[0][0] <= now:
+            entry = heapq.heappop(resend)
+            nid, at = entry[1], entry[2]
             cached = self._rendered.get(nid)
-            version = self._version[nid]
-            if cached is not None and cached[0] == version and now - cached[1] < self.update_interval:
-                workers.append(cached[2])
+            if cached is None or cached[1] != at or nid in due:
+                continue  # gone, or rendered again since (that render has its own entry)
+            if now - at >= self.update_interval:
+                due.add(nid)
+            else:
+                later.append(entry)
+        for item in later:
+            heapq.heappush(resend, item)
+        workers = self._workers
+        for nid in due:
+            st = self._joined.get(nid)
+            if st is None or not st.alive:
+                workers.pop(nid, None)
                 continue
-            ad = st.pslot_ad(now)
-            ad["LastHeardFrom"] = int(now)
-            w = self._with_job_ends(worker_from_ad(ad, id_attribute=self.id_attribute), st)
+            version = self._version[nid]
+            cached = self._rendered.get(nid)
+            if cached is not None and cached[0] == version and now - cached[1] < self.update_interval:
+                continue  # the collector's copy is current
+            w = self.render(st, now, cached[2] if cached is not None and cached[0] == version else None)
             self._rendered[nid] = (version, now, w)
-            workers.append(w)
-        out = tuple(workers)
+            workers[nid] = w
+            heapq.heappush(resend, (now + self.update_interval * (1 - 1e-12), nid, now))
+        out = tuple(w for w in workers.values() if w is not None)
         self.adapter.observe(out)
         return SchedulerPoll(workers=out, demand=self.demand(), polled_at=now)
+
+    def render(self, st: SimStartd, now: float, before: Worker | None = None) -> Worker:
+        """The worker of ``st``'s ad sent now. ``before``: its worker from the ad last sent, when
+        the startd has not changed since: then only ``LastHeardFrom`` and the time-dependent
+        estimates moved (none of which the adapter's fields or classification read but
+        ``last_heard``), so the new ad replaces the old one without parsing it again."""
+        ad = st.pslot_ad(now)
+        ad["LastHeardFrom"] = int(now)
+        if before is not None:
+            return replace(before, ad=frozen_map(ad), last_heard=float(int(now)))
+        return self._with_job_ends(worker_from_ad(ad, id_attribute=self.id_attribute), st)
 
     @staticmethod
     def _with_job_ends(w: Worker, st: SimStartd) -> Worker:

@@ -41,7 +41,7 @@ from nodemanager.sim.constrained import constrain
 from nodemanager.sim.figures import HOUR, Bounds, Figures, Series, destroy_boot_pairs, percentile
 from nodemanager.sim.pool import Job, SimPool
 from nodemanager.sim.spot import SpotModel
-from nodemanager.sim.skip import CycleWatch, time_reads
+from nodemanager.sim.skip import CycleWatch, booting_capacity, settles, time_reads
 from nodemanager.sim.swf import SwfJob
 
 __all__ = ["ReplayResult", "Piece", "split_jobs", "replay", "MEMORY_QUANTUM"]
@@ -148,7 +148,13 @@ class _World:
         self.pool_changed = True
         # consolidation and the karpenter/cobald baselines read free cores with nothing queued
         self.watch = CycleWatch(self.pool, self.live, self.running, policy.matrix.vocabulary.core_state,
-                                free_matters=settings.core.consolidate or policy.watch_load)
+                                free_matters=settings.core.consolidate or policy.watch_load,
+                                # a spot VM taken back unseen leaves its worker carried as last seen
+                                margin=settings.core.consolidate_margin
+                                if settings.core.consolidate and not policy.watch_load and spot is None
+                                else None,
+                                settles=None if policy.layer else settles(policy.matrix, settings.core),
+                                booting=booting_capacity(settings.core))
         self._used: dict[str, int] = {}           # busy node id -> cores its jobs hold
         self._used_sum = 0
         self._load_at = t0                        # when load() last looked
@@ -309,7 +315,8 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
             if active or not skip_cycles:
                 tick = next_tick
             else:
-                target = wake if dirty_since is None else min(wake, dirty_since)
+                soon = min(wake, w.watch.soon)
+                target = soon if dirty_since is None else min(soon, dirty_since)
                 if target == _INF:
                     tick = _INF
                 else:
@@ -358,7 +365,7 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
             if t >= tick:
                 next_tick = tick + interval
                 dirty_since = None
-                if skip_cycles and not active and t < wake and w.unchanged():
+                if skip_cycles and not active and t < min(wake, w.watch.soon) and w.unchanged():
                     counts["skipped"] += 1
                 else:
                     report = controller.cycle(cloud.list_nodes(), t, pool.poll())

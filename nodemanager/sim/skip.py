@@ -15,6 +15,12 @@ and idle nodes the matrix leaves alone (its first two tiers), none of that happe
 may change freely. Everything is kept up to date from the nodes the pool reports changed
 (:attr:`SimPool.touched`), so a check costs what changed, not the pool's size.
 
+Exceptions, each exact (docs/simulator.md, "Skipping cycles"): a VM coming up, and a node's turn
+from busy to idle or back that the matrix leaves alone (:func:`settles`; a node gone idle wakes
+the replay at its idle grace's end); under consolidation a free-core change when consolidation
+relabels no node at L nor now (:func:`no_spare`). :meth:`fits` also counts the nodes booting
+at L (:func:`booting_capacity`). The pure rules live in :mod:`nodemanager.sim.skip_rules`.
+
 A node's tuple changing by time alone (:attr:`NodeExplanation.next_change`) wakes the replay only
 when the change can matter: a change of a time dimension (window, boot grace, idle grace) that
 the plan does not read for the node's worker state (:func:`time_reads`) is passed over: a busy
@@ -32,23 +38,18 @@ from typing import Callable, Mapping, Sequence
 from nodemanager.core.billing import (BOOT_GRACE_ENDS, IDLE_GRACE_ENDS, WINDOW_CLOSES, WINDOW_OPENS,
                                       boot_grace_state)
 from nodemanager.model import CloudNode, Demand, NodeExplanation, Plan
-from nodemanager.settings import CoreSettings
 from nodemanager.sim.pool import SimPool
-from policy_matrix import Action, Matrix
-from policy_matrix.vocabulary import BUSY, IDLE, UNPAIRED
+from nodemanager.sim.skip_rules import (TIME_DIMENSIONS, Capacity, Settles, booting_capacity, fits,
+                                        no_spare, settles, time_reads)
+from policy_matrix import Action
+from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED
 
-__all__ = ["CycleWatch", "Capacity", "fits", "time_reads", "TIME_DIMENSIONS"]
+__all__ = ["CycleWatch", "Capacity", "Settles", "settles", "booting_capacity", "fits", "no_spare",
+           "time_reads", "TIME_DIMENSIONS"]
 
-# the tuple's dimensions that change by time alone
-TIME_DIMENSIONS = ("window", "boot_grace", "idle_grace")
 BOOT = frozenset({"boot_grace"})
 # what NodeFacts.next_change says of a change of one of them
 _TIME_CHANGES = frozenset({WINDOW_OPENS, WINDOW_CLOSES, BOOT_GRACE_ENDS, IDLE_GRACE_ENDS})
-
-# (free cores, cores, memory MB) of one node as the placement counts its free capacity
-Capacity = tuple[int, int, int]
-# the core's bins hold memory as float products; counting a hair less keeps the bound safe
-_RAM_MARGIN = 1e-9
 
 
 class CycleWatch:
@@ -59,12 +60,24 @@ class CycleWatch:
     :meth:`node_changed` for every node launched, started, stopped or whose startd changed
     (:attr:`SimPool.touched`), :meth:`mark` after every cycle that ran, and :meth:`unchanged`
     before a cycle to ask whether it may be skipped. ``free_matters``: the plan reads free cores
-    even with nothing queued (consolidation, issue 18): any change of them runs a cycle."""
+    even with nothing queued (consolidation, issue 18): any change of them runs a cycle, unless
+    ``margin`` (consolidation's ``consolidate_margin``) is given and :meth:`quiet` holds both at L
+    and now (consolidation relabels no node either time, see :func:`no_spare`)."""
 
     def __init__(self, pool: SimPool, live: Mapping[str, object], running: Mapping[str, object],
-                 core_state: Callable[[str], str], free_matters: bool = False) -> None:
+                 core_state: Callable[[str], str], free_matters: bool = False,
+                 margin: int | None = None, settles: Settles | None = None,
+                 booting: Mapping[str, Capacity] | None = None) -> None:
         self._pool = pool
+        self._booting = booting or {}
+        self._settles = settles
+        self.soon = math.inf                             # a wake the skipped changes ask for
         self._free_matters = free_matters
+        self._margin = margin
+        self._spare: dict[str, int] = {}                 # busy node -> its free cores (if > 0)
+        self._spare_sum = 0
+        self._spare_hist: Counter[int] = Counter()      # ... counted by free cores
+        self._quiet0 = False                             # quiet() at L
         self._live = live
         self._running = running
         self._core_state = core_state
@@ -78,8 +91,10 @@ class CycleWatch:
         self._free_differ: set[str] = set()              # nodes whose free cores are not L's
         self._changed: set[str] = set()                  # nodes changed since last looked
         self._capnow: dict[str, Capacity | None] = {}   # live node -> its free capacity now
-        self._may_fit = False
-        self._cap: dict[str, Capacity | None] = {}      # nodes left alone at L -> free capacity
+        # read from L's plan only when a check needs it (most cycles that run are never asked)
+        self._plan: Plan | None = None
+        self._held: bool | None = None                   # L held a node's want back
+        self._cap: dict[str, Capacity | None] | None = None  # nodes left alone at L -> free capacity
         self._hist: Counter[Capacity] = Counter()       # ... counted by capacity
 
     def node_changed(self, node_id: str) -> None:
@@ -101,47 +116,111 @@ class CycleWatch:
                 capnow.pop(nid, None)
         self._since_mark.clear()
         self._marked = True
-        self._demand0 = _shape(self._pool.demand())
+        self.soon = math.inf
+        demand = self._pool.demand()
+        self._demand0 = _shape(demand)
+        self._quiet0 = self.quiet(demand)
         self._differ.clear()
         self._free_differ.clear()
-        # a node held back by demand (or by anything the demand might replace) could go once the
-        # demand changes: then only an unchanged queue allows a skip
-        self._may_fit = not any(e.action is None and e.blocked_by is not None
-                                and e.matrix_action is not Action.NONE for e in plan.nodes)
-        self._cap = {}
-        self._hist = Counter()
-        if not self._may_fit:
-            return
-        core = self._core
-        for e in plan.nodes:
-            if e.action is None and e.blocked_by is None and e.node_id in base:
-                ws = e.tuple.worker_state
-                cs = core.get(ws)
-                if cs is None:
-                    cs = core[ws] = self._core_state(ws)
-                if cs in (IDLE, BUSY):
-                    cap = capnow.get(e.node_id)
-                    self._cap[e.node_id] = cap
-                    if cap is not None:
-                        self._hist[cap] += 1
+        self._plan = plan
+        self._held = None
+        self._cap = None
+
+    def _held_back(self) -> bool:
+        """L held back a node's want: by demand, or by anything the demand might replace (it could
+        go once the demand changes: then only an unchanged queue allows a skip)."""
+        if self._held is None:
+            plan = self._plan
+            self._held = plan is None or any(e.action is None and e.blocked_by is not None
+                                             and e.matrix_action is not Action.NONE for e in plan.nodes)
+        return self._held
+
+    def _left_alone(self) -> Counter[Capacity]:
+        """The free capacity now of the busy and idle nodes L left alone (and held nothing back
+        for), and of the nodes booting at L that the matrix leaves alone (``booting``: a size's
+        capacity), counted by capacity; kept up to date by :meth:`_absorb` once built. A booting
+        node stays booting until it joins or goes, which runs a cycle (its VM coming up does not)."""
+        if self._cap is None:
+            self._cap, self._hist = {}, Counter()
+            base, capnow, core, booting = self._base, self._capnow, self._core, self._booting
+            for e in self._plan.nodes if self._plan is not None else ():
+                if e.action is None and e.blocked_by is None and e.node_id in base:
+                    ws = e.tuple.worker_state
+                    cs = core.get(ws)
+                    if cs is None:
+                        cs = core[ws] = self._core_state(ws)
+                    if cs in (IDLE, BUSY):
+                        cap = capnow.get(e.node_id)
+                        self._cap[e.node_id] = cap
+                        if cap is not None:
+                            self._hist[cap] += 1
+                    elif (cs == UNPAIRED and e.tuple.boot_grace != BOOT_EXCEEDED
+                          and e.matrix_action is Action.NONE and e.size in booting):
+                        self._hist[booting[e.size]] += 1
+        return self._hist
 
     def unchanged(self) -> bool:
         """True if a cycle now cannot plan anything that cycle L did not (so it may be skipped)."""
         if not self._marked:
             return False
         self._absorb()
-        if self._differ or (self._free_matters and self._free_differ):
+        if self._differ and not self._settled():
             return False
         demand = self._pool.demand()
+        # free cores read with nothing queued, unless consolidation relabels nothing at L or now
+        free_read = self._free_matters and not (self._quiet0 and self.quiet(demand))
+        if free_read and self._free_differ:
+            return False
         if _shape(demand) == self._demand0 and (not demand or not self._free_differ):
             return True
-        if self._free_matters:
+        if free_read:
             return False  # whether anything is queued decides which nodes are underused
-        return self._may_fit and self.fits(demand)
+        return not self._held_back() and self.fits(demand)
+
+    def _settled(self) -> bool:
+        """Every node whose state is not L's only had its VM come up (no startd yet: unpaired and
+        booting as before, the core tells pending from running only for spot reclaims), or went
+        from idle to busy or from busy to idle (none draining) and the matrix leaves it alone in
+        its new state (:class:`Settles`) while no node's want was held back at L (freeing or
+        taking capacity then changes nothing but placement, which the queue test covers). A node
+        that went idle moves :attr:`soon` to its idle grace's end (from
+        :attr:`SimStartd.idle_since`, as the plan counts it)."""
+        rules = self._settles
+        if rules is None:
+            return False
+        base, soon = self._base, self.soon
+        for nid in self._differ:
+            st = self._pool.startd(nid)
+            was = base.get(nid)
+            if st is None:
+                if was == _LAUNCHED and nid in self._running and nid in self._live:
+                    continue
+                return False
+            if (not st.alive or st.draining or st.drain_complete or st.reclaim_deadline is not None
+                    or self._held_back()):
+                return False
+            if st.dslots:
+                if not rules.busy or was != _IDLE_STATE:
+                    return False
+            elif rules.idle_wait and was == _BUSY_STATE:
+                soon = min(soon, st.idle_since + rules.idle_grace)
+            else:
+                return False
+        self.soon = soon
+        return True
+
+    def quiet(self, demand: Sequence[Demand]) -> bool:
+        """Consolidation (with ``margin``) is sure to relabel no node now, whatever the free cores'
+        other changes: jobs queue, or the busy nodes' free cores leave no node spare
+        (:func:`no_spare`). False without ``margin``."""
+        if self._margin is None:
+            return False
+        return any(d.count > 0 for d in demand) or no_spare(self._spare_sum, self._spare_hist,
+                                                            self._margin)
 
     def fits(self, demand: Sequence[Demand]) -> bool:
         """Every job of ``demand`` is sure to be placed on the nodes the plan left alone at L."""
-        return fits(demand, self._hist)
+        return fits(demand, self._left_alone())
 
     def wake(self, plan: Plan, now: float, reads: Mapping[str, frozenset[str]], boot_grace: float,
              cloud_node: Callable[[str], CloudNode | None]) -> float:
@@ -183,7 +262,8 @@ class CycleWatch:
         if not touched:
             return
         self._since_mark |= touched
-        base, free0, cap, capnow = self._base, self._free0, self._cap, self._capnow
+        base, free0, capnow = self._base, self._free0, self._capnow
+        cap = self._cap if self._cap is not None else {}
         for nid in touched:
             live = nid in self._live
             state = self._state(nid) if live else None
@@ -195,6 +275,8 @@ class CycleWatch:
                 self._free_differ.add(nid)
             else:
                 self._free_differ.discard(nid)
+            if self._margin is not None:
+                self._count_spare(nid, live)
             new = self._capacity(nid) if live else None
             capnow[nid] = new
             if nid in cap:
@@ -208,6 +290,24 @@ class CycleWatch:
                         self._hist[new] += 1
                     cap[nid] = new
         touched.clear()
+
+    def _count_spare(self, nid: str, live: bool) -> None:
+        """Keep the busy nodes' free cores (what consolidation counts spare) up to date for ``nid``:
+        a live node running jobs, neither draining nor reclaimed (a superset of consolidation's
+        candidates, which only makes :func:`no_spare` say False more often)."""
+        st = self._pool.startd(nid) if live else None
+        new = (st.free_cpus if st is not None and st.alive and st.dslots and not st.draining
+               and st.reclaim_deadline is None else 0)
+        old = self._spare.pop(nid, 0)
+        if old > 0:
+            self._spare_sum -= old
+            self._spare_hist[old] -= 1
+            if not self._spare_hist[old]:
+                del self._spare_hist[old]
+        if new > 0:
+            self._spare[nid] = new
+            self._spare_sum += new
+            self._spare_hist[new] += 1
 
     def _state(self, nid: str) -> tuple[bool, ...]:
         st = self._pool.startd(nid)
@@ -229,63 +329,10 @@ class CycleWatch:
         return (free, st.cpus, st.memory) if free > 0 else None
 
 
-def time_reads(matrix: Matrix, settings: CoreSettings) -> dict[str, frozenset[str]]:
-    """Worker state -> the time dimensions (of :data:`TIME_DIMENSIONS`) whose value can change
-    what the plan does with a node in that state: those along which the matrix's action varies,
-    and boot grace for unpaired nodes (boot budgets, protection and mass down read it). With the
-    relabels on (consolidation, ``max_lifetime``), which look the time dimensions up under
-    another state, every state reads all three."""
-    vocabulary = matrix.vocabulary
-    states = next(d.values for d in vocabulary.dimensions if d.name == "worker_state")
-    if settings.consolidate or settings.max_lifetime > 0:
-        return {ws: frozenset(TIME_DIMENSIONS) for ws in states}
-    # (worker state, the tuple without dimension k) -> the actions seen
-    seen: dict[tuple[int, tuple[str, ...]], set[Action]] = {}
-    for st in vocabulary.all_tuples():
-        values = st.as_tuple()
-        action = matrix.lookup(st).action
-        for k in range(1, 4):
-            seen.setdefault((k, values[:k] + values[k + 1:]), set()).add(action)
-    out = {ws: {"boot_grace"} if vocabulary.core_state(ws) == UNPAIRED else set() for ws in states}
-    for (k, rest), actions in seen.items():
-        if len(actions) > 1:
-            out[rest[0]].add(TIME_DIMENSIONS[k - 1])
-    return {ws: frozenset(read) for ws, read in out.items()}
+_LAUNCHED = (False,)                         # CycleWatch._state of a VM not up yet
+_BUSY_STATE = (True, False, False, False)    # ... of a busy node not draining
+_IDLE_STATE = (False, False, False, False)   # ... of an idle one
 
 
 def _shape(demand: Sequence[Demand]) -> tuple[tuple[object, ...], ...]:
     return tuple((d.cpus, d.ram_mb, d.count, d.gpus, d.sizes, d.walltime) for d in demand)
-
-
-def fits(demand: Sequence[Demand], free: Mapping[Capacity, int]) -> bool:
-    """Every job of ``demand`` is sure to be placed by :func:`nodemanager.core.placement.place_demand`
-    on busy and idle nodes whose free capacity, (free cores, cores, memory MB), is counted in
-    ``free``, whatever the order it fills them in.
-
-    For a job shape s (cores c, memory r), a node with F free cores and R free memory (the node's
-    memory x F / cores, as the placement counts it) holds min(F // c, R // r) such jobs; the
-    placement takes the shapes largest first, and a job of shape s' placed anywhere lowers that
-    count by at most max(ceil(c'/c), ceil(r'/r)). So if, for each shape in the placement's order,
-    the nodes hold at least the jobs of that shape plus every earlier job's worst-case toll, no
-    job goes past those nodes (no boot, no cancelled drain, no held-back drain or destroy)."""
-    # GPUs, eligible sizes and walltimes change what the placement may use and its order
-    if any(d.size is not None or d.gpus or d.sizes is not None or d.walltime is not None
-           for d in demand):
-        return False
-    shapes = sorted((d for d in demand if d.count > 0), key=lambda d: (-d.cpus, -d.ram_mb))
-    for k, d in enumerate(shapes):
-        c, r = max(d.cpus, 1), d.ram_mb
-        need = d.count
-        for e in shapes[:k]:
-            need += e.count * max(-(-e.cpus // c), -(-e.ram_mb // r) if r > 0 else 0)
-        room = 0
-        for (cores_free, cores, mem), n in free.items():
-            per = cores_free // c
-            if r > 0 and per:
-                per = min(per, math.floor(mem * cores_free / cores * (1 - _RAM_MARGIN) / r))
-            room += n * per
-            if room >= need:
-                break
-        if room < need:
-            return False
-    return True

@@ -606,6 +606,13 @@ class SimStartd:
             out.append(ad)
         return out
 
+    @property
+    def idle_since(self) -> int:
+        """While no claim is active: the idle-since time its ad tells the classifier, in whole
+        seconds as advertised (the later of ``EnteredCurrentState`` and the frozen
+        ``ExpectedMachineGracefulDrainingCompletion``)."""
+        return max(int(self.entered_state), int(self._grace_done or self.entered_state))
+
     def running(self) -> Iterable[tuple[Job, float]]:
         """The jobs running now, with their start times."""
         return ((s.job, s.start) for s in self.dslots.values())
