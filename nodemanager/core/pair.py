@@ -107,12 +107,13 @@ class PairMemo:
         """:func:`pair` of these nodes and workers, reusing the last one's work if it can."""
         wlist = list(workers)
         fields = list(map(_PAIRING_FIELDS, wlist))
-        heard = list(map(_HEARD, wlist)) if None in map(_REGISTERED, wlist) else None
-        found, last = self._found, self._nodes
-        if found is None or fields != self._fields or heard != self._heard or len(cloud_nodes) != len(last) or (
-                not all(map(is_, cloud_nodes, last))):
+        found, last, heard = self._found, self._nodes, self._heard
+        # equal fields: the same workers lack a registered_at as last time (heard is kept for them)
+        if found is None or fields != self._fields or len(cloud_nodes) != len(last) or (
+                not all(map(is_, cloud_nodes, last))) or (heard is not None and heard != list(map(_HEARD, wlist))):
             found = self._found = _match(cloud_nodes, wlist)
-            self._nodes, self._fields, self._heard = cloud_nodes, fields, heard
+            self._nodes, self._fields = cloud_nodes, fields
+            self._heard = list(map(_HEARD, wlist)) if None in map(_REGISTERED, wlist) else None
         return _assemble(found, wlist)
 
 
