@@ -99,7 +99,7 @@ class PairMemo:
 
     def __init__(self) -> None:
         self._nodes: Sequence[CloudNode] = ()
-        self._fields: list[tuple[object, ...]] = []
+        self._fields: Sequence[tuple[object, ...]] = ()
         self._heard: list[float] | None = None
         self._found: _Found | None = None
 
@@ -202,18 +202,18 @@ def _match(cloud_nodes: Iterable[CloudNode], wlist: list[Worker]) -> _Found:
         if first != n.id:
             contested.setdefault(i, [first]).append(n.id)
 
-    ids: list[str] = []
+    node_ids: list[str] = []
     index: list[int] = []
     for node_id, i in candidate.items():
         if i in contested:
             reasons[node_id] = (f"ambiguous: worker {wlist[i].name} matches nodes "
                                 f"{', '.join(sorted(contested[i]))}")
             continue
-        ids.append(node_id)
+        node_ids.append(node_id)
         index.append(i)
     if len(index) == len(wlist):
-        return ids, index, reasons, []  # each paired worker is another one: no orphan
+        return node_ids, index, reasons, []  # each paired worker is another one: no orphan
     used = set(index)
     orphans = sorted((i for i in range(len(wlist)) if i not in used),
                      key=lambda i: (wlist[i].name, wlist[i].cloud_id or "", wlist[i].address or ""))
-    return ids, index, reasons, orphans
+    return node_ids, index, reasons, orphans
