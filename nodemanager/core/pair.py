@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from operator import attrgetter, is_
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from nodemanager.model import CloudNode, Worker
 from nodemanager.text import duration
@@ -95,25 +95,30 @@ class PairMemo:
     name, address, registered_at; last_heard too when a worker has no registered_at). The
     workers themselves may be new records: the pairing hands on this cycle's. Not thread-safe."""
 
-    __slots__ = ("_nodes", "_fields", "_heard", "_found")
+    __slots__ = ("_nodes", "_workers", "_fields", "_found")
 
     def __init__(self) -> None:
         self._nodes: Sequence[CloudNode] = ()
-        self._fields: Sequence[tuple[object, ...]] = ()
-        self._heard: list[float] | None = None
+        self._workers: list[Worker] = []
+        self._fields: list[tuple[Any, ...]] | None = None  # the pairing fields of _workers, once read
         self._found: _Found | None = None
 
     def pair(self, cloud_nodes: Sequence[CloudNode], workers: Sequence[Worker]) -> Pairing:
         """:func:`pair` of these nodes and workers, reusing the last one's work if it can."""
         wlist = list(workers)
-        fields = list(map(_PAIRING_FIELDS, wlist))
-        found, last, heard = self._found, self._nodes, self._heard
-        # equal fields: the same workers lack a registered_at as last time (heard is kept for them)
-        if found is None or fields != self._fields or len(cloud_nodes) != len(last) or (
-                not all(map(is_, cloud_nodes, last))) or (heard is not None and heard != list(map(_HEARD, wlist))):
-            found = self._found = _match(cloud_nodes, wlist)
-            self._nodes, self._fields = cloud_nodes, fields
-            self._heard = list(map(_HEARD, wlist)) if None in map(_REGISTERED, wlist) else None
+        found, last = self._found, self._nodes
+        fields = None
+        # the node listing first: when it changed, the workers' fields are not read at all
+        if found is not None and len(cloud_nodes) == len(last) and all(map(is_, cloud_nodes, last)):
+            fields = list(map(_PAIRING_FIELDS, wlist))
+            before = self._fields if self._fields is not None else list(map(_PAIRING_FIELDS, self._workers))
+            # equal fields: the same workers lack a registered_at, whose last_heard pairing reads
+            if fields == before and (None not in map(_REGISTERED, wlist)
+                                     or list(map(_HEARD, wlist)) == list(map(_HEARD, self._workers))):
+                self._workers, self._fields = wlist, fields
+                return _assemble(found, wlist)
+        self._found = found = _match(cloud_nodes, wlist)
+        self._nodes, self._workers, self._fields = cloud_nodes, wlist, fields
         return _assemble(found, wlist)
 
 
