@@ -123,3 +123,83 @@ def test_without_registered_at_a_worker_last_heard_before_launch_does_not_pair()
     for heard in (L - HEARD_SKEW, L + 30, 0.0):       # within the skew, after launch, not reported
         w = replace(worker("cn-1"), last_heard=heard)
         assert pair([node("i-1", "cn-1", launched=L)], [w]).paired["i-1"] is w
+
+
+# -- the pairing memo (issue 18 item 9): the same pairing as afresh, reused while inputs stay ------
+
+def test_the_memo_reuses_the_pairing_for_new_records_of_the_same_workers_and_hands_on_the_new_ones():
+    from dataclasses import replace
+
+    from nodemanager.core.pair import PairMemo
+    memo = PairMemo()
+    nodes = (node("i-1", "cn-1", launched=L), node("i-2", "cn-2", launched=L))
+    workers = [worker("cn-1", registered=L + 5), worker("cn-2", registered=L + 5), worker("static-1", registered=L)]
+    first = memo.pair(nodes, workers)
+    busy = [replace(w, state="alloc", last_heard=L + 900) for w in workers]  # pairing fields the same
+    again = memo.pair(nodes, busy)
+    assert again == pair(nodes, busy)
+    assert again.reasons is first.reasons  # reused, not paired afresh
+    assert again.paired["i-1"] is busy[0] and again.orphans == (busy[2],)
+
+
+def test_the_memo_sees_last_heard_of_a_worker_without_registered_at():
+    from dataclasses import replace
+
+    from nodemanager.core.pair import PairMemo
+    memo = PairMemo()
+    nodes = (node("i-1", "cn-1", launched=L),)
+    stale = replace(worker("cn-1"), last_heard=L - 3600)  # a record of an older VM: refused
+    assert "i-1" not in memo.pair(nodes, [stale]).paired
+    heard = replace(stale, last_heard=L + 60)  # heard since this VM launched: pairs
+    assert memo.pair(nodes, [heard]).paired["i-1"] is heard
+
+
+def test_the_memo_sees_a_changed_pairing_field_or_a_new_node_record_with_the_same_id():
+    from dataclasses import replace
+
+    from nodemanager.core.pair import PairMemo
+    memo = PairMemo()
+    nodes = (node("i-1", "cn-1", launched=L),)
+    w = worker("cn-1", registered=L + 5)
+    assert memo.pair(nodes, [w]).paired["i-1"] is w
+    moved = replace(w, name="cn-9", address="10.0.0.9")
+    assert memo.pair(nodes, [moved]).paired == {}
+    relaunched = (replace(nodes[0], launched_at=L + 3600),)  # the record of a VM launched later
+    assert memo.pair(nodes, [w]).paired["i-1"] is w
+    assert "i-1" not in memo.pair(relaunched, [w]).paired
+
+
+def test_the_memo_pairs_as_afresh_in_a_changing_pool():
+    import random
+    from dataclasses import replace
+
+    from nodemanager.core.pair import PairMemo
+    rng, memo = random.Random(9), PairMemo()
+    nodes = {f"i-{k}": node(f"i-{k}", f"cn-{k}", ip=f"10.0.0.{k}") for k in range(8)}
+    workers = [worker(f"cn-{k}", registered=L + 5) for k in range(9)]
+    reused = 0
+    for _ in range(400):
+        k, event = rng.randrange(len(workers)), rng.random()
+        w = workers[k]
+        if event < 0.15:
+            workers[k] = replace(w, name=rng.choice(("cn-1", "cn-2", "cn-3.x", "other")))
+        elif event < 0.25:
+            workers[k] = replace(w, address=rng.choice((None, "<10.0.0.2:9618?a=b>", "10.0.0.5")))
+        elif event < 0.35:
+            workers[k] = replace(w, cloud_id=rng.choice((None, "i-1", "i-4")))
+        elif event < 0.5:
+            workers[k] = replace(w, registered_at=rng.choice((None, 0.0, L - 100, L + 5)))
+        elif event < 0.65:
+            workers[k] = replace(w, last_heard=rng.choice((0.0, L - 3600, L - 2, L + 60)))
+        elif event < 0.7:
+            nid = rng.choice(sorted(nodes))
+            nodes[nid] = replace(nodes[nid], launched_at=rng.choice((L, L + 3600)))
+        elif event < 0.75:
+            workers.insert(rng.randrange(len(workers) + 1), worker(f"cn-{rng.randrange(9)}", registered=L + 5))
+        elif event < 0.8 and len(workers) > 1:
+            workers.pop(k)
+        listing = tuple(nodes.values())
+        before = memo._found
+        assert memo.pair(listing, workers) == pair(listing, workers)
+        reused += memo._found is before
+    assert reused > 100  # the memo is exercised, not only ever bypassed

@@ -115,3 +115,17 @@ def test_unmatched_demand_is_one_log_line_per_signature_and_a_metric(caplog):
     metrics.observe(CycleReport(snapshot=make_snap(demand=demand), plan=p))
     text = generate_latest(metrics.registry).decode()
     assert 'nodemanager_unmatched_jobs{signature="1 cpus, 1000 MB, 2 gpus"} 3.0' in text
+
+
+def test_a_busy_node_whose_worker_does_not_say_its_cores_offers_its_sizes_free_ones():
+    # cpus 0 (not reported): its 8-core size counts, 2 busy leaves 6 free for the queued job
+    p = run([Demand(cpus=4, ram_mb=1000, count=1)], (CPU8,), [node("a", "cpu8")],
+            [worker("a", "mix", cpus=0, cpus_busy=2)])
+    assert boots(p) == {} and not p.unmet
+
+
+def test_full_busy_nodes_offer_nothing_and_a_partly_busy_one_its_free_cores():
+    nodes = [node("full", "cpu8"), node("part", "cpu8")]
+    workers = [worker("full", "alloc", cpus=8, cpus_busy=8), worker("part", "mix", cpus=8, cpus_busy=4)]
+    assert boots(run([Demand(cpus=4, ram_mb=1000, count=1)], (CPU8,), nodes, workers)) == {}
+    assert boots(run([Demand(cpus=4, ram_mb=1000, count=2)], (CPU8,), nodes, workers)) == {"cpu8": 1}

@@ -19,7 +19,9 @@ What it keeps, per cloud node id, and when it is reused:
   for Ns"), a cloud reclaim notice ("in 1m 40s") and a foreign drain past
   ``reclaim_foreign_after`` ("drained by someone else for Ns");
 * the node's :class:`~nodemanager.model.NodeExplanation`, when its decision is the undecided one
-  (no reason claimed it, nothing blocked it) on the very same facts object.
+  (no reason claimed it, nothing blocked it) on the very same facts object;
+* the pairing of nodes and workers (``pairing``, a :class:`~nodemanager.core.pair.PairMemo`,
+  which says when it is reused).
 
 :func:`nodemanager.core.facts.node_facts` and the plan's explanations apply these rules inline
 (a call per node would cost what the memo saves); this module holds the entries. Entries of nodes
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
+from nodemanager.core.pair import PairMemo
 from nodemanager.core.plan_node import NodeFacts
 from nodemanager.model import CloudNode, NodeExplanation, Worker
 from nodemanager.settings import CoreSettings
@@ -46,7 +49,7 @@ class NodeMemo:
     """Facts and explanations of the last cycle's nodes, to reuse while their inputs stay the
     same (see the module docstring). Not thread-safe: one planner uses it at a time."""
 
-    __slots__ = ("_settings", "_matrix", "_held", "_facts", "_explained")
+    __slots__ = ("_settings", "_matrix", "_held", "_facts", "_explained", "pairing")
 
     def __init__(self) -> None:
         self._settings: CoreSettings | None = None
@@ -54,6 +57,7 @@ class NodeMemo:
         self._held: frozenset[str] | None = None
         self._facts: dict[str, FactsEntry] = {}
         self._explained: dict[str, ExplainedEntry] = {}
+        self.pairing = PairMemo()
 
     def begin(self, settings: CoreSettings, matrix: Any,
               held: frozenset[str]) -> tuple[Mapping[str, FactsEntry], dict[str, FactsEntry]]:

@@ -170,10 +170,12 @@ def _existing(settings: CoreSettings, sizes: dict[str, Size], nodes: Sequence[De
         facts = n.facts
         ws = facts.core_state
         w = facts.worker
+        # a busy node whose worker's cores are all busy (most of a large pool) has none to offer in
+        # any tier: tested first, before what decides its tier
+        if ws == BUSY and w is not None and w.cpus and w.cpus_busy >= w.cpus:
+            continue
         if (n.want is None and n.drain is None and not n.forced and w is not None and w.cpus and w.ram_mb
                 and facts.theirs is None and ws in kept and facts.tuple.worker_state != RECLAIMED):
-            if ws == BUSY and w.cpus_busy >= w.cpus:
-                continue  # a full busy node (most of a large pool): no free core, skip _free's call
             cpus, ram = _free(w.cpus, float(w.ram_mb), w, ws)
             if cpus > 0:
                 kept[ws].add(cpus, ram, facts.node.size, facts.node.id, _free_gpus(facts.size, w.cpus, cpus))

@@ -22,9 +22,10 @@ class MatrixDrain:
     def propose(self, candidates: Sequence[Decision], ctx: Context) -> list[Decision]:
         out = []
         causes: dict[str, Cause] = {}
+        drain = Action.START_DRAIN  # a local: an enum member read through its class costs ~0.1 us per node
         for d in candidates:
             f = d.facts
-            if f.maction is not Action.START_DRAIN:
+            if f.maction is not drain:
                 continue
             if f.core_state == UNPAIRED:
                 out.append(d._replace(blocked=Blocked.NO_WORKER, cause=Cause(self.name, f.rule),

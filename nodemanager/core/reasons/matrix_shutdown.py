@@ -21,8 +21,9 @@ class MatrixShutdown:
 
     def propose(self, candidates: Sequence[Decision], ctx: Context) -> list[Decision]:
         causes: dict[str, Cause] = {}
+        shutdown = Action.START_SHUTDOWN  # a local: an enum member read through its class costs ~0.1 us per node
         return [d.wanting(ItemKind.DESTROY, causes.get(d.facts.rule) or causes.setdefault(
                               d.facts.rule, Cause(self.name, d.facts.rule)),
                           f"matrix says START_SHUTDOWN: {d.facts.cls.why}",
                           cancellable=d.facts.core_state not in (DOWN, UNPAIRED))
-                for d in candidates if d.facts.maction is Action.START_SHUTDOWN]
+                for d in candidates if d.facts.maction is shutdown]

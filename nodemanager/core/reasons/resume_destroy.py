@@ -33,6 +33,9 @@ class ResumeDestroy:
         snap = ctx.snapshot
         if ctx.frozen or snap.paused:
             return []
+        # most cycles no listed node is tagged: one scan of the listing, cheaper than of the decisions
+        if not any(TAG_DESTROY in n.tags for n in snap.cloud_nodes):
+            return []
         done = snap.destroyed
         out = [d for d in candidates if d.facts.node.tags.get(TAG_DESTROY) and d.want is not ItemKind.DESTROY
                and not d.facts.gone and d.facts.node.id not in done]
