@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
+from nodemanager.core.node_memo import NodeMemo
 from nodemanager.core.plan_node import NodeFacts
 from nodemanager.core.victims import Estimator
 from nodemanager.core.classify import Classification
@@ -71,18 +72,19 @@ def relabel(nodes: Sequence[NodeFacts], demand: Iterable[Demand], settings: Core
     out: dict[str, Relabel] = {}
     if not settings.consolidate and settings.max_lifetime <= 0 and not settings.size_digests:
         return out
-    digests = dict(settings.size_digests)
-    # drift: the tag test first, it rules out nearly every node (this runs on every cycle)
-    for n in nodes:
-        tags = n.node.tags
-        booted = tags.get(TAG_SETTINGS) if tags else None
-        if booted and booted != digests.get(n.node.size, booted) and _candidate(n):
-            out[n.node.id] = Relabel(EXPIRED, f"expired: booted with other [Size {n.node.size}] or "
-                                              f"[Cloud Create] settings than configured now; "
-                                              f"replaced as demand needs")
+    # one pass picks the candidates: every later test needs one, and most nodes are none
+    candidates = [n for n in nodes if _candidate(n)]
+    if settings.size_digests:
+        digests = dict(settings.size_digests)
+        for n in candidates:
+            tags = n.node.tags
+            booted = tags.get(TAG_SETTINGS) if tags else None
+            if booted and booted != digests.get(n.node.size, booted):
+                out[n.node.id] = Relabel(EXPIRED, f"expired: booted with other [Size {n.node.size}] or "
+                                                  f"[Cloud Create] settings than configured now; "
+                                                  f"replaced as demand needs")
     if not settings.consolidate and settings.max_lifetime <= 0:
         return out
-    candidates = [n for n in nodes if _candidate(n)]
     if settings.max_lifetime > 0:
         for n in candidates:
             age = now - n.node.launched_at
@@ -92,18 +94,17 @@ def relabel(nodes: Sequence[NodeFacts], demand: Iterable[Demand], settings: Core
                                                   f"demand needs")
     if not settings.consolidate or any(d.count > 0 for d in demand):
         return out  # queued jobs may need any free core: nothing is spare
-    # only busy nodes stay up anyway: an idle node's cores would keep it from being given back
-    spare = sum(free_cores(n) for n in candidates if n.node.id not in out)
-    ends = {n.node.id: _last_end(n, estimator, now) for n in candidates
-            if n.node.id not in out and free_cores(n) > 0}
-    by_id = {n.node.id: n for n in candidates}
+    # each candidate's free cores once; only busy nodes stay up anyway: an idle node's cores
+    # would keep it from being given back
+    free = {n.node.id: (n, free_cores(n)) for n in candidates if n.node.id not in out}
+    spare = sum(cores for _, cores in free.values())
+    ends = {node_id: _last_end(n, estimator, now) for node_id, (n, cores) in free.items() if cores > 0}
     # soonest end first (it leaves soonest), then the fewest busy cores (the least work held)
-    for node_id in sorted(ends, key=lambda k: (ends[k], _busy(by_id[k]), k)):
-        n = by_id[node_id]
-        free = free_cores(n)
-        if spare - free < settings.consolidate_margin:
+    for node_id in sorted(ends, key=lambda k: (ends[k], _busy(free[k][0]), k)):
+        n, cores = free[node_id]
+        if spare - cores < settings.consolidate_margin:
             continue
-        spare -= free
+        spare -= cores
         out[node_id] = Relabel(UNDERUSED, _why(n, ends[node_id] - now, spare))
     return out
 
@@ -173,10 +174,13 @@ def rebuy_hold(recent_destroys: Iterable[float], demand: Iterable[Demand], setti
             f"{duration(settings.rebuy_hold)}: no boot right after a destroy)")
 
 
-def apply_relabels(nodes: list[NodeFacts], labels: Mapping[str, Relabel], matrix: Any) -> list[NodeFacts]:
+def apply_relabels(nodes: list[NodeFacts], labels: Mapping[str, Relabel], matrix: Any,
+                   memo: NodeMemo | None = None) -> list[NodeFacts]:
     """``nodes`` with the relabelled ones given their new worker_state and the matrix's word on it
     (``matrix``: what :func:`nodemanager.core.plan` gets; a state its vocabulary lacks leaves the
-    node as it was)."""
+    node as it was). ``memo`` (None: none) gives back last cycle's relabelled facts of a node
+    whose facts are the very same object and whose relabel is equal (the same facts either way)."""
+    last, kept = memo.begin_relabels() if memo is not None else ({}, {})
     if not labels:
         return nodes
     known = matrix.vocabulary.dimensions[0].values
@@ -184,11 +188,19 @@ def apply_relabels(nodes: list[NodeFacts], labels: Mapping[str, Relabel], matrix
     for n in nodes:
         label = labels.get(n.node.id)
         if label is not None and label.state in known:
-            st = StateTuple(label.state, n.tuple.window, n.tuple.boot_grace, n.tuple.idle_grace)
-            match = matrix.lookup(st)
-            n = n._replace(cls=Classification(label.state, f"{label.why}; {n.cls.why}", n.cls.idle_since),
-                           tuple=st, rule=match.rule.location, maction=match.action,
-                           core_state=matrix.vocabulary.core_state(label.state))
+            m = last.get(n.node.id)
+            if m is not None and m[0] is n and m[1] == label:
+                relabelled = m[2]
+            else:
+                st = StateTuple(label.state, n.tuple.window, n.tuple.boot_grace, n.tuple.idle_grace)
+                match = matrix.lookup(st)
+                relabelled = n._replace(cls=Classification(label.state, f"{label.why}; {n.cls.why}",
+                                                           n.cls.idle_since),
+                                        tuple=st, rule=match.rule.location, maction=match.action,
+                                        core_state=matrix.vocabulary.core_state(label.state))
+            if memo is not None:
+                kept[n.node.id] = (n, label, relabelled)
+            n = relabelled
         out.append(n)
     return out
 

@@ -19,7 +19,10 @@ What it keeps, per cloud node id, and when it is reused:
   for Ns"), a cloud reclaim notice ("in 1m 40s") and a foreign drain past
   ``reclaim_foreign_after`` ("drained by someone else for Ns");
 * the node's :class:`~nodemanager.model.NodeExplanation`, when its decision is the undecided one
-  (no reason claimed it, nothing blocked it) on the very same facts object.
+  (no reason claimed it, nothing blocked it) on the very same facts object;
+* a relabelled node's facts (:func:`nodemanager.core.consolidate.apply_relabels`, the cost
+  profile's ``underused``/``expired``), when its facts are the very same object and its relabel
+  (state and words) is equal.
 
 :func:`nodemanager.core.facts.node_facts` and the plan's explanations apply these rules inline
 (a call per node would cost what the memo saves); this module holds the entries. Entries of nodes
@@ -34,19 +37,21 @@ from nodemanager.core.plan_node import NodeFacts
 from nodemanager.model import CloudNode, NodeExplanation, Worker
 from nodemanager.settings import CoreSettings
 
-__all__ = ["NodeMemo", "FactsEntry", "ExplainedEntry"]
+__all__ = ["NodeMemo", "FactsEntry", "ExplainedEntry", "RelabelledEntry"]
 
 # (node, worker, valid while now < this, the pairing reason of an unpaired node, its facts)
 FactsEntry = tuple[CloudNode, Optional[Worker], float, Optional[str], NodeFacts]
 # (the facts an undecided node's explanation was made from, the explanation)
 ExplainedEntry = tuple[NodeFacts, NodeExplanation]
+# (the facts a relabel was applied to, the relabel (state, why), the relabelled facts)
+RelabelledEntry = tuple[NodeFacts, tuple[str, str], NodeFacts]
 
 
 class NodeMemo:
     """Facts and explanations of the last cycle's nodes, to reuse while their inputs stay the
     same (see the module docstring). Not thread-safe: one planner uses it at a time."""
 
-    __slots__ = ("_settings", "_matrix", "_held", "_facts", "_explained")
+    __slots__ = ("_settings", "_matrix", "_held", "_facts", "_explained", "_relabelled")
 
     def __init__(self) -> None:
         self._settings: CoreSettings | None = None
@@ -54,6 +59,7 @@ class NodeMemo:
         self._held: frozenset[str] | None = None
         self._facts: dict[str, FactsEntry] = {}
         self._explained: dict[str, ExplainedEntry] = {}
+        self._relabelled: dict[str, RelabelledEntry] = {}
 
     def begin(self, settings: CoreSettings, matrix: Any,
               held: frozenset[str]) -> tuple[Mapping[str, FactsEntry], dict[str, FactsEntry]]:
@@ -64,7 +70,7 @@ class NodeMemo:
         if settings is not self._settings or matrix is not self._matrix or (
                 held is not self._held and held != self._held):
             self._settings, self._matrix, self._held = settings, matrix, held
-            self._facts, self._explained = {}, {}
+            self._facts, self._explained, self._relabelled = {}, {}, {}
         last, self._facts = self._facts, {}
         return last, self._facts
 
@@ -74,3 +80,10 @@ class NodeMemo:
         it reuses or makes for an undecided node (the others are forgotten)."""
         last, self._explained = self._explained, {}
         return last, self._explained
+
+    def begin_relabels(self) -> tuple[Mapping[str, RelabelledEntry], dict[str, RelabelledEntry]]:
+        """Start a cycle's relabels: the last cycle's (node id -> (facts, relabel, relabelled
+        facts)) and this cycle's, which :func:`nodemanager.core.consolidate.apply_relabels` fills
+        with each one it reuses or makes (the others are forgotten)."""
+        last, self._relabelled = self._relabelled, {}
+        return last, self._relabelled
