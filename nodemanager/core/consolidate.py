@@ -70,7 +70,9 @@ def relabel(nodes: Sequence[NodeFacts], demand: Iterable[Demand], settings: Core
     """Node id -> its new worker_state (``expired`` first, then ``underused``) and why. A node
     with a drain of ours under way is never relabelled (it is no capacity)."""
     out: dict[str, Relabel] = {}
-    if not settings.consolidate and settings.max_lifetime <= 0 and not settings.size_digests:
+    # consolidation only while no job is queued: with one, most cycles need no pass over the nodes
+    spare_wanted = settings.consolidate and not any(d.count > 0 for d in demand)
+    if not settings.size_digests and settings.max_lifetime <= 0 and not spare_wanted:
         return out
     # one pass picks the candidates: every later test needs one, and most nodes are none
     candidates = [n for n in nodes if _candidate(n)]
@@ -83,8 +85,6 @@ def relabel(nodes: Sequence[NodeFacts], demand: Iterable[Demand], settings: Core
                 out[n.node.id] = Relabel(EXPIRED, f"expired: booted with other [Size {n.node.size}] or "
                                                   f"[Cloud Create] settings than configured now; "
                                                   f"replaced as demand needs")
-    if not settings.consolidate and settings.max_lifetime <= 0:
-        return out
     if settings.max_lifetime > 0:
         for n in candidates:
             age = now - n.node.launched_at
@@ -92,7 +92,7 @@ def relabel(nodes: Sequence[NodeFacts], demand: Iterable[Demand], settings: Core
                 out[n.node.id] = Relabel(EXPIRED, f"expired: up {duration(age)}, past max_lifetime "
                                                   f"{duration(settings.max_lifetime)}; replaced as "
                                                   f"demand needs")
-    if not settings.consolidate or any(d.count > 0 for d in demand):
+    if not spare_wanted:
         return out  # queued jobs may need any free core: nothing is spare
     # each candidate's free cores once; only busy nodes stay up anyway: an idle node's cores
     # would keep it from being given back
@@ -184,24 +184,26 @@ def apply_relabels(nodes: list[NodeFacts], labels: Mapping[str, Relabel], matrix
     if not labels:
         return nodes
     known = matrix.vocabulary.dimensions[0].values
-    out = []
-    for n in nodes:
-        label = labels.get(n.node.id)
-        if label is not None and label.state in known:
-            m = last.get(n.node.id)
-            if m is not None and m[0] is n and m[1] == label:
-                relabelled = m[2]
-            else:
-                st = StateTuple(label.state, n.tuple.window, n.tuple.boot_grace, n.tuple.idle_grace)
-                match = matrix.lookup(st)
-                relabelled = n._replace(cls=Classification(label.state, f"{label.why}; {n.cls.why}",
-                                                           n.cls.idle_since),
-                                        tuple=st, rule=match.rule.location, maction=match.action,
-                                        core_state=matrix.vocabulary.core_state(label.state))
-            if memo is not None:
-                kept[n.node.id] = (n, label, relabelled)
-            n = relabelled
-        out.append(n)
+    out = list(nodes)
+    # the few relabelled nodes' places found in one pass; only those are rebuilt
+    for i in [i for i, n in enumerate(nodes) if n.node.id in labels]:
+        n = nodes[i]
+        label = labels[n.node.id]
+        if label.state not in known:
+            continue
+        m = last.get(n.node.id)
+        if m is not None and m[0] is n and m[1] == label:
+            relabelled = m[2]
+        else:
+            st = StateTuple(label.state, n.tuple.window, n.tuple.boot_grace, n.tuple.idle_grace)
+            match = matrix.lookup(st)
+            relabelled = n._replace(cls=Classification(label.state, f"{label.why}; {n.cls.why}",
+                                                       n.cls.idle_since),
+                                    tuple=st, rule=match.rule.location, maction=match.action,
+                                    core_state=matrix.vocabulary.core_state(label.state))
+        if memo is not None:
+            kept[n.node.id] = (n, label, relabelled)
+        out[i] = relabelled
     return out
 
 
