@@ -54,6 +54,17 @@ def test_a_busy_nodes_facts_and_explanation_are_reused_while_nothing_changes():
     assert all(x is y for x, y in zip(first.nodes, again.nodes))
 
 
+def test_a_busy_nodes_explanation_is_reused_under_max_lifetime_and_says_when_it_ends():
+    memo, st_ = NodeMemo(), settings(max_lifetime=86400.0)
+    nodes, workers = [node("a"), node("b", age=80000.0)], [busy("a"), busy("b")]
+    first = both(at(NOW, nodes, workers), st_, memo)
+    again = both(at(NOW + 60, nodes, workers), st_, memo)
+    assert all(x is y for x, y in zip(first.nodes, again.nodes))
+    assert explained(again, "b").next_change_what == "max_lifetime ends"
+    later = both(at(NOW + 60, nodes, workers), replace(st_, max_lifetime=90000.0), memo)
+    assert explained(later, "b").next_change == NOW - 80000.0 + 90000.0
+
+
 def test_a_changed_worker_record_is_classified_again():
     memo, st_ = NodeMemo(), settings()
     nodes = [node("a")]

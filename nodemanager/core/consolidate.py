@@ -134,17 +134,26 @@ def _why(n: NodeFacts, time_to_go: float, spare: int) -> str:
 LIFETIME_ENDS = "max_lifetime ends"
 
 
-def lifetime_ends(nodes: list[NodeFacts], settings: CoreSettings) -> list[NodeFacts]:
+def lifetime_ends(nodes: list[NodeFacts], settings: CoreSettings,
+                  memo: NodeMemo | None = None) -> list[NodeFacts]:
     """``nodes`` with each busy node's coming ``max_lifetime`` end as its next change by time
-    alone (it is relabelled ``expired`` then), when that comes before the tuple's own."""
+    alone (it is relabelled ``expired`` then), when that comes before the tuple's own. ``memo``
+    (None: none) gives back last cycle's facts made from the very same facts object."""
     if settings.max_lifetime <= 0:
         return nodes
+    last, kept = memo.begin_derived("lifetime") if memo is not None else ({}, {})
     out = []
     for n in nodes:
         if _candidate(n):
             end = n.node.launched_at + settings.max_lifetime
             if n.next_change is None or end < n.next_change:
-                n = n._replace(next_change=end, next_what=LIFETIME_ENDS)
+                m = last.get(n.node.id)
+                # the same facts object and max_lifetime: the same end
+                ended = m[2] if m is not None and m[0] is n and m[1] == settings.max_lifetime else (
+                    n._replace(next_change=end, next_what=LIFETIME_ENDS))
+                if memo is not None:
+                    kept[n.node.id] = (n, settings.max_lifetime, ended)
+                n = ended
         out.append(n)
     return out
 
@@ -180,7 +189,7 @@ def apply_relabels(nodes: list[NodeFacts], labels: Mapping[str, Relabel], matrix
     (``matrix``: what :func:`nodemanager.core.plan` gets; a state its vocabulary lacks leaves the
     node as it was). ``memo`` (None: none) gives back last cycle's relabelled facts of a node
     whose facts are the very same object and whose relabel is equal (the same facts either way)."""
-    last, kept = memo.begin_relabels() if memo is not None else ({}, {})
+    last, kept = memo.begin_derived("relabel") if memo is not None else ({}, {})
     if not labels:
         return nodes
     known = matrix.vocabulary.dimensions[0].values
