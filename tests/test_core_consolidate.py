@@ -95,6 +95,15 @@ def test_max_lifetime_drains_an_old_busy_node_gracefully_never_kills():
     assert plan(snap(nodes, workers), settings(max_lifetime=86400.0), DEFAULT).items == ()
 
 
+def test_queued_jobs_stop_consolidation_but_not_max_lifetime():
+    """The cost profile with both: a job queued spares no core, yet the old node still expires."""
+    nodes = [node("old", age=90000.0), node("new", age=3600.0)]
+    workers = [mixed("old", 2, 600.0), mixed("new", 1, 600.0, registered_at=NOW - 3000)]
+    p = plan(snap(nodes, workers, demand=[Demand(cpus=1, count=1)]),
+             settings(consolidate=True, consolidate_margin=0, max_lifetime=86400.0), COST)
+    assert {e.node_id: e.tuple.worker_state for e in p.nodes} == {"old": "expired", "new": "busy"}
+
+
 def test_a_busy_node_says_when_max_lifetime_ends_as_its_next_change():
     nodes = [node("new", age=3600.0)]
     workers = [mixed("new", 2, 600.0, registered_at=NOW - 3000)]

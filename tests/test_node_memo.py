@@ -3,6 +3,7 @@ cycle of a changing world; and each input of a node's facts, changed alone, chan
 
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import replace
 
@@ -10,9 +11,11 @@ import policy_matrix
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
 from nodemanager.core import plan
+from nodemanager.core.consolidate import apply_relabels, relabel
 from nodemanager.core.facts import node_facts
 from nodemanager.core.node_memo import NodeMemo
 from nodemanager.core.pair import pair
+from nodemanager.core.victims import estimate
 from nodemanager.model import CloudNode, Demand, InFlight, Plan, Snapshot, Worker
 from tests.core_world import NOW, node, settings, worker
 from tests.test_core_properties import matrix_for, TUPLES
@@ -49,6 +52,17 @@ def test_a_busy_nodes_facts_and_explanation_are_reused_while_nothing_changes():
     first = both(at(NOW, nodes, workers), st_, memo)
     again = both(at(NOW + 60, nodes, workers), st_, memo)
     assert all(x is y for x, y in zip(first.nodes, again.nodes))
+
+
+def test_a_busy_nodes_explanation_is_reused_under_max_lifetime_and_says_when_it_ends():
+    memo, st_ = NodeMemo(), settings(max_lifetime=86400.0)
+    nodes, workers = [node("a"), node("b", age=80000.0)], [busy("a"), busy("b")]
+    first = both(at(NOW, nodes, workers), st_, memo)
+    again = both(at(NOW + 60, nodes, workers), st_, memo)
+    assert all(x is y for x, y in zip(first.nodes, again.nodes))
+    assert explained(again, "b").next_change_what == "max_lifetime ends"
+    later = both(at(NOW + 60, nodes, workers), replace(st_, max_lifetime=90000.0), memo)
+    assert explained(later, "b").next_change == NOW - 80000.0 + 90000.0
 
 
 def test_a_changed_worker_record_is_classified_again():
@@ -264,14 +278,75 @@ class World:
                   self.flights.values(), held=self.held, forced_drains=self.forced, demand=demand)
 
 
-@hsettings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(0, 2 ** 32))
-def test_a_plan_with_the_memo_equals_the_plan_without_it_in_a_changing_world(seed):
-    world, memo = World(random.Random(seed)), NodeMemo()
-    for _ in range(60):
+def plans_agree(world: World, cycles: int = 60) -> None:
+    """Each cycle of ``world``, the plan with one memo kept throughout equals the plan without."""
+    memo = NodeMemo()
+    for _ in range(cycles):
         world.step()
         s = world.snapshot()
         assert plan(s, world.settings, world.matrix, memo=memo) == plan(s, world.settings, world.matrix)
+
+
+@hsettings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2 ** 32))
+def test_a_plan_with_the_memo_equals_the_plan_without_it_in_a_changing_world(seed):
+    plans_agree(World(random.Random(seed)))
+
+
+COST = policy_matrix.load(os.path.join(os.path.dirname(policy_matrix.default_path()), "cost.matrix"))
+
+
+class CostWorld(World):
+    """The cost profile's world: consolidation relabels busy nodes ``underused`` whenever no job
+    is queued, ``max_lifetime`` sometimes ``expired``; jobs with known ends, so relabels repeat."""
+
+    def __init__(self, rng: random.Random) -> None:
+        super().__init__(rng)
+        self.settings = replace(self.settings, consolidate=True, consolidate_margin=rng.choice((0, 4)),
+                                max_lifetime=rng.choice((0.0, 5000.0)))
+        self.matrix = COST
+
+    def worker(self, name: str) -> Worker:
+        r = self.rng
+        if r.random() < 0.5:
+            return super().worker(name)
+        busy_ = r.randint(1, 3)
+        return worker(name, "mix", cpus=4, cpus_busy=busy_, running_jobs=busy_,
+                      last_heard=self.now - r.choice((0, 10)), registered_at=self.now,
+                      job_end_times=tuple(self.now + r.choice((600, 3600, 90000)) for _ in range(busy_)))
+
+    def step(self) -> None:
+        matrix = self.matrix
+        super().step()
+        self.matrix = matrix  # the cost matrix knows underused and expired
+
+    def snapshot(self) -> Snapshot:
+        s = super().snapshot()
+        return replace(s, demand=(Demand(cpus=4, count=self.rng.choice((0, 0, 0, 1))),))
+
+
+@hsettings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2 ** 32))
+def test_a_plan_with_the_memo_equals_the_plan_without_it_under_consolidation(seed):
+    plans_agree(CostWorld(random.Random(seed)))
+
+
+def test_the_changing_world_reuses_relabelled_facts():
+    """The property above would hold for a memo that never hits: relabelled facts are reused."""
+    world, memo = CostWorld(random.Random(18)), NodeMemo()
+    relabelled = reused = 0
+    before: dict[str, object] = {}
+    for _ in range(200):
+        world.step()
+        s = world.snapshot()
+        facts = node_facts(s, world.settings, world.matrix, {z.name: z for z in world.settings.sizes},
+                           pair(s.cloud_nodes, s.workers), memo)
+        labels = relabel(facts, s.demand, world.settings, s.now, estimate)
+        mine = {f.node.id: f for f in apply_relabels(facts, labels, world.matrix, memo) if f.node.id in labels}
+        relabelled += len(mine)
+        reused += sum(1 for nid, f in mine.items() if before.get(nid) is f)
+        before = mine
+    assert relabelled > 100 and reused > relabelled // 10
 
 
 def test_the_changing_world_reuses_facts_and_explanations():

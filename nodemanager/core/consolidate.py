@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
+from nodemanager.core.node_memo import NodeMemo
 from nodemanager.core.plan_node import NodeFacts
 from nodemanager.core.victims import Estimator
 from nodemanager.core.classify import Classification
@@ -69,20 +70,21 @@ def relabel(nodes: Sequence[NodeFacts], demand: Iterable[Demand], settings: Core
     """Node id -> its new worker_state (``expired`` first, then ``underused``) and why. A node
     with a drain of ours under way is never relabelled (it is no capacity)."""
     out: dict[str, Relabel] = {}
-    if not settings.consolidate and settings.max_lifetime <= 0 and not settings.size_digests:
+    # consolidation only while no job is queued: with one, most cycles need no pass over the nodes
+    spare_wanted = settings.consolidate and not any(d.count > 0 for d in demand)
+    if not settings.size_digests and settings.max_lifetime <= 0 and not spare_wanted:
         return out
-    digests = dict(settings.size_digests)
-    # drift: the tag test first, it rules out nearly every node (this runs on every cycle)
-    for n in nodes:
-        tags = n.node.tags
-        booted = tags.get(TAG_SETTINGS) if tags else None
-        if booted and booted != digests.get(n.node.size, booted) and _candidate(n):
-            out[n.node.id] = Relabel(EXPIRED, f"expired: booted with other [Size {n.node.size}] or "
-                                              f"[Cloud Create] settings than configured now; "
-                                              f"replaced as demand needs")
-    if not settings.consolidate and settings.max_lifetime <= 0:
-        return out
+    # one pass picks the candidates: every later test needs one, and most nodes are none
     candidates = [n for n in nodes if _candidate(n)]
+    if settings.size_digests:
+        digests = dict(settings.size_digests)
+        for n in candidates:
+            tags = n.node.tags
+            booted = tags.get(TAG_SETTINGS) if tags else None
+            if booted and booted != digests.get(n.node.size, booted):
+                out[n.node.id] = Relabel(EXPIRED, f"expired: booted with other [Size {n.node.size}] or "
+                                                  f"[Cloud Create] settings than configured now; "
+                                                  f"replaced as demand needs")
     if settings.max_lifetime > 0:
         for n in candidates:
             age = now - n.node.launched_at
@@ -90,20 +92,19 @@ def relabel(nodes: Sequence[NodeFacts], demand: Iterable[Demand], settings: Core
                 out[n.node.id] = Relabel(EXPIRED, f"expired: up {duration(age)}, past max_lifetime "
                                                   f"{duration(settings.max_lifetime)}; replaced as "
                                                   f"demand needs")
-    if not settings.consolidate or any(d.count > 0 for d in demand):
+    if not spare_wanted:
         return out  # queued jobs may need any free core: nothing is spare
-    # only busy nodes stay up anyway: an idle node's cores would keep it from being given back
-    spare = sum(free_cores(n) for n in candidates if n.node.id not in out)
-    ends = {n.node.id: _last_end(n, estimator, now) for n in candidates
-            if n.node.id not in out and free_cores(n) > 0}
-    by_id = {n.node.id: n for n in candidates}
+    # each candidate's free cores once; only busy nodes stay up anyway: an idle node's cores
+    # would keep it from being given back
+    free = {n.node.id: (n, free_cores(n)) for n in candidates if n.node.id not in out}
+    spare = sum(cores for _, cores in free.values())
+    ends = {node_id: _last_end(n, estimator, now) for node_id, (n, cores) in free.items() if cores > 0}
     # soonest end first (it leaves soonest), then the fewest busy cores (the least work held)
-    for node_id in sorted(ends, key=lambda k: (ends[k], _busy(by_id[k]), k)):
-        n = by_id[node_id]
-        free = free_cores(n)
-        if spare - free < settings.consolidate_margin:
+    for node_id in sorted(ends, key=lambda k: (ends[k], _busy(free[k][0]), k)):
+        n, cores = free[node_id]
+        if spare - cores < settings.consolidate_margin:
             continue
-        spare -= free
+        spare -= cores
         out[node_id] = Relabel(UNDERUSED, _why(n, ends[node_id] - now, spare))
     return out
 
@@ -133,17 +134,26 @@ def _why(n: NodeFacts, time_to_go: float, spare: int) -> str:
 LIFETIME_ENDS = "max_lifetime ends"
 
 
-def lifetime_ends(nodes: list[NodeFacts], settings: CoreSettings) -> list[NodeFacts]:
+def lifetime_ends(nodes: list[NodeFacts], settings: CoreSettings,
+                  memo: NodeMemo | None = None) -> list[NodeFacts]:
     """``nodes`` with each busy node's coming ``max_lifetime`` end as its next change by time
-    alone (it is relabelled ``expired`` then), when that comes before the tuple's own."""
+    alone (it is relabelled ``expired`` then), when that comes before the tuple's own. ``memo``
+    (None: none) gives back last cycle's facts made from the very same facts object."""
     if settings.max_lifetime <= 0:
         return nodes
+    last, kept = memo.begin_derived("lifetime") if memo is not None else ({}, {})
     out = []
     for n in nodes:
         if _candidate(n):
             end = n.node.launched_at + settings.max_lifetime
             if n.next_change is None or end < n.next_change:
-                n = n._replace(next_change=end, next_what=LIFETIME_ENDS)
+                m = last.get(n.node.id)
+                # the same facts object and max_lifetime: the same end
+                ended = m[2] if m is not None and m[0] is n and m[1] == settings.max_lifetime else (
+                    n._replace(next_change=end, next_what=LIFETIME_ENDS))
+                if memo is not None:
+                    kept[n.node.id] = (n, settings.max_lifetime, ended)
+                n = ended
         out.append(n)
     return out
 
@@ -173,23 +183,36 @@ def rebuy_hold(recent_destroys: Iterable[float], demand: Iterable[Demand], setti
             f"{duration(settings.rebuy_hold)}: no boot right after a destroy)")
 
 
-def apply_relabels(nodes: list[NodeFacts], labels: Mapping[str, Relabel], matrix: Any) -> list[NodeFacts]:
+def apply_relabels(nodes: list[NodeFacts], labels: Mapping[str, Relabel], matrix: Any,
+                   memo: NodeMemo | None = None) -> list[NodeFacts]:
     """``nodes`` with the relabelled ones given their new worker_state and the matrix's word on it
     (``matrix``: what :func:`nodemanager.core.plan` gets; a state its vocabulary lacks leaves the
-    node as it was)."""
+    node as it was). ``memo`` (None: none) gives back last cycle's relabelled facts of a node
+    whose facts are the very same object and whose relabel is equal (the same facts either way)."""
+    last, kept = memo.begin_derived("relabel") if memo is not None else ({}, {})
     if not labels:
         return nodes
     known = matrix.vocabulary.dimensions[0].values
-    out = []
-    for n in nodes:
-        label = labels.get(n.node.id)
-        if label is not None and label.state in known:
+    out = list(nodes)
+    # the few relabelled nodes' places found in one pass; only those are rebuilt
+    for i in [i for i, n in enumerate(nodes) if n.node.id in labels]:
+        n = nodes[i]
+        label = labels[n.node.id]
+        if label.state not in known:
+            continue
+        m = last.get(n.node.id)
+        if m is not None and m[0] is n and m[1] == label:
+            relabelled = m[2]
+        else:
             st = StateTuple(label.state, n.tuple.window, n.tuple.boot_grace, n.tuple.idle_grace)
             match = matrix.lookup(st)
-            n = n._replace(cls=Classification(label.state, f"{label.why}; {n.cls.why}", n.cls.idle_since),
-                           tuple=st, rule=match.rule.location, maction=match.action,
-                           core_state=matrix.vocabulary.core_state(label.state))
-        out.append(n)
+            relabelled = n._replace(cls=Classification(label.state, f"{label.why}; {n.cls.why}",
+                                                       n.cls.idle_since),
+                                    tuple=st, rule=match.rule.location, maction=match.action,
+                                    core_state=matrix.vocabulary.core_state(label.state))
+        if memo is not None:
+            kept[n.node.id] = (n, label, relabelled)
+        out[i] = relabelled
     return out
 
 

@@ -21,7 +21,10 @@ What it keeps, per cloud node id, and when it is reused:
 * the node's :class:`~nodemanager.model.NodeExplanation`, when its decision is the undecided one
   (no reason claimed it, nothing blocked it) on the very same facts object;
 * the pairing of nodes and workers (``pairing``, a :class:`~nodemanager.core.pair.PairMemo`,
-  which says when it is reused).
+  which says when it is reused);
+* the facts a later stage derives from a node's facts (:mod:`nodemanager.core.consolidate`: a
+  relabel to ``underused``/``expired``, ``max_lifetime``'s end as the next change), when the
+  node's facts are the very same object and what else the stage read is equal.
 
 :func:`nodemanager.core.facts.node_facts` and the plan's explanations apply these rules inline
 (a call per node would cost what the memo saves); this module holds the entries. Entries of nodes
@@ -37,19 +40,21 @@ from nodemanager.core.plan_node import NodeFacts
 from nodemanager.model import CloudNode, NodeExplanation, Worker
 from nodemanager.settings import CoreSettings
 
-__all__ = ["NodeMemo", "FactsEntry", "ExplainedEntry"]
+__all__ = ["NodeMemo", "FactsEntry", "ExplainedEntry", "DerivedEntry"]
 
 # (node, worker, valid while now < this, the pairing reason of an unpaired node, its facts)
 FactsEntry = tuple[CloudNode, Optional[Worker], float, Optional[str], NodeFacts]
 # (the facts an undecided node's explanation was made from, the explanation)
 ExplainedEntry = tuple[NodeFacts, NodeExplanation]
+# (the facts a stage started from, what else it read, the facts it made)
+DerivedEntry = tuple[NodeFacts, object, NodeFacts]
 
 
 class NodeMemo:
     """Facts and explanations of the last cycle's nodes, to reuse while their inputs stay the
     same (see the module docstring). Not thread-safe: one planner uses it at a time."""
 
-    __slots__ = ("_settings", "_matrix", "_held", "_facts", "_explained", "pairing")
+    __slots__ = ("_settings", "_matrix", "_held", "_facts", "_explained", "_derived", "pairing")
 
     def __init__(self) -> None:
         self._settings: CoreSettings | None = None
@@ -57,6 +62,7 @@ class NodeMemo:
         self._held: frozenset[str] | None = None
         self._facts: dict[str, FactsEntry] = {}
         self._explained: dict[str, ExplainedEntry] = {}
+        self._derived: dict[str, dict[str, DerivedEntry]] = {}
         self.pairing = PairMemo()
 
     def begin(self, settings: CoreSettings, matrix: Any,
@@ -68,7 +74,7 @@ class NodeMemo:
         if settings is not self._settings or matrix is not self._matrix or (
                 held is not self._held and held != self._held):
             self._settings, self._matrix, self._held = settings, matrix, held
-            self._facts, self._explained = {}, {}
+            self._facts, self._explained, self._derived = {}, {}, {}
         last, self._facts = self._facts, {}
         return last, self._facts
 
@@ -78,3 +84,12 @@ class NodeMemo:
         it reuses or makes for an undecided node (the others are forgotten)."""
         last, self._explained = self._explained, {}
         return last, self._explained
+
+    def begin_derived(self, stage: str) -> tuple[Mapping[str, DerivedEntry], dict[str, DerivedEntry]]:
+        """Start a cycle of ``stage`` (a name): its last cycle's entries (node id -> (facts, what
+        else it read, the facts it made)) and this cycle's, which the stage fills with each one
+        it reuses or makes (the others are forgotten)."""
+        last = self._derived.get(stage, {})
+        kept: dict[str, DerivedEntry] = {}
+        self._derived[stage] = kept
+        return last, kept

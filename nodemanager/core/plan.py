@@ -69,7 +69,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     facts = node_facts(snapshot, settings, matrix, sizes, pairing, memo)
     # issue 18: underused (consolidation) and expired busy nodes, as the matrix sees them
     facts = lifetime_ends(apply_relabels(facts, relabel(facts, snapshot.demand, settings, now,
-                                                        estimator or estimate), matrix), settings)
+                                                        estimator or estimate), matrix, memo), settings, memo)
 
     halt = (f"paused: {snapshot.paused}" if snapshot.paused else None) or stale_inputs(
         snapshot, settings.poll_stale_after, settings.clock_tolerance)
