@@ -20,8 +20,6 @@ What it keeps, per cloud node id, and when it is reused:
   ``reclaim_foreign_after`` ("drained by someone else for Ns");
 * the node's :class:`~nodemanager.model.NodeExplanation`, when its decision is the undecided one
   (no reason claimed it, nothing blocked it) on the very same facts object;
-* the pairing of nodes and workers (``pairing``, a :class:`~nodemanager.core.pair.PairMemo`,
-  which says when it is reused);
 * the facts a later stage derives from a node's facts (:mod:`nodemanager.core.consolidate`: a
   relabel to ``underused``/``expired``, ``max_lifetime``'s end as the next change), when the
   node's facts are the very same object and what else the stage read is equal.
@@ -35,7 +33,6 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from nodemanager.core.pair import PairMemo
 from nodemanager.core.plan_node import NodeFacts
 from nodemanager.model import CloudNode, NodeExplanation, Worker
 from nodemanager.settings import CoreSettings
@@ -54,7 +51,7 @@ class NodeMemo:
     """Facts and explanations of the last cycle's nodes, to reuse while their inputs stay the
     same (see the module docstring). Not thread-safe: one planner uses it at a time."""
 
-    __slots__ = ("_settings", "_matrix", "_held", "_facts", "_explained", "_derived", "pairing")
+    __slots__ = ("_settings", "_matrix", "_held", "_facts", "_explained", "_derived")
 
     def __init__(self) -> None:
         self._settings: CoreSettings | None = None
@@ -63,7 +60,6 @@ class NodeMemo:
         self._facts: dict[str, FactsEntry] = {}
         self._explained: dict[str, ExplainedEntry] = {}
         self._derived: dict[str, dict[str, DerivedEntry]] = {}
-        self.pairing = PairMemo()
 
     def begin(self, settings: CoreSettings, matrix: Any,
               held: frozenset[str]) -> tuple[Mapping[str, FactsEntry], dict[str, FactsEntry]]:

@@ -16,20 +16,19 @@ Rules, in order:
 4. More than one candidate worker for a node, or one worker claimed by more than one node:
    unpaired, with the reason.
 
-Workers are indexed once, so pairing is linear in the number of nodes and workers. A
-:class:`PairMemo` gives the last pairing back while what pairing reads stayed the same.
+Workers are indexed once, so pairing is linear in the number of nodes and workers.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from operator import attrgetter, is_
-from typing import Any, Iterable, Mapping, Sequence
+from operator import attrgetter
+from typing import Iterable, Mapping
 
 from nodemanager.model import CloudNode, Worker
 from nodemanager.text import duration
 
-__all__ = ["Pairing", "PairMemo", "pair", "normalize_address", "by_id", "HEARD_SKEW"]
+__all__ = ["Pairing", "pair", "normalize_address", "by_id", "HEARD_SKEW"]
 
 by_id = attrgetter("id")  # the sort key of cloud nodes: the core works on them in id order
 
@@ -79,65 +78,10 @@ def _fresh(w: Worker, launched_at: float) -> bool:
     return not (0 < w.last_heard < launched_at - HEARD_SKEW)
 
 
-# what pairing reads of a worker; last_heard only of a worker with no registered_at (rule 3)
-_PAIRING_FIELDS = attrgetter("cloud_id", "name", "address", "registered_at")
-_REGISTERED = attrgetter("registered_at")
-_HEARD = attrgetter("last_heard")
-
-# the pairing by worker index: paired node ids, their workers' indexes, reasons, orphans' indexes
-_Found = tuple[list[str], list[int], dict[str, str], list[int]]
-
-
-class PairMemo:
-    """The last pairing, given back while its inputs stay the same: the very same cloud node
-    objects in the same order (identity: the cloud poller hands back unchanged records as the
-    same objects) and, in the same order, workers whose pairing fields are equal (cloud id,
-    name, address, registered_at; last_heard too when a worker has no registered_at). The
-    workers themselves may be new records: the pairing hands on this cycle's. Not thread-safe."""
-
-    __slots__ = ("_nodes", "_workers", "_fields", "_found")
-
-    def __init__(self) -> None:
-        self._nodes: Sequence[CloudNode] = ()
-        self._workers: list[Worker] = []
-        self._fields: list[tuple[Any, ...]] | None = None  # the pairing fields of _workers, once read
-        self._found: _Found | None = None
-
-    def pair(self, cloud_nodes: Sequence[CloudNode], workers: Sequence[Worker]) -> Pairing:
-        """:func:`pair` of these nodes and workers, reusing the last one's work if it can."""
-        wlist = list(workers)
-        found, last = self._found, self._nodes
-        fields = None
-        # the node listing first: when it changed, the workers' fields are not read at all
-        if found is not None and len(cloud_nodes) == len(last) and all(map(is_, cloud_nodes, last)):
-            fields = list(map(_PAIRING_FIELDS, wlist))
-            before = self._fields if self._fields is not None else list(map(_PAIRING_FIELDS, self._workers))
-            # equal fields: the same workers lack a registered_at, whose last_heard pairing reads
-            if fields == before and (None not in map(_REGISTERED, wlist)
-                                     or list(map(_HEARD, wlist)) == list(map(_HEARD, self._workers))):
-                self._workers, self._fields = wlist, fields
-                return _assemble(found, wlist)
-        self._found = found = _match(cloud_nodes, wlist)
-        self._nodes, self._workers, self._fields = cloud_nodes, wlist, fields
-        return _assemble(found, wlist)
-
-
 def pair(cloud_nodes: Iterable[CloudNode], workers: Iterable[Worker]) -> Pairing:
     """Pair nodes and workers by the rules in the module docstring (deterministic)."""
-    wlist = list(workers)
-    return _assemble(_match(cloud_nodes, wlist), wlist)
-
-
-def _assemble(found: _Found, wlist: list[Worker]) -> Pairing:
-    """The pairing of ``found`` (by worker index) with the workers of ``wlist``."""
-    ids, index, reasons, orphans = found
-    paired = dict(zip(ids, map(wlist.__getitem__, index)))
-    return Pairing(paired, reasons, tuple(map(wlist.__getitem__, orphans)))
-
-
-def _match(cloud_nodes: Iterable[CloudNode], wlist: list[Worker]) -> _Found:
-    """The pairing, by worker index (see :data:`_Found`)."""
     nodes = sorted(cloud_nodes, key=by_id)
+    wlist = list(workers)
     by_cloud_id: dict[str, list[int]] = {}
     by_name: dict[str, list[int]] = {}
     by_addr: dict[str, list[int]] = {}
@@ -207,18 +151,16 @@ def _match(cloud_nodes: Iterable[CloudNode], wlist: list[Worker]) -> _Found:
         if first != n.id:
             contested.setdefault(i, [first]).append(n.id)
 
-    node_ids: list[str] = []
-    index: list[int] = []
+    paired: dict[str, Worker] = {}
     for node_id, i in candidate.items():
         if i in contested:
             reasons[node_id] = (f"ambiguous: worker {wlist[i].name} matches nodes "
                                 f"{', '.join(sorted(contested[i]))}")
             continue
-        node_ids.append(node_id)
-        index.append(i)
-    if len(index) == len(wlist):
-        return node_ids, index, reasons, []  # each paired worker is another one: no orphan
-    used = set(index)
-    orphans = sorted((i for i in range(len(wlist)) if i not in used),
-                     key=lambda i: (wlist[i].name, wlist[i].cloud_id or "", wlist[i].address or ""))
-    return node_ids, index, reasons, orphans
+        paired[node_id] = wlist[i]
+    if len(paired) == len(wlist):
+        return Pairing(paired, reasons, ())  # each paired worker is another one: no orphan
+    used = {i for node_id, i in candidate.items() if i not in contested}
+    orphans = tuple(sorted((w for i, w in enumerate(wlist) if i not in used),
+                           key=lambda w: (w.name, w.cloud_id or "", w.address or "")))
+    return Pairing(paired, reasons, orphans)

@@ -64,8 +64,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     the plan is the same with or without it)."""
     now = snapshot.now
     sizes = {s.name: s for s in settings.sizes}
-    pairing = (memo.pairing.pair(snapshot.cloud_nodes, snapshot.workers) if memo is not None
-               else pair(snapshot.cloud_nodes, snapshot.workers))
+    pairing = pair(snapshot.cloud_nodes, snapshot.workers)
     facts = node_facts(snapshot, settings, matrix, sizes, pairing, memo)
     # issue 18: underused (consolidation) and expired busy nodes, as the matrix sees them
     facts = lifetime_ends(apply_relabels(facts, relabel(facts, snapshot.demand, settings, now,
