@@ -85,10 +85,10 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
         worker = paired.get(nid)
         unpaired_why = reasons.get(nid) if worker is None else None
         # the memo's test, inline (a call per node costs what it saves): see core/node_memo.py
-        if last and (e := last.get(nid)) is not None and e[0] is node and e[1] is worker and now < e[2] and (
-                worker is not None or e[3] == unpaired_why) and nid not in flights:
+        if last and (e := last.get(nid)) is not None and (kf := e[2])[0] is node and kf[1] is worker and (
+                now < e[0]) and (worker is not None or e[1] == unpaired_why) and nid not in flights:
             kept[nid] = e
-            out.append(e[4])
+            out.append(kf)
             continue
         lost = is_lost(worker, now, stale_after)
         if worker is None:
@@ -168,5 +168,5 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
                 lost_at = worker.last_heard + stale_after
                 if lost_at < until:
                     until = lost_at
-            kept[nid] = (node, worker, until, unpaired_why, f)
+            kept[nid] = [until, unpaired_why, f, None, None]
     return out

@@ -19,7 +19,8 @@ What it keeps, per cloud node id, and when it is reused:
   for Ns"), a cloud reclaim notice ("in 1m 40s") and a foreign drain past
   ``reclaim_foreign_after`` ("drained by someone else for Ns");
 * the node's :class:`~nodemanager.model.NodeExplanation`, when its decision is the undecided one
-  (no reason claimed it, nothing blocked it) on the very same facts object;
+  (no reason claimed it, nothing blocked it) on the very same facts object, in the same entry as
+  its facts (one entry per node: at 50,000 nodes a second table cost 8 MB);
 * the facts a later stage derives from a node's facts (:mod:`nodemanager.core.consolidate`: a
   relabel to ``underused``/``expired``, ``max_lifetime``'s end as the next change), when the
   node's facts are the very same object and what else the stage read is equal.
@@ -31,18 +32,18 @@ no longer listed are dropped every cycle (the memo holds one cycle's nodes).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping
 
 from nodemanager.core.plan_node import NodeFacts
-from nodemanager.model import CloudNode, NodeExplanation, Worker
 from nodemanager.settings import CoreSettings
 
-__all__ = ["NodeMemo", "FactsEntry", "ExplainedEntry", "DerivedEntry"]
+__all__ = ["NodeMemo", "FactsEntry", "DerivedEntry"]
 
-# (node, worker, valid while now < this, the pairing reason of an unpaired node, its facts)
-FactsEntry = tuple[CloudNode, Optional[Worker], float, Optional[str], NodeFacts]
-# (the facts an undecided node's explanation was made from, the explanation)
-ExplainedEntry = tuple[NodeFacts, NodeExplanation]
+# [valid while now < this, the pairing reason of an unpaired node, its facts (whose node and
+# worker are the records they were made from), the facts its undecided explanation was made from
+# (its facts, or what a later stage made of them) or None, that explanation or None]; a list: the
+# plan's explanations fill its last two slots in place
+FactsEntry = list[Any]
 # (the facts a stage started from, what else it read, the facts it made)
 DerivedEntry = tuple[NodeFacts, object, NodeFacts]
 
@@ -51,35 +52,32 @@ class NodeMemo:
     """Facts and explanations of the last cycle's nodes, to reuse while their inputs stay the
     same (see the module docstring). Not thread-safe: one planner uses it at a time."""
 
-    __slots__ = ("_settings", "_matrix", "_held", "_facts", "_explained", "_derived")
+    __slots__ = ("_settings", "_matrix", "_held", "_facts", "_derived")
 
     def __init__(self) -> None:
         self._settings: CoreSettings | None = None
         self._matrix: Any = None
         self._held: frozenset[str] | None = None
         self._facts: dict[str, FactsEntry] = {}
-        self._explained: dict[str, ExplainedEntry] = {}
         self._derived: dict[str, dict[str, DerivedEntry]] = {}
 
     def begin(self, settings: CoreSettings, matrix: Any,
               held: frozenset[str]) -> tuple[Mapping[str, FactsEntry], dict[str, FactsEntry]]:
         """Start a cycle's facts: forget everything if the settings, the matrix or the held set
-        changed since the last cycle. Returns the last cycle's entries (node id -> (node,
-        worker, valid while now is before, unpaired reason, facts)) and this cycle's, which
+        changed since the last cycle. Returns the last cycle's entries (node id ->
+        :data:`FactsEntry`) and this cycle's, which
         :func:`nodemanager.core.facts.node_facts` fills with each entry it reuses or makes."""
         if settings is not self._settings or matrix is not self._matrix or (
                 held is not self._held and held != self._held):
             self._settings, self._matrix, self._held = settings, matrix, held
-            self._facts, self._explained, self._derived = {}, {}, {}
+            self._facts, self._derived = {}, {}
         last, self._facts = self._facts, {}
         return last, self._facts
 
-    def begin_explanations(self) -> tuple[Mapping[str, ExplainedEntry], dict[str, ExplainedEntry]]:
-        """Start a cycle's explanations: the last cycle's undecided ones (node id -> (facts,
-        explanation)) and this cycle's, which :func:`nodemanager.core.plan` fills with each one
-        it reuses or makes for an undecided node (the others are forgotten)."""
-        last, self._explained = self._explained, {}
-        return last, self._explained
+    def entries(self) -> Mapping[str, FactsEntry]:
+        """This cycle's facts entries (after :meth:`begin`), whose explanation slots
+        :func:`nodemanager.core.plan` reads and fills."""
+        return self._facts
 
     def begin_derived(self, stage: str) -> tuple[Mapping[str, DerivedEntry], dict[str, DerivedEntry]]:
         """Start a cycle of ``stage`` (a name): its last cycle's entries (node id -> (facts, what

@@ -192,13 +192,14 @@ def _item(d: Decision) -> PlanItem:
 def _explain(decisions: list[Decision], memo: NodeMemo | None = None) -> tuple[NodeExplanation, ...]:
     """Each node's explanation, in the decisions' order; empties ``decisions`` as it goes, so each
     node's stage records are freed once its explanation exists (the cycle's peak memory). An
-    undecided node's explanation is ``memo``'s when made from the same facts."""
+    undecided node's explanation is ``memo``'s when made from the same facts, kept in the
+    node's facts entry (only nodes whose facts the memo keeps can come back with the same facts)."""
     out: list[NodeExplanation] = []
     append, new, explanation = out.append, _new, NodeExplanation
     # nodes no reason claimed that share a classification share one text (most busy nodes: less
     # to build now, less kept until the next plan)
     unclaimed: dict[str, str] = {}
-    last, kept = memo.begin_explanations() if memo is not None else ({}, {})
+    entries = memo.entries() if memo is not None else {}
     decisions.reverse()
     take = decisions.pop
     # one loop, no call per node; tuple.__new__ straight skips the named tuple's own __new__
@@ -208,9 +209,9 @@ def _explain(decisions: list[Decision], memo: NodeMemo | None = None) -> tuple[N
         node = f.node
         # undecided: the explanation is the facts' alone, the memo's if made from these very facts
         undecided = not d.reason and d.want is None and d.blocked is None and d.cause is None
-        if undecided and last and (m := last.get(node.id)) is not None and m[0] is f:
-            kept[node.id] = m
-            append(m[1])
+        m = entries.get(node.id) if undecided and entries else None
+        if m is not None and m[3] is f:
+            append(m[4])
             continue
         w = f.worker
         drain = f.our_drain
@@ -224,8 +225,8 @@ def _explain(decisions: list[Decision], memo: NodeMemo | None = None) -> tuple[N
             w.state if w is not None else None, f.next_change, f.next_what, d.cause, f.lost, f.gone,
             drain.since if drain is not None else None, f.drained, f.up))
         append(e)
-        if undecided and memo is not None:
-            kept[node.id] = (f, e)
+        if m is not None:
+            m[3], m[4] = f, e
     return tuple(out)
 
 
