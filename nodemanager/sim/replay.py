@@ -42,6 +42,8 @@ from nodemanager.sim.figures import HOUR, Bounds, Figures, Series, destroy_boot_
 from nodemanager.sim.pool import Job, SimPool
 from nodemanager.sim.spot import SpotModel
 from nodemanager.sim.skip import CycleWatch, booting_capacity, settles, time_reads
+from nodemanager.sim.skip_rules import destroys_settle, settled_destroys
+from nodemanager.controller_inputs import DESTROYED_KEPT
 from nodemanager.sim.swf import SwfJob
 
 __all__ = ["ReplayResult", "Piece", "split_jobs", "replay", "MEMORY_QUANTUM"]
@@ -280,6 +282,7 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
 
     # a baseline's layer may read what the matrix does not: every time-driven change wakes it
     reads = {} if policy.layer else time_reads(policy.matrix, settings.core)
+    after_destroys = not policy.layer and destroys_settle(settings.core)
     delay = policy.scale_down_delay_after_boot
     last_boot = [-_INF]
     planner = layer_planner(policy, pool, _gated(delay, last_boot) if delay > 0 else None)
@@ -374,10 +377,16 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
                     # a baseline layer whose state moves with time (COBalD's demand) needs every cycle
                     # so does a boot held back for a while (rebuy_hold, a size's backoff)
                     # and inputs the controller still carries (a node missing from the listing)
-                    active = bool(plan.items or plan.boots or getattr(planner, "moving", False)
+                    # destroys whose world then plans nothing need no cycle after them (skip_rules)
+                    quiet = bool(plan.items) and after_destroys and settled_destroys(plan, report.outcomes)
+                    acted = bool(plan.items) and not quiet
+                    active = bool(acted or plan.boots or getattr(planner, "moving", False)
                                   or any(u.reason == "backoff" for u in plan.unmet)
                                   or controller.inputs.carrying())
                     wake = w.watch.wake(plan, t, reads, settings.core.boot_grace, cloud.node)
+                    if quiet:
+                        # a cycle must list the nodes gone while the controller still knows it destroyed them
+                        wake = min(wake, t + DESTROYED_KEPT / 2)
                     if delay > 0 and last_boot[0] + delay > t:
                         wake = min(wake, last_boot[0] + delay)
                     for o in report.outcomes:
