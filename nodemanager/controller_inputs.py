@@ -17,7 +17,8 @@ from nodemanager.drain_tickets import parse_drain_tag
 from nodemanager.model import CloudNode, InFlight, Worker
 from nodemanager.scheduler import SchedulerPoll
 
-__all__ = ["InputMemory", "build_in_flight", "requested_at", "MISSING_LISTINGS", "MISSING_SECONDS"]
+__all__ = ["InputMemory", "build_in_flight", "requested_at", "MISSING_LISTINGS", "MISSING_SECONDS",
+           "DESTROYED_KEPT"]
 
 log = logging.getLogger("nodemanager.decisions")
 
@@ -82,6 +83,7 @@ def build_in_flight(nodes: Iterable[CloudNode], poll: SchedulerPoll | None,
 
 MISSING_LISTINGS = 3   # a listed node absent from this many listings in a row...
 MISSING_SECONDS = 120.0  # ...and for this long is believed gone (until then it counts for the caps)
+DESTROYED_KEPT = 3600.0  # a node we destroyed is known gone (not missing) for this long
 
 
 def _carries_action(node: CloudNode) -> bool:
@@ -150,7 +152,7 @@ class InputMemory:
         self._clock_key = (skew, tolerance)
         self._listing_at = polled_at
         if self.destroyed:
-            self.destroyed = {k: t for k, t in self.destroyed.items() if polled_at - t < 3600.0}
+            self.destroyed = {k: t for k, t in self.destroyed.items() if polled_at - t < DESTROYED_KEPT}
         if self._reusable and len(listing) == len(self._raw) and all(map(operator.is_, listing, self._raw)):
             return self._merged  # the very same nodes, each settled, none gone or missing: as before
         before, settled = self._settled, {}

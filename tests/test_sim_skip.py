@@ -228,3 +228,60 @@ def test_a_boot_held_back_after_a_destroy_is_looked_at_again_when_the_hold_ends(
     assert _figures(fast) == _figures(slow)
     # boot 90 s + join 30 s + the 60 s hold + a negotiation cycle and a controller cycle
     assert fast.wait_max <= 90 + 30 + 60 + 60 + 10 + 10, fast.wait_max
+
+
+def _quiet_pool_replays(settings, jobs):
+    """One replay of ``jobs`` under the default policy of ``settings``, with skipping and with every
+    cycle: (fast, slow) figures."""
+    bounds = lower_bounds(jobs, 8)
+    fast = replay(jobs, B.ours(settings), B.SimParams(), bounds, record_series=False).figures
+    slow = replay(jobs, B.ours(settings), B.SimParams(), bounds, record_series=False,
+                  skip_cycles=False).figures
+    return fast, slow
+
+
+def test_no_cycle_runs_after_destroys_that_leave_nothing_to_do(monkeypatch):
+    """Four nodes going idle together are drained and destroyed; in the quiet pool they leave
+    (nothing queued, nothing held back, a fifth node busy for hours) no cycle runs right after
+    the last destroys, and the figures are those of running every cycle. With
+    ``max_concurrent_drains = 1`` the destroys go one a cycle, each with the next drain."""
+    from nodemanager.controller import Controller
+
+    jobs = [SwfJob(id=k, submit=1000.0, runtime=3600.0 * (3 if k == 4 else 1), cores=8, mem_mb=1024,
+                   requested_time=0) for k in range(5)]
+    base = loads("")
+    cycle = Controller.cycle
+    for cap in (1, 10):
+        plans = []
+
+        def seen(self, *args, **kwargs):
+            report = cycle(self, *args, **kwargs)
+            plans.append(report.plan)
+            return report
+
+        settings = replace(base, core=replace(base.core, max_nodes=5, max_concurrent_drains=cap,
+                                              sizes=(B.default_size(8),)))
+        with monkeypatch.context() as m:
+            m.setattr(Controller, "cycle", seen)
+            fast = replay(jobs, B.ours(settings), B.SimParams(), lower_bounds(jobs, 8),
+                          record_series=False).figures
+        slow = _quiet_pool_replays(settings, jobs)[1]
+        assert fast.destroys == 5 and _figures(fast) == _figures(slow), cap
+        last = max(k for k, p in enumerate(plans) if p.items and p.now < 3 * 3600.0)
+        assert {i.kind.value for i in plans[last].items} == {"destroy"}, plans[last].items
+        assert plans[last + 1].now > plans[last].now + settings.poll.cycle_interval, cap
+
+
+def test_the_cycle_after_a_destroy_that_frees_room_under_max_nodes_runs():
+    """``max_nodes = 1``: a wide job queued behind a small node it cannot use is booted for only
+    once that node is destroyed; the cycle after the destroy must run (skipped, nothing would
+    ever wake the replay for it). The same figures as with every cycle, and the wide job runs."""
+    jobs = [SwfJob(id=1, submit=1000.0, runtime=3600.0, cores=2, mem_mb=1024, requested_time=0),
+            SwfJob(id=2, submit=1500.0, runtime=600.0, cores=8, mem_mb=1024, requested_time=0)]
+    base = loads("")
+    settings = replace(base, core=replace(base.core, max_nodes=1,
+                                          sizes=(B.default_size(2), B.default_size(8))))
+    fast, slow = _quiet_pool_replays(settings, jobs)
+    assert fast.jobs_completed == 2 and fast.destroys == 2, fast
+    assert fast.cycles < slow.cycles
+    assert _figures(fast) == _figures(slow)

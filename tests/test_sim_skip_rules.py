@@ -1,7 +1,8 @@
 """The replay's newer skip rules (issue 18 item 9), each against the real core or a replay with
 every cycle run: consolidation's verdict told from the busy nodes' free cores alone
-(:func:`nodemanager.sim.skip_rules.no_spare`), and a node's busy/idle change that the matrix leaves
-alone (:func:`nodemanager.sim.skip_rules.settles`)."""
+(:func:`nodemanager.sim.skip_rules.no_spare`), a node's busy/idle change that the matrix leaves
+alone (:func:`nodemanager.sim.skip_rules.settles`), and a cycle that only destroyed nodes
+(:func:`nodemanager.sim.skip_rules.settled_destroys`)."""
 
 from __future__ import annotations
 
@@ -111,3 +112,33 @@ def test_busy_and_idle_changes_the_matrix_leaves_alone_run_no_cycle(small_pool, 
     off = replay(jobs, B.ours(s), B.SimParams(), bounds, record_series=False).figures
     assert on.cycles < 0.9 * off.cycles, (on.cycles, off.cycles)
     assert _figures(on) == _figures(off)
+
+
+def test_a_cycle_counts_as_planning_nothing_after_destroys_only_when_nothing_else_waits():
+    """settled_destroys: destroys that all went through, with nothing else planned, queued unmet,
+    held back or frozen; any of those (or a failed destroy) keeps the next cycle."""
+    from nodemanager.model import (Blocked, BootRequest, ItemKind, NodeExplanation, Outcome, Plan,
+                                   PlanItem, Unmet)
+    from nodemanager.sim.skip_rules import settled_destroys
+    from policy_matrix import Action
+
+    def entry(nid, action, matrix_action, blocked=None):
+        return NodeExplanation(node_id=nid, name=nid, size="sim8", tuple=None, rule="", reason="",
+                               matrix_action=matrix_action, action=action, blocked_by=blocked)
+
+    gone = PlanItem(kind=ItemKind.DESTROY, node_id="a", node_name="a", reason="drained")
+    ok = Outcome("destroy", "a", "ok", "destroyed", 0.0)
+    quiet = Plan(now=0.0, items=(gone,), nodes=(entry("a", ItemKind.DESTROY, Action.START_SHUTDOWN),
+                                                entry("b", None, Action.NONE)))
+    assert settled_destroys(quiet, [ok])
+    held = replace(quiet, nodes=quiet.nodes + (entry("c", None, Action.START_DRAIN, Blocked.BUDGET),))
+    drain = PlanItem(kind=ItemKind.DRAIN, node_id="c", node_name="c", reason="idle")
+    for louder, outcomes in [
+            (held, [ok]),
+            (replace(quiet, unmet=(Unmet(what="1 job(s) of 8 cpus, 0 MB", jobs=1, reason="max_nodes",
+                                         text=""),)), [ok]),
+            (replace(quiet, boots=(BootRequest(size="sim8", count=1, reason="demand"),)), [ok]),
+            (replace(quiet, items=(gone, drain)), [ok, Outcome("drain", "c", "ok", "", 0.0)]),
+            (quiet, [Outcome("destroy", "a", "failed", "cloud error", 0.0)]),
+            (replace(quiet, items=()), [])]:
+        assert not settled_destroys(louder, outcomes), louder

@@ -11,11 +11,12 @@ One replay wires, on a virtual clock:
 Events, in time order: job submissions, pool events (joins, job ends, drain steps, negotiation),
 cloud events (boots finishing), and controller cycles on the fixed grid ``t0 + k x
 cycle_interval``. A cycle is skipped only when it cannot decide anything new: the previous
-cycle planned nothing, the pool and cloud look the same in every way the plan reads (each
-node's busy/idle/draining/drained state and, while jobs queue, the queue and free cores, or a
-queue sure to fit on the free cores of nodes left alone: :mod:`nodemanager.sim.skip`), and no
-node's state tuple changes by time alone before then (:attr:`NodeExplanation.next_change`) in a
-dimension the plan reads for its worker state (:func:`nodemanager.sim.skip.time_reads`).
+cycle planned nothing (or only destroys that leave nothing to do), the pool and cloud look the
+same in every way the plan reads (each node's busy/idle/draining/drained state and, while jobs
+queue, the queue and free cores, or a queue sure to fit on the free cores of nodes left alone:
+:mod:`nodemanager.sim.skip`), and no node's state tuple changes by time alone before then
+(:attr:`NodeExplanation.next_change`) in a dimension the plan reads for its worker state
+(:func:`nodemanager.sim.skip.time_reads`).
 
 Jobs wider than one node are split into node-sized pieces that the pool schedules
 independently (no co-scheduling); the trace job's wait is its last piece's wait. Memory
@@ -33,6 +34,7 @@ from typing import Any, Callable, Sequence
 
 from nodemanager.actuate import Actuator
 from nodemanager.controller import Controller
+from nodemanager.controller_inputs import DESTROYED_KEPT
 from nodemanager.model import ItemKind, Plan, PlanItem
 from nodemanager.sim.baseline_layer import layer_planner
 from nodemanager.sim.baselines import Policy, SimParams
@@ -41,7 +43,8 @@ from nodemanager.sim.constrained import constrain
 from nodemanager.sim.figures import HOUR, Bounds, Figures, Series, destroy_boot_pairs, percentile
 from nodemanager.sim.pool import Job, SimPool
 from nodemanager.sim.spot import SpotModel
-from nodemanager.sim.skip import CycleWatch, booting_capacity, settles, time_reads
+from nodemanager.sim.skip import (CycleWatch, booting_capacity, destroys_settle, settled_destroys,
+                                  settles, time_reads)
 from nodemanager.sim.swf import SwfJob
 
 __all__ = ["ReplayResult", "Piece", "split_jobs", "replay", "MEMORY_QUANTUM"]
@@ -280,6 +283,7 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
 
     # a baseline's layer may read what the matrix does not: every time-driven change wakes it
     reads = {} if policy.layer else time_reads(policy.matrix, settings.core)
+    after_destroys = not policy.layer and destroys_settle(settings.core)
     delay = policy.scale_down_delay_after_boot
     last_boot = [-_INF]
     planner = layer_planner(policy, pool, _gated(delay, last_boot) if delay > 0 else None)
@@ -371,13 +375,19 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
                     report = controller.cycle(cloud.list_nodes(), t, pool.poll())
                     counts["cycles"] += 1
                     plan = report.plan
+                    # destroys whose world then plans nothing need no cycle after them (skip_rules)
+                    quiet = bool(plan.items) and after_destroys and settled_destroys(plan, report.outcomes)
+                    acted = bool(plan.items) and not quiet
                     # a baseline layer whose state moves with time (COBalD's demand) needs every cycle
                     # so does a boot held back for a while (rebuy_hold, a size's backoff)
                     # and inputs the controller still carries (a node missing from the listing)
-                    active = bool(plan.items or plan.boots or getattr(planner, "moving", False)
+                    active = bool(acted or plan.boots or getattr(planner, "moving", False)
                                   or any(u.reason == "backoff" for u in plan.unmet)
                                   or controller.inputs.carrying())
                     wake = w.watch.wake(plan, t, reads, settings.core.boot_grace, cloud.node)
+                    if quiet:
+                        # a cycle must list the nodes gone while the controller still knows it destroyed them
+                        wake = min(wake, t + DESTROYED_KEPT / 2)
                     if delay > 0 and last_boot[0] + delay > t:
                         wake = min(wake, last_boot[0] + delay)
                     for o in report.outcomes:

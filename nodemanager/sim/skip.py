@@ -1,6 +1,7 @@
 """Which controller cycles a replay may skip: those that cannot decide anything new.
 
-A cycle is skipped only when the previous cycle that ran (call it L) planned nothing and, since L:
+A cycle is skipped only when the previous cycle that ran (call it L) planned nothing (or only
+destroys that leave nothing to do: :func:`settled_destroys`, which the replay asks) and, since L:
 
 1. every node's state as the plan reads it is the same: the same nodes, each booting / up without a
    worker / busy / idle / draining / drained as at L (no node's tuple changes by time alone either:
@@ -39,13 +40,14 @@ from nodemanager.core.billing import (BOOT_GRACE_ENDS, IDLE_GRACE_ENDS, WINDOW_C
                                       boot_grace_state)
 from nodemanager.model import CloudNode, Demand, NodeExplanation, Plan
 from nodemanager.sim.pool import SimPool
-from nodemanager.sim.skip_rules import (TIME_DIMENSIONS, Capacity, Settles, booting_capacity, fits,
-                                        no_spare, settles, time_reads)
+from nodemanager.sim.skip_rules import (TIME_DIMENSIONS, Capacity, Settles, booting_capacity,
+                                        destroys_settle, fits, no_spare, settled_destroys, settles,
+                                        time_reads)
 from policy_matrix import Action
 from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED
 
 __all__ = ["CycleWatch", "Capacity", "Settles", "settles", "booting_capacity", "fits", "no_spare",
-           "time_reads", "TIME_DIMENSIONS"]
+           "time_reads", "TIME_DIMENSIONS", "destroys_settle", "settled_destroys"]
 
 BOOT = frozenset({"boot_grace"})
 # what NodeFacts.next_change says of a change of one of them

@@ -10,13 +10,13 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from nodemanager.model import Demand
+from nodemanager.model import Demand, ItemKind, Outcome, Plan
 from nodemanager.settings import CoreSettings
 from policy_matrix import Action, Matrix
 from policy_matrix.vocabulary import BUSY, IDLE, IDLE_WAIT, UNPAIRED
 
 __all__ = ["Capacity", "Settles", "settles", "booting_capacity", "fits", "no_spare", "time_reads",
-           "TIME_DIMENSIONS"]
+           "TIME_DIMENSIONS", "destroys_settle", "settled_destroys"]
 
 # the tuple's dimensions that change by time alone
 TIME_DIMENSIONS = ("window", "boot_grace", "idle_grace")
@@ -70,14 +70,42 @@ def settles(matrix: Matrix, settings: CoreSettings) -> Settles | None:
     lifetimes, settings drift)."""
     if any(s.market == "spot" for s in settings.sizes):
         return None
-    steady = not (settings.idle_grace_mode != "fixed" or settings.consolidate
-                  or settings.max_lifetime > 0 or settings.size_digests)
+    steady = _steady(settings)
     tuples = list(matrix.vocabulary.all_tuples())
     busy = steady and all(matrix.lookup(t).action is Action.NONE for t in tuples
                           if t.worker_state == BUSY)
     idle_wait = steady and all(matrix.lookup(t).action is Action.NONE for t in tuples
                                if t.worker_state == IDLE and t.idle_grace == IDLE_WAIT)
     return Settles(busy, idle_wait, settings.idle_grace)
+
+
+def _steady(settings: CoreSettings) -> bool:
+    """No node's plan reads the pool beyond its own tuple and placement: a fixed idle grace (not
+    one following the idle history), no relabels (consolidation, lifetimes, settings drift)."""
+    return not (settings.idle_grace_mode != "fixed" or settings.consolidate
+                or settings.max_lifetime > 0 or settings.size_digests)
+
+
+def destroys_settle(settings: CoreSettings) -> bool:
+    """Whether a cycle that only destroyed nodes (:func:`settled_destroys`) may be taken as
+    planning nothing for what comes next: with a steady plan (no break-even idle history, which a
+    destroy ends a period of; no relabels, which read the pool) and no spot sizes."""
+    return not any(s.market == "spot" for s in settings.sizes) and _steady(settings)
+
+
+def settled_destroys(plan: Plan, outcomes: Sequence[Outcome]) -> bool:
+    """The cycle that planned ``plan`` did nothing but destroy nodes, all gone through, and the
+    same world less those nodes plans nothing: no boot, no demand unmet (a destroy frees room
+    under ``max_nodes``), not frozen, and no node's want held back (a budget or ``min_nodes``
+    the destroys free could release it). Each destroyed node's entry leaves with its node."""
+    if not plan.items or plan.boots or plan.unmet or plan.frozen is not None:
+        return False
+    if any(i.kind is not ItemKind.DESTROY for i in plan.items) or len(outcomes) != len(plan.items):
+        return False
+    if any(o.kind != ItemKind.DESTROY.value or o.result != "ok" for o in outcomes):
+        return False
+    return not any(e.action is None and e.blocked_by is not None and e.matrix_action is not Action.NONE
+                   for e in plan.nodes)
 
 
 def booting_capacity(settings: CoreSettings) -> dict[str, Capacity]:
