@@ -160,7 +160,7 @@ def test_systemd_unit_is_valid_and_hardened(tmp_path) -> None:
         pytest.fail("systemd-analyze not installed")
     binary = shutil.which("nodemanager") or sys.executable
     local = tmp_path / "nodemanager.service"
-    local.write_text(unit.replace("/usr/bin/nodemanager", binary))
+    local.write_text(unit.replace("/opt/nodemanager/bin/nodemanager", binary))
     proc = _run(analyze, "verify", str(local))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     sysusers = (DEPLOY / "systemd" / "nodemanager.sysusers").read_text()

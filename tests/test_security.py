@@ -285,7 +285,7 @@ def test_systemd_security_exposure_is_low(tmp_path):
     if analyze is None:
         pytest.fail("systemd-analyze not installed")
     local = tmp_path / "nodemanager.service"
-    local.write_text(UNIT.read_text().replace("/usr/bin/nodemanager", shutil.which("nodemanager") or sys.executable))
+    local.write_text(UNIT.read_text().replace("/opt/nodemanager/bin/nodemanager", shutil.which("nodemanager") or sys.executable))
     proc = subprocess.run([analyze, "security", "--offline=yes", "--no-pager", str(local)],
                           capture_output=True, text=True, timeout=60)
     m = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", proc.stdout + proc.stderr)
