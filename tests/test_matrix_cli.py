@@ -115,6 +115,28 @@ def test_explain_suggests_the_nearest_value(capsys):
     assert "unknown idle_grace 'idle exceed'; did you mean 'idle exceeded'?" in err
 
 
+def test_explain_takes_two_word_values_unquoted_or_with_underscores(capsys):
+    quoted = run(capsys, "explain", "idle", "open", "boot exceeded", "idle exceeded")
+    assert quoted[0] == 0 and quoted[1].startswith("(idle, open, boot exceeded, idle exceeded) -> START_DRAIN")
+    assert run(capsys, "explain", *"idle open boot exceeded idle exceeded".split()) == quoted
+    assert run(capsys, "explain", "idle", "open", "boot_exceeded", "idle_exceeded") == quoted
+    code, out, err = run(capsys, "explain", *"idel open boot exceeded idle exceeded".split())
+    assert code == 2 and "unknown worker_state 'idel'; did you mean 'idle'?" in err
+    code, out, err = run(capsys, "explain", "idle", "open", "boot")
+    assert code == 2 and "expected worker_state window boot_grace idle_grace, got 3 value(s)" in err
+
+
+def test_check_lists_uncovered_tuples_one_per_line(capsys, tmp_path):
+    partial = tmp_path / "partial.matrix"
+    partial.write_text("busy | * | * | * -> None\n")
+    code, _, err = run(capsys, "check", str(partial))
+    assert code == 1
+    assert "\\x0a" not in err
+    lines = err.splitlines()
+    assert lines[0].startswith(f"{partial}:1:1: error: 36 of 48 tuples have no rule")
+    assert "  idle | open | boot wait | not idle" in lines
+
+
 def test_diff_lists_changes_old_to_new(capsys, site):
     code, out, _ = run(capsys, "diff", policy_matrix.default_path(), str(site))
     assert code == 0

@@ -32,13 +32,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     explain = verbs.add_parser(
         "explain", help="the action for one state tuple and the rule that decides it",
-        description="Quote values with spaces: nodemanager matrix explain idle open \"boot wait\" \"idle exceeded\"")
+        description="The four values in order, e.g. nodemanager matrix explain idle open boot exceeded "
+                    "idle exceeded (values of two words may also be quoted or written boot_exceeded)")
     explain.add_argument("--matrix", metavar="FILE")
     explain.add_argument("--format", choices=("text", "json"), default="text")
-    explain.add_argument("worker_state", metavar="WORKER_STATE")
-    explain.add_argument("window", metavar="WINDOW")
-    explain.add_argument("boot_grace", metavar="BOOT_GRACE")
-    explain.add_argument("idle_grace", metavar="IDLE_GRACE")
+    explain.add_argument("words", nargs="+", metavar="VALUE",
+                         help="worker_state window boot_grace idle_grace")
     explain.set_defaults(func=_explain)
 
     diff = verbs.add_parser("diff", help="the state tuples whose action changes from OLD to NEW")
@@ -61,8 +60,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def _report(error: Exception) -> int:
     from nodemanager.text import printable
     for diagnostic in error.errors:  # type: ignore[attr-defined]
-        print(printable(diagnostic.format()), file=sys.stderr)
+        # a diagnostic's own line breaks stay line breaks; anything else unprintable is escaped
+        print("\n".join(printable(line) for line in diagnostic.format().split("\n")), file=sys.stderr)
     return 1
+
+
+def _tuple_words(words: list[str], dimensions: list[tuple[str, ...]]) -> list[str]:
+    """The tuple's values from the words as typed: a value of several words may be quoted, joined
+    by underscores or given unquoted. An unknown word is kept as one value, for the error."""
+    if len(words) == len(dimensions):
+        return [" ".join(word.replace("_", " ").split()) for word in words]
+    flat = [w for word in words for w in word.replace("_", " ").split()]
+    values: list[str] = []
+    i = 0
+    for known in dimensions:
+        if i >= len(flat):
+            break
+        for size in sorted({len(v.split()) for v in known}, reverse=True):
+            candidate = " ".join(flat[i:i + size])
+            if candidate in known:
+                values.append(candidate)
+                i += size
+                break
+        else:
+            values.append(flat[i])
+            i += 1
+    values.extend(flat[i:])
+    return values
 
 
 def _load(path: str | None, *, strict: bool = False):
@@ -113,7 +137,12 @@ def _explain(args: argparse.Namespace) -> int:
         matrix = _load(args.matrix)
     except MatrixError as e:
         return _report(e)
-    given = (args.worker_state, args.window, args.boot_grace, args.idle_grace)
+    given = _tuple_words(args.words, [dim.values for dim in matrix.vocabulary.dimensions])
+    if len(given) != len(matrix.vocabulary.dimensions):
+        names = " ".join(dim.name for dim in matrix.vocabulary.dimensions)
+        print(f"error: expected {names}, got {len(given)} value(s): {printable(' '.join(args.words))}",
+              file=sys.stderr)
+        return 2
     bad = False
     for value, dim in zip(given, matrix.vocabulary.dimensions):
         if value not in dim.values:
