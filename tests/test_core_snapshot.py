@@ -262,3 +262,14 @@ def test_an_integer_beyond_a_float_in_a_snapshot_document_is_named_not_an_overfl
     doc["now"] = 10 ** 310
     with pytest.raises(sj.SnapshotError, match="now: a number of 311 digits is not a time"):
         sj.from_json(doc)
+
+
+def test_docs_plan_sample_table_is_what_plan_prints(capsys):
+    """docs/plan.md's sample is the real output of the command it shows (rule lines included)."""
+    doc = (EXAMPLE.parent / "plan.md").read_text()
+    (table,) = [b for b in doc.split("```") if b.lstrip("\n").startswith("NODE ")]
+    config = str(EXAMPLE.parent / "example-plan.ini")
+    assert main(["plan", "--snapshot", str(EXAMPLE), "--config", config]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    shown = table.strip("\n").splitlines()
+    assert printed[:len(shown)] == shown

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import http.server
 import json
+import re
 import pathlib
 import socket
 import threading
@@ -102,6 +103,9 @@ def test_a_matrix_that_never_drains_idle_nodes_names_exactly_the_nodes_drained_n
     code, out, err = _plan_live(capsys, d, "--config", str(cfg), "--matrix", str(new))
     assert (code, err) == (1, "")
     assert _changed_nodes(out) == expected
+    header = out.splitlines()[0]
+    assert f"{d.last_report.snapshot.now:.0f}" not in header  # a clock time, not epoch seconds
+    assert re.search(r": cycle at (\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d \(.+ago\), ", header), header
     for node in expected:
         row = next(line for line in out.splitlines() if line.startswith(node + " "))
         assert "running.matrix:" in row and "new.matrix:" in row and row.endswith("drain -> -")
@@ -120,6 +124,9 @@ def test_a_longer_idle_grace_in_an_edited_config_keeps_the_idle_nodes(live, caps
     code, out, err = _plan_live(capsys, d, "--config", str(edited))
     assert (code, err) == (1, "")
     assert _changed_nodes(out) == expected
+    header = out.splitlines()[0]
+    assert f"{d.last_report.snapshot.now:.0f}" not in header  # a clock time, not epoch seconds
+    assert re.search(r": cycle at (\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d \(.+ago\), ", header), header
     for node in expected:
         row = next(line for line in out.splitlines() if line.startswith(node + " "))
         assert "idle exceeded) -> (" in row and "idle wait)" in row and row.endswith("drain -> -")

@@ -16,10 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from nodemanager.model import Plan
+from nodemanager.text import local_when
 
 __all__ = ["run_live", "NodeChange", "BootChange", "live_changes", "changes_to_json",
            "format_changes", "LiveError"]
@@ -215,7 +217,7 @@ def run_live(args: argparse.Namespace, plan_inputs: Any) -> int:
         same = "the running matrix" if running == context["matrix"]["new_sha256"] else \
             f"matrix {str(context['matrix']['new_sha256'])[:12]} (running {str(running)[:12]})"
         sys.stdout.write(format_changes(nodes, boots, (
-            f"{url}: cycle at {snap.now:.0f}, {len(new.nodes)} nodes; planned with "
+            f"{url}: cycle at {local_when(snap.now, time.time())}, {len(new.nodes)} nodes; planned with "
             f"{args.config} and {same}")))
     return 1 if nodes or boots else 0
 
