@@ -127,12 +127,20 @@ def test_bad_options_are_named(trace, capsys, args, message):
     assert message in err
 
 
-def test_bad_trace_line_is_reported_with_file_and_line(tmp_path, capsys):
+def test_a_bad_trace_line_is_skipped_and_named_with_its_line(tmp_path, capsys):
     bad = tmp_path / "bad.swf"
     bad.write_text(TRACE + "4 6000 0 10 1 -1\n")
     code, out, err = run(["--trace", str(bad)], capsys)
+    assert code == 0
+    assert "1 jobs skipped: not 18 fields (first at line 8)" in out
+
+
+def test_a_file_that_is_not_a_trace_says_what_it_skipped(tmp_path, capsys):
+    bad = tmp_path / "bad.swf"
+    bad.write_text("name,submit,run\njob,1,2\n")
+    code, out, err = run(["--trace", str(bad)], capsys)
     assert code == 1
-    assert f"{bad}:8: expected 18 whitespace-separated fields, found 6" in err
+    assert "no usable jobs in the chosen window (2 skipped: not 18 fields (first at line 1))" in err
 
 
 def test_bad_matrix_is_reported_with_file_and_line(trace, tmp_path, capsys):

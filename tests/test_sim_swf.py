@@ -5,7 +5,7 @@ import gzip
 import pytest
 
 from nodemanager.sim.figures import lower_bounds, pareto_front, percentile
-from nodemanager.sim.swf import SwfError, SwfReader, read_jobs
+from nodemanager.sim.swf import SwfReader, read_jobs
 
 HEADER = """\
 ; Version: 2.2
@@ -56,27 +56,46 @@ def test_window_counts_days_from_the_first_job(tmp_path):
     assert [j.id for j in read_jobs(path, days=1)[0]] == [0, 1]
 
 
-@pytest.mark.parametrize("bad, message", [
-    ("1 100 0 10 1\n", "expected 18 whitespace-separated fields, found 5"),
-    (line(1, 100, 10, 1, 1).replace(" 10 ", " ten ", 1), "field 4 is not a number: 'ten'"),
-    (line(1, -5, 10, 1, 1), "field 2 (submit time) is negative"),
-    (line(1, 100, 10, 1, 1) + line(2, 50, 10, 1, 1), "SWF jobs must be sorted by submit time"),
-])
-def test_bad_lines_name_file_and_line(tmp_path, bad, message):
-    path = write(tmp_path, line(0, 10, 5, 1, 1) + bad)
-    with pytest.raises(SwfError) as exc:
-        list(SwfReader(path))
-    lines = HEADER.count("\n") + bad.count("\n") + 1
-    assert str(exc.value).startswith(f"{path}:{lines}: ")
-    assert message in str(exc.value)
+def test_archive_unknowns_and_unusable_lines_are_skipped_and_counted_never_an_abort(tmp_path):
+    """A sample as archive traces have them: whole lines of -1, an unknown submit time, a line
+    out of order, a short line, a word, an infinity; the good jobs around them replay."""
+    unknown = " ".join(["-1"] * 18) + "\n"
+    body = (line(0, 10, 5, 1, 1) + unknown * 3
+            + line(1, -1, 10, 1, 1)
+            + line(2, 100, 10, 1, 1)
+            + line(3, 50, 10, 1, 1)                                  # before the job above it
+            + "4 120 0 10 1\n"
+            + line(5, 130, 10, 1, 1).replace(" 10 ", " ten ", 1)
+            + line(6, 140, 10, 1, 1).replace(" 10 ", " inf ", 1)
+            + line(7, 150, -1, 1, 1)
+            + line(8, 160, 10, 1, 1))
+    path = write(tmp_path, body)
+    jobs, reader = read_jobs(path)
+    assert [j.id for j in jobs] == [0, 2, 8]
+    first = HEADER.count("\n") + 1
+    assert reader.skipped == {"unknown submit time": 4, "submitted before the job above it": 1,
+                              "not 18 fields": 1, "a field is not a number": 1,
+                              "a field is not a finite number": 1, "unknown run time": 1}
+    assert reader.first_skipped_line["unknown submit time"] == first + 1
+    assert reader.first_skipped_line["submitted before the job above it"] == first + 6
+
+
+def test_simulate_replays_a_trace_with_unknown_fields_and_says_what_it_skipped(tmp_path, capsys):
+    from nodemanager.cli import main
+    unknown = " ".join(["-1"] * 18) + "\n"
+    body = line(0, 10, 600, 2, 2) + unknown * 5 + line(1, 700, 600, 4, 4)
+    assert main(["simulate", "--trace", write(tmp_path, body), "--only", "nodemanager"]) == 0
+    out = capsys.readouterr().out
+    assert "5 jobs skipped: unknown submit time (first at line 7)" in out
+    assert "nodemanager " in out
 
 
 def test_reading_stops_after_the_window(tmp_path):
     path = write(tmp_path, line(1, 0, 5, 1, 1) + line(2, 86400 * 3, 5, 1, 1) + "garbage line\n")
-    jobs, _ = read_jobs(path, days=1)       # the garbage after the window is never read
-    assert [j.id for j in jobs] == [1]
-    with pytest.raises(SwfError):
-        read_jobs(path)
+    jobs, reader = read_jobs(path, days=1)       # the lines after the window are never read
+    assert [j.id for j in jobs] == [1] and reader.skipped == {}
+    jobs, reader = read_jobs(path)
+    assert [j.id for j in jobs] == [1, 2] and reader.skipped == {"not 18 fields": 1}
 
 
 def test_missing_file_is_named(tmp_path):

@@ -270,7 +270,9 @@ def _simulate(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise _Bad(f"{args.trace}: {exc}") from None
     if not jobs:
-        raise _Bad(f"{args.trace}: no usable jobs in the chosen window")
+        why = "; ".join(f"{v} skipped: {k} (first at line {reader.first_skipped_line[k]})"
+                        for k, v in reader.skipped.items())
+        raise _Bad(f"{args.trace}: no usable jobs in the chosen window" + (f" ({why})" if why else ""))
     sizes = settings.core.sizes
     cpn = max(s.cores for s in sizes)
     bounds = lower_bounds(jobs, cpn)
@@ -329,7 +331,8 @@ def _simulate(args: argparse.Namespace) -> int:
         for f in ours_rows:
             judged += verdicts(f, {k: v for k, v in groups.items() if not k.startswith("nodemanager")})
     killed = [f for f in ours_rows if f.jobs_killed and not f.escalations]
-    notes = [f"{v} jobs skipped: {k}" for k, v in reader.skipped.items()]
+    notes = [f"{v} jobs skipped: {k} (first at line {reader.first_skipped_line[k]})"
+             for k, v in reader.skipped.items()]
     notes.append(f"cloud: boot {sim.boot_delay:g}s, join {sim.join_delay:g}s; "
                  + "; ".join(f"size {s.name}: {s.cores} cores, {s.ram_mb} MB, {s.price:g}/h, "
                              + (f"billed per {s.billing_period}s" if s.billing_period

@@ -17,9 +17,10 @@ whitespace-separated numeric fields (-1 means unknown). The replay uses:
 ====  ===================  ==============================================================
 
 Files may be gzip-compressed (``.gz``). :class:`SwfReader` streams: it never holds the whole
-trace. Lines that cannot be parsed raise :class:`SwfError` naming ``file:line``; jobs that are
-well-formed but unusable (unknown run time, no processor count) are skipped and counted in
-:attr:`SwfReader.skipped`.
+trace. ``-1`` is "unknown" in any field, as the Parallel Workloads Archive defines it: a job line
+that cannot be replayed (unknown submit time or run time, no processor count, out of order, not
+18 numbers) is skipped and counted by reason in :attr:`SwfReader.skipped`. Only a file that cannot
+be read raises :class:`SwfError`, naming ``file:line``.
 """
 
 from __future__ import annotations
@@ -109,9 +110,12 @@ class SwfReader:
     Days count from the first job's submit time (cleaned traces often start weeks after the
     header's ``UnixStartTime``). ``skip_days`` drops jobs submitted in the first that many days;
     ``days`` keeps only jobs submitted within that many days after the skipped part. Iteration
-    stops once past the window (SWF traces are sorted by submit time; an out-of-order line is an
-    error, since the replay depends on it). ``window_start``/``window_end`` are set once the
-    first job is read (seconds, in the trace's time base).
+    stops once past the window (SWF traces are sorted by submit time). As the archive defines the
+    format, ``-1`` means unknown in any field: a line that cannot be replayed (unknown or negative
+    submit time, submitted before the line above it, not 18 finite numbers) is skipped and counted
+    by reason in ``skipped``, with its first line number in ``first_skipped_line``; reading never
+    stops on one. ``window_start``/``window_end`` are set once the first job is read (seconds, in
+    the trace's time base).
     """
 
     path: str
@@ -119,6 +123,7 @@ class SwfReader:
     days: float | None = None
     header: SwfHeader = field(default_factory=SwfHeader)
     skipped: dict[str, int] = field(default_factory=dict)
+    first_skipped_line: dict[str, int] = field(default_factory=dict)
     lines_read: int = 0
     first_submit: float | None = None
 
@@ -138,8 +143,9 @@ class SwfReader:
             return math.inf
         return (self.first_submit or 0.0) + (self.skip_days + self.days) * DAY
 
-    def _skip(self, why: str) -> None:
+    def _skip(self, why: str, lineno: int) -> None:
         self.skipped[why] = self.skipped.get(why, 0) + 1
+        self.first_skipped_line.setdefault(why, lineno)
 
     def __iter__(self) -> Iterator[SwfJob]:
         last_submit = -math.inf
@@ -162,11 +168,14 @@ class SwfReader:
                             k, v = body.split(":", 1)
                             self.header.fields.append((k.strip(), v.strip()))
                         continue
-                    job = self._parse(line, lineno)
+                    try:
+                        job = self._parse(line)
+                    except _Unusable as why:
+                        self._skip(str(why), lineno)
+                        continue
                     if job.submit < last_submit:
-                        raise SwfError(self.path, lineno,
-                                       f"submit time {job.submit:g} is before the previous job's "
-                                       f"{last_submit:g}; SWF jobs must be sorted by submit time")
+                        self._skip("submitted before the job above it", lineno)
+                        continue
                     last_submit = job.submit
                     if self.first_submit is None:
                         self.first_submit = job.submit
@@ -176,31 +185,29 @@ class SwfReader:
                     if job.submit >= end:
                         return
                     if job.runtime < 0:
-                        self._skip("unknown run time")
+                        self._skip("unknown run time", lineno)
                         continue
                     if job.cores <= 0:
-                        self._skip("no processor count")
+                        self._skip("no processor count", lineno)
                         continue
                     yield job
             except (OSError, EOFError, gzip.BadGzipFile) as exc:
                 raise SwfError(self.path, lineno, f"cannot read: {exc}") from exc
 
-    def _parse(self, line: str, lineno: int) -> SwfJob:
+    @staticmethod
+    def _parse(line: str) -> SwfJob:
         parts = line.split()
         if len(parts) != _FIELDS:
-            raise SwfError(self.path, lineno,
-                           f"expected {_FIELDS} whitespace-separated fields, found {len(parts)}")
+            raise _Unusable(f"not {_FIELDS} fields")
         try:
             v = [float(p) for p in parts]
         except ValueError:
-            bad = next(p for p in parts if not _is_number(p))
-            col = parts.index(bad) + 1
-            raise SwfError(self.path, lineno, f"field {col} is not a number: {bad!r}") from None
+            raise _Unusable("a field is not a number") from None
         if not all(math.isfinite(x) for x in v):
-            raise SwfError(self.path, lineno, "fields must be finite numbers")
+            raise _Unusable("a field is not a finite number")
         submit = v[1]
         if submit < 0:
-            raise SwfError(self.path, lineno, f"field 2 (submit time) is negative: {parts[1]}")
+            raise _Unusable("unknown submit time")
         procs = int(v[4]) if v[4] > 0 else int(v[7]) if v[7] > 0 else 0
         mem_kb = v[9] if v[9] > 0 else v[6] if v[6] > 0 else 0.0
         return SwfJob(
@@ -215,12 +222,8 @@ class SwfReader:
         )
 
 
-def _is_number(s: str) -> bool:
-    try:
-        float(s)
-    except ValueError:
-        return False
-    return True
+class _Unusable(ValueError):
+    """A job line that cannot be replayed; its message is the reason it is counted under."""
 
 
 def read_jobs(path: str, *, skip_days: float = 0.0,
