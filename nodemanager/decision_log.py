@@ -33,24 +33,30 @@ __all__ = ["DecisionLog", "decision_line", "decision_details", "LINE_WIDTH"]
 log = logging.getLogger("nodemanager.decisions")
 
 
-LINE_WIDTH = 120  # a routine decision line at INFO; the whole explanation follows at DEBUG
+LINE_WIDTH = 160  # a decision line at INFO; the whole explanation is in history and at DEBUG
 _WORKER_STATE = attrgetter("tuple.worker_state")
 
 
-def decision_line(e: NodeExplanation, dry_run: bool = False) -> str:
+def decision_line(e: NodeExplanation, dry_run: bool = False, width: int | None = LINE_WIDTH) -> str:
     """The operator's one line for a node decision: node, tuple, matched rule, matrix action ->
-    planned action and the reason; a routine line (no action, nothing blocked) keeps as much of
-    the reason as fits in :data:`LINE_WIDTH` characters, an action or a block keeps all of it."""
+    planned action and the reason, cut at a word to fit ``width`` characters (None: whole)."""
     action = e.action.value if e.action is not None else "none"
     if dry_run and e.action is not None:
         action = f"dry-run: would {action}"
     line = f"node {e.name} {e.tuple} {short_rule(e.rule)} {e.matrix_action} -> {action}"
     why = f"blocked by {e.blocked_by}: {e.reason}" if e.blocked_by else e.reason
     if why:
-        room = LINE_WIDTH - len(line) - 2
-        routine = e.action is None and not e.blocked_by
-        line += ": " + (why if len(why) <= room or not routine else why[:max(0, room - 1)] + "…")
+        line += ": " + (why if width is None else _fit(why, width - len(line) - 2))
     return line
+
+
+def _fit(text: str, room: int) -> str:
+    """``text`` whole if it fits ``room`` characters, else cut after its last whole word with "…"."""
+    if len(text) <= room:
+        return text
+    cut = text[:max(0, room - 1)]
+    head = cut.rsplit(" ", 1)[0] if " " in cut else cut
+    return head.rstrip(" ,;:") + "…"
 
 
 def decision_details(e: NodeExplanation) -> str:
@@ -80,7 +86,7 @@ class _Decision:
         self.e, self.dry_run = e, dry_run
 
     def __str__(self) -> str:
-        return decision_line(self.e, self.dry_run)[len(self.e.name) + 6:]
+        return decision_line(self.e, self.dry_run, width=None)[len(self.e.name) + 6:]
 
 
 class DecisionLog:

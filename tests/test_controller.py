@@ -10,7 +10,9 @@ from nodemanager.admin import AdminState
 from nodemanager.cloud.port import TAG_DESTROY, TAG_DRAIN
 from nodemanager.controller import Controller
 from nodemanager.controller_inputs import build_in_flight
-from nodemanager.model import ItemKind, Worker
+from nodemanager.decision_log import DecisionLog, decision_line
+from nodemanager.history import NodeHistory
+from nodemanager.model import ItemKind, Plan, Worker
 from nodemanager.scheduler.port import DRAIN_REASON_PREFIX, SchedulerPoll
 from nodemanager.sim.world import SimWorld
 from tests.fixtures.daemon import Time, sim_settings
@@ -175,16 +177,24 @@ def test_quota_error_is_learned_and_reported():
 
 
 def test_decision_lines_are_short_with_details_at_debug(caplog):
-    """Routine INFO lines (no action, nothing blocked) fit 120 characters and name the rule as
+    """INFO decision lines fit 160 characters, cut only between words, and name the rule as
     file:line; the node id, size, raw state, the rule's full path and the whole reason follow at
-    DEBUG. A line with an action or a block keeps its whole reason."""
+    DEBUG, and the node's history keeps the whole reason."""
     caplog.set_level(logging.DEBUG, "nodemanager.decisions")
     loop = Loop(sim_settings())
     loop.run(600)
     info = [r.getMessage() for r in caplog.records
             if r.levelno == logging.INFO and r.getMessage().startswith("node ") and " -> " in r.getMessage()]
     routine = [m for m in info if " -> none" in m and "blocked by" not in m]
-    assert routine and all(len(m) <= 120 for m in routine), max(routine, key=len)
+    assert routine and all(len(m) <= 160 for m in info), max(info, key=len)
+    e = next(e for r in loop.reports for e in r.plan.nodes if e.action is None and not e.blocked_by)
+    long = e._replace(reason="the scheduler says " + "wordy " * 20 + "end")
+    line = decision_line(long)
+    assert len(line) <= 160 and line.endswith("wordy…")      # cut between words, never inside one
+    assert decision_line(long, width=None).endswith(" end")
+    history = NodeHistory()
+    DecisionLog().decisions(Plan(now=loop.time.now, nodes=(long,)), False, history, None)
+    assert str(history.events(long.node_id)[-1][2]).endswith(" wordy end")  # history keeps it whole
     assert all(re.search(r" default\.matrix:\d+ ", m) and "/" not in m.split(" -> ")[0] for m in info)
     details = [r.getMessage() for r in caplog.records
                if r.levelno == logging.DEBUG and " rule /" in r.getMessage()]
