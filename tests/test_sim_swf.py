@@ -135,3 +135,15 @@ def test_percentile_is_nearest_rank():
 def test_pareto_front_keeps_only_undominated_points():
     points = [(10.0, 100.0), (12.0, 50.0), (11.0, 120.0), (20.0, 50.0), (5.0, 500.0)]
     assert pareto_front(points) == [(5.0, 500.0), (10.0, 100.0), (12.0, 50.0)]
+
+
+def test_every_table_column_is_explained_under_the_table(tmp_path, capsys):
+    from nodemanager.cli import main
+    from nodemanager.sim.figures import COLUMN_MEANINGS, TABLE_COLUMNS
+    assert [h for h, _, _ in TABLE_COLUMNS] == list(COLUMN_MEANINGS)
+    assert main(["simulate", "--trace", write(tmp_path, line(0, 10, 600, 2, 2)), "--only", "nodemanager"]) == 0
+    out = capsys.readouterr().out
+    legend = out[out.index("\ncolumns:\n"):]
+    assert "  money        each VM's paid hours x its size's price per hour" in legend
+    assert "  cost/nowait  " in legend and "  wall s       " in legend
+    assert "max_nodes 1 (the peak of this window's no-wait schedule, " in out

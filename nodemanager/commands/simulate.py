@@ -249,7 +249,7 @@ def _simulate(args: argparse.Namespace) -> int:
     from dataclasses import asdict, replace
 
     from nodemanager.sim import baselines as B
-    from nodemanager.sim.figures import figures_json, format_table, lower_bounds, verdicts
+    from nodemanager.sim.figures import figures_json, format_legend, format_table, lower_bounds, verdicts
     from nodemanager.progress import progress_bar
     from nodemanager.sim.replay import run_many
     from nodemanager.sim.swf import SwfError, read_jobs
@@ -276,11 +276,14 @@ def _simulate(args: argparse.Namespace) -> int:
     sizes = settings.core.sizes
     cpn = max(s.cores for s in sizes)
     bounds = lower_bounds(jobs, cpn)
+    max_nodes_from = ""
     if args.max_nodes is not None:
         max_nodes = args.max_nodes
     elif args.config:
         max_nodes = settings.core.max_nodes
     else:
+        max_nodes_from = (f" (the peak of this window's no-wait schedule, {bounds.work_node_hours:.1f} "
+                          "node-hours of work; --max-nodes N to allow more)")
         # each kind of GPU / constrained job may peak as high as all jobs together
         max_nodes = max(1, bounds.nowait_peak_nodes) * (
             1 + (args.gpu_fraction > 0) + (args.constrained_fraction > 0))
@@ -317,7 +320,7 @@ def _simulate(args: argparse.Namespace) -> int:
     if not args.json:
         print(f"replaying {len(jobs)} jobs of {trace} ({window}) under {len(runs)} "
               f"configuration(s), {min(processes, len(runs))} at a time...", file=sys.stderr)
-    with progress_bar(0, "replaying", enabled=not args.json, unit=" jobs") as bar:
+    with progress_bar(0, "replaying", enabled=not args.json, unit=" replays") as bar:
         results = run_many(jobs, runs, sim, bounds, trace=trace, window=window,
                            processes=processes, progress=bar)
     rows = [r.figures for r in results[:len(mains)]]
@@ -337,7 +340,7 @@ def _simulate(args: argparse.Namespace) -> int:
                  + "; ".join(f"size {s.name}: {s.cores} cores, {s.ram_mb} MB, {s.price:g}/h, "
                              + (f"billed per {s.billing_period}s" if s.billing_period
                                 else f"per second, {s.min_charge}s minimum") for s in sizes)
-                 + f"; max_nodes {settings.core.max_nodes}"
+                 + f"; max_nodes {settings.core.max_nodes}{max_nodes_from}"
                  + (f", max_total_price {settings.core.max_total_price:g}/h"
                     if settings.core.max_total_price else "")
                  + f"; placement {sim.placement}-first")
@@ -362,6 +365,7 @@ def _simulate(args: argparse.Namespace) -> int:
             print(format_table(sweep_rows).split("\n", 2)[-1])
         for n in notes:
             print(n)
+        print(format_legend())
         for verdict in judged:
             print(verdict.line())
         for f in killed:

@@ -21,7 +21,7 @@ from typing import Any, Iterable, Sequence
 from nodemanager.sim.swf import SwfJob
 
 __all__ = ["Bounds", "Figures", "Series", "lower_bounds", "percentile", "format_table",
-           "figures_json", "TABLE_COLUMNS", "destroy_boot_pairs", "dominates", "pareto_front", "cost_wait", "Verdict", "verdicts"]
+           "figures_json", "TABLE_COLUMNS", "COLUMN_MEANINGS", "format_legend", "destroy_boot_pairs", "dominates", "pareto_front", "cost_wait", "Verdict", "verdicts"]
 
 HOUR = 3600.0
 
@@ -172,6 +172,37 @@ TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("money", "money", "{:.2f}"),
     ("d->b 60s", "destroy_boot_60s", "{}"),
 )
+
+# what each column of the table means, printed under it (a test checks every column has one)
+COLUMN_MEANINGS: dict[str, str] = {
+    "policy": "the policy replayed (ours, or a baseline modelled on its project's documentation)",
+    "paid nh": "node-hours paid, billing rounding and minimum charges included",
+    "busy nh": "node-hours with at least one job running",
+    "idle nh": "node-hours paid with no job running (booting, idle, draining)",
+    "cost/nowait": "paid nh / the no-wait lower bound (1.000 = as cheap as a perfect no-wait packing)",
+    "wait p50": "job wait from submit to start, in seconds: median, 95th and 99th percentile, max",
+    "p95": "", "p99": "", "max": "",
+    "done": "jobs completed",
+    "killed": "jobs killed (0 unless a policy escalates a drain to a kill)",
+    "badput ch": "core-hours of work lost to killed or reclaimed jobs",
+    "boots": "VMs booted",
+    "drains": "drains started",
+    "cancels": "drains cancelled because demand came back",
+    "destroys": "VMs destroyed",
+    "peak": "most VMs up at once",
+    "wall s": "seconds this replay took on this machine",
+    "money": "each VM's paid hours x its size's price per hour (the price's currency, as configured)",
+    "d->b 60s": "destroys followed within 60 s by a boot (thrash)",
+}
+
+
+def format_legend() -> str:
+    """The meaning of every table column, one line each, for under the table."""
+    lines = ["columns:"]
+    for header, _, _ in TABLE_COLUMNS:
+        if COLUMN_MEANINGS[header]:  # an empty meaning: the column before says it
+            lines.append(f"  {header:<12} {COLUMN_MEANINGS[header]}")
+    return "\n".join(lines)
 
 
 def format_table(rows: Sequence[Figures]) -> str:

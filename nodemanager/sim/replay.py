@@ -522,7 +522,8 @@ def run_many(jobs: Sequence[SwfJob], runs: Sequence[tuple[Policy, bool]], sim: S
     (forked, so the trace is read once); results in the order of ``runs``.
 
     ``progress``: a progress bar (``nodemanager.progress.progress_bar``): its ``total`` is set to
-    the job pieces of all runs and it is updated as the replays, in whichever process, submit them.
+    the number of replays, and it moves by each replay's share of job pieces submitted, in
+    whichever process.
     """
     sizes = runs[0][0].settings.core.sizes if runs else ()
     big = max(sizes, key=lambda s: s.cores) if sizes else None
@@ -531,11 +532,12 @@ def run_many(jobs: Sequence[SwfJob], runs: Sequence[tuple[Policy, bool]], sim: S
     split.pieces = constrain(split.pieces, sim.gpu_fraction, sim.constrained_fraction, sim.job_seed)
     tasks = list(range(len(runs)))
     parallel = processes > 1 and len(tasks) > 1
+    per_piece = 1.0 / max(1, len(split.pieces))  # the bar counts replays, moved piece by piece
     if progress is not None:
-        progress.total = len(split.pieces) * len(runs)
+        progress.total = len(runs)
         progress.refresh()
     if not parallel:
-        _SHARED.update(progress=progress.update if progress is not None else None)
+        _SHARED.update(progress=(lambda n: progress.update(n * per_piece)) if progress is not None else None)
     # the workers are forked: they read the trace, the split and the policies from here
     _SHARED.update(jobs=jobs, sim=sim, bounds=bounds, trace=trace, window=window, split=split,
                    runs=list(runs))
@@ -551,7 +553,7 @@ def run_many(jobs: Sequence[SwfJob], runs: Sequence[tuple[Policy, bool]], sim: S
             ctx = multiprocessing.get_context("fork")
             ticks = ctx.SimpleQueue() if progress is not None else None
             _SHARED.update(progress=ticks.put if ticks is not None else None)
-            relay = _relay(ticks, progress) if ticks is not None else None
+            relay = _relay(ticks, progress, per_piece) if ticks is not None else None
             # longest first: cycle intervals differ, the 10 s ones take longest
             order = sorted(tasks, key=lambda k: runs[k][0].settings.poll.cycle_interval)
             try:
@@ -567,11 +569,12 @@ def run_many(jobs: Sequence[SwfJob], runs: Sequence[tuple[Policy, bool]], sim: S
     return [r for r in out if r is not None]
 
 
-def _relay(ticks: Any, bar: Any) -> threading.Thread:
-    """A thread that moves the workers' progress ticks onto ``bar`` until it reads None."""
+def _relay(ticks: Any, bar: Any, scale: float) -> threading.Thread:
+    """A thread that moves the workers' progress ticks (times ``scale``) onto ``bar`` until it
+    reads None."""
     def run() -> None:
         while (n := ticks.get()) is not None:
-            bar.update(n)
+            bar.update(n * scale)
 
     thread = threading.Thread(target=run, name="replay-progress", daemon=True)
     thread.start()
