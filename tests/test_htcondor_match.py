@@ -87,7 +87,7 @@ def test_a_job_no_size_can_run_is_demand_for_no_size_with_the_reason(condor):
     assert windows.count == 2 and windows.unmatched.startswith("no size can run jobs like 1.0 (signature ")
     assert 'OpSys == "WINDOWS"' in windows.unmatched
     assert "it asks for more than any size has (32 cores, 1000 MB memory" in big.unmatched
-    assert singularity.unmatched.endswith("no size defines HasSingularity")
+    assert singularity.unmatched.endswith("neither the job nor any size defines HasSingularity")
     assert len({signature_of(d.unmatched) for d in demand.values()}) == 3
 
 
@@ -283,3 +283,43 @@ def test_jobs_no_size_can_run_are_reported_per_signature_and_never_booted_for(co
     page = status_document(StatusView(report=report), None, p.now)["why_not_demand"]
     assert sorted((w["reason"], w["key"]) for w in page) == sorted(
         ("unmatched", f"1 cpus, 1000 MB, signature {sig}") for sig in sigs)
+
+
+def test_one_owners_many_attributes_never_stop_matching_for_another(condor):
+    """25 jobs of one owner naming 50 attributes each used to fill the query's one global list of
+    1,000 names for good: a later job of another owner naming its own WantSmall was told "no size
+    defines WantSmall" and never booted for. Each signature and each owner now add a bounded
+    number of names, rebuilt from the queue at every poll, and a missing name is put on the side
+    that lacks it."""
+    import policy_matrix
+
+    from nodemanager.core import plan
+    from nodemanager.scheduler.htcondor_projection import PER_OWNER, PER_SIGNATURE
+    from tests.core_world import settings, snap
+
+    for j in range(25):
+        junk = {f"Junk{j}x{k}": 1 for k in range(50)}
+        condor.sim.submit(RequestCpus=1, RequestMemory=1000, Owner="mallory", **junk,
+                          Requirements=requirements(" && ".join(f"{n} == 1" for n in junk)))
+    condor.advance(60)
+    condor.sim.submit(RequestCpus=1, RequestMemory=1000, Owner="alice", WantSmall=True,
+                      Requirements=requirements("WantSmall =?= true && TARGET.Cpus <= 8"))
+    condor.sim.submit(RequestCpus=1, RequestMemory=1000, Owner="bob",
+                      Requirements=requirements("MY.NeedsScratch && TARGET.HasScratch"))
+    htc, b = adapter(condor)
+    for _ in range(2):
+        demand = htc.poll().demand
+    small = frozenset({"cheap", "docker", "gpu"})                 # TARGET.Cpus <= 8: not a100
+    assert [(d.count, d.sizes) for d in demand if d.sizes] == [(1, small)]   # alice's job
+    p = plan(snap(demand=demand), settings(sizes=SIZES), policy_matrix.load_default())
+    assert [b.count for b in p.boots] == [1]                    # alice's job is booted for
+    junk_asked = [a for a in b.asked[-1] if a.startswith("Junk")]
+    assert 0 < len(junk_asked) <= PER_OWNER and "WantSmall" in b.asked[-1]
+    mallory = [d.unmatched for d in demand if d.unmatched and "Junk" in d.unmatched]
+    assert len(mallory) == 25 and all(f"a signature may add {PER_SIGNATURE} job attributes" in m for m in mallory)
+    [bob] = [d.unmatched for d in demand if d.unmatched and "Scratch" in d.unmatched]
+    assert bob.endswith("; no size defines HasScratch; the job does not define NeedsScratch")
+    condor.sim.jobs[:] = [j for j in condor.sim.jobs if j.get("Owner") != "mallory"]
+    htc.poll()
+    htc.poll()
+    assert not [a for a in b.asked[-1] if a.startswith("Junk")]   # names nobody asks for leave the query

@@ -10,22 +10,33 @@ Jobs are grouped by signature: the schedd's ``AutoClusterId`` (per schedd, read 
 ``GlobalJobId``) when it has one, else the significant attributes themselves; one match per
 signature and size, and the verdict is remembered across polls, so 100k idle jobs in a few hundred
 autoclusters cost a few hundred evaluations once and a dictionary lookup per job after.
+
+What the idle-job query asks for is rebuilt from the queue at every poll, within per-signature
+and per-owner bounds (:mod:`.htcondor_projection`). Matching is bounded the way the negotiator
+bounds its cycle: an ad whose expressions would expand past :data:`MAX_EXPANDED` characters is
+never evaluated, a signature whose evaluation takes longer than ``signature_budget`` is
+remembered as too costly, and once a poll has spent ``poll_budget`` the signatures not matched
+yet wait for the next poll. Each is demand no size can run, with the reason.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from nodemanager.classad_eval import expanded_size, references
 from nodemanager.model import Demand, Size
 from nodemanager.scheduler.htcondor_ads import JOB_ATTRIBUTES, job_name, job_request
+from nodemanager.scheduler.htcondor_projection import PER_OWNER, PER_SIGNATURE, Wanted, grant
 from nodemanager.scheduler.port import SchedulerError
 from nodemanager.scheduler.records import RecordProblem
 from nodemanager.scheduler.walltime import walltime_bucket
 
-__all__ = ["WALLTIME_ATTRIBUTE", "MATCH_ATTRIBUTES", "WITHIN_RESOURCE_LIMITS", "size_ad", "Verdict", "HTCondorMatcher"]
+__all__ = ["WALLTIME_ATTRIBUTE", "MATCH_ATTRIBUTES", "WITHIN_RESOURCE_LIMITS", "MAX_EXPANDED", "POLL_BUDGET",
+           "SIGNATURE_BUDGET", "size_ad", "Verdict", "HTCondorMatcher"]
 
 # What a job ad must carry for matching, beyond the requests JOB_ATTRIBUTES already has.
 MATCH_ATTRIBUTES = ("Requirements", "RequestGPUs", "AutoClusterId", "GlobalJobId")
@@ -44,7 +55,10 @@ _REQUESTS = ("RequestCpus", "RequestMemory", "RequestDisk", "RequestGPUs")
 _PLAIN = frozenset({int, float, str, bool, type(None)})
 _PER_JOB_LINE = re.compile(r"^(?:%s) = .*\n?" % "|".join(sorted(_PER_JOB)), re.MULTILINE | re.IGNORECASE)
 _CACHE_LIMIT = 50_000  # signatures remembered; past it the memory starts afresh
-_MAX_ASKED = 1_000     # job attributes asked for at most: Requirements naming more stay undefined
+# characters a job ad's expressions may expand to (references written out): ~10 ms per evaluation
+MAX_EXPANDED = 100_000
+POLL_BUDGET = 5.0        # seconds of matching per poll
+SIGNATURE_BUDGET = 1.0   # seconds of matching one signature may take before it counts as too costly
 # condor_submit's allowed_job_duration (seconds; the job is held past it): the requested walltime
 WALLTIME_ATTRIBUTE = "AllowedJobDuration"
 _ATTRIBUTE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -100,6 +114,24 @@ class _Group:
     index: int
     count: int = 0
     oldest: float = 0.0
+    texts: dict[str, str] | None = None   # the first job's attributes as expression text
+
+
+def _texts(job: Mapping[str, Any]) -> dict[str, str]:
+    """Every attribute of ``job`` (an ad or a dict) as expression text (linear in its size)."""
+    lookup = getattr(job, "lookup", None)
+    if lookup is not None and getattr(job, "printOld", None) is not None:
+        return {k: str(lookup(k)) for k in job.keys()}
+    return {k: str(v) for k, v in job.items()}
+
+
+def _signature(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()[:8]
+
+
+def _plain_count(job: Mapping[str, Any], key: str, default: int) -> int:
+    v = job.get(key)
+    return v if type(v) is int and 0 <= v < 2**31 else default
 
 
 def _short(text: str, limit: int = 160) -> str:
@@ -115,12 +147,16 @@ def _bare(ref: str) -> tuple[str, str]:
 class HTCondorMatcher:
     """Matches idle jobs to sizes. ``start``: the site's START expression (the execute nodes'
     ``START``; None: true). :attr:`projection` is what the idle-job query must ask for; it grows
-    when a job's Requirements name a job attribute it lacks (the adapter then asks again).
-    ``walltime``: the job attribute holding its requested walltime in seconds (``Demand.walltime``,
-    rounded up to a bucket). Raises ValueError naming the size if an ad cannot be built."""
+    from the queue at every poll: what matching always needs and what the queued jobs'
+    Requirements name, within per-signature and per-owner bounds (the adapter asks again when it
+    grew). ``walltime``: the job attribute holding its requested walltime in seconds
+    (``Demand.walltime``, rounded up to a bucket). ``clock`` (monotonic seconds),
+    ``poll_budget`` and ``signature_budget`` bound the time matching takes (module doc).
+    Raises ValueError naming the size if an ad cannot be built."""
 
     def __init__(self, sizes: Sequence[Size], start: str | None = None,
-                 walltime: str = WALLTIME_ATTRIBUTE) -> None:
+                 walltime: str = WALLTIME_ATTRIBUTE, *, clock: Callable[[], float] = time.monotonic,
+                 poll_budget: float = POLL_BUDGET, signature_budget: float = SIGNATURE_BUDGET) -> None:
         classad2 = _classad()
         if start is not None and start.strip():
             try:
@@ -148,8 +184,15 @@ class HTCondorMatcher:
         # the walltime splits groups by bucket only, unless a size's START asks about it
         self._walltime_matters = walltime.lower() in wanted
         wanted.setdefault(walltime.lower(), walltime)
+        wanted.setdefault("owner", "Owner")  # whose quota a job's own names count against
+        self._base = dict(wanted)
         self._asked = wanted
         self._verdicts: dict[str, tuple[str, Verdict]] = {}
+        self._known_facts: dict[str, tuple[tuple[str, ...], bool]] = {}
+        self._clock = clock
+        self._poll_budget = poll_budget
+        self._signature_budget = signature_budget
+        self._deadline: float | None = None   # while a poll matches: when its budget runs out
 
     @property
     def projection(self) -> tuple[str, ...]:
@@ -161,22 +204,27 @@ class HTCondorMatcher:
     def demand_from(self, query: Callable[[Sequence[str]], Iterable[Mapping[str, Any]]],
                     problems: list[RecordProblem] | None = None) -> tuple[Demand, ...]:
         """:meth:`demand` of the jobs ``query(projection)`` returns; asked again (at most twice)
-        while the jobs' Requirements name job attributes the projection lacked."""
+        while the jobs' Requirements name job attributes the projection lacked. A name the
+        bounds leave out is reported as not fetched in the ``unmatched`` text."""
         for _ in range(3):
             asked = self.projection
-            found: list[RecordProblem] = []
-            demand = self.demand(query(asked), found)
-            if self.projection == asked:
+            groups = self._groups(query(asked))
+            self._regrant(groups)
+            if set(self._asked) <= {a.lower() for a in asked}:
                 break
-        if problems is not None:
-            problems.extend(found)
-        return demand
+        return self._demand(groups, problems, frozenset(a.lower() for a in asked))
 
     def demand(self, jobs: Iterable[Mapping[str, Any]],
                problems: list[RecordProblem] | None = None) -> tuple[Demand, ...]:
         """Idle jobs as demand: one item per (request, matching sizes), and one per signature no
         size can run (``sizes`` empty, ``unmatched`` saying why). Jobs with an unusable request are
-        left out (``problems``); an ad that cannot be read at all is a SchedulerError naming it."""
+        left out (``problems``); an ad that cannot be read at all is a SchedulerError naming it.
+        The projection is rebuilt from these jobs' Requirements."""
+        groups = self._groups(jobs)
+        self._regrant(groups)
+        return self._demand(groups, problems, None)
+
+    def _groups(self, jobs: Iterable[Mapping[str, Any]]) -> list[_Group]:
         groups: dict[Any, _Group] = {}
         for i, job in enumerate(jobs):
             try:
@@ -191,8 +239,58 @@ class HTCondorMatcher:
             g.count += 1
             if type(q) is int and q > 0 and (g.oldest == 0.0 or q < g.oldest):
                 g.oldest = float(q)
+        return list(groups.values())
+
+    def _regrant(self, groups: Sequence[_Group]) -> None:
+        """Rebuild the projection from what the groups' Requirements name (module doc)."""
+        wanted = []
+        for g in groups:
+            g.texts = _texts(g.first)
+            names = self._facts(g.texts)[0]
+            if names:
+                owner = g.first.get("Owner")
+                wanted.append(Wanted(owner if isinstance(owner, str) else "", g.count, names))
+        self._asked = grant(self._base, wanted)
+
+    def _facts(self, texts: Mapping[str, str]) -> tuple[tuple[str, ...], bool]:
+        """Of an ad's attribute texts: the job attributes its Requirements name (through the
+        job's own attributes too) beyond what is always asked for, sorted, not those only sizes
+        define; and whether it is too costly to evaluate. Remembered per text."""
+        key = "\n".join(f"{k} = {v}" for k, v in texts.items() if k.lower() not in _PER_JOB)
+        known = self._known_facts.get(key)
+        if known is None:
+            names = tuple(sorted({name for low, (scope, name) in _reachable(texts).items()
+                                  if scope != "target" and low not in self._base
+                                  and (scope == "my" or low not in self._defined)}, key=str.lower))
+            if len(self._known_facts) >= _CACHE_LIMIT:
+                self._known_facts.clear()
+            known = self._known_facts[key] = (names, expanded_size(texts, MAX_EXPANDED) > MAX_EXPANDED)
+        return known
+
+    def _demand(self, groups: Sequence[_Group], problems: list[RecordProblem] | None,
+                fetched: frozenset[str] | None) -> tuple[Demand, ...]:
+        """Demand of ``groups``; ``fetched``: the lower-case names the query asked for (None: the
+        jobs are whole)."""
+        self._deadline = self._clock() + self._poll_budget
+        try:
+            return self._items(groups, problems, fetched)
+        finally:
+            self._deadline = None
+
+    def _items(self, groups: Sequence[_Group], problems: list[RecordProblem] | None,
+               fetched: frozenset[str] | None) -> tuple[Demand, ...]:
         items: dict[tuple[Any, ...], list[float]] = {}
-        for g in groups.values():
+        for g in groups:
+            texts = g.texts if g.texts is not None else _texts(g.first)
+            if self._facts(texts)[1]:  # not even its requests are read
+                sig = _signature("; ".join(f"{k} = {v}" for k, v in sorted(texts.items()) if k.lower() not in _PER_JOB))
+                why = f"no size can run jobs like {job_name(g.first, g.index)} (signature {sig}): {_too_costly()}"
+                key = (_plain_count(g.first, "RequestCpus", 1), _plain_count(g.first, "RequestMemory", 0), 0, 0,
+                       frozenset(), why, None)
+                acc = items.setdefault(key, [0, 0.0])
+                acc[0] += g.count
+                acc[1] = min(acc[1] or g.oldest, g.oldest or acc[1])
+                continue
             req = job_request(g.first, g.index)
             if isinstance(req, RecordProblem):
                 if problems is not None:
@@ -203,7 +301,7 @@ class HTCondorMatcher:
             gpus = self._gpus(g.first)
             name = job_name(g.first, g.index)
             try:
-                _, verdict = self._verdict(g.first, f"jobs like {name}", req[:3], gpus)
+                _, verdict = self._verdict(g.first, f"jobs like {name}", req[:3], gpus, fetched)
             except ValueError as exc:  # a plain dict's Requirements text (the bindings' never fails)
                 if problems is not None:
                     problems.append(RecordProblem("job", name, "Requirements",
@@ -245,9 +343,10 @@ class HTCondorMatcher:
 
     # ------------------------------------------------------------ one signature
 
-    def _job_ad(self, job: Mapping[str, Any], requests: tuple[int, int, int], gpus: int) -> tuple[Any, str]:
+    def _job_ad(self, job: Mapping[str, Any], requests: tuple[int, int, int],
+                gpus: int) -> tuple[Any, str, dict[str, str]]:
         """The job's ad as the negotiator sees it (its significant attributes, the requests as
-        numbers) and its printed form, the signature's text."""
+        numbers), its printed form (the signature's text) and each attribute's text."""
         classad2 = _classad()
         ad = classad2.ClassAd()
         for key in job.keys():
@@ -265,45 +364,54 @@ class HTCondorMatcher:
             ad["RequestGPUs"] = gpus
         if "Requirements" not in ad:
             ad["Requirements"] = classad2.ExprTree("true")  # only test pools have jobs without one
+        texts = {k: str(ad.lookup(k)) for k in sorted(ad.keys(), key=str.lower)}
         # a walltime no Requirements asks about is no part of the signature: one per kind of job
-        skip = self._walltime.lower() if self._walltime in ad and not self._walltime_matters and all(
-            _bare(r)[1].lower() != self._walltime.lower() for r in ad.internalRefs(ad.lookup("Requirements"))) else ""
-        text = "; ".join(f"{k} = {ad.lookup(k)}" for k in sorted(ad.keys(), key=str.lower) if k.lower() != skip)
-        return ad, text
+        skip = self._walltime.lower() if self._walltime in ad and not self._walltime_matters and \
+            self._walltime.lower() not in _reachable(texts) else ""
+        text = "; ".join(f"{k} = {v}" for k, v in texts.items() if k.lower() != skip)
+        return ad, text, texts
 
     def verdict(self, job: Mapping[str, Any], what: str, requests: tuple[int, int, int],
                 gpus: int = 0) -> Verdict:
         """The sizes that can run ``job`` (an ad, or a dict whose ``Requirements`` is expression
         text) asking ``requests`` (cores, MB, disk MB) and ``gpus``; ``what`` names it in the
         ``unmatched`` text. Raises ValueError if its Requirements do not parse."""
-        return self._verdict(job, what, requests, gpus)[1]
+        return self._verdict(job, what, requests, gpus, None)[1]
 
     def _verdict(self, job: Mapping[str, Any], what: str, requests: tuple[int, int, int],
-                 gpus: int) -> tuple[str, Verdict]:
-        ad, text = self._job_ad(job, requests, gpus)
-        known = self._verdicts.get(text)
+                 gpus: int, fetched: frozenset[str] | None) -> tuple[str, Verdict]:
+        """The verdict of ``job``'s signature, remembered; ``fetched``: the names the query asked
+        for (None: the job is whole), so a name left out is told apart from one the job lacks."""
+        ad, text, texts = self._job_ad(job, requests, gpus)
+        signature = _signature(text)
+        names, costly = self._facts(texts)
+        if costly:
+            return signature, Verdict(frozenset(), f"no size can run {what} (signature {signature}): {_too_costly()}")
+        unfetched = () if fetched is None else tuple(n for n in names if n.lower() not in fetched)
+        key = f"{text}\n{','.join(unfetched)}" if unfetched else text
+        known = self._verdicts.get(key)
         if known is not None:
             return known
-        self._learn(ad)
-        signature = hashlib.sha1(text.encode()).hexdigest()[:8]
+        start = self._clock()
+        if self._deadline is not None and start > self._deadline:  # not remembered: the next poll goes on
+            return signature, Verdict(frozenset(), f"no size can run {what} (signature {signature}): not "
+                                      f"matched yet: this poll's matching time ({self._poll_budget:g}s) is spent")
         sizes = frozenset(name for name, size in self._ads if size.symmetricMatch(ad))
         why = None if sizes else (f"no size can run {what} (signature {signature}): "
-                                  f"{self._why(ad, requests, gpus)}")
+                                  f"{self._why(ad, texts, requests, gpus, unfetched)}")
+        took = self._clock() - start
+        if took > self._signature_budget:
+            sizes, why = frozenset(), (f"no size can run {what} (signature {signature}): "
+                                       f"{_too_costly(f'matching it took {took:.1f}s, over {self._signature_budget:g}s')}")
         if len(self._verdicts) >= _CACHE_LIMIT:
             self._verdicts.clear()
-        self._verdicts[text] = (signature, Verdict(sizes, why))
-        return self._verdicts[text]
+        self._verdicts[key] = (signature, Verdict(sizes, why))
+        return self._verdicts[key]
 
-    def _learn(self, ad: Any) -> None:
-        """Ask for the job attributes its Requirements name that the projection lacks."""
-        req = ad.lookup("Requirements")
-        for ref in (*ad.externalRefs(req), *ad.internalRefs(req)):
-            scope, name = _bare(ref)
-            if scope != "target" and name and len(self._asked) < _MAX_ASKED:
-                self._asked.setdefault(name.lower(), name)
-
-    def _why(self, job: Any, requests: tuple[int, int, int], gpus: int) -> str:
-        """Why no size matches, in words: too small, the job's Requirements, or START."""
+    def _why(self, job: Any, texts: Mapping[str, str], requests: tuple[int, int, int], gpus: int,
+             unfetched: Sequence[str]) -> str:
+        """Why no size matches, in words: too small, the job's Requirements (naming the side, job
+        or sizes, that lacks an attribute they name), or START."""
         roomy = [(n, ad) for n, ad in self._ads if self._limits.eval(ad, job) is True]
         if not roomy:
             cpus, mem, disk_mb = requests
@@ -312,13 +420,54 @@ class HTCondorMatcher:
         wanted = [n for n, ad in roomy if ad.matches(job)]
         if not wanted:
             req = job.lookup("Requirements")
-            missing = sorted({_bare(r)[1] for r in job.externalRefs(req)
-                              if _bare(r)[0] != "my" and _bare(r)[1].lower() not in self._defined})
-            undefined = f"; no size defines {', '.join(missing)}" if missing else ""
+            undefined = self._missing(texts, unfetched)
             failing = [c for c in _clauses(str(req)) if not any(_holds(c, job, ad) for _, ad in roomy)]
             what = " && ".join(failing) if failing else str(req)
             return f"its Requirements ({_short(what)}) hold on no size with room for it{undefined}"
         return f"START refuses it on {', '.join(wanted)}"
+
+    def _missing(self, texts: Mapping[str, str], unfetched: Sequence[str]) -> str:
+        """The attributes the Requirements name that no side defines, each with the side that
+        should: the job (``MY.``), the sizes (``TARGET.``), either (unscoped); or not fetched."""
+        left_out = {n.lower() for n in unfetched}
+        in_job = {k.lower() for k in texts}
+        sides: dict[str, list[str]] = {}
+        for low, (scope, name) in sorted(_reachable(texts).items()):
+            if low in left_out:
+                side = (f"not fetched from the job (a signature may add {PER_SIGNATURE} job attributes "
+                        f"to the query, an owner {PER_OWNER})")
+            elif scope == "target" and low not in self._defined:
+                side = "no size defines"
+            elif scope == "my" and low not in in_job:
+                side = "the job does not define"
+            elif scope == "" and low not in self._defined and low not in in_job:
+                side = "neither the job nor any size defines"
+            else:
+                continue
+            sides.setdefault(side, []).append(name)
+        return "".join(f"; {', '.join(names)} {side}" if side.startswith("not fetched") else f"; {side} {', '.join(names)}"
+                       for side, names in sides.items())
+
+
+def _too_costly(detail: str = f"its expressions would expand past {MAX_EXPANDED:,} characters") -> str:
+    return f"too costly to evaluate ({detail})"
+
+
+def _reachable(texts: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+    """Lower-case name -> (scope, name) of every attribute the ``Requirements`` in ``texts`` (an
+    ad's attribute texts) name, directly or through the ad's own attributes (linear time)."""
+    by_name = {k.lower(): v for k, v in texts.items()}
+    found: dict[str, tuple[str, str]] = {}
+    todo = [by_name.get("requirements", "")]
+    while todo:
+        for scope, name in references(todo.pop()):
+            low = name.lower()
+            if low in found:
+                continue
+            found[low] = (scope, name)
+            if scope != "target" and low in by_name:
+                todo.append(by_name[low])
+    return found
 
 
 def _holds(clause: str, job: Any, machine: Any) -> bool:
@@ -375,6 +524,8 @@ def _evaluated(job: Mapping[str, Any], key: str) -> Any:
     import classad2
 
     if isinstance(job, classad2.ClassAd):
+        if expanded_size(_texts(job), MAX_EXPANDED) > MAX_EXPANDED:
+            return None  # too costly to evaluate: as if absent
         try:
             return job.eval(key)
         except Exception:  # noqa: BLE001 - absent or unreadable: no GPUs asked for
