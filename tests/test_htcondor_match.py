@@ -323,3 +323,90 @@ def test_one_owners_many_attributes_never_stop_matching_for_another(condor):
     htc.poll()
     htc.poll()
     assert not [a for a in b.asked[-1] if a.startswith("Junk")]   # names nobody asks for leave the query
+
+
+def _doubling(i: int, depth: int = 18) -> classad2.ClassAd:
+    """A job whose Requirements name X18, each Xn naming X(n-1) twice: 2**18 terms to evaluate
+    (about 3 s per job here; at 21 classad2 gives up with an error after 6 s)."""
+    ad = classad2.ClassAd({"ClusterId": 100 + i, "ProcId": 0, "RequestCpus": 1, "RequestMemory": 1000,
+                           "Owner": "mallory", "X0": classad2.ExprTree(f"TARGET.Cpus + {i}")})
+    for n in range(1, depth + 1):
+        ad[f"X{n}"] = classad2.ExprTree(f"X{n - 1} + X{n - 1}")
+    ad["Requirements"] = requirements(f"X{depth} > 0")
+    return ad
+
+
+def test_costly_requirements_never_stall_the_other_threads():
+    """Jobs whose Requirements double an expression 18 times held the GIL for seconds each while
+    they were matched: a ticker thread (another actor's timing) stopped for that long. Such an
+    ad is told too costly to evaluate without being evaluated; the other jobs are matched."""
+    import threading
+    import time
+
+    jobs = [_doubling(i) for i in range(4)]
+    jobs.append(classad2.ClassAd({"ClusterId": 1, "ProcId": 0, "RequestCpus": 1, "RequestMemory": 1000,
+                                  "Owner": "alice", "Requirements": requirements()}))
+    matcher = HTCondorMatcher(SIZES)
+    stop, ticks = threading.Event(), [time.perf_counter()]
+
+    def ticker() -> None:
+        while not stop.wait(0.002):
+            ticks.append(time.perf_counter())
+
+    thread = threading.Thread(target=ticker)
+    thread.start()
+    try:
+        started = time.perf_counter()
+        demand = matcher.demand(jobs)
+        took = time.perf_counter() - started
+    finally:
+        ticks.append(time.perf_counter())
+        stop.set()
+        thread.join()
+    gaps = [b - a for a, b in zip(ticks, ticks[1:])]
+    assert max(gaps) < 0.1 and took < 1.0, (max(gaps), took)
+    assert by_sizes(demand) == {frozenset({"cheap", "docker", "gpu", "a100"}): 1, frozenset(): 4}
+    costly = [d.unmatched for d in demand if not d.sizes]
+    assert len(costly) == 4 and all("too costly to evaluate" in why for why in costly)
+
+
+class Steps:
+    """A clock that moves ``step`` seconds each time it is read (matching that takes time)."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def test_matching_keeps_to_its_time_budget_per_signature_and_per_poll():
+    """A signature whose matching takes longer than its budget is remembered as too costly; once
+    a poll has spent its budget the signatures not matched yet wait for the next poll, which goes
+    on where it stopped; every poll ends within its budget plus one signature."""
+    def job(i: int) -> classad2.ClassAd:
+        return classad2.ClassAd({"ClusterId": i, "ProcId": 0, "RequestCpus": 1, "RequestMemory": 1000 + i,
+                                 "Requirements": requirements(f"TARGET.Memory >= {i}")})
+
+    slow = Steps(3.0)   # every signature takes 3 s
+    matcher = HTCondorMatcher(SIZES, clock=slow, poll_budget=60.0, signature_budget=1.0)
+    [first] = matcher.demand([job(1)])
+    assert first.sizes == frozenset() and "too costly to evaluate (matching it took 3.0s, over 1s)" in first.unmatched
+    slow.step = 0.0     # remembered as such: not matched again
+    assert matcher.demand([job(1)]) == (first,)
+
+    clock = Steps(0.4)  # 0.8 s per signature, 5 s per poll
+    matcher = HTCondorMatcher(SIZES, clock=clock, poll_budget=5.0, signature_budget=1.0)
+    jobs = [job(i) for i in range(40)]
+    waiting = []
+    for _ in range(10):
+        started = clock.now
+        demand = matcher.demand(jobs)
+        assert clock.now - started <= 5.0 + 0.8 + 0.4
+        waiting.append(sum(d.count for d in demand if not d.sizes))
+        assert all("not matched yet: this poll's matching time (5s) is spent" in d.unmatched
+                   for d in demand if not d.sizes)
+        if not waiting[-1]:
+            break
+    assert waiting[0] == 33 and waiting == sorted(waiting, reverse=True) and waiting[-1] == 0

@@ -193,6 +193,7 @@ class HTCondorMatcher:
         self._poll_budget = poll_budget
         self._signature_budget = signature_budget
         self._deadline: float | None = None   # while a poll matches: when its budget runs out
+        self._spent = False                   # ... and whether it has run out
 
     @property
     def projection(self) -> tuple[str, ...]:
@@ -271,7 +272,7 @@ class HTCondorMatcher:
                 fetched: frozenset[str] | None) -> tuple[Demand, ...]:
         """Demand of ``groups``; ``fetched``: the lower-case names the query asked for (None: the
         jobs are whole)."""
-        self._deadline = self._clock() + self._poll_budget
+        self._deadline, self._spent = self._clock() + self._poll_budget, False
         try:
             return self._items(groups, problems, fetched)
         finally:
@@ -392,14 +393,16 @@ class HTCondorMatcher:
         known = self._verdicts.get(key)
         if known is not None:
             return known
-        start = self._clock()
-        if self._deadline is not None and start > self._deadline:  # not remembered: the next poll goes on
+        if self._deadline is not None and self._spent:  # not remembered: the next poll goes on
             return signature, Verdict(frozenset(), f"no size can run {what} (signature {signature}): not "
                                       f"matched yet: this poll's matching time ({self._poll_budget:g}s) is spent")
+        start = self._clock()
         sizes = frozenset(name for name, size in self._ads if size.symmetricMatch(ad))
         why = None if sizes else (f"no size can run {what} (signature {signature}): "
                                   f"{self._why(ad, texts, requests, gpus, unfetched)}")
-        took = self._clock() - start
+        end = self._clock()
+        took = end - start
+        self._spent = self._deadline is not None and end > self._deadline
         if took > self._signature_budget:
             sizes, why = frozenset(), (f"no size can run {what} (signature {signature}): "
                                        f"{_too_costly(f'matching it took {took:.1f}s, over {self._signature_budget:g}s')}")
