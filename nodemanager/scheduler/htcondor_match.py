@@ -27,10 +27,12 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from nodemanager.classad_eval import expanded_size, references
+from nodemanager.classad_eval import expanded_size
 from nodemanager.model import Demand, Size
 from nodemanager.scheduler.htcondor_ads import JOB_ATTRIBUTES, job_name, job_request
-from nodemanager.scheduler.htcondor_projection import PER_OWNER, PER_SIGNATURE, Wanted, grant
+from nodemanager.scheduler.htcondor_projection import Wanted, grant
+from nodemanager.scheduler.htcondor_sizes import (WITHIN_RESOURCE_LIMITS, Refusal, classad_module, reachable,
+                                                  size_ad)
 from nodemanager.scheduler.port import SchedulerError
 from nodemanager.scheduler.records import RecordProblem
 from nodemanager.scheduler.walltime import walltime_bucket
@@ -40,14 +42,6 @@ __all__ = ["WALLTIME_ATTRIBUTE", "MATCH_ATTRIBUTES", "WITHIN_RESOURCE_LIMITS", "
 
 # What a job ad must carry for matching, beyond the requests JOB_ATTRIBUTES already has.
 MATCH_ATTRIBUTES = ("Requirements", "RequestGPUs", "AutoClusterId", "GlobalJobId")
-# The startd's default WithinResourceLimits (ResAttributes.cpp), with GPUs as its custom resource.
-WITHIN_RESOURCE_LIMITS = (
-    "MY.Cpus > 0 && TARGET.RequestCpus <= MY.Cpus && MY.Memory > 0 && TARGET.RequestMemory <= MY.Memory"
-    " && MY.Disk > 0 && TARGET.RequestDisk <= MY.Disk"
-    " && (TARGET.RequestGPUs =?= undefined || MY.GPUs >= TARGET.RequestGPUs)")
-# What a Linux x86_64 execute node advertises that condor_submit's default Requirements test.
-_PLATFORM = (("OpSys", '"LINUX"'), ("Arch", '"X86_64"'), ("HasFileTransfer", "true"))
-_NO_DISK_KB = 2**40  # a size without scratch_mb: any disk request fits, as the core assumes
 # Job attributes that name or date one job: never part of a signature.
 _PER_JOB = frozenset(a.lower() for a in ("ClusterId", "ProcId", "QDate", "AutoClusterId",
                                           "GlobalJobId", "AutoClusterAttrs", "JobStatus"))
@@ -62,42 +56,6 @@ SIGNATURE_BUDGET = 1.0   # seconds of matching one signature may take before it 
 # condor_submit's allowed_job_duration (seconds; the job is held past it): the requested walltime
 WALLTIME_ATTRIBUTE = "AllowedJobDuration"
 _ATTRIBUTE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def _classad() -> Any:
-    import classad2
-    import htcondor2  # noqa: F401 - loads HTCondor's config: unscoped names resolve in the other ad
-
-    return classad2
-
-
-def size_ad(size: Size, start: str | None = None) -> Any:
-    """The ``classad2.ClassAd`` a VM of ``size`` will advertise once booted: its partitionable slot
-    with every core, MB, KB of disk and GPU free, a Linux x86_64 platform, the size's
-    ``attributes`` (which may override all of it, START included), ``START`` (the site's
-    expression, default true) and ``Requirements = START && WithinResourceLimits``."""
-    classad2 = _classad()
-    disk = size.scratch_mb * 1024 if size.scratch_mb > 0 else _NO_DISK_KB
-    ad = classad2.ClassAd({
-        "MyType": "Machine", "Name": f"slot1@{size.name}.offline", "Machine": f"{size.name}.offline",
-        "SlotType": "Partitionable", "PartitionableSlot": True,
-        "Cpus": size.cores, "TotalCpus": size.cores, "TotalSlotCpus": size.cores,
-        "Memory": size.ram_mb, "TotalMemory": size.ram_mb, "TotalSlotMemory": size.ram_mb,
-        "Disk": disk, "TotalDisk": disk, "TotalSlotDisk": disk,
-        "GPUs": size.gpus, "TotalGPUs": size.gpus, "TotalSlotGPUs": size.gpus,
-    })
-    if size.gpu_type:
-        ad["GPUs_DeviceName"] = size.gpu_type
-    assignments = (*_PLATFORM, ("START", start or "true"),
-                   ("WithinResourceLimits", WITHIN_RESOURCE_LIMITS),
-                   ("Requirements", "START && WithinResourceLimits"), *size.attributes)
-    for name, text in assignments:
-        try:
-            ad[name] = classad2.ExprTree(text)
-        except Exception as exc:  # noqa: BLE001 - classad2 raises its own ClassAdException
-            raise ValueError(f"size {size.name}: {name} = {text!r} is not a ClassAd expression "
-                             f"({exc})") from None
-    return ad
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,10 +92,6 @@ def _plain_count(job: Mapping[str, Any], key: str, default: int) -> int:
     return v if type(v) is int and 0 <= v < 2**31 else default
 
 
-def _short(text: str, limit: int = 160) -> str:
-    return text if len(text) <= limit else text[:limit - 3] + "..."
-
-
 def _bare(ref: str) -> tuple[str, str]:
     """(scope, name) of a reference like ``TARGET.Cpus``: scope ``my``, ``target`` or ``""``."""
     scope, dot, name = ref.rpartition(".")
@@ -157,7 +111,7 @@ class HTCondorMatcher:
     def __init__(self, sizes: Sequence[Size], start: str | None = None,
                  walltime: str = WALLTIME_ATTRIBUTE, *, clock: Callable[[], float] = time.monotonic,
                  poll_budget: float = POLL_BUDGET, signature_budget: float = SIGNATURE_BUDGET) -> None:
-        classad2 = _classad()
+        classad2 = classad_module()
         if start is not None and start.strip():
             try:
                 classad2.ExprTree(start)
@@ -166,8 +120,8 @@ class HTCondorMatcher:
                                  f"({exc})") from None
         self.sizes = tuple(sizes)
         self._ads = tuple((s.name, size_ad(s, start)) for s in self.sizes)
-        self._limits = classad2.ExprTree(WITHIN_RESOURCE_LIMITS)
-        self._defined = {k.lower() for _, ad in self._ads for k in ad.keys()}
+        self._defined = frozenset(k.lower() for _, ad in self._ads for k in ad.keys())
+        self._refusal = Refusal(self._ads, classad2.ExprTree(WITHIN_RESOURCE_LIMITS), self._defined)
         if not _ATTRIBUTE_NAME.fullmatch(walltime):
             raise ValueError(f"[Scheduler] walltime_attribute: {walltime!r} is not a ClassAd attribute name")
         self._walltime = walltime
@@ -260,7 +214,7 @@ class HTCondorMatcher:
         key = "\n".join(f"{k} = {v}" for k, v in texts.items() if k.lower() not in _PER_JOB)
         known = self._known_facts.get(key)
         if known is None:
-            names = tuple(sorted({name for low, (scope, name) in _reachable(texts).items()
+            names = tuple(sorted({name for low, (scope, name) in reachable(texts).items()
                                   if scope != "target" and low not in self._base
                                   and (scope == "my" or low not in self._defined)}, key=str.lower))
             if len(self._known_facts) >= _CACHE_LIMIT:
@@ -286,9 +240,9 @@ class HTCondorMatcher:
             if self._facts(texts)[1]:  # not even its requests are read
                 sig = _signature("; ".join(f"{k} = {v}" for k, v in sorted(texts.items()) if k.lower() not in _PER_JOB))
                 why = f"no size can run jobs like {job_name(g.first, g.index)} (signature {sig}): {_too_costly()}"
-                key = (_plain_count(g.first, "RequestCpus", 1), _plain_count(g.first, "RequestMemory", 0), 0, 0,
-                       frozenset(), why, None)
-                acc = items.setdefault(key, [0, 0.0])
+                acc = items.setdefault((_plain_count(g.first, "RequestCpus", 1),
+                                        _plain_count(g.first, "RequestMemory", 0), 0, 0, frozenset(), why, None),
+                                       [0, 0.0])
                 acc[0] += g.count
                 acc[1] = min(acc[1] or g.oldest, g.oldest or acc[1])
                 continue
@@ -348,7 +302,7 @@ class HTCondorMatcher:
                 gpus: int) -> tuple[Any, str, dict[str, str]]:
         """The job's ad as the negotiator sees it (its significant attributes, the requests as
         numbers), its printed form (the signature's text) and each attribute's text."""
-        classad2 = _classad()
+        classad2 = classad_module()
         ad = classad2.ClassAd()
         for key in job.keys():
             if key.lower() in _PER_JOB:
@@ -368,7 +322,7 @@ class HTCondorMatcher:
         texts = {k: str(ad.lookup(k)) for k in sorted(ad.keys(), key=str.lower)}
         # a walltime no Requirements asks about is no part of the signature: one per kind of job
         skip = self._walltime.lower() if self._walltime in ad and not self._walltime_matters and \
-            self._walltime.lower() not in _reachable(texts) else ""
+            self._walltime.lower() not in reachable(texts) else ""
         text = "; ".join(f"{k} = {v}" for k, v in texts.items() if k.lower() != skip)
         return ad, text, texts
 
@@ -399,7 +353,7 @@ class HTCondorMatcher:
         start = self._clock()
         sizes = frozenset(name for name, size in self._ads if size.symmetricMatch(ad))
         why = None if sizes else (f"no size can run {what} (signature {signature}): "
-                                  f"{self._why(ad, texts, requests, gpus, unfetched)}")
+                                  f"{self._refusal.why(ad, texts, requests, gpus, unfetched)}")
         end = self._clock()
         took = end - start
         self._spent = self._deadline is not None and end > self._deadline
@@ -411,115 +365,10 @@ class HTCondorMatcher:
         self._verdicts[key] = (signature, Verdict(sizes, why))
         return self._verdicts[key]
 
-    def _why(self, job: Any, texts: Mapping[str, str], requests: tuple[int, int, int], gpus: int,
-             unfetched: Sequence[str]) -> str:
-        """Why no size matches, in words: too small, the job's Requirements (naming the side, job
-        or sizes, that lacks an attribute they name), or START."""
-        roomy = [(n, ad) for n, ad in self._ads if self._limits.eval(ad, job) is True]
-        if not roomy:
-            cpus, mem, disk_mb = requests
-            return (f"it asks for more than any size has ({cpus} cores, {mem} MB memory, {disk_mb} MB "
-                    f"disk, {gpus} GPUs)")
-        wanted = [n for n, ad in roomy if ad.matches(job)]
-        if not wanted:
-            req = job.lookup("Requirements")
-            undefined = self._missing(texts, unfetched)
-            failing = [c for c in _clauses(str(req)) if not any(_holds(c, job, ad) for _, ad in roomy)]
-            what = " && ".join(failing) if failing else str(req)
-            return f"its Requirements ({_short(what)}) hold on no size with room for it{undefined}"
-        return f"START refuses it on {', '.join(wanted)}"
-
-    def _missing(self, texts: Mapping[str, str], unfetched: Sequence[str]) -> str:
-        """The attributes the Requirements name that no side defines, each with the side that
-        should: the job (``MY.``), the sizes (``TARGET.``), either (unscoped); or not fetched."""
-        left_out = {n.lower() for n in unfetched}
-        in_job = {k.lower() for k in texts}
-        sides: dict[str, list[str]] = {}
-        for low, (scope, name) in sorted(_reachable(texts).items()):
-            if low in left_out:
-                side = (f"not fetched from the job (a signature may add {PER_SIGNATURE} job attributes "
-                        f"to the query, an owner {PER_OWNER})")
-            elif scope == "target" and low not in self._defined:
-                side = "no size defines"
-            elif scope == "my" and low not in in_job:
-                side = "the job does not define"
-            elif scope == "" and low not in self._defined and low not in in_job:
-                side = "neither the job nor any size defines"
-            else:
-                continue
-            sides.setdefault(side, []).append(name)
-        return "".join(f"; {', '.join(names)} {side}" if side.startswith("not fetched") else f"; {side} {', '.join(names)}"
-                       for side, names in sides.items())
 
 
 def _too_costly(detail: str = f"its expressions would expand past {MAX_EXPANDED:,} characters") -> str:
     return f"too costly to evaluate ({detail})"
-
-
-def _reachable(texts: Mapping[str, str]) -> dict[str, tuple[str, str]]:
-    """Lower-case name -> (scope, name) of every attribute the ``Requirements`` in ``texts`` (an
-    ad's attribute texts) name, directly or through the ad's own attributes (linear time)."""
-    by_name = {k.lower(): v for k, v in texts.items()}
-    found: dict[str, tuple[str, str]] = {}
-    todo = [by_name.get("requirements", "")]
-    while todo:
-        for scope, name in references(todo.pop()):
-            low = name.lower()
-            if low in found:
-                continue
-            found[low] = (scope, name)
-            if scope != "target" and low in by_name:
-                todo.append(by_name[low])
-    return found
-
-
-def _holds(clause: str, job: Any, machine: Any) -> bool:
-    import classad2
-
-    try:
-        return classad2.ExprTree(clause).eval(job, machine) is True
-    except Exception:  # noqa: BLE001 - a clause cut badly: not the one to name
-        return True
-
-
-def _clauses(text: str) -> list[str]:
-    """The top-level ``&&`` clauses of expression ``text`` (outer parentheses dropped), so the
-    clause that holds on no size can be named rather than condor_submit's whole default."""
-    text = text.strip()
-    while text.startswith("(") and text.endswith(")") and _balanced(text[1:-1]):
-        text = text[1:-1].strip()
-    parts, depth, start, quoted, i = [], 0, 0, False, 0
-    while i < len(text):
-        ch = text[i]
-        if quoted:
-            if ch == "\\":
-                i += 1
-            elif ch == '"':
-                quoted = False
-        elif ch == '"':
-            quoted = True
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif depth == 0 and text.startswith("&&", i):
-            parts.append(text[start:i])
-            start = i + 2
-            i += 1
-        i += 1
-    if not parts:
-        return [text]
-    parts.append(text[start:])
-    return [c for p in parts for c in _clauses(p)]
-
-
-def _balanced(text: str) -> bool:
-    depth = 0
-    for ch in text:
-        depth += (ch == "(") - (ch == ")")
-        if depth < 0:
-            return False
-    return depth == 0
 
 
 def _evaluated(job: Mapping[str, Any], key: str) -> Any:
