@@ -366,7 +366,6 @@ class HTCondorMatcher:
         return self._verdicts[key]
 
 
-
 def _too_costly(detail: str = f"its expressions would expand past {MAX_EXPANDED:,} characters") -> str:
     return f"too costly to evaluate ({detail})"
 
