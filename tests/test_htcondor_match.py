@@ -364,7 +364,7 @@ def test_costly_requirements_never_stall_the_other_threads(condor):
         thread.join()
     assert "X0" in b.asked[-1]                                   # the whole chain is fetched
     gaps = [b - a for a, b in zip(ticks, ticks[1:])]
-    assert max(gaps) < 0.1 and max(polls) < 1.0, (max(gaps), polls)
+    assert max(gaps) < 0.2 and max(polls) < 1.0, (max(gaps), polls)   # before: 0.5 s and 10 s
     assert by_sizes(demand) == {frozenset({"cheap", "docker", "gpu", "a100"}): 1, frozenset(): 4}
     costly = [d.unmatched for d in demand if not d.sizes]
     assert len(costly) == 4 and all("too costly to evaluate" in why for why in costly)
