@@ -15,10 +15,16 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping
 
-__all__ = ["parse", "bind_time", "evaluate", "is_true", "to_classad", "plain_value"]
+__all__ = ["parse", "bind_time", "evaluate", "is_true", "to_classad", "plain_value", "references",
+           "expanded_size"]
 
 # A double-quoted ClassAd string literal (with backslash escapes), a time() call or CurrentTime.
 _TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|\btime\s*\(\s*\)|(?<![.\w])CurrentTime\b', re.IGNORECASE)
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+# an attribute reference: an optional scope, a name not part of a dotted selection nor a call
+_REF = re.compile(r"(?<![.\w])(?:(my|target|other)\s*\.\s*)?([A-Za-z_]\w*)(?!\w)(?!\s*\()", re.IGNORECASE)
+_NOT_NAMES = frozenset({"true", "false", "undefined", "error", "is", "isnt", "parent"})
 
 
 def parse(text: str) -> Any:
@@ -79,3 +85,45 @@ def plain_value(value: Any) -> Any:
     if isinstance(value, list):
         return [plain_value(v) for v in value]
     return value
+
+
+def references(text: str) -> list[tuple[str, str]]:
+    """``(scope, name)`` of every attribute reference in expression ``text``, in order and with
+    repeats; ``scope`` is ``my``, ``target``, ``other`` or ``""``. Read from the text alone, in
+    linear time: ``classad2``'s own reference walk follows every reference again each time it
+    is named, which an ad can make take minutes."""
+    bare = _STRING.sub('""', text)
+    return [((m.group(1) or "").lower(), m.group(2)) for m in _REF.finditer(bare)
+            if m.group(2).lower() not in _NOT_NAMES]
+
+
+def expanded_size(texts: Mapping[str, str], limit: int) -> int:
+    """How long the expressions of an ad (attribute -> expression text) would be with every
+    reference to another of its attributes written out: what evaluating all of them may cost.
+    Stops counting past ``limit`` (returns ``limit + 1``); a reference cycle counts nothing (it
+    evaluates to error at once). Linear in the size of ``texts``."""
+    by_name = {k.lower(): v for k, v in texts.items()}
+    refs = {k: [n.lower() for scope, n in references(v) if scope != "target" and n.lower() in by_name]
+            for k, v in by_name.items()}
+    done: dict[str, int] = {}
+    for root in by_name:
+        if root in done:
+            continue
+        stack = [(root, iter(refs[root]))]
+        acc = {root: len(by_name[root])}
+        while stack:
+            name, pending = stack[-1]
+            nxt = next(pending, None)
+            if nxt is None:
+                stack.pop()
+                done[name] = min(acc.pop(name), limit + 1)
+                if stack:
+                    acc[stack[-1][0]] += done[name]
+            elif nxt in done:
+                acc[name] += done[nxt]
+            elif nxt not in acc:  # not on the stack: a cycle adds nothing
+                stack.append((nxt, iter(refs[nxt])))
+                acc[nxt] = len(by_name[nxt])
+        if sum(done.values()) > limit:
+            return limit + 1
+    return min(sum(done.values()), limit + 1)

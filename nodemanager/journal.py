@@ -15,6 +15,7 @@ yet, so it stays a few lines long.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
@@ -76,13 +77,19 @@ class ReservationJournal:
         return out
 
     def record(self, reservation: Reservation) -> None:
-        """Append one reservation and fsync it; OSError if it could not be made durable."""
+        """Append one whole reservation line and fsync it; OSError if it could not be made durable
+        (a part written on a full disk is cut off again, so no torn line outlives the failure)."""
         with self._lock:
             os.makedirs(os.path.dirname(self.path) or ".", mode=0o750, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
             try:
-                os.write(fd, (to_line(reservation) + "\n").encode())
-                os.fsync(fd)
+                end = os.fstat(fd).st_size
+                try:
+                    _write_all(fd, (to_line(reservation) + "\n").encode())
+                    os.fsync(fd)
+                except OSError:
+                    _truncate(fd, end)
+                    raise
             finally:
                 os.close(fd)
 
@@ -95,8 +102,27 @@ class ReservationJournal:
             tmp = f"{self.path}.tmp"
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640)
             try:
-                os.write(fd, text.encode())
+                _write_all(fd, text.encode())
                 os.fsync(fd)
             finally:
                 os.close(fd)
             os.replace(tmp, self.path)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data`` or raise OSError: a short write (a nearly full disk) is
+    continued, and the next write then either finishes the line or says why it cannot."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        if n <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        view = view[n:]
+
+
+def _truncate(fd: int, size: int) -> None:
+    """Cut a failed append back to ``size``; if even that fails, load() skips the torn line."""
+    try:
+        os.ftruncate(fd, size)
+    except OSError as exc:
+        log.warning("reservation journal: a failed append could not be cut off: %s", exc.strerror or exc)

@@ -11,7 +11,9 @@ The daemon feeds a :class:`Metrics` with:
 
 Names follow Prometheus conventions (``nodemanager_`` prefix, base units, ``_total`` counters).
 Labels are bounded: tuple values, sizes from the config, action kinds, results, error kinds and
-call names; never node names. ``docs/metrics.md`` lists every metric.
+call names; never node names. Values from scheduler or user data (unmatched job signatures, raw
+worker states) keep the :data:`TOP_SERIES` largest and sum the rest as ``other``; the status page
+lists them all. ``docs/metrics.md`` lists every metric.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from nodemanager.model import CycleReport, NodeExplanation, Plan, Size, Snapshot
 from nodemanager.scheduler import DrainingStats, KINDS, REASONS, RecordProblem
 from nodemanager.text import printable
 
-__all__ = ["Metrics", "PAID_STATES", "FROZEN_REASONS", "CALL_TARGETS", "paid_state",
+__all__ = ["Metrics", "PAID_STATES", "FROZEN_REASONS", "CALL_TARGETS", "TOP_SERIES", "paid_state",
            "frozen_reason"]
 
 PAID_STATES = ("busy", "idle", "booting", "draining", "down")
@@ -41,6 +43,7 @@ FROZEN_REASONS = ("stale", "mass_down", "paused", "clock_skew", "other")
 CALL_TARGETS = ("cloud", "scheduler")
 _LABEL_OK = re.compile(r"[a-z0-9_.:*~#!%$@^+/-]{1,40}")
 _CALL_OK = re.compile(r"[a-z][a-z0-9_]{0,39}")
+TOP_SERIES = 20  # series kept per label taken from scheduler or user data; the rest is "other"
 _CALL_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
 
@@ -53,14 +56,26 @@ def _label(value: object, default: str = "unknown") -> str:
     return text if _LABEL_OK.fullmatch(text) else "other"
 
 
+def _top(counts: Mapping[str, int], limit: int = TOP_SERIES) -> dict[str, int]:
+    """The ``limit`` largest counts (ties by key), the rest summed as ``other``: one label value
+    per series, so a queue of distinct jobs cannot grow the series without bound."""
+    if len(counts) <= limit:
+        return dict(counts)
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    out = dict(ranked[:limit])
+    rest = sum(n for _, n in ranked[limit:])
+    out["other"] = out.get("other", 0) + rest
+    return out
+
+
 def _unmatched(unmet: Iterable[Unmet]) -> dict[str, int]:
-    """Unmatched jobs by signature (printable, at most 200 characters: few distinct values)."""
+    """Unmatched jobs by signature (printable, at most 200 characters), :func:`_top` of them."""
     out: dict[str, int] = {}
     for u in unmet:
         if u.reason == UNMATCHED:
             key = printable(u.what)[:200]
             out[key] = out.get(key, 0) + u.jobs
-    return out
+    return _top(out)
 
 
 def paid_state(node_worker_state: str | None, draining: bool) -> str:
@@ -433,7 +448,7 @@ class Metrics:
             self._matrix.info({"sha256": report.matrix_hash})
 
         self._gauges.state = _CycleGauges(
-            nodes=nodes, raw_states=raw, blocked=blocked, planned=planned,
+            nodes=nodes, raw_states=_top(raw), blocked=blocked, planned=planned,
             paid_nodes=paid_nodes, spend=spend, in_flight=in_flight,
             why_not=report.why_not.counts(), drains=len(drains),
             unmatched=_unmatched(plan.unmet),

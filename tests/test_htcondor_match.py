@@ -87,7 +87,7 @@ def test_a_job_no_size_can_run_is_demand_for_no_size_with_the_reason(condor):
     assert windows.count == 2 and windows.unmatched.startswith("no size can run jobs like 1.0 (signature ")
     assert 'OpSys == "WINDOWS"' in windows.unmatched
     assert "it asks for more than any size has (32 cores, 1000 MB memory" in big.unmatched
-    assert singularity.unmatched.endswith("no size defines HasSingularity")
+    assert singularity.unmatched.endswith("neither the job nor any size defines HasSingularity")
     assert len({signature_of(d.unmatched) for d in demand.values()}) == 3
 
 
@@ -283,3 +283,130 @@ def test_jobs_no_size_can_run_are_reported_per_signature_and_never_booted_for(co
     page = status_document(StatusView(report=report), None, p.now)["why_not_demand"]
     assert sorted((w["reason"], w["key"]) for w in page) == sorted(
         ("unmatched", f"1 cpus, 1000 MB, signature {sig}") for sig in sigs)
+
+
+def test_one_owners_many_attributes_never_stop_matching_for_another(condor):
+    """25 jobs of one owner naming 50 attributes each used to fill the query's one global list of
+    1,000 names for good: a later job of another owner naming its own WantSmall was told "no size
+    defines WantSmall" and never booted for. Each signature and each owner now add a bounded
+    number of names, rebuilt from the queue at every poll, and a missing name is put on the side
+    that lacks it."""
+    import policy_matrix
+
+    from nodemanager.core import plan
+    from tests.core_world import settings, snap
+
+    for j in range(25):
+        junk = {f"Junk{j}x{k}": 1 for k in range(50)}
+        condor.sim.submit(RequestCpus=1, RequestMemory=1000, Owner="mallory", **junk,
+                          Requirements=requirements(" && ".join(f"{n} == 1" for n in junk)))
+    condor.advance(60)
+    condor.sim.submit(RequestCpus=1, RequestMemory=1000, Owner="alice", WantSmall=True,
+                      Requirements=requirements("WantSmall =?= true && TARGET.Cpus <= 8"))
+    condor.sim.submit(RequestCpus=1, RequestMemory=1000, Owner="bob",
+                      Requirements=requirements("MY.NeedsScratch && TARGET.HasScratch"))
+    htc, b = adapter(condor)
+    for _ in range(2):
+        demand = htc.poll().demand
+    small = frozenset({"cheap", "docker", "gpu"})                 # TARGET.Cpus <= 8: not a100
+    assert [(d.count, d.sizes) for d in demand if d.sizes] == [(1, small)]   # alice's job
+    p = plan(snap(demand=demand), settings(sizes=SIZES), policy_matrix.load_default())
+    assert [b.count for b in p.boots] == [1]                    # alice's job is booted for
+    junk_asked = [a for a in b.asked[-1] if a.startswith("Junk")]
+    assert 0 < len(junk_asked) <= 128 and "WantSmall" in b.asked[-1]          # one owner's bound
+    mallory = [d.unmatched for d in demand if d.unmatched and "Junk" in d.unmatched]
+    assert len(mallory) == 25 and all("a signature may add 32 job attributes" in m for m in mallory)
+    [bob] = [d.unmatched for d in demand if d.unmatched and "Scratch" in d.unmatched]
+    assert bob.endswith("; no size defines HasScratch; the job does not define NeedsScratch")
+    condor.sim.jobs[:] = [j for j in condor.sim.jobs if j.get("Owner") != "mallory"]
+    htc.poll()
+    htc.poll()
+    assert not [a for a in b.asked[-1] if a.startswith("Junk")]   # names nobody asks for leave the query
+
+
+def _doubling(i: int, depth: int = 18) -> dict:
+    """A job whose Requirements name X18, each Xn naming X(n-1) twice: 2**18 terms to evaluate
+    (about 3 s per job here; at 21 classad2 gives up with an error after 6 s)."""
+    job = {"RequestCpus": 1, "RequestMemory": 1000, "Owner": "mallory",
+           "X0": classad2.ExprTree(f"TARGET.Cpus + {i}"), "Requirements": requirements(f"X{depth} > 0")}
+    job.update({f"X{n}": classad2.ExprTree(f"X{n - 1} + X{n - 1}") for n in range(1, depth + 1)})
+    return job
+
+
+def test_costly_requirements_never_stall_the_other_threads(condor):
+    """Jobs whose Requirements double an expression 18 times held the GIL for seconds each while
+    the adapter matched them: a ticker thread (another actor's timing) stopped for that long.
+    Such an ad is told too costly to evaluate without being evaluated; the others are matched."""
+    import threading
+    import time
+
+    for i in range(4):
+        condor.sim.submit(**_doubling(i))
+    condor.sim.submit(RequestCpus=1, RequestMemory=1000, Owner="alice", Requirements=requirements())
+    htc, b = adapter(condor)
+    stop, ticks = threading.Event(), [time.perf_counter()]
+
+    def ticker() -> None:
+        while not stop.wait(0.002):
+            ticks.append(time.perf_counter())
+
+    thread = threading.Thread(target=ticker)
+    thread.start()
+    polls = []
+    try:
+        for _ in range(8):  # the query learns one more Xn per query, three queries per poll
+            started = time.perf_counter()
+            demand = htc.poll().demand
+            polls.append(time.perf_counter() - started)
+    finally:
+        ticks.append(time.perf_counter())
+        stop.set()
+        thread.join()
+    assert "X0" in b.asked[-1]                                   # the whole chain is fetched
+    gaps = [b - a for a, b in zip(ticks, ticks[1:])]
+    assert max(gaps) < 0.2 and max(polls) < 1.0, (max(gaps), polls)   # before: 0.5 s and 10 s
+    assert by_sizes(demand) == {frozenset({"cheap", "docker", "gpu", "a100"}): 1, frozenset(): 4}
+    costly = [d.unmatched for d in demand if not d.sizes]
+    assert len(costly) == 4 and all("too costly to evaluate" in why for why in costly)
+
+
+class Steps:
+    """A clock that moves ``step`` seconds each time it is read (matching that takes time)."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def test_matching_keeps_to_its_time_budget_per_signature_and_per_poll():
+    """A signature whose matching takes longer than its budget is remembered as too costly; once
+    a poll has spent its budget the signatures not matched yet wait for the next poll, which goes
+    on where it stopped; every poll ends within its budget plus one signature."""
+    def job(i: int) -> classad2.ClassAd:
+        return classad2.ClassAd({"ClusterId": i, "ProcId": 0, "RequestCpus": 1, "RequestMemory": 1000 + i,
+                                 "Requirements": requirements(f"TARGET.Memory >= {i}")})
+
+    slow = Steps(3.0)   # every signature takes 3 s
+    matcher = HTCondorMatcher(SIZES, clock=slow, poll_budget=60.0, signature_budget=1.0)
+    [first] = matcher.demand([job(1)])
+    assert first.sizes == frozenset() and "too costly to evaluate (matching it took 3.0s, over 1s)" in first.unmatched
+    slow.step = 0.0     # remembered as such: not matched again
+    assert matcher.demand([job(1)]) == (first,)
+
+    clock = Steps(0.4)  # 0.8 s per signature, 5 s per poll
+    matcher = HTCondorMatcher(SIZES, clock=clock, poll_budget=5.0, signature_budget=1.0)
+    jobs = [job(i) for i in range(40)]
+    waiting = []
+    for _ in range(10):
+        started = clock.now
+        demand = matcher.demand(jobs)
+        assert clock.now - started <= 5.0 + 0.8 + 0.4
+        waiting.append(sum(d.count for d in demand if not d.sizes))
+        assert all("not matched yet: this poll's matching time (5s) is spent" in d.unmatched
+                   for d in demand if not d.sizes)
+        if not waiting[-1]:
+            break
+    assert waiting[0] == 33 and waiting == sorted(waiting, reverse=True) and waiting[-1] == 0

@@ -370,3 +370,35 @@ def test_a_stale_input_and_a_mass_of_down_nodes_are_told_apart_by_type(metrics: 
     assert report.plan.frozen_by == "mass_down", report.plan.frozen
     metrics.observe(report)
     assert value(metrics, "nodemanager_actions_frozen", reason="mass_down") == 1
+
+
+def test_labels_from_queue_and_scheduler_data_stay_bounded_in_a_real_scrape(status_server, clock: Clock) -> None:
+    """3,000 queued jobs no size can run, each of its own signature, and 60 workers in odd states
+    used to give 3,000 and 60 series: the /metrics page keeps the largest few and sums the rest
+    as ``other``; the status page still names every signature."""
+    import policy_matrix
+    import requests
+
+    from nodemanager.core import plan
+    from nodemanager.model import Demand
+    from nodemanager.status_document import StatusView
+    from tests.core_world import settings, snap
+
+    demand = [Demand(cpus=1, ram_mb=1000, count=1 + (i == 7) * 50, sizes=frozenset(),
+                     unmatched=f"no size can run jobs like {i}.0 (signature {i:08x}): it asks too much")
+              for i in range(3000)]
+    workers = [Worker(f"w{i}", "slurm", state=f"odd{i}") for i in range(60)]
+    s = snap(demand=demand, workers=workers)
+    report = CycleReport(snapshot=s, plan=plan(s, settings(), policy_matrix.load_default()))
+    status_server.metrics.observe(report)
+    status_server.holder["view"] = StatusView(report=report, last_cycle_at=clock.now)
+    base = f"http://127.0.0.1:{status_server.address[1]}"
+    scraped = {f.name: f.samples for f in text_string_to_metric_families(requests.get(base + "/metrics", timeout=5).text)}
+    unmatched = {smp.labels["signature"]: smp.value for smp in scraped["nodemanager_unmatched_jobs"]}
+    assert len(unmatched) == 21 and sum(unmatched.values()) == 3050   # the 20 largest and other
+    assert unmatched["1 cpus, 1000 MB, signature 00000007"] == 51            # the largest is kept
+    assert unmatched["other"] == 3050 - sum(v for k, v in unmatched.items() if k != "other")
+    states = {smp.labels["state"]: smp.value for smp in scraped["nodemanager_workers"]}
+    assert len(states) == 21 and sum(states.values()) == 60
+    page = requests.get(base + "/status.json", timeout=5).json()["why_not_demand"]
+    assert len({w["key"] for w in page if w["reason"] == "unmatched"}) == 3000

@@ -3,8 +3,13 @@
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
+import subprocess
 from dataclasses import replace
+
+import pytest
 
 from nodemanager.actuate import BOOT_LISTING_TIMEOUT, Actuator, Task
 from nodemanager.cloud.port import TAG_REQUEST
@@ -124,3 +129,53 @@ def test_a_reservation_never_listed_is_given_up_after_the_listing_timeout(
     [out] = act.observe_listing([])
     assert out.result == "failed" and "never listed; given up" in out.detail
     assert act.state().in_flight == () and journal.load() == []
+
+
+@pytest.fixture
+def full_tmpfs(tmp_path):
+    """A 64 KiB tmpfs holding a journal whose last page has 10 bytes free, and a filler file
+    over every other page: the next append is a short write, then ENOSPC."""
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip() or done.returncode}")
+    try:
+        journal = mnt / "demo.reservations"
+        journal.write_text(" " * (4096 - 11) + "\n")  # a blank line: load() skips it
+        fd = os.open(mnt / "filler", os.O_WRONLY | os.O_CREAT)
+        try:
+            while True:
+                os.write(fd, b"x" * 4096)
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+        finally:
+            os.close(fd)
+        yield journal
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_a_full_disk_tears_no_reservation_and_the_controller_boots_nothing(full_tmpfs, caplog):
+    """A nearly full state_dir used to take part of a reservation line as written: the create it
+    guards was sent, and a restart skipped the torn line. Whole lines or no create, and the
+    operator reads why in one line per refused boot."""
+    from tests.test_controller import Loop
+    from tests.fixtures.daemon import sim_settings
+
+    before = full_tmpfs.read_bytes()
+    loop = Loop(sim_settings())
+    journal = ReservationJournal(str(full_tmpfs))
+    loop.actuator = Actuator(loop.world.cloud, loop.world.scheduler, loop.settings, clock=loop.time,
+                             journal=journal)
+    loop.ctl.actuator = loop.actuator
+    caplog.set_level(logging.WARNING, "nodemanager")
+    loop.run(120)
+    boots = [o for r in loop.reports for o in r.outcomes if o.kind == "boot"]
+    assert {o.result for o in boots} == {"failed", "skipped"}   # refused, then retried after a backoff
+    assert loop.world.sim_cloud.calls["create_node"] == 0 and loop.world.sim_cloud.live_count() == 0
+    assert full_tmpfs.read_bytes() == before and journal.load() == []   # no torn line left behind
+    told = [r.getMessage() for r in caplog.records if r.getMessage().startswith("outcome boot")]
+    assert told and all(f"could not be recorded in {full_tmpfs}: No space left on device" in m
+                        and "no create without one" in m for m in told)

@@ -10,33 +10,38 @@ Jobs are grouped by signature: the schedd's ``AutoClusterId`` (per schedd, read 
 ``GlobalJobId``) when it has one, else the significant attributes themselves; one match per
 signature and size, and the verdict is remembered across polls, so 100k idle jobs in a few hundred
 autoclusters cost a few hundred evaluations once and a dictionary lookup per job after.
+
+What the idle-job query asks for is rebuilt from the queue at every poll, within per-signature
+and per-owner bounds (:mod:`.htcondor_projection`). Matching is bounded the way the negotiator
+bounds its cycle: an ad whose expressions would expand past :data:`MAX_EXPANDED` characters is
+never evaluated, a signature whose evaluation takes longer than ``signature_budget`` is
+remembered as too costly, and once a poll has spent ``poll_budget`` the signatures not matched
+yet wait for the next poll. Each is demand no size can run, with the reason.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from nodemanager.classad_eval import expanded_size
 from nodemanager.model import Demand, Size
 from nodemanager.scheduler.htcondor_ads import JOB_ATTRIBUTES, job_name, job_request
+from nodemanager.scheduler.htcondor_projection import Wanted, grant
+from nodemanager.scheduler.htcondor_sizes import (WITHIN_RESOURCE_LIMITS, Refusal, classad_module, reachable,
+                                                  size_ad)
 from nodemanager.scheduler.port import SchedulerError
 from nodemanager.scheduler.records import RecordProblem
 from nodemanager.scheduler.walltime import walltime_bucket
 
-__all__ = ["WALLTIME_ATTRIBUTE", "MATCH_ATTRIBUTES", "WITHIN_RESOURCE_LIMITS", "size_ad", "Verdict", "HTCondorMatcher"]
+__all__ = ["WALLTIME_ATTRIBUTE", "MATCH_ATTRIBUTES", "WITHIN_RESOURCE_LIMITS", "MAX_EXPANDED", "POLL_BUDGET",
+           "SIGNATURE_BUDGET", "size_ad", "Verdict", "HTCondorMatcher"]
 
 # What a job ad must carry for matching, beyond the requests JOB_ATTRIBUTES already has.
 MATCH_ATTRIBUTES = ("Requirements", "RequestGPUs", "AutoClusterId", "GlobalJobId")
-# The startd's default WithinResourceLimits (ResAttributes.cpp), with GPUs as its custom resource.
-WITHIN_RESOURCE_LIMITS = (
-    "MY.Cpus > 0 && TARGET.RequestCpus <= MY.Cpus && MY.Memory > 0 && TARGET.RequestMemory <= MY.Memory"
-    " && MY.Disk > 0 && TARGET.RequestDisk <= MY.Disk"
-    " && (TARGET.RequestGPUs =?= undefined || MY.GPUs >= TARGET.RequestGPUs)")
-# What a Linux x86_64 execute node advertises that condor_submit's default Requirements test.
-_PLATFORM = (("OpSys", '"LINUX"'), ("Arch", '"X86_64"'), ("HasFileTransfer", "true"))
-_NO_DISK_KB = 2**40  # a size without scratch_mb: any disk request fits, as the core assumes
 # Job attributes that name or date one job: never part of a signature.
 _PER_JOB = frozenset(a.lower() for a in ("ClusterId", "ProcId", "QDate", "AutoClusterId",
                                           "GlobalJobId", "AutoClusterAttrs", "JobStatus"))
@@ -44,46 +49,13 @@ _REQUESTS = ("RequestCpus", "RequestMemory", "RequestDisk", "RequestGPUs")
 _PLAIN = frozenset({int, float, str, bool, type(None)})
 _PER_JOB_LINE = re.compile(r"^(?:%s) = .*\n?" % "|".join(sorted(_PER_JOB)), re.MULTILINE | re.IGNORECASE)
 _CACHE_LIMIT = 50_000  # signatures remembered; past it the memory starts afresh
-_MAX_ASKED = 1_000     # job attributes asked for at most: Requirements naming more stay undefined
+# characters a job ad's expressions may expand to (references written out): ~10 ms per evaluation
+MAX_EXPANDED = 100_000
+POLL_BUDGET = 5.0        # seconds of matching per poll
+SIGNATURE_BUDGET = 1.0   # seconds of matching one signature may take before it counts as too costly
 # condor_submit's allowed_job_duration (seconds; the job is held past it): the requested walltime
 WALLTIME_ATTRIBUTE = "AllowedJobDuration"
 _ATTRIBUTE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def _classad() -> Any:
-    import classad2
-    import htcondor2  # noqa: F401 - loads HTCondor's config: unscoped names resolve in the other ad
-
-    return classad2
-
-
-def size_ad(size: Size, start: str | None = None) -> Any:
-    """The ``classad2.ClassAd`` a VM of ``size`` will advertise once booted: its partitionable slot
-    with every core, MB, KB of disk and GPU free, a Linux x86_64 platform, the size's
-    ``attributes`` (which may override all of it, START included), ``START`` (the site's
-    expression, default true) and ``Requirements = START && WithinResourceLimits``."""
-    classad2 = _classad()
-    disk = size.scratch_mb * 1024 if size.scratch_mb > 0 else _NO_DISK_KB
-    ad = classad2.ClassAd({
-        "MyType": "Machine", "Name": f"slot1@{size.name}.offline", "Machine": f"{size.name}.offline",
-        "SlotType": "Partitionable", "PartitionableSlot": True,
-        "Cpus": size.cores, "TotalCpus": size.cores, "TotalSlotCpus": size.cores,
-        "Memory": size.ram_mb, "TotalMemory": size.ram_mb, "TotalSlotMemory": size.ram_mb,
-        "Disk": disk, "TotalDisk": disk, "TotalSlotDisk": disk,
-        "GPUs": size.gpus, "TotalGPUs": size.gpus, "TotalSlotGPUs": size.gpus,
-    })
-    if size.gpu_type:
-        ad["GPUs_DeviceName"] = size.gpu_type
-    assignments = (*_PLATFORM, ("START", start or "true"),
-                   ("WithinResourceLimits", WITHIN_RESOURCE_LIMITS),
-                   ("Requirements", "START && WithinResourceLimits"), *size.attributes)
-    for name, text in assignments:
-        try:
-            ad[name] = classad2.ExprTree(text)
-        except Exception as exc:  # noqa: BLE001 - classad2 raises its own ClassAdException
-            raise ValueError(f"size {size.name}: {name} = {text!r} is not a ClassAd expression "
-                             f"({exc})") from None
-    return ad
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,10 +72,24 @@ class _Group:
     index: int
     count: int = 0
     oldest: float = 0.0
+    texts: dict[str, str] | None = None   # the first job's attributes as expression text
 
 
-def _short(text: str, limit: int = 160) -> str:
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+def _texts(job: Mapping[str, Any]) -> dict[str, str]:
+    """Every attribute of ``job`` (an ad or a dict) as expression text (linear in its size)."""
+    lookup = getattr(job, "lookup", None)
+    if lookup is not None and getattr(job, "printOld", None) is not None:
+        return {k: str(lookup(k)) for k in job.keys()}
+    return {k: str(v) for k, v in job.items()}
+
+
+def _signature(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()[:8]
+
+
+def _plain_count(job: Mapping[str, Any], key: str, default: int) -> int:
+    v = job.get(key)
+    return v if type(v) is int and 0 <= v < 2**31 else default
 
 
 def _bare(ref: str) -> tuple[str, str]:
@@ -115,13 +101,17 @@ def _bare(ref: str) -> tuple[str, str]:
 class HTCondorMatcher:
     """Matches idle jobs to sizes. ``start``: the site's START expression (the execute nodes'
     ``START``; None: true). :attr:`projection` is what the idle-job query must ask for; it grows
-    when a job's Requirements name a job attribute it lacks (the adapter then asks again).
-    ``walltime``: the job attribute holding its requested walltime in seconds (``Demand.walltime``,
-    rounded up to a bucket). Raises ValueError naming the size if an ad cannot be built."""
+    from the queue at every poll: what matching always needs and what the queued jobs'
+    Requirements name, within per-signature and per-owner bounds (the adapter asks again when it
+    grew). ``walltime``: the job attribute holding its requested walltime in seconds
+    (``Demand.walltime``, rounded up to a bucket). ``clock`` (monotonic seconds),
+    ``poll_budget`` and ``signature_budget`` bound the time matching takes (module doc).
+    Raises ValueError naming the size if an ad cannot be built."""
 
     def __init__(self, sizes: Sequence[Size], start: str | None = None,
-                 walltime: str = WALLTIME_ATTRIBUTE) -> None:
-        classad2 = _classad()
+                 walltime: str = WALLTIME_ATTRIBUTE, *, clock: Callable[[], float] = time.monotonic,
+                 poll_budget: float = POLL_BUDGET, signature_budget: float = SIGNATURE_BUDGET) -> None:
+        classad2 = classad_module()
         if start is not None and start.strip():
             try:
                 classad2.ExprTree(start)
@@ -130,8 +120,8 @@ class HTCondorMatcher:
                                  f"({exc})") from None
         self.sizes = tuple(sizes)
         self._ads = tuple((s.name, size_ad(s, start)) for s in self.sizes)
-        self._limits = classad2.ExprTree(WITHIN_RESOURCE_LIMITS)
-        self._defined = {k.lower() for _, ad in self._ads for k in ad.keys()}
+        self._defined = frozenset(k.lower() for _, ad in self._ads for k in ad.keys())
+        self._refusal = Refusal(self._ads, classad2.ExprTree(WITHIN_RESOURCE_LIMITS), self._defined)
         if not _ATTRIBUTE_NAME.fullmatch(walltime):
             raise ValueError(f"[Scheduler] walltime_attribute: {walltime!r} is not a ClassAd attribute name")
         self._walltime = walltime
@@ -148,8 +138,16 @@ class HTCondorMatcher:
         # the walltime splits groups by bucket only, unless a size's START asks about it
         self._walltime_matters = walltime.lower() in wanted
         wanted.setdefault(walltime.lower(), walltime)
+        wanted.setdefault("owner", "Owner")  # whose quota a job's own names count against
+        self._base = dict(wanted)
         self._asked = wanted
         self._verdicts: dict[str, tuple[str, Verdict]] = {}
+        self._known_facts: dict[str, tuple[tuple[str, ...], bool]] = {}
+        self._clock = clock
+        self._poll_budget = poll_budget
+        self._signature_budget = signature_budget
+        self._deadline: float | None = None   # while a poll matches: when its budget runs out
+        self._spent = False                   # ... and whether it has run out
 
     @property
     def projection(self) -> tuple[str, ...]:
@@ -161,22 +159,27 @@ class HTCondorMatcher:
     def demand_from(self, query: Callable[[Sequence[str]], Iterable[Mapping[str, Any]]],
                     problems: list[RecordProblem] | None = None) -> tuple[Demand, ...]:
         """:meth:`demand` of the jobs ``query(projection)`` returns; asked again (at most twice)
-        while the jobs' Requirements name job attributes the projection lacked."""
+        while the jobs' Requirements name job attributes the projection lacked. A name the
+        bounds leave out is reported as not fetched in the ``unmatched`` text."""
         for _ in range(3):
             asked = self.projection
-            found: list[RecordProblem] = []
-            demand = self.demand(query(asked), found)
-            if self.projection == asked:
+            groups = self._groups(query(asked))
+            self._regrant(groups)
+            if set(self._asked) <= {a.lower() for a in asked}:
                 break
-        if problems is not None:
-            problems.extend(found)
-        return demand
+        return self._demand(groups, problems, frozenset(a.lower() for a in asked))
 
     def demand(self, jobs: Iterable[Mapping[str, Any]],
                problems: list[RecordProblem] | None = None) -> tuple[Demand, ...]:
         """Idle jobs as demand: one item per (request, matching sizes), and one per signature no
         size can run (``sizes`` empty, ``unmatched`` saying why). Jobs with an unusable request are
-        left out (``problems``); an ad that cannot be read at all is a SchedulerError naming it."""
+        left out (``problems``); an ad that cannot be read at all is a SchedulerError naming it.
+        The projection is rebuilt from these jobs' Requirements."""
+        groups = self._groups(jobs)
+        self._regrant(groups)
+        return self._demand(groups, problems, None)
+
+    def _groups(self, jobs: Iterable[Mapping[str, Any]]) -> list[_Group]:
         groups: dict[Any, _Group] = {}
         for i, job in enumerate(jobs):
             try:
@@ -191,8 +194,58 @@ class HTCondorMatcher:
             g.count += 1
             if type(q) is int and q > 0 and (g.oldest == 0.0 or q < g.oldest):
                 g.oldest = float(q)
+        return list(groups.values())
+
+    def _regrant(self, groups: Sequence[_Group]) -> None:
+        """Rebuild the projection from what the groups' Requirements name (module doc)."""
+        wanted = []
+        for g in groups:
+            g.texts = _texts(g.first)
+            names = self._facts(g.texts)[0]
+            if names:
+                owner = g.first.get("Owner")
+                wanted.append(Wanted(owner if isinstance(owner, str) else "", g.count, names))
+        self._asked = grant(self._base, wanted)
+
+    def _facts(self, texts: Mapping[str, str]) -> tuple[tuple[str, ...], bool]:
+        """Of an ad's attribute texts: the job attributes its Requirements name (through the
+        job's own attributes too) beyond what is always asked for, sorted, not those only sizes
+        define; and whether it is too costly to evaluate. Remembered per text."""
+        key = "\n".join(f"{k} = {v}" for k, v in texts.items() if k.lower() not in _PER_JOB)
+        known = self._known_facts.get(key)
+        if known is None:
+            names = tuple(sorted({name for low, (scope, name) in reachable(texts).items()
+                                  if scope != "target" and low not in self._base
+                                  and (scope == "my" or low not in self._defined)}, key=str.lower))
+            if len(self._known_facts) >= _CACHE_LIMIT:
+                self._known_facts.clear()
+            known = self._known_facts[key] = (names, expanded_size(texts, MAX_EXPANDED) > MAX_EXPANDED)
+        return known
+
+    def _demand(self, groups: Sequence[_Group], problems: list[RecordProblem] | None,
+                fetched: frozenset[str] | None) -> tuple[Demand, ...]:
+        """Demand of ``groups``; ``fetched``: the lower-case names the query asked for (None: the
+        jobs are whole)."""
+        self._deadline, self._spent = self._clock() + self._poll_budget, False
+        try:
+            return self._items(groups, problems, fetched)
+        finally:
+            self._deadline = None
+
+    def _items(self, groups: Sequence[_Group], problems: list[RecordProblem] | None,
+               fetched: frozenset[str] | None) -> tuple[Demand, ...]:
         items: dict[tuple[Any, ...], list[float]] = {}
-        for g in groups.values():
+        for g in groups:
+            texts = g.texts if g.texts is not None else _texts(g.first)
+            if self._facts(texts)[1]:  # not even its requests are read
+                sig = _signature("; ".join(f"{k} = {v}" for k, v in sorted(texts.items()) if k.lower() not in _PER_JOB))
+                why = f"no size can run jobs like {job_name(g.first, g.index)} (signature {sig}): {_too_costly()}"
+                acc = items.setdefault((_plain_count(g.first, "RequestCpus", 1),
+                                        _plain_count(g.first, "RequestMemory", 0), 0, 0, frozenset(), why, None),
+                                       [0, 0.0])
+                acc[0] += g.count
+                acc[1] = min(acc[1] or g.oldest, g.oldest or acc[1])
+                continue
             req = job_request(g.first, g.index)
             if isinstance(req, RecordProblem):
                 if problems is not None:
@@ -203,7 +256,7 @@ class HTCondorMatcher:
             gpus = self._gpus(g.first)
             name = job_name(g.first, g.index)
             try:
-                _, verdict = self._verdict(g.first, f"jobs like {name}", req[:3], gpus)
+                _, verdict = self._verdict(g.first, f"jobs like {name}", req[:3], gpus, fetched)
             except ValueError as exc:  # a plain dict's Requirements text (the bindings' never fails)
                 if problems is not None:
                     problems.append(RecordProblem("job", name, "Requirements",
@@ -245,10 +298,11 @@ class HTCondorMatcher:
 
     # ------------------------------------------------------------ one signature
 
-    def _job_ad(self, job: Mapping[str, Any], requests: tuple[int, int, int], gpus: int) -> tuple[Any, str]:
+    def _job_ad(self, job: Mapping[str, Any], requests: tuple[int, int, int],
+                gpus: int) -> tuple[Any, str, dict[str, str]]:
         """The job's ad as the negotiator sees it (its significant attributes, the requests as
-        numbers) and its printed form, the signature's text."""
-        classad2 = _classad()
+        numbers), its printed form (the signature's text) and each attribute's text."""
+        classad2 = classad_module()
         ad = classad2.ClassAd()
         for key in job.keys():
             if key.lower() in _PER_JOB:
@@ -265,109 +319,55 @@ class HTCondorMatcher:
             ad["RequestGPUs"] = gpus
         if "Requirements" not in ad:
             ad["Requirements"] = classad2.ExprTree("true")  # only test pools have jobs without one
+        texts = {k: str(ad.lookup(k)) for k in sorted(ad.keys(), key=str.lower)}
         # a walltime no Requirements asks about is no part of the signature: one per kind of job
-        skip = self._walltime.lower() if self._walltime in ad and not self._walltime_matters and all(
-            _bare(r)[1].lower() != self._walltime.lower() for r in ad.internalRefs(ad.lookup("Requirements"))) else ""
-        text = "; ".join(f"{k} = {ad.lookup(k)}" for k in sorted(ad.keys(), key=str.lower) if k.lower() != skip)
-        return ad, text
+        skip = self._walltime.lower() if self._walltime in ad and not self._walltime_matters and \
+            self._walltime.lower() not in reachable(texts) else ""
+        text = "; ".join(f"{k} = {v}" for k, v in texts.items() if k.lower() != skip)
+        return ad, text, texts
 
     def verdict(self, job: Mapping[str, Any], what: str, requests: tuple[int, int, int],
                 gpus: int = 0) -> Verdict:
         """The sizes that can run ``job`` (an ad, or a dict whose ``Requirements`` is expression
         text) asking ``requests`` (cores, MB, disk MB) and ``gpus``; ``what`` names it in the
         ``unmatched`` text. Raises ValueError if its Requirements do not parse."""
-        return self._verdict(job, what, requests, gpus)[1]
+        return self._verdict(job, what, requests, gpus, None)[1]
 
     def _verdict(self, job: Mapping[str, Any], what: str, requests: tuple[int, int, int],
-                 gpus: int) -> tuple[str, Verdict]:
-        ad, text = self._job_ad(job, requests, gpus)
-        known = self._verdicts.get(text)
+                 gpus: int, fetched: frozenset[str] | None) -> tuple[str, Verdict]:
+        """The verdict of ``job``'s signature, remembered; ``fetched``: the names the query asked
+        for (None: the job is whole), so a name left out is told apart from one the job lacks."""
+        ad, text, texts = self._job_ad(job, requests, gpus)
+        signature = _signature(text)
+        names, costly = self._facts(texts)
+        if costly:
+            return signature, Verdict(frozenset(), f"no size can run {what} (signature {signature}): {_too_costly()}")
+        unfetched = () if fetched is None else tuple(n for n in names if n.lower() not in fetched)
+        key = f"{text}\n{','.join(unfetched)}" if unfetched else text
+        known = self._verdicts.get(key)
         if known is not None:
             return known
-        self._learn(ad)
-        signature = hashlib.sha1(text.encode()).hexdigest()[:8]
+        if self._deadline is not None and self._spent:  # not remembered: the next poll goes on
+            return signature, Verdict(frozenset(), f"no size can run {what} (signature {signature}): not "
+                                      f"matched yet: this poll's matching time ({self._poll_budget:g}s) is spent")
+        start = self._clock()
         sizes = frozenset(name for name, size in self._ads if size.symmetricMatch(ad))
         why = None if sizes else (f"no size can run {what} (signature {signature}): "
-                                  f"{self._why(ad, requests, gpus)}")
+                                  f"{self._refusal.why(ad, texts, requests, gpus, unfetched)}")
+        end = self._clock()
+        took = end - start
+        self._spent = self._deadline is not None and end > self._deadline
+        if took > self._signature_budget:
+            sizes, why = frozenset(), (f"no size can run {what} (signature {signature}): "
+                                       f"{_too_costly(f'matching it took {took:.1f}s, over {self._signature_budget:g}s')}")
         if len(self._verdicts) >= _CACHE_LIMIT:
             self._verdicts.clear()
-        self._verdicts[text] = (signature, Verdict(sizes, why))
-        return self._verdicts[text]
-
-    def _learn(self, ad: Any) -> None:
-        """Ask for the job attributes its Requirements name that the projection lacks."""
-        req = ad.lookup("Requirements")
-        for ref in (*ad.externalRefs(req), *ad.internalRefs(req)):
-            scope, name = _bare(ref)
-            if scope != "target" and name and len(self._asked) < _MAX_ASKED:
-                self._asked.setdefault(name.lower(), name)
-
-    def _why(self, job: Any, requests: tuple[int, int, int], gpus: int) -> str:
-        """Why no size matches, in words: too small, the job's Requirements, or START."""
-        roomy = [(n, ad) for n, ad in self._ads if self._limits.eval(ad, job) is True]
-        if not roomy:
-            cpus, mem, disk_mb = requests
-            return (f"it asks for more than any size has ({cpus} cores, {mem} MB memory, {disk_mb} MB "
-                    f"disk, {gpus} GPUs)")
-        wanted = [n for n, ad in roomy if ad.matches(job)]
-        if not wanted:
-            req = job.lookup("Requirements")
-            missing = sorted({_bare(r)[1] for r in job.externalRefs(req)
-                              if _bare(r)[0] != "my" and _bare(r)[1].lower() not in self._defined})
-            undefined = f"; no size defines {', '.join(missing)}" if missing else ""
-            failing = [c for c in _clauses(str(req)) if not any(_holds(c, job, ad) for _, ad in roomy)]
-            what = " && ".join(failing) if failing else str(req)
-            return f"its Requirements ({_short(what)}) hold on no size with room for it{undefined}"
-        return f"START refuses it on {', '.join(wanted)}"
+        self._verdicts[key] = (signature, Verdict(sizes, why))
+        return self._verdicts[key]
 
 
-def _holds(clause: str, job: Any, machine: Any) -> bool:
-    import classad2
-
-    try:
-        return classad2.ExprTree(clause).eval(job, machine) is True
-    except Exception:  # noqa: BLE001 - a clause cut badly: not the one to name
-        return True
-
-
-def _clauses(text: str) -> list[str]:
-    """The top-level ``&&`` clauses of expression ``text`` (outer parentheses dropped), so the
-    clause that holds on no size can be named rather than condor_submit's whole default."""
-    text = text.strip()
-    while text.startswith("(") and text.endswith(")") and _balanced(text[1:-1]):
-        text = text[1:-1].strip()
-    parts, depth, start, quoted, i = [], 0, 0, False, 0
-    while i < len(text):
-        ch = text[i]
-        if quoted:
-            if ch == "\\":
-                i += 1
-            elif ch == '"':
-                quoted = False
-        elif ch == '"':
-            quoted = True
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif depth == 0 and text.startswith("&&", i):
-            parts.append(text[start:i])
-            start = i + 2
-            i += 1
-        i += 1
-    if not parts:
-        return [text]
-    parts.append(text[start:])
-    return [c for p in parts for c in _clauses(p)]
-
-
-def _balanced(text: str) -> bool:
-    depth = 0
-    for ch in text:
-        depth += (ch == "(") - (ch == ")")
-        if depth < 0:
-            return False
-    return depth == 0
+def _too_costly(detail: str = f"its expressions would expand past {MAX_EXPANDED:,} characters") -> str:
+    return f"too costly to evaluate ({detail})"
 
 
 def _evaluated(job: Mapping[str, Any], key: str) -> Any:
@@ -375,6 +375,8 @@ def _evaluated(job: Mapping[str, Any], key: str) -> Any:
     import classad2
 
     if isinstance(job, classad2.ClassAd):
+        if expanded_size(_texts(job), MAX_EXPANDED) > MAX_EXPANDED:
+            return None  # too costly to evaluate: as if absent
         try:
             return job.eval(key)
         except Exception:  # noqa: BLE001 - absent or unreadable: no GPUs asked for
