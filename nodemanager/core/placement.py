@@ -342,9 +342,8 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
                 # another size may serve the rest (a cheaper node may fit the money left)
                 choices = [s for s in choices if s is not best]
                 continue
-            if left < unplaced:
-                label = f"{left} job(s) of {sig} stay queued"
-            notes.append(f"{label}: {need - got} more node(s) of {best.name} not booted: {cause}")
+            queued = f"{left} job(s) of {sig} stay queued" if left < unplaced else label
+            notes.append(f"{queued}: {need - got} more node(s) of {best.name} not booted: {cause}")
             unmet.append(Unmet(label, left, "max_nodes" if kind == SIZE_MAX else kind, notes[-1]))
             break
 

@@ -5,8 +5,8 @@ The pipeline, per cycle, each stage handing on new immutable records:
 
 1. Facts (:mod:`nodemanager.core.facts`): pair cloud nodes with workers, classify, build each
    node's state tuple, look up the matrix; lost, gone, our drain, drained, counted as up.
-2. Wants: the guards (:mod:`nodemanager.core.guards`: destroy under way, held, someone else's
-   drain, unconfirmed absence, cancel under way) stop some nodes; the disruption reasons of stage
+2. Wants: the guards (:mod:`nodemanager.core.guards`: destroy under way, held, ambiguous
+   pairing, someone else's drain, unconfirmed absence, cancel under way) stop some nodes; the disruption reasons of stage
    ``WANTS`` (:data:`nodemanager.core.reasons.REASONS`: finish our drain, operator drain, matrix
    shutdown, matrix drain) claim the others, first come first served. A node drained by someone
    else (until ``reclaim_foreign_after``) wants nothing and is no capacity for demand.
@@ -78,7 +78,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
         frozen_by = Freeze.PAUSED if snapshot.paused else Freeze.STALE
 
     ctx = Context(snapshot, settings, False, escalation)
-    decisions = _wants(facts, ctx, reasons)
+    decisions = _wants(facts, ctx, reasons, pairing.ambiguous)
     skew = skew_freeze(snapshot.cloud_clock_skew, settings.max_clock_skew)
     freeze = skew or mass_down(sum(1 for d in decisions if d.facts.core_state in _DOWN_LIKE and _broken(d)),
                                len(decisions), settings)
@@ -125,7 +125,8 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
                 unmet=tuple(unmet), frozen_by=frozen_by)
 
 
-def _wants(facts: list[NodeFacts], ctx: Context, reasons: Sequence[Reason]) -> list[Decision]:
+def _wants(facts: list[NodeFacts], ctx: Context, reasons: Sequence[Reason],
+           ambiguous: frozenset[str]) -> list[Decision]:
     """Stage 2: each node's decision from the guards, then the ``WANTS`` reasons in order."""
     snapshot = ctx.snapshot
     out: list[Decision] = []
@@ -134,8 +135,9 @@ def _wants(facts: list[NodeFacts], ctx: Context, reasons: Sequence[Reason]) -> l
     unconfirmed = snapshot.unconfirmed
     for f in facts:
         # most nodes have nothing a guard looks at (a shutdown is stopped only when unconfirmed)
-        d = (guard(f, snapshot) if f.flights or f.held or f.foreign
-             or (f.maction is shutdown and f.node.id in unconfirmed) else None)
+        d = (guard(f, snapshot, ambiguous) if f.flights or f.held or f.foreign
+             or (f.maction is shutdown and f.node.id in unconfirmed) or (ambiguous and f.node.id in ambiguous)
+             else None)
         if d is None:
             d = _new(Decision, (f,) + UNDECIDED)
             open_.append(d)
