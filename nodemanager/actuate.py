@@ -43,6 +43,7 @@ from nodemanager.actuator_memory import (BOOT_LISTING_TIMEOUT, DESTROY_SETTLE, F
                                          OK, REFUSED, SKIPPED, ActuatorMemory)
 from nodemanager.cloud import CloudError, ErrorKind, TAG_CLUSTER, TAG_DESTROY, TAG_DRAIN, TAG_REQUEST, TAG_SIZE
 from nodemanager.core import Reservation, is_lost
+from nodemanager.core.leftovers import NO_VM
 from nodemanager.core.pair import candidates
 from nodemanager.tags import TAG_SETTINGS
 from nodemanager.drain_tickets import drain_tag, ticket_for, worker_is_busy
@@ -231,6 +232,8 @@ class Actuator(ActuatorMemory):
 
     def _destroy(self, item: PlanItem, node: CloudNode | None, worker: Worker | None) -> Outcome:
         now = self.clock()
+        if node is None and item.node_id.startswith(NO_VM) and item.worker:
+            return self._give_back(item, now)
         if node is None:
             return Outcome("destroy", item.node_id, SKIPPED, "node not in the listing", now)
         key = f"destroy:{node.id}"
@@ -291,6 +294,26 @@ class Actuator(ActuatorMemory):
                 self._destroying[node.id] = node
             return Outcome("destroy", node.id, FAILED, self._cloud_error(err, key, now), now, node.size)
         return self._destroyed(node, worker_name, now, f"{why}; {item.reason}")
+
+    def _give_back(self, item: PlanItem, now: float) -> Outcome:
+        """The scheduler's "node destroyed" step alone, for a name we drained whose VM is gone."""
+        assert item.worker is not None
+        key = f"destroy:{item.node_id}"
+        wait = self._wait_reason(key, now, cloud=False)
+        if wait:
+            return Outcome("destroy", item.node_id, SKIPPED, wait, now)
+        latest = self.latest_worker(item.worker) if self.latest_worker is not None else None
+        if worker_is_busy(latest):
+            return Outcome("destroy", item.node_id, REFUSED, f"worker {latest.name} runs "
+                           f"{latest.running_jobs} job(s) in the latest poll", now)
+        try:
+            self.scheduler.node_destroyed(item.worker)
+        except SchedulerError as err:
+            delay = self._failed(key, now)
+            return Outcome("destroy", item.node_id, FAILED, f"{err}; retry in {delay:.0f}s", now)
+        self._succeeded(key)
+        return Outcome("destroy", item.node_id, OK, f"{item.worker} given back to the scheduler's pool: "
+                       f"{item.reason}", now)
 
     def _busy_match(self, node: CloudNode, latest: Worker | None) -> Worker | None:
         """The node's worker, or else any worker of the last poll that could be the node's, that

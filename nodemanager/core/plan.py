@@ -18,8 +18,10 @@ The pipeline, per cycle, each stage handing on new immutable records:
    outage; cancels and boots still happen), demand, ``min_nodes``, then the budgets
    ``max_concurrent_drains`` and ``max_destroys_per_hour`` (:mod:`nodemanager.core.budgets`);
    then stage ``AFTER_GATES`` (escalate our drains).
-5. Stage ``LAST``: an operator's cancel of our drain and the resumption of an interrupted destroy
-   override the node's decision; their items come after the others.
+5. Stage ``LAST``: the cancel of a drain an older VM of the name left, an operator's cancel of our
+   drain and the resumption of an interrupted destroy override the node's decision; their items
+   come after the others. Then the names we drained for VMs that no longer exist are given back
+   to the scheduler (:mod:`nodemanager.core.leftovers`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from nodemanager.core.consolidate import apply_relabels, hold_boots, lifetime_en
 from nodemanager.core.facts import RECLAIM_ENDS, MatrixLookup, node_facts
 from nodemanager.core.guards import guard
 from nodemanager.core.halts import mass_down, stale_inputs
+from nodemanager.core.leftovers import gone_vm_drains
 from nodemanager.core.node_memo import NodeMemo
 from nodemanager.core.pair import pair
 from nodemanager.core.placement import place_demand
@@ -118,6 +121,8 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     items = sorted((_item(d) for d in decisions if d.want is not None),
                    key=lambda i: (_KIND_ORDER[i.kind], i.node_id))
     items, decisions = _last(items, decisions, ctx._replace(frozen=bool(halt or freeze)), reasons)
+    if pairing.orphans and not (halt or freeze):
+        items.extend(gone_vm_drains(pairing.orphans, snapshot.cloud_nodes))
     if boots and any(i.kind is ItemKind.DESTROY for i in items):
         boots = hold_boots(boots, rebuy_hold((now,), snapshot.demand, settings, now), notes, unmet)
     return Plan(now=now, items=tuple(items), boots=tuple(boots),
