@@ -110,8 +110,12 @@ def test_a_vm_that_joins_drained_by_us_for_an_older_vm_has_the_drain_cancelled(c
     vm = loop.boot("node3")
     slurm.wait_state("node3", "drain", timeout=30)         # it joins drained
     loop.clock.advance(120)                                # past boot grace
-    loop.cycles(3)
-    assert slurm.states()["node3"] == "idle"
+    loop.cycles(3)                                         # SLURM shows it idle* until its next ping
     assert loop.live() == {"node3"}
+    slurm.wait_state("node3", "idle", timeout=30)
+    loop.cycles(2)
+    assert loop.live() == {"node3"}
+    e = next(e for e in loop.reports[-1].plan.nodes if e.node_id == vm.id)
+    assert e.tuple.worker_state == "idle" and e.action is None
     cancels = [o for o in loop.outcomes("cancel_drain") if o.node == vm.id]
     assert [o.result for o in cancels] == ["ok"] and "older VM" in cancels[0].detail
