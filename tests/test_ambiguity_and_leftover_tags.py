@@ -24,6 +24,7 @@ from nodemanager.admin import AdminState
 from nodemanager.controller import Controller
 from nodemanager.model import Demand, ItemKind, PlanItem, Size, Worker
 from nodemanager.settings import CloudSettings, CoreSettings, PollSettings, Settings
+from nodemanager.status_document import StatusView, status_document
 from nodemanager.tags import TAG_CLUSTER, TAG_DESTROY, TAG_SIZE
 from tests.fixtures.daemon import ScriptedScheduler, Time
 
@@ -109,6 +110,9 @@ def test_a_node_matching_two_workers_is_held_not_destroyed_with_its_job(loop, ca
     e = loop.explanation(node.id)
     assert e.blocked_by == "ambiguous" and e.action is None
     assert f"workers {node.name.upper()}.example.org, {node.name} all match" in e.reason
+    [shown] = [n for n in status_document(StatusView(report=loop.reports[-1]), None, loop.time.now)["nodes"]
+               if n["node_id"] == node.id]
+    assert shown["blocked_by"] == "ambiguous" and "all match its name or address" in shown["why"]
     lines = [r.getMessage() for r in caplog.records if "START_SHUTDOWN -> none: blocked by ambiguous" in r.getMessage()]
     assert len(lines) == 1 and lines[0].startswith(f"node {node.name} ")
 
