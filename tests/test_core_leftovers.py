@@ -38,3 +38,9 @@ def test_a_vm_joining_a_drain_of_ours_older_than_itself_gets_the_drain_cancelled
     p = plan(snap([node("n1", age=1800)], [_drained("n1", registered_at=NOW - 1700)]),
              settings(), MATRIX)
     assert all(i.kind is not ItemKind.CANCEL_DRAIN for i in p.items)
+
+
+def test_an_htcondor_ad_of_a_gone_vm_is_left_to_expire():
+    """HTCondor keeps no record per name: its ads go with the VM, so there is nothing to give back."""
+    ad = _drained("gone", ad={"Machine": "gone", "Draining": True})
+    assert [i for i in plan(snap([], [ad]), settings(), MATRIX).items if i.node_id.startswith("no VM")] == []

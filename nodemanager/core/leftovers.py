@@ -3,7 +3,7 @@ given back to the scheduler's pool, so a VM booted later under it never joins al
 Pure.
 
 - A worker drained with our reason, running nothing, that no listed VM could be (by cloud id, name
-  or address): its VM no longer exists; a ``destroy`` item without a node asks the actuator only
+  or address), of a scheduler that keeps a record per name (SLURM): its VM no longer exists; a ``destroy`` item without a node asks the actuator only
   for the scheduler's "node destroyed" step (:meth:`Scheduler.node_destroyed`).
 - A listed node whose worker carries a drain of ours set before the VM was launched: the drain
   was for an older VM of that name; it is cancelled (``cancel_drain``), never finished
@@ -29,7 +29,8 @@ def _idle(w: Worker) -> bool:
 
 def gone_vm_drains(orphans: Sequence[Worker], nodes: Sequence[CloudNode]) -> list[PlanItem]:
     """The items that give back the names we drained for VMs that no longer exist (by name)."""
-    left = [w for w in orphans if is_our_drain(w) and _idle(w)]
+    # an HTCondor worker (non-empty ad) has no record to repair: its ads go with the VM
+    left = [w for w in orphans if is_our_drain(w) and _idle(w) and not w.ad]
     out = []
     for w in sorted(left, key=lambda w: w.name):
         if any(candidates(n, (w,)) for n in nodes):
