@@ -27,9 +27,11 @@ Safety rules for a destroy: when the node carries a drain of ours (``TAG_DRAIN``
 prefix in the scheduler) and its worker is still heard from, the scheduler's
 :meth:`confirm_drained` must say ``ok`` from fresh state first — whatever the plan item says;
 a node without our drain is destroyed only by a non-cancellable item (unpaired or down node),
-and only if the worker, as the latest poll sees it (``latest_worker``), runs nothing. A
+and only if no worker that could be the node's (its cloud id, name or address: ambiguous
+pairings included), as the latest poll sees it (``latest_worker``), runs anything. A
 cancellable destroy without our drain is refused. ``TAG_DESTROY`` is written before
-``destroy_node`` so a destroy interrupted by a restart is finished on the next start.
+``destroy_node`` so a destroy interrupted by a restart is finished on the next start (by a
+non-cancellable item only); a drain cancel clears it too.
 Thread-safe: several actuator actors may share one instance.
 """
 
@@ -41,6 +43,8 @@ from nodemanager.actuator_memory import (BOOT_LISTING_TIMEOUT, DESTROY_SETTLE, F
                                          OK, REFUSED, SKIPPED, ActuatorMemory)
 from nodemanager.cloud import CloudError, ErrorKind, TAG_CLUSTER, TAG_DESTROY, TAG_DRAIN, TAG_REQUEST, TAG_SIZE
 from nodemanager.core import Reservation, is_lost
+from nodemanager.core.leftovers import NO_VM
+from nodemanager.core.pair import candidates
 from nodemanager.tags import TAG_SETTINGS
 from nodemanager.drain_tickets import drain_tag, ticket_for, worker_is_busy
 from nodemanager.model import BootRequest, CloudNode, InFlight, ItemKind, Outcome, PlanItem, Worker
@@ -192,9 +196,10 @@ class Actuator(ActuatorMemory):
                 delay = self._failed(key, now)
                 return Outcome("cancel_drain", item.node_id, FAILED, f"{err}; retry in {delay:.0f}s",
                                now, size)
-        if node is not None and node.tags.get(TAG_DRAIN):
+        clear = {tag: "" for tag in (TAG_DRAIN, TAG_DESTROY) if node is not None and node.tags.get(tag)}
+        if node is not None and clear:
             try:
-                self.cloud.set_tags(node, {TAG_DRAIN: ""})
+                self.cloud.set_tags(node, clear)
             except CloudError as err:
                 if err.kind is not ErrorKind.NOT_FOUND:
                     detail = self._cloud_error(err, key, now)
@@ -202,7 +207,7 @@ class Actuator(ActuatorMemory):
                                    f"drain cancelled but clearing the tag failed: {detail}", now, size)
         self._succeeded(key)
         self._remember(InFlight(node=item.node_id, action="cancel_drain", since=now, size=size))
-        what = f"drain {ticket.request_id} cancelled" if ticket else "no drain of ours found; tag cleared"
+        what = f"drain {ticket.request_id} cancelled" if ticket else f"no drain of ours found; {', '.join(clear)} cleared"
         return Outcome("cancel_drain", item.node_id, OK, f"{what} ({item.reason})", now, size)
 
     def _escalate(self, item: PlanItem, node: CloudNode | None, worker: Worker | None) -> Outcome:
@@ -227,6 +232,8 @@ class Actuator(ActuatorMemory):
 
     def _destroy(self, item: PlanItem, node: CloudNode | None, worker: Worker | None) -> Outcome:
         now = self.clock()
+        if node is None and item.node_id.startswith(NO_VM) and item.worker:
+            return self._give_back(item, now)
         if node is None:
             return Outcome("destroy", item.node_id, SKIPPED, "node not in the listing", now)
         key = f"destroy:{node.id}"
@@ -247,7 +254,8 @@ class Actuator(ActuatorMemory):
         heard = self.freshest_heard()
         freshest = heard if heard is not None else now
         alive = latest is not None and not is_lost(latest, freshest, self.settings.core.node_stale_after)
-        resuming = bool(node.tags.get(TAG_DESTROY))
+        # only the plan's resumption (never cancellable) skips the drain a cancellable destroy needs
+        resuming = bool(node.tags.get(TAG_DESTROY)) and not item.cancellable
         ticket = ticket_for(node, latest, worker_name, item.request_id)
         if ticket is not None and alive and not resuming:
             try:
@@ -264,9 +272,10 @@ class Actuator(ActuatorMemory):
             return Outcome("destroy", node.id, REFUSED, "no drain of ours to confirm; a node that "
                            "may run jobs is only destroyed after our drain", now, node.size)
         else:
-            if worker_is_busy(latest):  # never destroy what the latest poll shows running jobs
-                return Outcome("destroy", node.id, REFUSED, f"worker {latest.name} runs "
-                               f"{latest.running_jobs} job(s) in the latest poll", now, node.size)
+            busy = self._busy_match(node, latest)
+            if busy is not None:  # never destroy what the latest poll shows running jobs
+                return Outcome("destroy", node.id, REFUSED, f"worker {busy.name} runs "
+                               f"{busy.running_jobs} job(s) in the latest poll", now, node.size)
             why = ("finishing a destroy started before" if resuming else
                    "worker lost" if ticket is not None else "nothing to drain")
         if not resuming:
@@ -285,6 +294,39 @@ class Actuator(ActuatorMemory):
                 self._destroying[node.id] = node
             return Outcome("destroy", node.id, FAILED, self._cloud_error(err, key, now), now, node.size)
         return self._destroyed(node, worker_name, now, f"{why}; {item.reason}")
+
+    def _give_back(self, item: PlanItem, now: float) -> Outcome:
+        """The scheduler's "node destroyed" step alone, for a name we drained whose VM is gone."""
+        assert item.worker is not None
+        key = f"destroy:{item.node_id}"
+        wait = self._wait_reason(key, now, cloud=False)
+        if wait:
+            return Outcome("destroy", item.node_id, SKIPPED, wait, now)
+        latest = self.latest_worker(item.worker) if self.latest_worker is not None else None
+        if worker_is_busy(latest):
+            return Outcome("destroy", item.node_id, REFUSED, f"worker {latest.name} runs "
+                           f"{latest.running_jobs} job(s) in the latest poll", now)
+        try:
+            self.scheduler.node_destroyed(item.worker)
+        except SchedulerError as err:
+            delay = self._failed(key, now)
+            return Outcome("destroy", item.node_id, FAILED, f"{err}; retry in {delay:.0f}s", now)
+        self._succeeded(key)
+        return Outcome("destroy", item.node_id, OK, f"{item.worker} given back to the scheduler's pool: "
+                       f"{item.reason}", now)
+
+    def _busy_match(self, node: CloudNode, latest: Worker | None) -> Worker | None:
+        """The node's worker, or else any worker of the last poll that could be the node's, that
+        runs jobs as the latest poll sees it (None: none)."""
+        if worker_is_busy(latest):
+            return latest
+        with self._lock:
+            polled = self._polled[0]
+        for w in candidates(node, polled):
+            now_w = (self.latest_worker(w.name) if self.latest_worker is not None else None) or w
+            if worker_is_busy(now_w):
+                return now_w
+        return None
 
     def _destroyed(self, node: CloudNode, worker_name: str | None, now: float, why: str) -> Outcome:
         key = f"destroy:{node.id}"

@@ -328,6 +328,7 @@ class Blocked(enum.StrEnum):
     NO_WORKER = "no_worker"          # the matrix asks for a drain but no worker is paired
     UNCONFIRMED = "unconfirmed"      # absence or silence not confirmed by this process's polls
     FOREIGN_DRAIN = "foreign_drain"  # someone else drains it
+    AMBIGUOUS = "ambiguous"          # several workers or VMs match it: which runs jobs is unknown
     MIN_LIFETIME = "min_lifetime"    # younger than min_lifetime: not given back yet (issue 18)
 
 

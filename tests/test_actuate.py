@@ -164,7 +164,7 @@ def test_destroy_marks_tag_before_the_call_and_settles_by_listing(time_now, nm_s
     # the next attempt (a resumed destroy) needs no new confirmation and succeeds
     time_now.advance(11)
     resumed = cloud.node(node.id)
-    [out] = act.run(Task(item(ItemKind.DESTROY, resumed, worker=None), resumed, None))
+    [out] = act.run(Task(item(ItemKind.DESTROY, resumed, worker=None, cancellable=False), resumed, None))
     assert out.result == "ok" and "started before" in out.detail
     assert act.observe_listing(cloud.list_nodes()) == []
 

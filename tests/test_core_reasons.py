@@ -51,7 +51,7 @@ def test_blocked_by_is_typed_and_prints_the_words_dashboards_use():
 
 def test_a_resumed_destroy_is_in_the_plan_and_its_explanation_agrees():
     tagged = node("gone-soon", tags={TAG_DESTROY: str(int(NOW - 120))})
-    s = snap([tagged, node("other")], [worker("gone-soon"), worker("other", idle_for=10)],
+    s = snap([tagged, node("other")], [worker("gone-soon", state="down"), worker("other", idle_for=10)],
              in_flight=[InFlight("gone-soon", "destroy", NOW - 120)])
     p = plan(s, settings(), MATRIX)
     assert [(i.node_id, i.kind, i.cancellable) for i in p.items] == [("gone-soon", ItemKind.DESTROY, False)]
@@ -62,8 +62,26 @@ def test_a_resumed_destroy_is_in_the_plan_and_its_explanation_agrees():
     # not while frozen, nor for a node this process destroyed moments ago
     flight = [InFlight("gone-soon", "destroy", NOW - 120)]
     for held_back in (dict(paused="maintenance"), dict(destroyed=frozenset({"gone-soon"}))):
-        p = plan(snap([tagged], [worker("gone-soon")], in_flight=flight, **held_back), settings(), MATRIX)
+        p = plan(snap([tagged], [worker("gone-soon", state="down")], in_flight=flight, **held_back), settings(),
+                 MATRIX)
         assert p.items == () and explained(p, "gone-soon").blocked_by is Blocked.IN_FLIGHT
+
+
+def test_a_leftover_destroy_tag_is_resumed_only_for_a_node_that_still_qualifies():
+    """Held: nothing. Recovered (its worker idle or busy, heard, no drain of ours): the tag is
+    removed. Down with a job still on it: nothing yet."""
+    tagged = node("back", tags={TAG_DESTROY: str(int(NOW - 1200))})
+    flight = [InFlight("back", "destroy", NOW - 1200)]
+    for state in ("down", "idle", "alloc"):
+        p = plan(snap([tagged], [worker("back", state=state)], in_flight=flight, held=frozenset({"back"})),
+                 settings(), MATRIX)
+        assert p.items == () and explained(p, "back").blocked_by is Blocked.HELD
+    for state in ("idle", "alloc"):
+        p = plan(snap([tagged], [worker("back", state=state)], in_flight=flight), settings(), MATRIX)
+        assert [(i.kind, i.cancellable) for i in p.items] == [(ItemKind.CANCEL_DRAIN, False)]
+        assert "no longer holds" in p.items[0].reason and TAG_DESTROY in p.items[0].reason
+    p = plan(snap([tagged], [worker("back", state="down", running_jobs=1)], in_flight=flight), settings(), MATRIX)
+    assert p.items == ()
 
 
 def test_an_operator_cancel_is_decided_in_the_core_even_while_paused():

@@ -1,5 +1,5 @@
 """Nodes no disruption reason may touch this cycle, and why: a destroy under way, an operator's
-hold, someone else's drain, an absence or silence this process has not confirmed, a cancel of
+hold, an ambiguous pairing (several workers or VMs match: which runs jobs is unknown), someone else's drain, an absence or silence this process has not confirmed, a cancel of
 our drain under way. Pure."""
 
 from __future__ import annotations
@@ -12,16 +12,22 @@ from policy_matrix.vocabulary import DOWN, UNPAIRED
 __all__ = ["guard"]
 
 
-def guard(f: NodeFacts, snapshot: Snapshot) -> Decision | None:
-    """The node's decision when something stops every reason (None: the reasons may look at it)."""
+def guard(f: NodeFacts, snapshot: Snapshot, ambiguous: frozenset[str] = frozenset()) -> Decision | None:
+    """The node's decision when something stops every reason (None: the reasons may look at it);
+    ``ambiguous``: the ids of nodes the pairing found ambiguous."""
     mine = f.flights
-    if mine:
-        destroy = mine.get("destroy")
-        if destroy is not None:
-            return Decision(f, blocked=Blocked.IN_FLIGHT,
-                            reason=f"destroy under way for {duration(snapshot.now - destroy.since)}")
+    destroy = mine.get("destroy") if mine else None
+    unsure = f.worker is None and f.node.id in ambiguous
+    # a destroy this process sent is under way whatever holds the node; one known only from a
+    # leftover tag is never resumed past a hold or an ambiguous pairing
+    if destroy is not None and (f.node.id in snapshot.destroyed or not (f.held or unsure)):
+        return Decision(f, blocked=Blocked.IN_FLIGHT,
+                        reason=f"destroy under way for {duration(snapshot.now - destroy.since)}")
     if f.held:
         return Decision(f, blocked=Blocked.HELD, reason="held by an operator: no action")
+    if unsure:
+        return Decision(f, blocked=Blocked.AMBIGUOUS, reason=(
+            f"left alone (matrix says {f.maction}) until one worker matches it: {f.cls.why}"))
     if f.foreign:
         # theirs, whatever the matrix, our old drain tag or an operator's forced drain say
         return Decision(f, blocked=Blocked.FOREIGN_DRAIN, reason=f"left alone (matrix says {f.maction}): {f.cls.why}")

@@ -28,7 +28,7 @@ from typing import Iterable, Mapping
 from nodemanager.model import CloudNode, Worker
 from nodemanager.text import duration
 
-__all__ = ["Pairing", "pair", "normalize_address", "by_id", "HEARD_SKEW"]
+__all__ = ["Pairing", "pair", "candidates", "normalize_address", "by_id", "HEARD_SKEW"]
 
 by_id = attrgetter("id")  # the sort key of cloud nodes: the core works on them in id order
 
@@ -39,11 +39,14 @@ HEARD_SKEW = 5.0
 @dataclass(frozen=True)
 class Pairing:
     """``paired`` maps cloud node id → worker; ``reasons`` node id → how it was paired or why it
-    was not; ``orphans`` are workers no cloud node claims (static nodes, or gone VMs)."""
+    was not; ``orphans`` are workers no cloud node claims (static nodes, or gone VMs);
+    ``ambiguous`` the ids of nodes left unpaired because several workers or nodes match (rules 1
+    and 4): which worker is theirs, and so whether they run jobs, is unknown."""
 
     paired: Mapping[str, Worker]
     reasons: Mapping[str, str]
     orphans: tuple[Worker, ...]
+    ambiguous: frozenset[str] = frozenset()
 
 
 def normalize_address(addr: str | None) -> str | None:
@@ -78,6 +81,27 @@ def _fresh(w: Worker, launched_at: float) -> bool:
     return not (0 < w.last_heard < launched_at - HEARD_SKEW)
 
 
+def candidates(node: CloudNode, workers: Iterable[Worker]) -> list[Worker]:
+    """Every worker that could be ``node``'s by rules 1 and 2 (its cloud id, or with no id its
+    name or address), however old its record: what must be idle before the node is destroyed."""
+    keys: list[str] = []
+    _keys(node.name, keys)
+    _keys(node.hostname, keys)
+    names = set(keys)
+    addr = normalize_address(node.private_ip)
+    out = []
+    for w in workers:
+        if w.cloud_id:
+            if w.cloud_id == node.id:
+                out.append(w)
+            continue
+        mine: list[str] = []
+        _keys(w.name.rsplit("@", 1)[-1], mine)
+        if names.intersection(mine) or (addr is not None and normalize_address(w.address) == addr):
+            out.append(w)
+    return out
+
+
 def pair(cloud_nodes: Iterable[CloudNode], workers: Iterable[Worker]) -> Pairing:
     """Pair nodes and workers by the rules in the module docstring (deterministic)."""
     nodes = sorted(cloud_nodes, key=by_id)
@@ -102,12 +126,14 @@ def pair(cloud_nodes: Iterable[CloudNode], workers: Iterable[Worker]) -> Pairing
     owner: dict[int, str] = {}          # worker index -> the first node claiming it
     contested: dict[int, list[str]] = {}  # worker index -> every node claiming it, if several
     reasons: dict[str, str] = {}
+    ambiguous: set[str] = set()
     for n in nodes:
         ids = by_cloud_id.get(n.id)
         if ids:
             if len(ids) > 1:
                 names = ", ".join(sorted(wlist[i].name for i in ids))
                 reasons[n.id] = f"ambiguous: workers {names} all advertise cloud id {n.id}"
+                ambiguous.add(n.id)
                 continue
             i = ids[0]
             reasons[n.id] = _BY_ID
@@ -131,6 +157,7 @@ def pair(cloud_nodes: Iterable[CloudNode], workers: Iterable[Worker]) -> Pairing
             if len(fresh) > 1:
                 names = ", ".join(sorted(wlist[i].name for i in fresh))
                 reasons[n.id] = f"ambiguous: workers {names} all match its name or address"
+                ambiguous.add(n.id)
                 continue
             if not fresh:
                 w = min((wlist[j] for j in found), key=lambda w: w.name)
@@ -156,11 +183,12 @@ def pair(cloud_nodes: Iterable[CloudNode], workers: Iterable[Worker]) -> Pairing
         if i in contested:
             reasons[node_id] = (f"ambiguous: worker {wlist[i].name} matches nodes "
                                 f"{', '.join(sorted(contested[i]))}")
+            ambiguous.add(node_id)
             continue
         paired[node_id] = wlist[i]
     if len(paired) == len(wlist):
-        return Pairing(paired, reasons, ())  # each paired worker is another one: no orphan
+        return Pairing(paired, reasons, (), frozenset(ambiguous))  # each paired worker is another one: no orphan
     used = {i for node_id, i in candidate.items() if i not in contested}
     orphans = tuple(sorted((w for i, w in enumerate(wlist) if i not in used),
                            key=lambda w: (w.name, w.cloud_id or "", w.address or "")))
-    return Pairing(paired, reasons, orphans)
+    return Pairing(paired, reasons, orphans, frozenset(ambiguous))

@@ -304,6 +304,7 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
             continue
         sig = demand_signature(d)
         label = f"{left} job(s) of {sig}"
+        unplaced = left
         fitting = [s for s in sizes.values() if fits(s, d, scaling)
                    and (allowed is None or s.name in allowed)]
         choices = [s for s in usable if s in fitting]
@@ -337,10 +338,12 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
                     new.add(best.cores, ram, best.name, None, best.gpus)
             if cause is None:
                 continue
-            if kind == SIZE_MAX and len(choices) > 1:
-                choices = [s for s in choices if s is not best]  # another size may serve the rest
+            if kind in (SIZE_MAX, "max_total_price") and len(choices) > 1:
+                # another size may serve the rest (a cheaper node may fit the money left)
+                choices = [s for s in choices if s is not best]
                 continue
-            notes.append(f"{label}: {need - got} more node(s) of {best.name} not booted: {cause}")
+            queued = f"{left} job(s) of {sig} stay queued" if left < unplaced else label
+            notes.append(f"{queued}: {need - got} more node(s) of {best.name} not booted: {cause}")
             unmet.append(Unmet(label, left, "max_nodes" if kind == SIZE_MAX else kind, notes[-1]))
             break
 

@@ -5,8 +5,8 @@ The pipeline, per cycle, each stage handing on new immutable records:
 
 1. Facts (:mod:`nodemanager.core.facts`): pair cloud nodes with workers, classify, build each
    node's state tuple, look up the matrix; lost, gone, our drain, drained, counted as up.
-2. Wants: the guards (:mod:`nodemanager.core.guards`: destroy under way, held, someone else's
-   drain, unconfirmed absence, cancel under way) stop some nodes; the disruption reasons of stage
+2. Wants: the guards (:mod:`nodemanager.core.guards`: destroy under way, held, ambiguous
+   pairing, someone else's drain, unconfirmed absence, cancel under way) stop some nodes; the disruption reasons of stage
    ``WANTS`` (:data:`nodemanager.core.reasons.REASONS`: finish our drain, operator drain, matrix
    shutdown, matrix drain) claim the others, first come first served. A node drained by someone
    else (until ``reclaim_foreign_after``) wants nothing and is no capacity for demand.
@@ -18,8 +18,10 @@ The pipeline, per cycle, each stage handing on new immutable records:
    outage; cancels and boots still happen), demand, ``min_nodes``, then the budgets
    ``max_concurrent_drains`` and ``max_destroys_per_hour`` (:mod:`nodemanager.core.budgets`);
    then stage ``AFTER_GATES`` (escalate our drains).
-5. Stage ``LAST``: an operator's cancel of our drain and the resumption of an interrupted destroy
-   override the node's decision; their items come after the others.
+5. Stage ``LAST``: the cancel of a drain an older VM of the name left, an operator's cancel of our
+   drain and the resumption of an interrupted destroy override the node's decision; their items
+   come after the others. Then the names we drained for VMs that no longer exist are given back
+   to the scheduler (:mod:`nodemanager.core.leftovers`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from nodemanager.core.consolidate import apply_relabels, hold_boots, lifetime_en
 from nodemanager.core.facts import RECLAIM_ENDS, MatrixLookup, node_facts
 from nodemanager.core.guards import guard
 from nodemanager.core.halts import mass_down, stale_inputs
+from nodemanager.core.leftovers import gone_vm_drains
 from nodemanager.core.node_memo import NodeMemo
 from nodemanager.core.pair import pair
 from nodemanager.core.placement import place_demand
@@ -78,7 +81,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
         frozen_by = Freeze.PAUSED if snapshot.paused else Freeze.STALE
 
     ctx = Context(snapshot, settings, False, escalation)
-    decisions = _wants(facts, ctx, reasons)
+    decisions = _wants(facts, ctx, reasons, pairing.ambiguous)
     skew = skew_freeze(snapshot.cloud_clock_skew, settings.max_clock_skew)
     freeze = skew or mass_down(sum(1 for d in decisions if d.facts.core_state in _DOWN_LIKE and _broken(d)),
                                len(decisions), settings)
@@ -118,6 +121,8 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     items = sorted((_item(d) for d in decisions if d.want is not None),
                    key=lambda i: (_KIND_ORDER[i.kind], i.node_id))
     items, decisions = _last(items, decisions, ctx._replace(frozen=bool(halt or freeze)), reasons)
+    if pairing.orphans and not (halt or freeze):
+        items.extend(gone_vm_drains(pairing.orphans, snapshot.cloud_nodes))
     if boots and any(i.kind is ItemKind.DESTROY for i in items):
         boots = hold_boots(boots, rebuy_hold((now,), snapshot.demand, settings, now), notes, unmet)
     return Plan(now=now, items=tuple(items), boots=tuple(boots),
@@ -125,7 +130,8 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
                 unmet=tuple(unmet), frozen_by=frozen_by)
 
 
-def _wants(facts: list[NodeFacts], ctx: Context, reasons: Sequence[Reason]) -> list[Decision]:
+def _wants(facts: list[NodeFacts], ctx: Context, reasons: Sequence[Reason],
+           ambiguous: frozenset[str]) -> list[Decision]:
     """Stage 2: each node's decision from the guards, then the ``WANTS`` reasons in order."""
     snapshot = ctx.snapshot
     out: list[Decision] = []
@@ -134,8 +140,9 @@ def _wants(facts: list[NodeFacts], ctx: Context, reasons: Sequence[Reason]) -> l
     unconfirmed = snapshot.unconfirmed
     for f in facts:
         # most nodes have nothing a guard looks at (a shutdown is stopped only when unconfirmed)
-        d = (guard(f, snapshot) if f.flights or f.held or f.foreign
-             or (f.maction is shutdown and f.node.id in unconfirmed) else None)
+        d = (guard(f, snapshot, ambiguous) if f.flights or f.held or f.foreign
+             or (f.maction is shutdown and f.node.id in unconfirmed) or (ambiguous and f.node.id in ambiguous)
+             else None)
         if d is None:
             d = _new(Decision, (f,) + UNDECIDED)
             open_.append(d)

@@ -53,11 +53,14 @@ from nodemanager.scheduler.slurm_json import (ACTIVE_JOB_STATES, RecordError, Sl
                                               SlurmNode, cloud_id_of, drain_reason,
                                               parse_jobs, parse_nodes, request_id_of)
 
-__all__ = ["SlurmScheduler", "SlurmOptions", "OptionError", "DESTROYED_REASON"]
+__all__ = ["SlurmScheduler", "SlurmOptions", "OptionError", "DESTROYED_REASON", "RESUME_VERIFY"]
 
 log = logging.getLogger(__name__)
 
 DESTROYED_REASON = f"{DRAIN_REASON_PREFIX}: destroyed"
+# how long a node we resumed while it answered is not taken for silent when SLURM flags it not
+# responding (until its next ping: SlurmdTimeout / 3 apart; SlurmdTimeout is 300 s by default)
+RESUME_VERIFY = 300.0
 _DESTROYED_STATES = ("down", "future")
 _CLOUD_ID_FIELDS = ("comment", "extra", "features")
 
@@ -179,6 +182,7 @@ class SlurmScheduler:
         self._unclaimed: dict[str, float] = {}
         self._seen: dict[str, tuple[bool, str | None]] = {}
         self._tracks: dict[str, _Track] = {}
+        self._resumed: dict[str, float] = {}  # node -> when we resumed it while it answered
         self.problem_log = ProblemLog(log, "slurm poll", clock)
 
     @classmethod
@@ -264,6 +268,8 @@ class SlurmScheduler:
 
     def _worker(self, node: SlurmNode, state: _State) -> Worker:
         jobs = state.jobs_on(node.name)
+        if self._resumed:
+            node = self._answered(node, state.at)
         if node.responding:
             heard = state.at
             with self._lock:
@@ -296,6 +302,19 @@ class SlurmScheduler:
             drain_request_id=request_id_of(node.reason) if node.draining else None,
             drain_since=node.reason_changed_at if node.draining else 0.0,
         )
+
+    def _answered(self, node: SlurmNode, at: float) -> SlurmNode:
+        """``node`` as it is: SLURM flags a node it resumes ``NOT_RESPONDING`` until its next ping
+        answers, which is no silence when it answered just before our resume."""
+        with self._lock:
+            resumed = self._resumed.get(node.name)
+            if resumed is not None and (node.responding or at - resumed >= RESUME_VERIFY):
+                del self._resumed[node.name]
+                return node
+        if resumed is None or node.responding:
+            return node
+        return replace(node, flags=tuple(f for f in node.flags if f != "NOT_RESPONDING"),
+                       state=node.state.rstrip("*"))
 
     # ------------------------------------------------------------------ drain transaction
     def drain(self, worker: Worker, schedule: DrainSchedule, reason: str) -> DrainTicket:
@@ -366,10 +385,14 @@ class SlurmScheduler:
         if request_id_of(node.reason) != ticket.request_id:
             raise SchedulerError(f"{name}: drain is not ours (reason {node.reason!r}, we hold request "
                                  f"{ticket.request_id}); not resumed", node=name, transient=False)
+        answered = node.responding
         self._scontrol_update(name, "State=RESUME")
         node = self._query().nodes.get(name)
         if node is not None and node.draining:
             raise SchedulerError(f"{name}: resume did not take (state {node.state!r})", node=name)
+        if answered:
+            with self._lock:
+                self._resumed[name] = self._clock()
         self._untrack(name)
         self._count(name, "cancelled")
         log.info("slurm cancel_drain %s: resumed, request %s cancelled", name, ticket.request_id)

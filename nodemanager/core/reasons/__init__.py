@@ -14,6 +14,7 @@ from nodemanager.core.reasons.base import Context, Escalation, Reason, Stage
 from nodemanager.core.reasons.cancel_for_demand import CancelForDemand
 from nodemanager.core.reasons.escalate import Escalate
 from nodemanager.core.reasons.finish_drain import FinishOurDrain
+from nodemanager.core.reasons.inherited_drain import InheritedDrain
 from nodemanager.core.reasons.matrix_drain import MatrixDrain
 from nodemanager.core.reasons.matrix_shutdown import MatrixShutdown
 from nodemanager.core.reasons.operator_cancel import OperatorCancel
@@ -30,6 +31,7 @@ REASONS: tuple[Reason, ...] = (
     MatrixDrain(),
     CancelForDemand(),
     Escalate(),
+    InheritedDrain(),
     ResumeDestroy(),
     OperatorCancel(),
 )

@@ -1,0 +1,40 @@
+"""A listed node whose worker drains with our reason since before the VM was launched: the drain
+was an older VM's of that name (a destroy cut short before the scheduler was told); it is
+cancelled, whatever else was proposed for the node, never finished by a destroy. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from nodemanager.core.classify import is_our_drain
+from nodemanager.core.pair import HEARD_SKEW
+from nodemanager.core.plan_node import Decision
+from nodemanager.core.reasons.base import Context, Stage
+from nodemanager.model import Cause, ItemKind
+
+__all__ = ["InheritedDrain"]
+
+
+@dataclass(frozen=True)
+class InheritedDrain:
+    name: str = "inherited_drain"
+    stage: Stage = Stage.LAST
+
+    def propose(self, candidates: Sequence[Decision], ctx: Context) -> list[Decision]:
+        if ctx.frozen or ctx.snapshot.paused:
+            return []
+        # most cycles no worker drains: one scan of the workers, cheaper than of the decisions
+        if not any(w.draining for w in ctx.snapshot.workers):
+            return []
+        out = []
+        for d in candidates:
+            w = d.facts.worker
+            if (w is not None and w.draining and is_our_drain(w) and not d.facts.held
+                    and 0 < w.drain_since < d.facts.node.launched_at - HEARD_SKEW):
+                out.append(d._replace(
+                    want=ItemKind.CANCEL_DRAIN, cancellable=False, blocked=None, schedule=None,
+                    request_id=w.drain_request_id, cause=Cause(self.name, "drain older than the VM"),
+                    reason=f"worker {w.name} joined drained by us ({w.drain_reason}) for an older VM "
+                           "of this name: the drain is cancelled"))
+        return out
