@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from nodemanager.admin import AdminRefused
 from nodemanager.ha.etcd import EtcdClient, EtcdError
 
 __all__ = ["EtcdAdminStore"]
@@ -27,6 +28,13 @@ class EtcdAdminStore:
         except EtcdError as exc:
             raise OSError(str(exc)) from None
         return kv.value if kv is not None else None
+
+    def check_writable(self) -> None:
+        """Raise :class:`AdminRefused`, naming the leader, unless this process is the acting leader."""
+        if not self._acting():
+            leader = self._leader()
+            raise AdminRefused(f"this node manager is a standby: make the change on the leader "
+                               f"({leader or 'none now'})", leader)
 
     def write(self, text: str) -> None:
         if not self._acting():
