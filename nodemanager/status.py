@@ -53,6 +53,7 @@ from urllib.parse import unquote, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 
+from nodemanager.actors.clock import monotonic_of
 from nodemanager.admin import AdminChange, AdminRefused, AdminState
 from nodemanager.console import render_html
 from nodemanager.http_server import HttpServer, LogThrottle, host_allowed, own_names
@@ -130,7 +131,7 @@ class StatusServer:
         self._token = settings.token.encode() if settings.token else b""
         self.secrets = tuple(s for s in {settings.token, *secrets} if s and len(s) >= 4)
         self._hosts = (*own_names(settings.address), *settings.allowed_hosts)
-        self._throttle = LogThrottle(log, clock)
+        self._throttle = LogThrottle(log, monotonic_of(clock))
         self._refused = Counter("nodemanager_http_refused",
                                 "Requests refused by the status server, by reason (no_token, "
                                 "wrong_token, host).", ["reason"], registry=None)
@@ -161,7 +162,7 @@ class StatusServer:
         if port < 0:
             raise ValueError("status server disabled ([Manage] port = -1)")
         if self._http is None:
-            self._http = HttpServer(self.wsgi, host, port, clock=self.clock, max_body=_MAX_BODY)
+            self._http = HttpServer(self.wsgi, host, port, clock=monotonic_of(self.clock), max_body=_MAX_BODY)
         return self
 
     def start(self) -> "StatusServer":
