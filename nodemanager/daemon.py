@@ -161,7 +161,8 @@ class Daemon:
         self.ha = ha  # [HA]: nodemanager.ha.wiring.HighAvailability (tests pass their own)
         if self.ha is None and settings.ha is not None:
             from nodemanager.ha.wiring import HighAvailability
-            self.ha = HighAvailability(settings.ha)
+            self.ha = HighAvailability(settings.ha, state_dir=settings.manage.state_dir,
+                                       cluster=settings.cloud.cluster)
         # with [HA], holds, drains and the pause live in etcd (not state_file), for whichever head leads
         where = {"store": self.ha.admin_store} if self.ha is not None else {"path": settings.manage.state_file or None}
         self.admin = AdminState(clock=self.clock, **where)
