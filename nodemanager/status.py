@@ -350,9 +350,9 @@ class StatusServer:
                 return self._json(400, {"error": str(err)})
         try:
             change = self.apply(verb, node, reason, peer)
-        except AdminRefused as refused:
-            log.info("admin %s%s by %s refused: %s", verb, f" node={node}" if node else "", peer, refused)
-            return self._json(409, {"error": str(refused), "leader": refused.leader})
+        except AdminRefused as standby:
+            log.info("admin %s%s by %s refused: %s", verb, f" node={node}" if node else "", peer, standby)
+            return self._json(409, {"error": str(standby), "leader": standby.leader})
         return self._json(200, change.to_json())
 
 
