@@ -37,6 +37,7 @@ Thread-safe: several actuator actors may share one instance.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from nodemanager.actuator_memory import (BOOT_LISTING_TIMEOUT, DESTROY_SETTLE, FAILED, INITIAL_BACKOFF,
@@ -103,12 +104,12 @@ class Actuator(ActuatorMemory):
         out: list[Outcome] = []
         for _ in range(req.count):
             with self._lock:
-                blocked = self._blocked.get(req.size, 0.0)
-            if blocked > now:
+                blocked = self._blocked.get(req.size, -math.inf) - self._mono()
+            if blocked > 0:
                 out.append(Outcome("boot", req.size, SKIPPED, f"size {req.size} blocked for "
-                                   f"{blocked - now:.0f}s more after a quota/capacity error", now, req.size))
+                                   f"{blocked:.0f}s more after a quota/capacity error", now, req.size))
                 break
-            wait = self._wait_reason(key, now, cloud=True)
+            wait = self._wait_reason(key, cloud=True)
             if wait:
                 out.append(Outcome("boot", req.size, SKIPPED, wait, now, req.size))
                 break
@@ -124,7 +125,7 @@ class Actuator(ActuatorMemory):
                                           at=now)
                 unrecorded = self._record(reservation)
             if unrecorded:
-                delay = self._failed(key, now)
+                delay = self._failed(key)
                 out.append(Outcome("boot", rid, FAILED, f"not booting {reservation.name}: {unrecorded}; "
                                    f"retry in {delay:.0f}s", now, size.name))
                 break
@@ -140,13 +141,13 @@ class Actuator(ActuatorMemory):
                     else:
                         del self._boots[rid]
                         self._save_journal()
-                out.append(Outcome("boot", rid, FAILED, self._cloud_error(err, key, now, size.name),
+                out.append(Outcome("boot", rid, FAILED, self._cloud_error(err, key, size.name),
                                    now, size.name))
                 break
             self._succeeded(key)
             with self._lock:
                 if self._quota is not None and self._listed + len(self._boots) > self._quota[0]:
-                    self._quota = (self._listed + len(self._boots), now)
+                    self._quota = (self._listed + len(self._boots), self._mono())
             out.append(Outcome("boot", node.id, OK, f"created {node.name} for {req.reason} "
                                f"(request {rid})", now, size.name))
         return out
@@ -157,7 +158,7 @@ class Actuator(ActuatorMemory):
         key = f"drain:{item.node_id}"
         if worker is None:
             return Outcome("drain", item.node_id, SKIPPED, "no worker to drain", now, size)
-        wait = self._wait_reason(key, now, cloud=False)
+        wait = self._wait_reason(key, cloud=False)
         if wait:
             return Outcome("drain", item.node_id, SKIPPED, wait, now, size)
         schedule = DrainSchedule(item.schedule or self.settings.drain.schedule)
@@ -167,7 +168,7 @@ class Actuator(ActuatorMemory):
         except DrainRefused as err:
             return Outcome("drain", item.node_id, REFUSED, f"scheduler refused: {err}", now, size)
         except SchedulerError as err:
-            delay = self._failed(key, now)
+            delay = self._failed(key)
             return Outcome("drain", item.node_id, FAILED, f"{err}; retry in {delay:.0f}s", now, size)
         self._succeeded(key)
         self._remember(InFlight(node=item.node_id, action="drain", since=now, size=size,
@@ -185,7 +186,7 @@ class Actuator(ActuatorMemory):
         now = self.clock()
         size = node.size if node else None
         key = f"cancel:{item.node_id}"
-        wait = self._wait_reason(key, now, cloud=False)
+        wait = self._wait_reason(key, cloud=False)
         if wait:
             return Outcome("cancel_drain", item.node_id, SKIPPED, wait, now, size)
         ticket = ticket_for(node, worker, item.worker, item.request_id)
@@ -193,7 +194,7 @@ class Actuator(ActuatorMemory):
             try:
                 self.scheduler.cancel_drain(ticket)
             except SchedulerError as err:
-                delay = self._failed(key, now)
+                delay = self._failed(key)
                 return Outcome("cancel_drain", item.node_id, FAILED, f"{err}; retry in {delay:.0f}s",
                                now, size)
         clear = {tag: "" for tag in (TAG_DRAIN, TAG_DESTROY) if node is not None and node.tags.get(tag)}
@@ -202,7 +203,7 @@ class Actuator(ActuatorMemory):
                 self.cloud.set_tags(node, clear)
             except CloudError as err:
                 if err.kind is not ErrorKind.NOT_FOUND:
-                    detail = self._cloud_error(err, key, now)
+                    detail = self._cloud_error(err, key)
                     return Outcome("cancel_drain", item.node_id, FAILED,
                                    f"drain cancelled but clearing the tag failed: {detail}", now, size)
         self._succeeded(key)
@@ -217,14 +218,14 @@ class Actuator(ActuatorMemory):
         if ticket is None:
             return Outcome("escalate", item.node_id, SKIPPED, "no drain of ours to escalate", now, size)
         key = f"escalate:{item.node_id}"
-        wait = self._wait_reason(key, now, cloud=False)
+        wait = self._wait_reason(key, cloud=False)
         if wait:
             return Outcome("escalate", item.node_id, SKIPPED, wait, now, size)
         schedule = DrainSchedule(item.schedule or DrainSchedule.QUICK.value)
         try:
             self.scheduler.escalate(ticket, schedule)
         except SchedulerError as err:
-            delay = self._failed(key, now)
+            delay = self._failed(key)
             return Outcome("escalate", item.node_id, FAILED, f"{err}; retry in {delay:.0f}s", now, size)
         self._succeeded(key)
         return Outcome("escalate", item.node_id, OK, f"drain {ticket.request_id} made {schedule} "
@@ -237,14 +238,14 @@ class Actuator(ActuatorMemory):
         if node is None:
             return Outcome("destroy", item.node_id, SKIPPED, "node not in the listing", now)
         key = f"destroy:{node.id}"
-        wait = self._wait_reason(key, now, cloud=True)
+        wait = self._wait_reason(key, cloud=True)
         if wait:
             return Outcome("destroy", node.id, SKIPPED, wait, now, node.size)
         with self._lock:
-            done = self._destroyed_at.get(node.id)
-        if done is not None and now - done < DESTROY_SETTLE:
+            ago = self._mono() - self._destroyed_at.get(node.id, -math.inf)
+        if ago < DESTROY_SETTLE:
             # listings are eventually consistent: a node destroyed moments ago may still show
-            return Outcome("destroy", node.id, SKIPPED, f"destroyed {now - done:.0f}s ago; waiting "
+            return Outcome("destroy", node.id, SKIPPED, f"destroyed {ago:.0f}s ago; waiting "
                            "for the listing to show it gone", now, node.size)
         worker_name = item.worker or (worker.name if worker else None)
         latest = worker
@@ -261,7 +262,7 @@ class Actuator(ActuatorMemory):
             try:
                 confirmation = self.scheduler.confirm_drained(ticket)
             except SchedulerError as err:
-                delay = self._failed(key, now)
+                delay = self._failed(key)
                 return Outcome("destroy", node.id, FAILED, f"could not confirm the drain: {err}; "
                                f"retry in {delay:.0f}s", now, node.size)
             if not confirmation.ok:
@@ -284,7 +285,7 @@ class Actuator(ActuatorMemory):
             except CloudError as err:
                 if err.kind is ErrorKind.NOT_FOUND:
                     return self._destroyed(node, worker_name, now, "node already gone")
-                return Outcome("destroy", node.id, FAILED, self._cloud_error(err, key, now), now, node.size)
+                return Outcome("destroy", node.id, FAILED, self._cloud_error(err, key), now, node.size)
         try:
             self.cloud.destroy_node(node)
         except CloudError as err:
@@ -292,7 +293,7 @@ class Actuator(ActuatorMemory):
                 return self._destroyed(node, worker_name, now, "node already gone")
             with self._lock:
                 self._destroying[node.id] = node
-            return Outcome("destroy", node.id, FAILED, self._cloud_error(err, key, now), now, node.size)
+            return Outcome("destroy", node.id, FAILED, self._cloud_error(err, key), now, node.size)
         return self._destroyed(node, worker_name, now, f"{why}; {item.reason}")
 
     def _give_back(self, item: PlanItem, now: float) -> Outcome:
@@ -336,7 +337,7 @@ class Actuator(ActuatorMemory):
         with self._lock:
             self._destroys.append(now)
             self._destroying.pop(node.id, None)
-            self._destroyed_at[node.id] = done
+            self._destroyed_at[node.id] = self._mono()
         detail = f"destroyed: {why}"
         if worker_name:
             try:

@@ -14,6 +14,7 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Callable, Iterable
 
+from nodemanager.actors.clock import monotonic_of
 from nodemanager.cloud import CloudDriver, CloudError, ErrorKind, is_gone
 from nodemanager.core import Reservation, is_lost, settle
 from nodemanager.journal import ReservationJournal
@@ -61,14 +62,16 @@ class ActuatorMemory:
         self.scheduler = scheduler
         self.settings = settings
         self.clock = clock
+        self._mono = monotonic_of(clock)  # backoffs, blocks and settle times: no wall-clock step moves them
         self.latest_worker = latest_worker
         self.request_ids = request_ids
         self._lock = threading.Lock()
+        # times below are monotonic unless said otherwise
         self._quota: tuple[int, float] | None = None          # (count, learned at)
         self._blocked: dict[str, float] = {}                  # size -> blocked until
         self._backoff: dict[str, tuple[int, float]] = {}      # key -> (failures, not before)
-        self._cloud_wait_until = 0.0                          # rate limit: no cloud call before
-        self._destroys: list[float] = []
+        self._cloud_wait_until = -math.inf                    # rate limit: no cloud call before
+        self._destroys: list[float] = []                      # wall: the core counts them per hour
         self._boots: dict[str, Reservation] = {}              # request id -> boot not yet listed
         self._destroying: dict[str, CloudNode] = {}           # destroy raised: settle by listing
         self._destroyed_at: dict[str, float] = {}             # node id -> destroy succeeded at
@@ -97,13 +100,15 @@ class ActuatorMemory:
         self.settings = settings
 
     def state(self, now: float | None = None) -> ActuatorState:
-        """Quota, blocked sizes, recent destroys (last hour) and boots not listed yet, at ``now``."""
+        """Quota, blocked sizes, recent destroys (last hour) and boots not listed yet, at ``now``
+        (wall time)."""
         now = self.clock() if now is None else now
+        mono = self._mono()
         with self._lock:
             quota = None
-            if self._quota is not None and now - self._quota[1] < self.settings.cloud.quota_backoff:
+            if self._quota is not None and mono - self._quota[1] < self.settings.cloud.quota_backoff:
                 quota = self._quota[0]
-            blocked = frozenset(s for s, until in self._blocked.items() if until > now)
+            blocked = frozenset(s for s, until in self._blocked.items() if until > mono)
             self._destroys = [t for t in self._destroys if now - t < 3600.0]
             return ActuatorState(quota=quota, blocked_sizes=blocked,
                                  recent_destroys=tuple(self._destroys),
@@ -148,8 +153,9 @@ class ActuatorMemory:
                                    f"({boot.name}) and never listed; given up", now, boot.size))
             if listed or expired:
                 self._save_journal()
+            mono = self._mono()
             self._destroyed_at = {k: t for k, t in self._destroyed_at.items()
-                                  if k in listed_ids or now - t < DESTROY_SETTLE}
+                                  if k in listed_ids or mono - t < DESTROY_SETTLE}
             for node_id, node in list(self._destroying.items()):
                 if node_id not in listed_ids:
                     del self._destroying[node_id]
@@ -256,7 +262,8 @@ class ActuatorMemory:
 
     # -- backoff bookkeeping --------------------------------------------------------------------
 
-    def _wait_reason(self, key: str, now: float, cloud: bool) -> str | None:
+    def _wait_reason(self, key: str, cloud: bool) -> str | None:
+        now = self._mono()
         with self._lock:
             if cloud and self._cloud_wait_until > now:
                 return f"cloud rate limit: waiting until {self._cloud_wait_until - now:.0f}s from now"
@@ -265,7 +272,8 @@ class ActuatorMemory:
                 return f"retry backoff after {failures} failure(s): {not_before - now:.0f}s left"
         return None
 
-    def _failed(self, key: str, now: float) -> float:
+    def _failed(self, key: str) -> float:
+        now = self._mono()
         with self._lock:
             failures = self._backoff.get(key, (0, 0.0))[0] + 1
             delay = min(INITIAL_BACKOFF * 2 ** (failures - 1), self.settings.poll.max_backoff)
@@ -276,10 +284,11 @@ class ActuatorMemory:
         with self._lock:
             self._backoff.pop(key, None)
 
-    def _cloud_error(self, err: CloudError, key: str, now: float, size: str | None = None) -> str:
+    def _cloud_error(self, err: CloudError, key: str, size: str | None = None) -> str:
         """Apply what a cloud error teaches; return the words for the outcome."""
+        now = self._mono()
         if err.kind is ErrorKind.RATE_LIMIT:
-            delay = err.retry_after if err.retry_after else self._failed(key, now)
+            delay = err.retry_after if err.retry_after else self._failed(key)
             with self._lock:
                 self._cloud_wait_until = max(self._cloud_wait_until, now + delay)
             return f"{err}; no cloud call for {delay:.0f}s"
@@ -292,5 +301,5 @@ class ActuatorMemory:
             learned = self._quota if err.kind is ErrorKind.QUOTA else None
             what = f"quota learned: {learned[0]} nodes; " if learned else ""
             return f"{err}; {what}size {size} not booted for {backoff:.0f}s"
-        delay = self._failed(key, now)
+        delay = self._failed(key)
         return f"{err}; retry in {delay:.0f}s"

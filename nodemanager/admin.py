@@ -23,7 +23,9 @@ Pending cancels are not kept: they are carried out on the next cycle.
 
 With a ``store`` instead (``[HA]``: :class:`nodemanager.ha.admin_store.EtcdAdminStore`), the same
 JSON goes to the store (``read()`` / ``write(text)``, ``name`` for messages) and :meth:`reload`
-reads it back (a new HA leader does, so holds, drains and a pause survive a failover).
+reads it back (a new HA leader does, so holds, drains and a pause survive a failover). A store
+with ``check_writable()`` may refuse operator changes (an HA standby): they then raise
+:class:`AdminRefused` and change nothing.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-__all__ = ["AdminState", "AdminChange", "AdminStateError", "ADMIN_ACTIONS"]
+__all__ = ["AdminState", "AdminChange", "AdminRefused", "AdminStateError", "ADMIN_ACTIONS"]
 
 log = logging.getLogger("nodemanager.admin")
 
@@ -65,6 +67,15 @@ class AdminChange:
 
 class AdminStateError(ValueError):
     """The state file cannot be read back; the message names the file (and the place in it)."""
+
+
+class AdminRefused(Exception):
+    """A change this process may not make (an HA standby): nothing was changed; ``leader`` names
+    the process that can make it (None when nobody leads now)."""
+
+    def __init__(self, message: str, leader: str | None = None) -> None:
+        super().__init__(message)
+        self.leader = leader
 
 
 class AdminState:
@@ -155,6 +166,7 @@ class AdminState:
     # -- what the operator asks -----------------------------------------------------------------
     def hold(self, node: str, by: str = "") -> AdminChange:
         """Never act on ``node`` (no drain, no destroy, no cancel) until released."""
+        self._check_writable()
         with self._lock:
             if node in self._held:
                 return self._record("hold", node, False, "already held", by)
@@ -163,6 +175,7 @@ class AdminState:
 
     def release(self, node: str, by: str = "") -> AdminChange:
         """Undo :meth:`hold`."""
+        self._check_writable()
         with self._lock:
             if self._held.pop(node, None) is None:
                 return self._record("release", node, False, "was not held", by)
@@ -170,6 +183,7 @@ class AdminState:
 
     def drain(self, node: str, by: str = "") -> AdminChange:
         """Drain ``node`` now (the controller schedules it; budgets and holds still apply)."""
+        self._check_writable()
         with self._lock:
             self._cancels.pop(node, None)
             if node in self._drains:
@@ -180,6 +194,7 @@ class AdminState:
     def cancel(self, node: str, by: str = "") -> AdminChange:
         """Cancel a drain of ours on ``node``: withdraws a forced drain and asks the controller for
         a CANCEL_DRAIN (see :meth:`take_cancels`)."""
+        self._check_writable()
         with self._lock:
             forced = self._drains.pop(node, None) is not None
             self._cancels[node] = self._clock()
@@ -189,6 +204,7 @@ class AdminState:
 
     def pause(self, reason: str = "", by: str = "") -> AdminChange:
         """Freeze every action (drain, cancel, destroy, boot) until :meth:`resume`."""
+        self._check_writable()
         reason = reason.strip() or "paused by operator"
         with self._lock:
             if self._paused is not None:
@@ -202,11 +218,18 @@ class AdminState:
 
     def resume(self, by: str = "") -> AdminChange:
         """Undo :meth:`pause`."""
+        self._check_writable()
         with self._lock:
             if self._paused is None:
                 return self._record("resume", None, False, "was not paused", by)
             old, self._paused, self._paused_at = self._paused, None, None
             return self._record("resume", None, True, f"actions resumed (pause was {old!r})", by)
+
+    def _check_writable(self) -> None:
+        """Raise :class:`AdminRefused` when the store takes no changes from this process."""
+        check = getattr(self.store, "check_writable", None)
+        if check is not None:
+            check()
 
     def _record(self, action: str, node: str | None, changed: bool, detail: str,
                 by: str) -> AdminChange:

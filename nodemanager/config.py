@@ -135,6 +135,7 @@ _HA: dict[str, Callable[[str], Any]] = {
     "backend": choice("etcd"), "endpoints": lambda t: tuple(e.strip() for e in t.split(",") if e.strip()),
     "ca_file": str, "cert_file": str, "key_file": str, "user": str, "password": str,
     "lease_ttl": parse_duration, "stop_margin": parse_duration, "election_key": str, "admin_key": str,
+    "deployment": str,
     "timeout": parse_duration,
 }
 _SECTIONS = ("Daemon", "Polling", "Drain", "Cloud", "Cloud Create", "Scheduler", "Manage", "HA")
@@ -296,7 +297,7 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
                   "too: without one nothing is ever booted")
 
     _check_markets(r, cloud.driver, sizes)
-    ha = _ha(r, cloud.cluster)
+    ha = _ha(r)
 
     matrix = daemon.get("matrix", "").strip()
     if profile_matrix is not None and matrix == profile_matrix:
@@ -361,8 +362,9 @@ def _apply_profile(r: _Reader, name: str | None) -> str | None:
     return None if site_matrix is not None else shipped.get("Daemon", "matrix", fallback=None)
 
 
-def _ha(r: _Reader, cluster: str) -> HASettings | None:
-    """``[HA]``, with the keys under ``/nodemanager/<cluster>/`` by default; None without the section."""
+def _ha(r: _Reader) -> HASettings | None:
+    """``[HA]``; None without the section. Keys left empty are set when the daemon starts
+    (:func:`nodemanager.ha.wiring.election_keys`)."""
     if not r.cp.has_section("HA"):
         return None
     ha = HASettings(**r.typed("HA", _HA))
@@ -377,8 +379,9 @@ def _ha(r: _Reader, cluster: str) -> HASettings | None:
         r.problem("HA", "stop_margin", f"must be above 0 and below lease_ttl ({ha.lease_ttl:g}s)")
     if bool(ha.cert_file) != bool(ha.key_file):
         r.problem("HA", "cert_file" if ha.cert_file else "key_file", "cert_file and key_file go together")
-    return replace(ha, election_key=ha.election_key or f"/nodemanager/{cluster}/leader",
-                   admin_key=ha.admin_key or f"/nodemanager/{cluster}/admin")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]*", ha.deployment):
+        r.problem("HA", "deployment", f"{ha.deployment!r}: use letters, digits, '.', '_' and '-' only")
+    return ha
 
 
 def default_state_dir() -> str:

@@ -206,6 +206,8 @@ class Controller:
                  poll: SchedulerPoll) -> tuple[CycleReport, list[Task]]:
         cpu0 = time.thread_time()  # this thread only: pollers and actuators run beside it
         now = self.clock()
+        # before the snapshot: a new HA leader reads the admin state (pause, holds) it then plans with
+        held_back = self.hold_back(min(cloud_polled_at, poll.polled_at)) if self.hold_back else None
         settled = self.actuator.observe_listing(nodes, cloud_polled_at) if self.actuator is not None else []
         if settled:
             self.record(settled)
@@ -231,7 +233,6 @@ class Controller:
         gone = self._decisions.decisions(plan, self.dry_run, self.history, self.last_report)
         if gone and hasattr(self.admin, "forget"):
             self.admin.forget(gone)
-        held_back = self.hold_back(min(cloud_polled_at, poll.polled_at)) if self.hold_back else None
         tasks = [] if self.dry_run or held_back else self._tasks(snap, plan)
         outcomes, self._pending_outcomes = tuple(self._pending_outcomes), []
         cpu = time.thread_time() - cpu0

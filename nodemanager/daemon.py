@@ -161,7 +161,8 @@ class Daemon:
         self.ha = ha  # [HA]: nodemanager.ha.wiring.HighAvailability (tests pass their own)
         if self.ha is None and settings.ha is not None:
             from nodemanager.ha.wiring import HighAvailability
-            self.ha = HighAvailability(settings.ha)
+            self.ha = HighAvailability(settings.ha, state_dir=settings.manage.state_dir,
+                                       cluster=settings.cloud.cluster)
         # with [HA], holds, drains and the pause live in etcd (not state_file), for whichever head leads
         where = {"store": self.ha.admin_store} if self.ha is not None else {"path": settings.manage.state_file or None}
         self.admin = AdminState(clock=self.clock, **where)
@@ -169,6 +170,9 @@ class Daemon:
         self.history = NodeHistory.for_settings(settings)
         self.last_report: CycleReport | None = None
         self.last_cycle_at: float | None = None
+        # monotonic times of the last cycle and of each input's last good poll (health)
+        self._started_mono = self.clock.monotonic()
+        self._done_at: dict[str, float] = {}
         self.counters: dict[str, float] = {"cycles": 0, "actor_restarts": 0, "reloads": 0,
                                            "reload_errors": 0}
         # bound before the cloud and scheduler are built: a second instance stops here having called neither
@@ -237,10 +241,13 @@ class Daemon:
     # -- wiring ---------------------------------------------------------------------------------
 
     def _poll_cloud(self) -> list[Any]:
-        return self.cloud.list_nodes()
+        nodes = self.cloud.list_nodes()
+        self._done_at["cloud poll"] = self.clock.monotonic()
+        return nodes
 
     def _poll_scheduler(self) -> Any:
         poll = self.scheduler.poll()
+        self._done_at["scheduler poll"] = self.clock.monotonic()
         self._latest_workers = {w.name: w for w in poll.workers}  # swapped whole: readers never see half
         self.metrics.observe_draining(self._draining_stats())
         self.metrics.observe_record_problems(poll.problems)
@@ -249,6 +256,7 @@ class Daemon:
     def _on_report(self, report: CycleReport) -> None:
         self.last_report = report
         self.last_cycle_at = self.clock()
+        self._done_at["cycle finished"] = self.clock.monotonic()
         self.counters["cycles"] += 1
         self.metrics.observe(report)
         self.history.save_if_due(self.last_cycle_at)
@@ -268,7 +276,17 @@ class Daemon:
         return StatusView(report=self.last_report, counters=dict(self.counters), started_at=self.started_at,
                           last_cycle_at=self.last_cycle_at, version=_version(),
                           ha=self.ha.describe() if self.ha is not None else None,
-                          core=self.settings.core, history=self.history)
+                          core=self.settings.core, history=self.history, ages=self._ages())
+
+    def _ages(self) -> tuple[tuple[str, float, float], ...]:
+        """Seconds since the last cycle and each input's last good poll (monotonic), with their
+        limits: three of their intervals, and never below ``poll_stale_after``."""
+        p, now = self.settings.poll, self.clock.monotonic()
+        stale = self.settings.core.poll_stale_after
+        return tuple((what, now - self._done_at.get(what, self._started_mono), max(3 * every, stale))
+                     for what, every in (("cycle finished", p.cycle_interval),
+                                         ("cloud poll", p.cloud_interval),
+                                         ("scheduler poll", p.scheduler_interval)))
 
     def start(self) -> "Daemon":
         """Start the actors (and the status server unless disabled); return at once."""

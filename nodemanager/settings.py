@@ -118,8 +118,9 @@ class HASettings:
     password: str = ""
     lease_ttl: float = 15.0                     # seconds
     stop_margin: float = 5.0                    # the leader stops acting this long before its lease can end
-    election_key: str = ""                      # config.load fills /nodemanager/<cluster>/leader
-    admin_key: str = ""                         # config.load fills /nodemanager/<cluster>/admin
+    deployment: str = ""                        # the election's name; empty: recorded in state_dir at first start
+    election_key: str = ""                      # empty: /nodemanager/<deployment>/leader
+    admin_key: str = ""                         # empty: /nodemanager/<deployment>/admin
     timeout: float = 2.0                        # one etcd request
 
 

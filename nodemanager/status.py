@@ -29,7 +29,8 @@ Endpoints (all on the configured address, loopback by default):
   first cycle. It needs the token because it holds addresses, cloud tags and HTCondor ads;
 * ``POST /admin/hold|release|drain|cancel/NODE`` and ``POST /admin/pause|resume`` with
   ``Authorization: Bearer TOKEN``: 404 while no token is configured, 401 without the header,
-  403 with a wrong token. ``pause`` takes an optional JSON body ``{"reason": "..."}``.
+  403 with a wrong token, 409 from an HA standby (nothing changed; ``leader`` names the head to
+  ask). ``pause`` takes an optional JSON body ``{"reason": "..."}``.
 
 Every request's ``Host`` must be a name of this server (:func:`~nodemanager.http_server.host_allowed`,
 ``[Manage] allowed_hosts``), else 421. Bodies over 4 KiB get 413; the connection limits are in
@@ -52,7 +53,8 @@ from urllib.parse import unquote, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 
-from nodemanager.admin import AdminChange, AdminState
+from nodemanager.actors.clock import monotonic_of
+from nodemanager.admin import AdminChange, AdminRefused, AdminState
 from nodemanager.console import render_html
 from nodemanager.http_server import HttpServer, LogThrottle, host_allowed, own_names
 from nodemanager.model import EMPTY_MAP
@@ -129,7 +131,7 @@ class StatusServer:
         self._token = settings.token.encode() if settings.token else b""
         self.secrets = tuple(s for s in {settings.token, *secrets} if s and len(s) >= 4)
         self._hosts = (*own_names(settings.address), *settings.allowed_hosts)
-        self._throttle = LogThrottle(log, clock)
+        self._throttle = LogThrottle(log, monotonic_of(clock))
         self._refused = Counter("nodemanager_http_refused",
                                 "Requests refused by the status server, by reason (no_token, "
                                 "wrong_token, host).", ["reason"], registry=None)
@@ -160,7 +162,7 @@ class StatusServer:
         if port < 0:
             raise ValueError("status server disabled ([Manage] port = -1)")
         if self._http is None:
-            self._http = HttpServer(self.wsgi, host, port, clock=self.clock, max_body=_MAX_BODY)
+            self._http = HttpServer(self.wsgi, host, port, clock=monotonic_of(self.clock), max_body=_MAX_BODY)
         return self
 
     def start(self) -> "StatusServer":
@@ -346,7 +348,12 @@ class StatusServer:
                 reason = _reason(environ["wsgi.input"].read())
             except ValueError as err:
                 return self._json(400, {"error": str(err)})
-        return self._json(200, self.apply(verb, node, reason, peer).to_json())
+        try:
+            change = self.apply(verb, node, reason, peer)
+        except AdminRefused as standby:
+            log.info("admin %s%s by %s refused: %s", verb, f" node={node}" if node else "", peer, standby)
+            return self._json(409, {"error": str(standby), "leader": standby.leader})
+        return self._json(200, change.to_json())
 
 
 def _reason(body: bytes) -> str:

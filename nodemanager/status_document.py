@@ -35,6 +35,9 @@ class StatusView:
     ha: str | None = None           # [HA]: "leader (...)" or "standby; leader is host:pid since ..."
     core: CoreSettings | None = None  # prices and caps for the summary (None: none shown)
     history: Any = None             # nodemanager.history.NodeHistory: each node's last events
+    # (what, seconds since it last happened on the monotonic clock, limit): the last cycle and each
+    # input's last good poll; health fails on any past its limit (a wall-clock step moves no age)
+    ages: tuple[tuple[str, float, float], ...] = ()
 
 
 def when_text(at: float | None, what: str | None, now: float) -> str | None:
@@ -50,14 +53,17 @@ def when_text(at: float | None, what: str | None, now: float) -> str | None:
 
 
 def cycle_health(view: StatusView, now: float, stale_after: float) -> tuple[bool, str]:
-    """(healthy, why): healthy when the last cycle finished within ``stale_after`` seconds."""
+    """(healthy, why): healthy when the last cycle finished within ``stale_after`` seconds and,
+    when the view gives ``ages``, each of them is within its limit."""
     if view.last_cycle_at is None:
         return False, f"no cycle has finished yet (up {duration(now - view.started_at)})"
-    age = now - view.last_cycle_at
-    if age > stale_after:
-        return False, (f"last cycle finished {duration(age)} ago "
-                       f"(limit {duration(stale_after)}): the controller is stuck or stopped")
-    return True, f"ok: last cycle finished {duration(age)} ago"
+    ages = view.ages or (("cycle finished", now - view.last_cycle_at, stale_after),)
+    for what, age, limit in ages:
+        if age > limit:
+            return False, (f"last {what} {duration(age)} ago (limit {duration(limit)}): "
+                           + ("the controller is stuck or stopped" if what.startswith("cycle")
+                              else "its poller is stuck or failing"))
+    return True, "ok: " + ", ".join(f"last {what} {duration(age)} ago" for what, age, _ in ages)
 
 
 def status_document(view: StatusView, admin: AdminState | None, now: float, *,

@@ -151,10 +151,10 @@ def test_reclaim_foreign_after_is_a_drain_option_the_plan_reads():
             "got 'later'") in _problems("[Drain]\nreclaim_foreign_after = later\n")
 
 
-def test_ha_section_defaults_its_keys_under_the_cluster_and_reports_bad_values_with_lines():
+def test_ha_section_leaves_its_keys_to_the_deployment_and_reports_bad_values_with_lines():
     s = loads("[Cloud]\ncluster = hpc\n[HA]\nendpoints = http://a:2379, https://b:2379\n")
     assert s.ha is not None and s.ha.endpoints == ("http://a:2379", "https://b:2379")
-    assert (s.ha.election_key, s.ha.admin_key) == ("/nodemanager/hpc/leader", "/nodemanager/hpc/admin")
+    assert (s.ha.deployment, s.ha.election_key, s.ha.admin_key) == ("", "", "")  # set at start
     assert (s.ha.lease_ttl, s.ha.stop_margin) == (15.0, 5.0)
     assert loads("[Daemon]\n").ha is None
     assert _problems("[HA]\nendpoints = a:2379\nlease_ttl = 10s\nstop_margin = 10s\ncert_file = c.pem\n") == [

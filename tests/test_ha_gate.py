@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from nodemanager.admin import AdminState
+from nodemanager.admin import AdminRefused, AdminState
 from nodemanager.cloud.port import TAG_FENCE, TAG_REQUEST, CloudError
 from nodemanager.ha.etcd import EtcdClient
 from nodemanager.ha.gate import NOT_LEADER
@@ -75,8 +75,9 @@ def test_holds_drains_and_a_pause_survive_a_failover_and_a_standby_refuses_chang
     admin_a, admin_b = AdminState(clock=ca, store=a.admin_store), AdminState(clock=cb, store=b.admin_store)
     assert admin_a.hold("i-1").changed and admin_a.drain("i-2").changed
     admin_a.pause("maintenance")
-    refused = admin_b.hold("i-3")
-    assert "NOT SAVED" in refused.detail and "standby" in refused.detail and "head1:1" in refused.detail
+    with pytest.raises(AdminRefused, match="standby.*head1:1") as refused:
+        admin_b.hold("i-3")
+    assert refused.value.leader.startswith("head1:1") and admin_b.held == frozenset()
     a.lease.stop()                        # the leader goes; b wins the next round
     b.lease.step()
     b.admin = admin_b
@@ -132,3 +133,51 @@ def test_a_standby_controller_plans_but_carries_out_nothing_and_says_why_once(et
     assert loop.world.sim_cloud.live_count() == 0                   # ...and boots nothing
     lines = [r for r in caplog.records if "not carried out: standby; leader is head1:1" in r.message]
     assert [r.levelno for r in lines][:2] == [logging.INFO, logging.DEBUG]
+
+
+def test_a_rate_limit_wait_never_carries_a_destroy_past_the_lease(etcd, ec2_cloud, ec2_proxy) -> None:
+    """The lease is checked after the cloud's rate-limit wait, right before the call is sent."""
+    clock = Time()
+    ha = head(etcd.url, "head1:1", clock)
+    ha.lease.step()
+    slow = ec2_cloud(calls_per_second=0.25, clock=clock, sleep=clock.advance)  # 4 s between calls
+    cloud, _ = ha.fence_ports(slow, SimWorld(sim_settings(), clock).scheduler)
+    node = cloud.create_node(SMALL, "g-small-1", {TAG_REQUEST: "r1"})
+    listed = {n.id: n for n in cloud.list_nodes()}[node.id]   # waited 4 s for its token
+    ha.lease.step()                                           # renewed: acting for 1.5 s more
+    assert ha.lease.acting()
+    sent = len(ec2_proxy.actions)
+    with pytest.raises(CloudError, match=re.escape(NOT_LEADER)):
+        cloud.destroy_node(listed)                            # acting when called, not after the wait
+    assert ec2_proxy.actions[sent:] == []                     # neither the fence tag nor the terminate
+
+
+@pytest.mark.slurm
+def test_a_slow_scheduler_query_never_carries_a_drain_or_an_escalation_past_the_lease(etcd, slurm) -> None:
+    """The SLURM adapter reads the pool before it drains or escalates; the lease is checked again
+    right before each scontrol/scancel, after that read."""
+    from nodemanager.scheduler.slurm import SlurmOptions, SlurmScheduler
+    clock = Time()
+    ha = head(etcd.url, "head1:1", clock)
+    ha.lease.step()
+    slow = {"query": 0.0}                                     # seconds each read of the pool takes
+
+    def adapter_clock() -> float:
+        return clock.advance(slow["query"])
+    inner = SlurmScheduler(SlurmOptions.from_mapping(slurm.scheduler_options), clock=adapter_clock)
+    _, sched = ha.fence_ports(SimWorld(sim_settings(), clock).cloud, inner)
+    job = slurm.sbatch("-w", "node6", "-c1")
+    slurm.wait_job(job, "RUNNING")
+    slurm.wait_state("node6", {"mix", "alloc"})
+    node6 = {w.name: w for w in sched.poll().workers}["node6"]
+    ticket = sched.drain(node6, DrainSchedule.GRACEFUL, "test")   # fast reads: drained while acting
+    slow["query"] = TTL                                       # now each read outlasts the lease
+    ha.lease.step()
+    with pytest.raises(SchedulerError, match=re.escape(NOT_LEADER)):
+        sched.escalate(ticket, DrainSchedule.QUICK)
+    assert slurm.job_state(job) == "RUNNING"                  # not requeued
+    node5 = {w.name: w for w in inner.poll().workers}["node5"]
+    ha.lease.step()
+    with pytest.raises(SchedulerError, match=re.escape(NOT_LEADER)):
+        sched.drain(node5, DrainSchedule.GRACEFUL, "test")
+    assert slurm.states()["node5"] == "idle"                  # not drained

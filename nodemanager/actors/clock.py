@@ -1,9 +1,12 @@
 """Time for the actors: a clock that also runs timers, injected so tests never sleep.
 
-Both clocks are callables returning epoch seconds and offer ``call_at(when, fn)`` /
-``call_later(delay, fn)`` (returning a handle for ``cancel``). Timer callbacks must be quick
-(they only send actor messages); they run on the clock's own thread (:class:`RealClock`) or in
-the thread that calls :meth:`ManualClock.advance`.
+Both clocks are callables returning epoch (wall) seconds, for what people read and for comparing
+with cloud and scheduler timestamps; ``monotonic()`` is the clock every interval, wait, backoff
+and age is measured on, so a step of the wall clock (NTP, a VM resume, an operator) neither
+stalls nor hurries anything. They offer ``call_at(when, fn)`` (``when`` in wall seconds) /
+``call_later(delay, fn)`` (returning a handle for ``cancel``); timers run on the monotonic clock.
+Timer callbacks must be quick (they only send actor messages); they run on the clock's own
+thread (:class:`RealClock`) or in the thread that calls :meth:`ManualClock.advance`.
 """
 
 from __future__ import annotations
@@ -15,13 +18,15 @@ import threading
 import time
 from typing import Callable, Protocol
 
-__all__ = ["Clock", "ManualClock", "RealClock"]
+__all__ = ["Clock", "ManualClock", "RealClock", "monotonic_of"]
 
 log = logging.getLogger(__name__)
 
 
 class Clock(Protocol):
     def __call__(self) -> float: ...
+
+    def monotonic(self) -> float: ...
 
     def call_at(self, when: float, fn: Callable[[], object]) -> int: ...
 
@@ -37,15 +42,26 @@ class _Timers:
         self._cancelled: set[int] = set()
         self._seq = itertools.count(1)
 
-    def call_at(self, when: float, fn: Callable[[], object]) -> int:
+    def __call__(self) -> float:
+        raise NotImplementedError
+
+    def monotonic(self) -> float:
+        raise NotImplementedError
+
+    def _push(self, at: float, fn: Callable[[], object]) -> int:
+        """Run ``fn`` at monotonic time ``at``."""
         with self._lock:
             handle = next(self._seq)
-            heapq.heappush(self._heap, (when, handle, fn))
+            heapq.heappush(self._heap, (at, handle, fn))
             self._lock.notify()
             return handle
 
+    def call_at(self, when: float, fn: Callable[[], object]) -> int:
+        """Run ``fn`` at wall time ``when`` (converted once, now: a later step does not move it)."""
+        return self._push(self.monotonic() + (when - self()), fn)
+
     def call_later(self, delay: float, fn: Callable[[], object]) -> int:
-        return self.call_at(self() + max(0.0, delay), fn)  # type: ignore[operator]
+        return self._push(self.monotonic() + max(0.0, delay), fn)
 
     def cancel(self, handle: int) -> None:
         with self._lock:
@@ -70,14 +86,24 @@ class _Timers:
 
 
 class ManualClock(_Timers):
-    """A clock that moves only when a test calls :meth:`advance` (due timers fire in time order)."""
+    """A clock that moves only when a test calls :meth:`advance` (due timers fire in time order);
+    :meth:`step_wall` steps the wall time alone, as NTP or an operator would."""
 
     def __init__(self, start: float = 1_000_000.0) -> None:
         super().__init__()
         self._now = start
+        self._wall_offset = 0.0
 
     def __call__(self) -> float:
+        return self._now + self._wall_offset
+
+    def monotonic(self) -> float:
         return self._now
+
+    def step_wall(self, seconds: float) -> float:
+        """Step the wall time by ``seconds`` (back when negative); monotonic time and timers stay."""
+        self._wall_offset += seconds
+        return self()
 
     def advance(self, seconds: float = 0.0) -> float:
         """Move time forward by ``seconds``, firing every timer that falls due, at its own time."""
@@ -89,7 +115,7 @@ class ManualClock(_Timers):
             self._now = max(self._now, due[0])
             self._fire(due[1])
         self._now = end
-        return end
+        return self()
 
     def pending(self) -> int:
         """How many timers are scheduled (cancelled ones included until they fall due)."""
@@ -101,7 +127,7 @@ class RealClock(_Timers):
     """Wall-clock time with one timer thread (started by :meth:`start`, ended by :meth:`stop`).
 
     Timers run on the monotonic clock, so a wall-clock step (NTP, a VM resume) neither delays
-    nor bunches them; ``call_at`` converts the wall time it is given once, when called.
+    nor bunches them.
     """
 
     def __init__(self) -> None:
@@ -112,11 +138,8 @@ class RealClock(_Timers):
     def __call__(self) -> float:
         return time.time()
 
-    def call_at(self, when: float, fn: Callable[[], object]) -> int:
-        return super().call_at(time.monotonic() + (when - time.time()), fn)
-
-    def call_later(self, delay: float, fn: Callable[[], object]) -> int:
-        return super().call_at(time.monotonic() + max(0.0, delay), fn)
+    def monotonic(self) -> float:
+        return time.monotonic()
 
     def start(self) -> "RealClock":
         self._thread = threading.Thread(target=self._run, name="nodemanager-timer", daemon=True)
@@ -142,3 +165,10 @@ class RealClock(_Timers):
             due = self._pop_due(time.monotonic())
             if due is not None:
                 self._fire(due[1])
+
+
+def monotonic_of(clock: Callable[[], float]) -> Callable[[], float]:
+    """The monotonic clock that goes with ``clock``: its ``monotonic`` when it has one, else
+    ``clock`` itself (a plain callable a test injects is both)."""
+    mono = getattr(clock, "monotonic", None)
+    return mono if callable(mono) else clock

@@ -1,7 +1,7 @@
 """The daemon's actors: two pollers, one controller, a bounded pool of actuators.
 
-- :class:`PollerActor` calls ``fetch()`` every ``interval`` seconds and sends the result to the
-  controller; a failure is logged and retried after ``interval * 2**failures`` seconds, capped at
+- :class:`PollerActor` calls ``fetch()`` every ``interval`` seconds (monotonic) and sends the result
+  to the controller; a failure is logged and retried after ``interval * 2**failures`` seconds, capped at
   ``max_backoff`` (at least the error's ``retry_after``).
 - :class:`ControllerActor` keeps the latest cloud listing and scheduler poll, runs one
   :meth:`Controller.prepare` every ``interval`` seconds (and as soon as both inputs first arrive),
@@ -68,7 +68,7 @@ class PollerActor(BaseActor):
     def poll(self) -> None:
         if self.system.stopping:
             return
-        started = self.clock()
+        started, begun = self.clock(), self.clock.monotonic()  # the wall time goes to the controller
         try:
             result = self.fetch()
         except Exception as exc:  # noqa: BLE001 - every poll failure is retried with backoff
@@ -87,9 +87,8 @@ class PollerActor(BaseActor):
             log.info("%s: poll succeeded again after %d failure(s)", self.role, self.failures)
         self.failures = 0
         self.system.tell(CONTROLLER, self.deliver, result, started)
-        now = self.clock()
-        self.later(max(0.0, started + self.interval - now) if now - started < self.interval else self.interval,
-                   "poll")
+        took = self.clock.monotonic() - begun
+        self.later(self.interval - took if took < self.interval else self.interval, "poll")
 
 
 class ControllerActor(BaseActor):

@@ -46,7 +46,8 @@ def is_fatal(exc: BaseException) -> bool:
 
 
 class Health:
-    """What the watchdog and the status page read about one actor (plain attributes).
+    """What the watchdog and the status page read about one actor (plain attributes; times on the
+    clock's monotonic scale).
     ``restarts`` counts the role's restarts (carried over to each new incarnation)."""
 
     __slots__ = ("busy_since", "busy_with", "last_progress", "restarts", "handled")
@@ -95,7 +96,7 @@ class BaseActor(pykka.ThreadingActor):
         try:
             if incarnation is not None and incarnation != self.incarnation:
                 return None
-            self.health.busy_since = self.clock()
+            self.health.busy_since = self.clock.monotonic()
             self.health.busy_with = method
             result = getattr(self, method)(*args)
             self.health.handled += 1
@@ -106,7 +107,7 @@ class BaseActor(pykka.ThreadingActor):
         finally:
             self.health.busy_since = None
             self.health.busy_with = None
-            self.health.last_progress = self.clock()
+            self.health.last_progress = self.clock.monotonic()
             if counted and not failed:
                 self.system._done()
 
@@ -275,7 +276,7 @@ class ActorSystem:
     def check_stuck(self) -> list[str]:
         """Restart every actor stuck in one message for more than ``watchdog`` seconds, and every
         role whose actor died without being restarted; return those roles."""
-        now = self.clock()
+        now = self.clock.monotonic()
         replaced = []
         with self._lock:
             items = [(role, self._refs.get(role), self._health.get(role)) for role in self._factories]

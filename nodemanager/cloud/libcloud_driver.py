@@ -282,6 +282,9 @@ def _check_driver_args(provider: str, cls: type, kwargs: Mapping[str, Any]) -> N
                              f"(known: {', '.join(sorted(known))})")
 
 
+_MUTATIONS = frozenset({"create_node", "destroy_node", "set_tags"})
+
+
 class LibcloudCloud:
     """A :class:`CloudDriver` over one libcloud compute driver (see the module docstring).
 
@@ -303,6 +306,8 @@ class LibcloudCloud:
         self._secrets = tuple(str(v) for k, v in settings.driver_args.items()
                               if _SECRET_WORDS.search(k) and len(str(v)) >= 4)
         self._bucket = TokenBucket(settings.calls_per_second, clock=clock, sleep=sleep)
+        # [HA]: raises to stop a create, destroy or tag write right before it is sent
+        self.send_gate: Callable[[str], None] | None = None
         self._wall_clock = wall_clock
         self._lock = threading.RLock()
         self._raw: dict[str, Node] = {}
@@ -342,9 +347,12 @@ class LibcloudCloud:
         return text
 
     def _call(self, call: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """One libcloud call: wait for the rate limit, run it alone, classify what it raises."""
+        """One libcloud call: wait for the rate limit, run it alone, classify what it raises; a
+        mutation passes ``send_gate`` after both waits, right before it is sent."""
         self._bucket.acquire()
         with self._lock:
+            if self.send_gate is not None and call in _MUTATIONS:
+                self.send_gate(call)
             sent = self._wall_clock()
             try:
                 return fn(*args, **kwargs)

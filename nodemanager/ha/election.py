@@ -26,6 +26,7 @@ class Leadership:
     since: float | None = None       # when we became leader
     leader: str | None = None        # the election key's value: "host:pid since <time>"
     elections: int = 0               # how often this process became leader
+    acting_from: float | None = None  # a leader elected after etcd lost its data acts from then on
 
 
 def deadline(state: Leadership, ttl: float, margin: float) -> float | None:
@@ -38,13 +39,15 @@ def deadline(state: Leadership, ttl: float, margin: float) -> float | None:
 def acting(state: Leadership, now: float, ttl: float, margin: float) -> bool:
     """True if this process leads and its lease is certainly still its own at ``now``."""
     end = deadline(state, ttl, margin)
-    return end is not None and now < end
+    return end is not None and now < end and (state.acting_from is None or now >= state.acting_from)
 
 
-def elected(state: Leadership, lease: int, fence: int, sent_at: float, value: str) -> Leadership:
-    """We created the election key with ``lease`` (granted by a request sent at ``sent_at``)."""
+def elected(state: Leadership, lease: int, fence: int, sent_at: float, value: str,
+            acting_from: float | None = None) -> Leadership:
+    """We created the election key with ``lease`` (granted by a request sent at ``sent_at``);
+    ``acting_from``: not before then (a leader of before may still be acting until then)."""
     return replace(state, leading=True, lease=lease, fence=fence, renewed_at=sent_at, since=sent_at,
-                   leader=value, elections=state.elections + 1)
+                   leader=value, elections=state.elections + 1, acting_from=acting_from)
 
 
 def renewed(state: Leadership, sent_at: float, ttl_left: float) -> Leadership:
@@ -59,7 +62,7 @@ def renewed(state: Leadership, sent_at: float, ttl_left: float) -> Leadership:
 def deposed(state: Leadership, leader: str | None = None) -> Leadership:
     """We no longer lead (lease gone, key taken, or our deadline passed)."""
     return replace(state, leading=False, lease=None, fence=None, renewed_at=None, since=None,
-                   leader=leader)
+                   leader=leader, acting_from=None)
 
 
 def expired(state: Leadership, now: float, ttl: float, margin: float) -> Leadership:

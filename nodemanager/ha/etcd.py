@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
-from typing import Any, Sequence
+from types import MappingProxyType
+from typing import Any, Mapping, Sequence
 
 import requests
 
 __all__ = ["EtcdClient", "EtcdError", "KeyValue"]
+
+
+EMPTY: Mapping[str, str] = MappingProxyType({})
 
 
 class EtcdError(Exception):
@@ -134,12 +138,16 @@ class EtcdClient:
             if "lease not found" not in str(exc):
                 raise
 
-    def create(self, key: str, value: str, lease: int) -> tuple[bool, int]:
-        """Put ``key`` with ``lease`` only if it does not exist (create_revision == 0): whether it
-        was created, and the revision of the transaction (the key's create revision if so)."""
+    def create(self, key: str, value: str, lease: int,
+               also: Mapping[str, str] = EMPTY) -> tuple[bool, int]:
+        """Put ``key`` with ``lease`` only if it does not exist (create_revision == 0), and in the
+        same transaction the keys ``also`` (no lease): whether it was created, and the revision of
+        the transaction (the key's create revision if so)."""
+        puts = [{"request_put": {"key": _b64(key), "value": _b64(value), "lease": str(lease)}}]
+        puts += [{"request_put": {"key": _b64(k), "value": _b64(v)}} for k, v in also.items()]
         body = {"compare": [{"key": _b64(key), "target": "CREATE", "result": "EQUAL",
                              "create_revision": "0"}],
-                "success": [{"request_put": {"key": _b64(key), "value": _b64(value), "lease": str(lease)}}]}
+                "success": puts}
         data = self._post("/v3/kv/txn", body)
         return bool(data.get("succeeded", False)), int(data["header"]["revision"])
 

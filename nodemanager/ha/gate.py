@@ -1,8 +1,11 @@
 """The gate every mutation passes: only the acting leader mutates, and it signs with its fence.
 
 :class:`FencedCloud` and :class:`FencedScheduler` wrap the ports. Reads pass through (a standby
-polls and plans). A mutation is checked against ``lease.acting()`` right before its call: if this
-process is not the acting leader, nothing is sent and the call fails as refused. Every cloud
+polls and plans). A mutation is checked against ``lease.acting()`` when the port is called, and
+again by the port itself right before it sends the request (``send_gate``: after the cloud's rate
+limit and call lock, before each ``scontrol``/``scancel`` or HTCondor command), so a wait inside
+the port never carries a call past the lease: if this process is not the acting leader at that
+moment, nothing is sent and the call fails as refused. Every cloud
 mutation carries ``TAG_FENCE`` (the leader's fencing revision): created VMs get it among their
 tags, tag writes include it, and a destroy first tags the node with it unless it already carries
 ours, so a late action of a deposed leader shows as an older fence on the VM.
@@ -35,6 +38,11 @@ class _Gated:
     def __init__(self, inner: Any, gate: Gate) -> None:
         self._inner, self._gate = inner, gate
         self.name = getattr(inner, "name", type(inner).__name__)
+        if hasattr(inner, "send_gate"):  # the port checks again right before it sends
+            inner.send_gate = self._check
+
+    def _check(self, what: str) -> None:
+        raise NotImplementedError
 
     def __getattr__(self, attr: str) -> Any:
         return getattr(self._inner, attr)
@@ -50,6 +58,9 @@ class FencedCloud(_Gated):
         if fence is None or not self._gate.acting():
             raise CloudError(ErrorKind.PERMANENT, NOT_LEADER, call=call)
         return str(fence)
+
+    def _check(self, what: str) -> None:
+        self._fence(what)
 
     def list_nodes(self) -> list[CloudNode]:
         return self._inner.list_nodes()
@@ -71,8 +82,8 @@ class FencedCloud(_Gated):
 
 
 class FencedScheduler(_Gated):
-    """The scheduler port, draining, cancelling and escalating only while ``gate.acting()``
-    (``node_destroyed``, the end of a destroy already sent, passes)."""
+    """The scheduler port, draining, cancelling, escalating and marking destroyed nodes only while
+    ``gate.acting()``."""
 
     def _check(self, node: str) -> None:
         if not self._gate.acting():
@@ -97,5 +108,5 @@ class FencedScheduler(_Gated):
         return self._inner.confirm_drained(ticket)
 
     def node_destroyed(self, worker_name: str) -> None:
-        # the end of a destroy already sent (which completes): the scheduler forgets a gone VM
+        self._check(worker_name)
         self._inner.node_destroyed(worker_name)

@@ -9,6 +9,13 @@
 
 One :meth:`step` is one round of I/O, so tests drive it by hand with an injected clock. Every
 change of role is logged once, with why.
+
+Fences never repeat: the winning transaction also writes ``<election_key>-fence`` (no lease) with
+one more than the highest fence known (etcd's record and this head's ``ha-fence``), and the term's
+fence is the larger of that and the key's create revision; standbys remember the fence they see.
+When etcd has lost its data (no fence record, though this head knows of earlier terms), a leader
+of before may still be acting on its own deadline: the new leader acts only one ``lease_ttl``
+after its election.
 """
 
 from __future__ import annotations
@@ -20,7 +27,8 @@ from datetime import datetime, timezone
 from typing import Callable
 
 from nodemanager.ha import election as el
-from nodemanager.ha.etcd import EtcdClient, EtcdError
+from nodemanager.ha.etcd import EtcdClient, EtcdError, KeyValue
+from nodemanager.ha.local import HeadRecords
 from nodemanager.settings import HASettings
 
 __all__ = ["LeaderLease", "client_for"]
@@ -40,9 +48,12 @@ class LeaderLease:
 
     def __init__(self, client: EtcdClient, ha: HASettings, me: str, *,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
-                 on_change: Callable[[el.Leadership], None] | None = None) -> None:
+                 on_change: Callable[[el.Leadership], None] | None = None,
+                 records: HeadRecords | None = None) -> None:
         self.client = client
         self.ha = ha
+        self.records = records or HeadRecords("")
+        self.fence_key = f"{ha.election_key}-fence"
         self.clock = clock
         self.wall = wall
         self.on_change = on_change
@@ -70,8 +81,12 @@ class LeaderLease:
     def description(self) -> str:
         """One line for the status page and logs: "leader since …" or "standby; leader is …"."""
         state = self.view()
-        if el.acting(state, self.clock(), self.ha.lease_ttl, self.ha.stop_margin):
+        now = self.clock()
+        if el.acting(state, now, self.ha.lease_ttl, self.ha.stop_margin):
             return f"leader ({state.leader}; fence {state.fence})"
+        if state.leading and state.acting_from is not None and now < state.acting_from:
+            return (f"leader ({state.leader}; fence {state.fence}), acting in "
+                    f"{state.acting_from - now:.0f}s: etcd lost its data, an earlier leader may still act")
         where = f"leader is {state.leader}" if state.leader else "no leader now"
         return f"standby; {where}" + (f"; etcd: {self._etcd_error}" if self._etcd_error else "")
 
@@ -123,6 +138,11 @@ class LeaderLease:
             if self.on_change is not None:
                 self.on_change(new)
 
+    @property
+    def etcd_error(self) -> str | None:
+        """Why the last round could not reach etcd (None: it could)."""
+        return self._etcd_error
+
     def _failed(self, exc: EtcdError) -> None:
         if self._etcd_error is None:
             log.warning("HA: etcd unreachable: %s", exc)
@@ -162,19 +182,30 @@ class LeaderLease:
 
     def _campaign(self, state: el.Leadership) -> el.Leadership:
         kv = self.client.get(self.ha.election_key)
+        record = _fence_of(self.client.get(self.fence_key))
         if kv is not None:
+            self.records.saw_fence(max(kv.create_revision, record or 0))   # the leader's fence
             return el.observed(state, kv.value)
+        floor = max(self.records.fence, record or 0)
         sent = self.clock()
         lease = self.client.grant(self.ha.lease_ttl)
         since = datetime.fromtimestamp(self.wall(), timezone.utc).strftime("%Y-%m-%d %H:%M:%SZ")
         value = f"{state.me} since {since}"
         try:
-            won, revision = self.client.create(self.ha.election_key, value, lease)
+            won, revision = self.client.create(self.ha.election_key, value, lease,
+                                               also={self.fence_key: str(floor + 1)})
         except EtcdError:
             self._revoke_quietly(lease)
             raise
         if won:
-            return el.elected(state, lease, revision, sent, value)
+            fence = max(revision, floor + 1)
+            self.records.saw_fence(fence)
+            if record is None and floor > 0:
+                log.warning("HA: etcd has lost its data (no fence record; this head knows of fence "
+                            "%d): elected with fence %d, acting only after %gs, when any earlier "
+                            "leader has stopped", floor, fence, self.ha.lease_ttl)
+                return el.elected(state, lease, fence, sent, value, acting_from=sent + self.ha.lease_ttl)
+            return el.elected(state, lease, fence, sent, value)
         self._revoke_quietly(lease)
         kv = self.client.get(self.ha.election_key)
         return el.observed(state, kv.value if kv else None)
@@ -186,3 +217,8 @@ class LeaderLease:
             self.client.revoke(lease)
         except EtcdError:
             pass  # it expires by itself within the TTL
+
+
+def _fence_of(kv: KeyValue | None) -> int | None:
+    """The fence recorded in etcd (None: no record, or not a number)."""
+    return int(kv.value) if kv is not None and kv.value.isdigit() else None

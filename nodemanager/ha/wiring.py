@@ -14,6 +14,7 @@ import logging
 import os
 import socket
 import time
+from dataclasses import replace
 from typing import Any, Callable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -23,25 +24,40 @@ from nodemanager.ha.admin_store import EtcdAdminStore
 from nodemanager.ha.etcd import EtcdClient
 from nodemanager.ha.gate import FencedCloud, FencedScheduler
 from nodemanager.ha.lease import LeaderLease, client_for
+from nodemanager.ha.local import HeadRecords
 from nodemanager.settings import HASettings
 
-__all__ = ["HighAvailability", "HACollector"]
+__all__ = ["HighAvailability", "HACollector", "election_keys"]
 
 log = logging.getLogger("nodemanager.ha")
+
+
+def election_keys(ha: HASettings, records: HeadRecords, cluster: str) -> HASettings:
+    """``ha`` with its etcd keys: as configured, else under ``/nodemanager/<deployment>/``, where
+    the deployment is ``[HA] deployment`` or, unset, the name this head recorded at its first
+    start (the cluster name then): renaming the cluster never moves a head to another election."""
+    if ha.election_key and ha.admin_key:
+        return ha
+    deployment = ha.deployment or records.deployment(cluster)
+    return replace(ha, election_key=ha.election_key or f"/nodemanager/{deployment}/leader",
+                   admin_key=ha.admin_key or f"/nodemanager/{deployment}/admin")
 
 
 class HighAvailability:
     """The lease, the fenced ports, the admin store and the standby rule for one daemon."""
 
     def __init__(self, ha: HASettings, *, me: str | None = None, client: EtcdClient | None = None,
-                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
+                 state_dir: str = "", cluster: str = "nodemanager") -> None:
+        self.records = HeadRecords(state_dir)
+        ha = election_keys(ha, self.records, cluster)
         self.settings = ha
         self.client = client or client_for(ha)
         self.clock, self.wall = clock, wall
         self.lease = LeaderLease(self.client, ha, me or f"{socket.gethostname()}:{os.getpid()}",
-                                 clock=clock, wall=wall)
+                                 clock=clock, wall=wall, records=self.records)
         self.admin_store = EtcdAdminStore(self.client, ha.admin_key, self.lease.acting,
-                                          lambda: self.lease.view().leader)
+                                          lambda: self.lease.view().leader, self.records)
         self.admin: Any = None
         self.fresh_start: Callable[[], None] | None = None   # forget the standby's input memory
         self._admin_loaded_for: int | None = None   # the fence under which the admin state was read
@@ -57,6 +73,8 @@ class HighAvailability:
         poll taken after its election (they show what the old leader did to the last moment) and
         for the admin state from etcd."""
         if not self.lease.acting():
+            if self.admin is not None and not self.lease.view().leading:
+                self._mirror_admin()
             return self.lease.description()
         state = self.lease.view()
         if self._fresh_for != state.fence:
@@ -75,6 +93,14 @@ class HighAvailability:
             self._admin_loaded_for = state.fence
             log.info("HA: admin state read from %s", self.admin_store.name)
         return None
+
+    def _mirror_admin(self) -> None:
+        """A standby keeps its copy of the admin state current (it is what survives etcd's loss)."""
+        if self.lease.etcd_error is None:
+            try:
+                self.admin_store.read()
+            except OSError:
+                pass  # the lease's own rounds report etcd's state
 
     def describe(self) -> str:
         return self.lease.description()

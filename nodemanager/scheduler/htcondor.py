@@ -115,6 +115,8 @@ class HTCondorScheduler:
         self.matcher = HTCondorMatcher(sizes, machine_start, walltime_attribute) if sizes else None
         self._b = bindings
         self._clock = clock
+        # [HA]: raises (naming the node) to stop a drain, cancel or vacate right before it is sent
+        self.send_gate: Callable[[str], None] | None = None
         self.id_attribute = id_attribute
         self.constraint = constraint
         attrs = list(SLOT_ATTRIBUTES)
@@ -256,6 +258,10 @@ class HTCondorScheduler:
             return None
         return [plain_ad(a) for a in raw]
 
+    def _gate(self, node: str) -> None:
+        if self.send_gate is not None:
+            self.send_gate(node)
+
     def drain(self, worker: Worker, schedule: DrainSchedule, reason: str) -> DrainTicket:
         schedule = DrainSchedule(schedule)
         name = worker.name
@@ -270,6 +276,7 @@ class HTCondorScheduler:
         if self.extra_check:
             check = f"{check} && ({self.extra_check})"
         started = number(worker.ad, "DaemonStartTime")
+        self._gate(name)
         try:
             rid = self._b.drain_jobs(location, schedule.value, check, self.start_expr, why)
         except self._b.error_types as exc:
@@ -372,6 +379,7 @@ class HTCondorScheduler:
         ours, why = is_our_drain(p, ticket, tag=self.reason_tag)
         if not ours:
             raise DrainRefused(f"{ticket.worker}: not cancelling: {why}", node=ticket.worker)
+        self._gate(ticket.worker)
         try:
             self._b.cancel_drain_jobs(location, str(ticket.request_id))
         except self._b.error_types as exc:
@@ -398,6 +406,7 @@ class HTCondorScheduler:
         ours, why = is_our_drain(p, ticket, tag=self.reason_tag)
         if not ours:
             raise DrainRefused(f"{ticket.worker}: not escalating: {why}", node=ticket.worker)
+        self._gate(ticket.worker)
         try:
             self._b.vacate(location, schedule is DrainSchedule.FAST)
         except self._b.error_types as exc:

@@ -184,6 +184,8 @@ class SlurmScheduler:
         self._tracks: dict[str, _Track] = {}
         self._resumed: dict[str, float] = {}  # node -> when we resumed it while it answered
         self.problem_log = ProblemLog(log, "slurm poll", clock)
+        # [HA]: raises (naming the node) to stop a command that changes the pool right before it runs
+        self.send_gate: Callable[[str], None] | None = None
 
     @classmethod
     def from_settings(cls, settings: SchedulerSettings, *, clock: Callable[[], float] = time.time,
@@ -210,6 +212,9 @@ class SlurmScheduler:
         if self.options.bin_dir:
             argv[0] = os.path.join(self.options.bin_dir, argv[0])
         what = " ".join(args)
+        if self.send_gate is not None and (args[0] == "scancel" or args[:2] in (["scontrol", "update"],
+                                                                                   ["scontrol", "requeue"])):
+            self.send_gate(node or "")
         try:
             proc = subprocess.run(argv, env=self._env(), capture_output=True, text=True,
                                   timeout=self.options.timeout, stdin=subprocess.DEVNULL)
