@@ -63,6 +63,7 @@ class ActuatorMemory:
         self.clock = clock
         self.latest_worker = latest_worker
         self.request_ids = request_ids
+        self.controller = ""   # host:pid:start of this process, tagged on what it does (none: untagged)
         self._lock = threading.Lock()
         self._quota: tuple[int, float] | None = None          # (count, learned at)
         self._blocked: dict[str, float] = {}                  # size -> blocked until
