@@ -37,7 +37,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 from nodemanager.actuate import Actuator, Task
 from nodemanager.actuator_memory import ActuatorState
 from nodemanager.controller_inputs import InputMemory, build_in_flight
-from nodemanager.core.identity import Identity, Ownership, another_controller, sort_by_owner
+from nodemanager.core.identity import (Identity, Ownership, another_controller, joined_our_pool,
+                                       sort_by_owner)
 from nodemanager.core.node_memo import NodeMemo
 from nodemanager.core.protected import BootRecord, observe_boots, protected_sizes
 from nodemanager.decision_log import DecisionLog
@@ -220,6 +221,8 @@ class Controller:
         skew = self.clock_skew() if self.clock_skew is not None else None
         nodes = self.inputs.nodes(nodes, cloud_polled_at, poll, skew, self.settings.core.clock_tolerance)
         poll = self.inputs.poll(poll, nodes, self.settings.core.node_stale_after)
+        if owned.foreign and self.identity is not None and self.other_controller is None:
+            self._watch_pool(owned, poll)
         if self.actuator is not None:
             self.actuator.observe_poll(poll)
         cancels = frozenset(self.admin.take_cancels() or ()) if hasattr(self.admin, "take_cancels") else frozenset()
@@ -287,6 +290,21 @@ class Controller:
                       "one (or run both under [HA]), then restart this one", self.other_controller,
                       self.identity.controller)
         return owned
+
+    def _watch_pool(self, owned: Ownership, poll: SchedulerPoll) -> None:
+        """Stop acting when VMs of another deployment joined our scheduler: a second controller
+        boots for this pool under another deployment id."""
+        assert self.identity is not None
+        joined = joined_our_pool(owned.foreign, (w.cloud_id for w in poll.workers if w.cloud_id),
+                                 self.identity)
+        if joined:
+            self.other_controller = another_controller(self.settings.cloud.cluster, joined)
+            log.error("%s, under deployment id %s, and their workers join this pool: this controller "
+                      "(%s) stops every boot, drain and destroy; give both head nodes one "
+                      "[Cloud] deployment_id and keep one of them (or run both under [HA]), then "
+                      "restart this one", self.other_controller,
+                      ", ".join(sorted({n.tags.get(TAG_DEPLOYMENT) or "none" for n, _, _ in joined})),
+                      self.identity.controller)
 
     def _watch_suspects(self, plan: Plan, polled_at: float, now: float) -> None:
         """Add the time since the last counted poll to each node a new, fresh poll shows unpaired

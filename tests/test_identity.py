@@ -18,7 +18,7 @@ import uuid
 import pytest
 
 from nodemanager.core.identity import (Identity, another_controller, client_token, controller_tag,
-                                       sort_by_owner)
+                                       joined_our_pool, sort_by_owner)
 from nodemanager.model import CloudNode, frozen_map
 from nodemanager.tags import TAG_CLUSTER, TAG_CONTROLLER, TAG_DEPLOYMENT
 from tests.fixtures.moto import EC2_IMAGE
@@ -52,6 +52,15 @@ def test_another_controllers_action_since_our_start_is_named_but_not_a_previous_
         "another controller is acting on cluster c (VMs c booted or tagged by host head2 pid 7)")
     ha = Identity("d-ours", 1000.0, ME.controller, 2000.0, one_controller=False)
     assert sort_by_owner([before, mine, after], ha).others == ()
+
+
+def test_another_deployments_vm_is_a_second_controller_only_when_its_worker_joined_our_pool():
+    theirs = node("a", 2100, **{TAG_DEPLOYMENT: "d-head2", TAG_CONTROLLER: controller_tag("head2:7:100", 2100)})
+    elsewhere = node("b", 2100, **{TAG_DEPLOYMENT: "d-site2"})
+    assert joined_our_pool([theirs, elsewhere], ["i-a", "i-zz"], ME) == ((theirs, "head2:7:100", 2100.0),)
+    assert joined_our_pool([theirs, elsewhere], ["i-zz"], ME) == ()     # another site: its own scheduler
+    ha = Identity("d-ours", 1000.0, ME.controller, 2000.0, one_controller=False)
+    assert joined_our_pool([theirs], ["i-a"], ha) == ()
 
 
 def test_the_client_token_is_shared_by_controllers_of_one_deployment_for_one_name_and_window():

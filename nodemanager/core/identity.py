@@ -6,6 +6,8 @@ Pure rules over a listing (no I/O, no clock):
   or no deployment tag and launched before our deployment id was made: adopted from a version
   that wrote none), VMs of another deployment (never touched, never counted), and VMs of ours
   that another controller acted on since this one started (two controllers of one deployment).
+- :func:`joined_our_pool` finds VMs of another deployment whose workers joined our scheduler (a
+  second controller of this pool under another id);
 - :func:`another_controller` words the stop that follows, :func:`client_token` the EC2 idempotency
   token two controllers of one deployment send for the same boot.
 """
@@ -19,7 +21,7 @@ from typing import Iterable
 from nodemanager.model import CloudNode
 from nodemanager.tags import TAG_CONTROLLER, TAG_DEPLOYMENT
 
-__all__ = ["Identity", "Ownership", "sort_by_owner", "another_controller", "controller_tag",
+__all__ = ["Identity", "Ownership", "sort_by_owner", "joined_our_pool", "another_controller", "controller_tag",
            "parse_controller_tag", "client_token", "TOKEN_WINDOW"]
 
 # seconds: a node name is not booted again within this long of its last listing, so a token made
@@ -100,6 +102,22 @@ def sort_by_owner(nodes: Iterable[CloudNode], me: Identity) -> Ownership:
             others.append((node, parsed[0], parsed[1]))
     return Ownership(ours=tuple(ours), adopted=tuple(adopted), foreign=tuple(foreign),
                      others=tuple(others))
+
+
+def joined_our_pool(foreign: Iterable[CloudNode], cloud_ids: Iterable[str],
+                    me: Identity) -> tuple[tuple[CloudNode, str, float], ...]:
+    """VMs of another deployment whose worker joined our scheduler (its cloud id is among
+    ``cloud_ids``): another controller boots for this very pool under another id (two head nodes
+    with a state dir each and no shared ``deployment_id``). Empty where several are expected."""
+    if not me.one_controller:
+        return ()
+    ids = set(cloud_ids)
+    out = []
+    for node in foreign:
+        if node.id in ids:
+            parsed = parse_controller_tag(node.tags.get(TAG_CONTROLLER, "")) or ("unknown", 0.0)
+            out.append((node, parsed[0], parsed[1]))
+    return tuple(out)
 
 
 def another_controller(cluster: str, others: Iterable[tuple[CloudNode, str, float]]) -> str | None:

@@ -6,7 +6,8 @@ does and moto does not), real slurmctld and slurmd, and the hypervisor thread of
 - Two daemons of one deployment (the same configuration and ``deployment_id``, two state dirs, no
   ``[HA]``), started at once for the same jobs: no VM is booted twice for one job, no job is
   killed, and another controller's VMs are reported (status page, metric) and stop the one that
-  sees them at the first listing that shows them. A fresh start of one daemon then finishes.
+  sees them at the first listing that shows them. A fresh start of one daemon then finishes. With
+  no ``deployment_id`` in the configuration (an id per state dir) the duplicate is reported too.
 - Two deployments with one cluster name (two sites, each its own slurmctld, its deployment id made
   at its first start): each boots for its own jobs, runs them, destroys its own VMs, never drains,
   tags or destroys a VM of the other, and lists the other's VMs as another deployment's.
@@ -124,21 +125,27 @@ def _slurm(cluster: str) -> VmSlurm:
     return slurm
 
 
-def test_two_daemons_of_one_deployment_boot_once_per_job_and_the_second_is_reported(
-        moto_server, ec2, tmp_path):
+@pytest.mark.parametrize("shared_id", [True, False], ids=["one deployment_id", "an id per state dir"])
+def test_two_daemons_of_one_pool_boot_once_per_job_and_the_second_is_reported(
+        moto_server, ec2, tmp_path, shared_id):
+    """``shared_id``: both configurations name one ``deployment_id``; otherwise each head makes its
+    own in its state dir, and the other's VMs, whose workers join this pool, tell it apart from a
+    second site: boots may then be doubled (the tokens differ), but the duplicate is reported."""
     cluster = f"dup{uuid.uuid4().hex[:6]}"
     deployment = f"{cluster}-site"
     proxy = FaultProxy(moto_server)
     proxy.idempotent = True
     slurm = _slurm(cluster)
-    hv = DeploymentHypervisor(ec2, slurm, cluster, deployment)
+    hv = DeploymentHypervisor(ec2, slurm, cluster, deployment) if shared_id else Hypervisor(ec2, slurm, cluster)
     hv.start()
     heads = []
     for name in ("head1", "head2"):
         d = tmp_path / name
         d.mkdir()
         port = free_port()
-        config = _with(write_config(d, proxy.port, cluster, slurm, port), "Cloud", deployment_id=deployment)
+        config = write_config(d, proxy.port, cluster, slurm, port)
+        if shared_id:
+            _with(config, "Cloud", deployment_id=deployment)
         heads.append((config, port, d / "daemon.log"))
     procs: list[subprocess.Popen] = []
     try:
@@ -170,8 +177,8 @@ def test_two_daemons_of_one_deployment_boot_once_per_job_and_the_second_is_repor
         else:
             pytest.fail(f"not done: reported {reported}, queue {slurm.job_ids()}\n"
                         + "\n".join(log.read_text()[-2500:] for _, _, log in heads))
-        # one VM per job at most, never two VMs of one name (the second create got the first VM)
-        assert 1 <= len(names_seen) <= 3 and len(set(names_seen.values())) == len(names_seen), names_seen
+        if shared_id:  # one VM per job at most, never two of one name (the second create got the first)
+            assert 1 <= len(names_seen) <= 3 and len(set(names_seen.values())) == len(names_seen), names_seen
         _jobs_done(jobs)
         for text in reported.values():
             assert f"another controller is acting on cluster {cluster}" in text and "booted or tagged by host" in text
@@ -182,6 +189,8 @@ def test_two_daemons_of_one_deployment_boot_once_per_job_and_the_second_is_repor
             assert not OUTCOME.search(after), after[:2000]
         for p in procs:
             _stop(p)
+        if not shared_id:
+            return
         # the operator stops the second head and restarts the first: it finishes the work
         config, port, log = heads[0]
         procs = [start_daemon(config, log)]
@@ -197,6 +206,9 @@ def test_two_daemons_of_one_deployment_boot_once_per_job_and_the_second_is_repor
             _stop(p)
         hv.done.set()
         hv.join(5)
+        left = [i for i, inst in _all_instances(ec2, cluster).items() if inst["State"]["Name"] != "terminated"]
+        if left:
+            ec2.terminate_instances(InstanceIds=left)
         slurm.stop()
         proxy.close()
         shutil.rmtree(slurm.workdir, ignore_errors=True)
