@@ -8,7 +8,6 @@ VMs another deployment or another controller booted)."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys

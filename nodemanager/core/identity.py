@@ -44,10 +44,6 @@ class Identity:
     started_at: float
     one_controller: bool = True
 
-    @property
-    def host(self) -> str:
-        return self.controller.split(":", 1)[0]
-
 
 @dataclass(frozen=True)
 class Ownership:

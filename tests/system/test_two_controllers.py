@@ -19,7 +19,6 @@ import json
 import pathlib
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -29,8 +28,8 @@ import uuid
 import pytest
 
 from tests.fixtures.moto import FaultProxy, free_port
-from tests.system.test_closed_loop import (Hypervisor, VmSlurm, start_daemon, status, submit_jobs,
-                                           write_config)
+from tests.system.test_closed_loop import (Hypervisor, VmSlurm, start_daemon, status, stop_daemon,
+                                           submit_jobs, write_config)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.ec2]
 
@@ -73,16 +72,6 @@ def _metric(port: int, name: str) -> float | None:
         return None
     m = re.search(rf"^{name} (\S+)$", text, re.M)
     return float(m.group(1)) if m else None
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
 
 
 def _all_instances(ec2, cluster: str) -> dict[str, dict]:
@@ -188,7 +177,7 @@ def test_two_daemons_of_one_pool_boot_once_per_job_and_the_second_is_reported(
             after = text[text.index("another controller is acting"):]
             assert not OUTCOME.search(after), after[:2000]
         for p in procs:
-            _stop(p)
+            stop_daemon(p)
         if not shared_id:
             return
         # the operator stops the second head and restarts the first: it finishes the work
@@ -203,7 +192,7 @@ def test_two_daemons_of_one_pool_boot_once_per_job_and_the_second_is_reported(
         assert hv.errors == []
     finally:
         for p in procs:
-            _stop(p)
+            stop_daemon(p)
         hv.done.set()
         hv.join(5)
         left = [i for i, inst in _all_instances(ec2, cluster).items() if inst["State"]["Name"] != "terminated"]
@@ -272,7 +261,7 @@ def test_two_deployments_with_one_cluster_name_never_touch_each_others_vms(moto_
             assert site["foreign"] and site["foreign"] <= set(other["hv"].seen), (site["foreign"], other["hv"].seen)
     finally:
         for p in procs:
-            _stop(p)
+            stop_daemon(p)
         for hv in hvs:
             hv.done.set()
             hv.join(5)
