@@ -240,7 +240,14 @@ def test_two_deployments_with_one_cluster_name_never_touch_each_others_vms(moto_
             for site, proc in zip(sites, procs):
                 assert proc.poll() is None, site["log"].read_text()[-3000:]
                 doc = status(site["port"]) or {}
-                site["foreign"] |= {v["node_id"] for v in doc.get("foreign_vms") or ()}
+                foreign = {v["node_id"] for v in doc.get("foreign_vms") or ()}
+                if foreign and not site["foreign"]:   # the console and the metric say so too
+                    with urllib.request.urlopen(f"http://127.0.0.1:{site['port']}/", timeout=5) as r:
+                        page = r.read().decode()
+                    assert "VMs of another deployment with this cluster name" in page
+                    assert all(i in page for i in foreign), page[-2000:]
+                    assert (_metric(site["port"], "nodemanager_foreign_vms") or 0) >= 1
+                site["foreign"] |= foreign
             done = all(not set(s["slurm"].job_ids()) & set(s["jobs"]) and s["hv"].seen
                        and not s["hv"].by_instance for s in sites)
             if done:
