@@ -44,9 +44,10 @@ from nodemanager.actuator_memory import (BOOT_LISTING_TIMEOUT, DESTROY_SETTLE, F
                                          OK, REFUSED, SKIPPED, ActuatorMemory)
 from nodemanager.cloud import CloudError, ErrorKind, TAG_CLUSTER, TAG_DESTROY, TAG_DRAIN, TAG_REQUEST, TAG_SIZE
 from nodemanager.core import Reservation, is_lost
+from nodemanager.core.identity import controller_tag
 from nodemanager.core.leftovers import NO_VM
 from nodemanager.core.pair import candidates
-from nodemanager.tags import TAG_SETTINGS
+from nodemanager.tags import TAG_CONTROLLER, TAG_DEPLOYMENT, TAG_SETTINGS
 from nodemanager.drain_tickets import drain_tag, ticket_for, worker_is_busy
 from nodemanager.model import BootRequest, CloudNode, InFlight, ItemKind, Outcome, PlanItem, Worker
 from nodemanager.scheduler import DrainRefused, DrainSchedule, SchedulerError
@@ -85,6 +86,16 @@ class Actuator(ActuatorMemory):
 
     # -- the work -------------------------------------------------------------------------------
 
+    def _marks(self, now: float) -> dict[str, str]:
+        """Whose action this is, written with every boot and tag write: the deployment id and
+        this controller (so another controller of the deployment sees us act)."""
+        marks = {}
+        if self.settings.cloud.deployment_id:
+            marks[TAG_DEPLOYMENT] = self.settings.cloud.deployment_id
+        if self.controller:
+            marks[TAG_CONTROLLER] = controller_tag(self.controller, now)
+        return marks
+
     def run(self, task: Task) -> list[Outcome]:
         """Carry out one task; never raises for cloud or scheduler errors (they become outcomes)."""
         item = task.item
@@ -116,7 +127,8 @@ class Actuator(ActuatorMemory):
             base = self.request_ids()
             rid = f"{base}.{int(now)}"  # carries the request time: boot age never precedes it
             cs = self.settings.cloud
-            tags = {**cs.tags, TAG_CLUSTER: cs.cluster, TAG_SIZE: size.name, TAG_REQUEST: rid}
+            tags = {**cs.tags, TAG_CLUSTER: cs.cluster, TAG_SIZE: size.name, TAG_REQUEST: rid,
+                    **self._marks(now)}
             digest = dict(self.settings.core.size_digests).get(size.name)
             if digest:  # issue 18: drift from the configuration is seen on this tag
                 tags[TAG_SETTINGS] = digest
@@ -176,7 +188,7 @@ class Actuator(ActuatorMemory):
         detail = f"{schedule} drain of {worker.name} started (request {ticket.request_id})"
         if node is not None:
             try:
-                self.cloud.set_tags(node, {TAG_DRAIN: drain_tag(ticket)})
+                self.cloud.set_tags(node, {TAG_DRAIN: drain_tag(ticket), **self._marks(now)})
             except CloudError as err:
                 # the scheduler still knows the drain is ours (reason prefix), so nothing is lost
                 detail += f"; recording it in the cloud tags failed: {err}"
@@ -200,7 +212,7 @@ class Actuator(ActuatorMemory):
         clear = {tag: "" for tag in (TAG_DRAIN, TAG_DESTROY) if node is not None and node.tags.get(tag)}
         if node is not None and clear:
             try:
-                self.cloud.set_tags(node, clear)
+                self.cloud.set_tags(node, {**clear, **self._marks(now)})
             except CloudError as err:
                 if err.kind is not ErrorKind.NOT_FOUND:
                     detail = self._cloud_error(err, key)
@@ -281,7 +293,7 @@ class Actuator(ActuatorMemory):
                    "worker lost" if ticket is not None else "nothing to drain")
         if not resuming:
             try:
-                self.cloud.set_tags(node, {TAG_DESTROY: str(int(now))})
+                self.cloud.set_tags(node, {TAG_DESTROY: str(int(now)), **self._marks(now)})
             except CloudError as err:
                 if err.kind is ErrorKind.NOT_FOUND:
                     return self._destroyed(node, worker_name, now, "node already gone")

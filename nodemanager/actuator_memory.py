@@ -65,6 +65,7 @@ class ActuatorMemory:
         self._mono = monotonic_of(clock)  # backoffs, blocks and settle times: no wall-clock step moves them
         self.latest_worker = latest_worker
         self.request_ids = request_ids
+        self.controller = ""   # host:pid:start of this process, tagged on what it does (none: untagged)
         self._lock = threading.Lock()
         # times below are monotonic unless said otherwise
         self._quota: tuple[int, float] | None = None          # (count, learned at)

@@ -47,7 +47,8 @@ SCHEDULER_OPTIONS: Mapping[str, frozenset[str]] = {
 }
 
 _CLOUD_OWN = frozenset({"driver", "cluster", "node_name_template", "calls_per_second",
-                        "quota_backoff"})
+                        "quota_backoff", "deployment_id"})
+_DEPLOYMENT_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -298,6 +299,7 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
 
     _check_markets(r, cloud.driver, sizes)
     ha = _ha(r)
+    _check_identity(r, cloud, ha is not None)
 
     matrix = daemon.get("matrix", "").strip()
     if profile_matrix is not None and matrix == profile_matrix:
@@ -423,6 +425,7 @@ def _cloud(r: _Reader) -> CloudSettings:
     own_schema: dict[str, Callable[[str], Any]] = {
         "driver": lambda v: v.strip().lower(), "cluster": str, "node_name_template": str,
         "calls_per_second": nonneg(parse_float), "quota_backoff": parse_duration,
+        "deployment_id": lambda v: v.strip(),
     }
     own = r.typed("Cloud", own_schema, open_ended=True)
     # libcloud constructor arguments stay text: the cloud adapter knows their types and checks
@@ -450,6 +453,19 @@ def _cloud(r: _Reader) -> CloudSettings:
                       "would get the same name")
     return CloudSettings(driver_args=frozen_map(args), create_args=frozen_map(create),
                          tags=frozen_map(tags), **own)
+
+
+def _check_identity(r: _Reader, cloud: CloudSettings, ha: bool) -> None:
+    """A real cloud's cluster name is not the default one, and [HA] heads name their deployment."""
+    if cloud.deployment_id and not _DEPLOYMENT_ID.fullmatch(cloud.deployment_id):
+        r.problem("Cloud", "deployment_id", "use 1-64 letters, digits, '.', '-' or '_'")
+    if cloud.driver in PROVIDERS and cloud.driver != "dummy" and cloud.cluster == CloudSettings.cluster:
+        r.problem("Cloud", "cluster", f"is {CloudSettings.cluster!r}, the default: another site on "
+                  "the same cloud account may use it too; choose a name for this pool (it starts "
+                  "every VM name and is the cloud tag nodemanager-cluster)")
+    if ha and not cloud.deployment_id:
+        r.problem("Cloud", "deployment_id", "required with [HA]: every head node of this deployment "
+                  "must carry the same id (for instance the output of `uuidgen`)")
 
 
 def _check_resolves(r: _Reader, address: str) -> None:

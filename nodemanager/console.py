@@ -230,6 +230,8 @@ def _top(doc: Mapping[str, Any]) -> str:
         parts.append(f"<span class='bad' id='paused'>paused: {e(str(doc['paused']))}</span>")
     if doc.get("frozen"):
         parts.append(f"<span class='bad' id='frozen'>actions frozen: {e(str(doc['frozen']))}</span>")
+    if doc.get("other_controller"):
+        parts.append(f"<span class='bad' id='other-controller'>stopped: {e(str(doc['other_controller']))}</span>")
     matrix = doc.get("matrix") or {}
     if matrix.get("error"):
         parts.append(f"<span class='bad'>matrix error (running the last good one): "
@@ -279,6 +281,14 @@ def render_html(doc: Mapping[str, Any]) -> str:
         for w in workers:
             extra = f", draining ({w['drain_reason']})" if w.get("draining") else ""
             parts.append(f"<li>{e(w['name'])}: {e(str(w['state']))}{e(extra)}</li>")
+        parts.append("</ul>")
+    foreign = doc.get("foreign_vms") or []
+    if foreign:
+        parts.append("<h2>VMs of another deployment with this cluster name (never touched)</h2>"
+                     "<ul id='foreign'>")
+        for v in foreign:
+            parts.append(f"<li>{e(str(v['name']))} ({e(str(v['node_id']))}, {e(str(v['state']))}): "
+                         f"deployment {e(str(v['deployment'] or 'none'))}</li>")
         parts.append("</ul>")
     parts.append(f"<div id='recent'>{_recent(doc)}</div>")
     parts.append("<script>" + _JS + "</script></body></html>")

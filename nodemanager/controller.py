@@ -37,6 +37,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 from nodemanager.actuate import Actuator, Task
 from nodemanager.actuator_memory import ActuatorState
 from nodemanager.controller_inputs import InputMemory, build_in_flight
+from nodemanager.core.identity import (Identity, Ownership, another_controller, joined_our_pool,
+                                       sort_by_owner)
 from nodemanager.core.node_memo import NodeMemo
 from nodemanager.core.protected import BootRecord, observe_boots, protected_sizes
 from nodemanager.decision_log import DecisionLog
@@ -44,6 +46,7 @@ from nodemanager.idle_memory import IdleMemory
 from nodemanager.model import CloudNode, CycleReport, Outcome, Plan, Snapshot, frozen_map
 from nodemanager.scheduler import SchedulerPoll
 from nodemanager.settings import Settings
+from nodemanager.tags import TAG_DEPLOYMENT
 from policy_matrix.vocabulary import DOWN, UNPAIRED
 
 __all__ = ["Controller"]
@@ -130,6 +133,10 @@ class Controller:
         self._boot_records: dict[str, BootRecord] = {}  # size -> failed joins in a row (protected mode)
         self.idle_memory = IdleMemory()  # idle_grace_mode = break-even: joins and idle periods per size
         self.plan_memo = NodeMemo()  # the core's per-node work kept across cycles (replays, large pools)
+        # whose VMs are ours (None: every VM of the cluster name, as in a replay or `plan`)
+        self.identity: Identity | None = None
+        self._owned: tuple[Sequence[CloudNode], Ownership] | None = None
+        self.other_controller: str | None = None   # once set, this process acts no more
         if actuator is None and not self.dry_run:
             raise ValueError("a controller that acts needs an actuator")
 
@@ -208,12 +215,16 @@ class Controller:
         now = self.clock()
         # before the snapshot: a new HA leader reads the admin state (pause, holds) it then plans with
         held_back = self.hold_back(min(cloud_polled_at, poll.polled_at)) if self.hold_back else None
+        owned = self._ownership(nodes)
+        nodes = owned.ours if self.identity is not None else nodes
         settled = self.actuator.observe_listing(nodes, cloud_polled_at) if self.actuator is not None else []
         if settled:
             self.record(settled)
         skew = self.clock_skew() if self.clock_skew is not None else None
         nodes = self.inputs.nodes(nodes, cloud_polled_at, poll, skew, self.settings.core.clock_tolerance)
         poll = self.inputs.poll(poll, nodes, self.settings.core.node_stale_after)
+        if owned.foreign and self.identity is not None and self.other_controller is None:
+            self._watch_pool(owned, poll)
         if self.actuator is not None:
             self.actuator.observe_poll(poll)
         cancels = frozenset(self.admin.take_cancels() or ()) if hasattr(self.admin, "take_cancels") else frozenset()
@@ -233,6 +244,7 @@ class Controller:
         gone = self._decisions.decisions(plan, self.dry_run, self.history, self.last_report)
         if gone and hasattr(self.admin, "forget"):
             self.admin.forget(gone)
+        held_back = held_back or self.other_controller
         tasks = [] if self.dry_run or held_back else self._tasks(snap, plan)
         outcomes, self._pending_outcomes = tuple(self._pending_outcomes), []
         cpu = time.thread_time() - cpu0
@@ -245,9 +257,55 @@ class Controller:
         self._held_back_logged = held_back
         report = CycleReport(snapshot=snap, plan=plan, outcomes=outcomes,
                              matrix_hash=getattr(self.matrix, "sha256", ""),
-                             matrix_error=self.matrix_error, cpu_seconds=cpu)
+                             matrix_error=self.matrix_error, cpu_seconds=cpu,
+                             foreign_nodes=owned.foreign, other_controller=self.other_controller)
         self.last_report = report
         return report, tasks
+
+    def _ownership(self, nodes: Sequence[CloudNode]) -> Ownership:
+        """The listing sorted by owner (worked out once per listing), with one log line each time
+        what is not plainly ours changes; sets :attr:`other_controller` the first time another
+        controller of this deployment is seen acting (this process then acts no more)."""
+        if self.identity is None:
+            return Ownership()
+        if self._owned is not None and self._owned[0] is nodes:
+            return self._owned[1]
+        before = self._owned[1] if self._owned is not None else Ownership()
+        owned = sort_by_owner(nodes, self.identity)
+        self._owned = (nodes, owned)
+        cluster = self.settings.cloud.cluster
+        if {n.id for n in owned.foreign} != {n.id for n in before.foreign} and owned.foreign:
+            shown = ", ".join(f"{n.name} ({n.id}, deployment {n.tags.get(TAG_DEPLOYMENT) or 'none'})"
+                              for n in owned.foreign[:10])
+            log.warning("cluster %s: %d VM(s) with this cluster name belong to another deployment "
+                        "(not %s): %s; never touched nor counted", cluster, len(owned.foreign),
+                        self.identity.deployment, shown)
+        adopted = {n.id for n in owned.adopted} - {n.id for n in before.adopted}
+        if adopted:
+            log.info("cluster %s: %d VM(s) without a deployment tag, launched before this deployment's "
+                     "id %s was made, managed as ours: %s", cluster, len(adopted), self.identity.deployment,
+                     ", ".join(n.name for n in owned.adopted if n.id in adopted))
+        if owned.others and self.other_controller is None:
+            self.other_controller = another_controller(cluster, owned.others)
+            log.error("%s: this controller (%s) stops every boot, drain and destroy; stop the other "
+                      "one (or run both under [HA]), then restart this one", self.other_controller,
+                      self.identity.controller)
+        return owned
+
+    def _watch_pool(self, owned: Ownership, poll: SchedulerPoll) -> None:
+        """Stop acting when VMs of another deployment joined our scheduler: a second controller
+        boots for this pool under another deployment id."""
+        assert self.identity is not None
+        joined = joined_our_pool(owned.foreign, (w.cloud_id for w in poll.workers if w.cloud_id),
+                                 self.identity)
+        if joined:
+            self.other_controller = another_controller(self.settings.cloud.cluster, joined)
+            log.error("%s, under deployment id %s, and their workers join this pool: this controller "
+                      "(%s) stops every boot, drain and destroy; give both head nodes one "
+                      "[Cloud] deployment_id and keep one of them (or run both under [HA]), then "
+                      "restart this one", self.other_controller,
+                      ", ".join(sorted({n.tags.get(TAG_DEPLOYMENT) or "none" for n, _, _ in joined})),
+                      self.identity.controller)
 
     def _watch_suspects(self, plan: Plan, polled_at: float, now: float) -> None:
         """Add the time since the last counted poll to each node a new, fresh poll shows unpaired

@@ -145,7 +145,8 @@ class Daemon:
 
     def __init__(self, settings: Settings, *, config_path: str | None = None, clock: Clock | None = None,
                  dry_run: bool = False, status: bool = True, stop_timeout: float = 30.0,
-                 ports: tuple[CloudDriver, Scheduler, Any] | None = None, ha: Any = None) -> None:
+                 ports: tuple[CloudDriver, Scheduler, Any] | None = None, ha: Any = None,
+                 identity: Any = None) -> None:
         import policy_matrix
         from nodemanager.metrics import Metrics
 
@@ -178,7 +179,7 @@ class Daemon:
         # bound before the cloud and scheduler are built: a second instance stops here having called neither
         self.status_server: Any = self._bind_status() if status and settings.manage.port >= 0 else None
         try:
-            self._build(settings, ports)
+            self._build(settings, ports, identity)
         except BaseException:
             if self.status_server is not None:
                 self.status_server.stop()
@@ -213,7 +214,8 @@ class Daemon:
             raise ConfigError([Problem(s.source or "config", None, "Manage", option,
                                        f"cannot listen on {where}: {reason}{hint}")]) from None
 
-    def _build(self, settings: Settings, ports: tuple[CloudDriver, Scheduler, Any] | None) -> None:
+    def _build(self, settings: Settings, ports: tuple[CloudDriver, Scheduler, Any] | None,
+               identity: Any = None) -> None:
         """The cloud and scheduler ports, the actuator, the controller and the actor system."""
         cloud, scheduler, self.world = ports or build_ports(settings, self.clock)
         if self.ha is not None:
@@ -231,6 +233,9 @@ class Daemon:
                                      dry_run=self.dry_run, admin=self.admin,
                                      clock_skew=lambda: getattr(cloud, "clock_skew", None))
         self.controller.history = self.history
+        if identity is not None:  # nodemanager.core.identity.Identity: act on our deployment's VMs only
+            self.controller.identity = identity
+            self.actuator.controller = identity.controller
         if self.ha is not None:
             self.ha.admin = self.admin
             self.controller.hold_back = self.ha.hold_back
@@ -259,6 +264,7 @@ class Daemon:
         self._done_at["cycle finished"] = self.clock.monotonic()
         self.counters["cycles"] += 1
         self.metrics.observe(report)
+        self.metrics.observe_identity(report)
         self.history.save_if_due(self.last_cycle_at)
         self.check_matrix()
 
@@ -332,6 +338,8 @@ class Daemon:
                 log.error("reload rejected, the running configuration stays: %s", problem)
             return False
         old = self.settings
+        if not new.cloud.deployment_id:  # made at the first start, not read from the file
+            new = replace(new, cloud=replace(new.cloud, deployment_id=old.cloud.deployment_id))
         for attr, section in _RESTART_ONLY:
             if getattr(new, attr) != getattr(old, attr):
                 log.warning("reload: changes in %s need a restart; the running values stay", section)

@@ -291,6 +291,13 @@ class Metrics:
         self._matrix_mtime = Gauge("nodemanager_matrix_file_mtime_seconds",
                                    "Modification time of the matrix file in force (epoch seconds).",
                                    registry=r)
+        self._foreign = Gauge("nodemanager_foreign_vms",
+                              "VMs with this cluster name that carry another deployment's id "
+                              "(never touched nor counted).", registry=r)
+        self._other_controller = Gauge("nodemanager_other_controller",
+                                       "1 when another controller of this deployment was seen acting "
+                                       "and this one stopped every boot, drain and destroy.",
+                                       registry=r)
         self._build = Info("nodemanager_build", "The nodemanager version.", registry=r)
         self._build.info({"version": version or _version()})
         for result in ("ok", "error"):
@@ -305,6 +312,11 @@ class Metrics:
         """New prices after a config reload."""
         with self._lock:
             self._sizes = {s.name: s for s in sizes}
+
+    def observe_identity(self, report: CycleReport) -> None:
+        """Whose VMs the cycle saw: another deployment's, and whether another controller acts."""
+        self._foreign.set(sum(1 for n in report.foreign_nodes if not is_gone(n)))
+        self._other_controller.set(1 if report.other_controller else 0)
 
     # -- explicit calls ----------------------------------------------------------------------
     def observe_call(self, target: str, call: str, seconds: float,

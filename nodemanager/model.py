@@ -430,6 +430,10 @@ class CycleReport:
     matrix_hash: str = ""
     matrix_error: str | None = None
     cpu_seconds: float = 0.0
+    # VMs with our cluster name and another deployment's id: shown, never touched nor counted
+    foreign_nodes: tuple[CloudNode, ...] = ()
+    # why this process stopped acting: another controller of this deployment acts (None: it does not)
+    other_controller: str | None = None
 
     @cached_property
     def why_not(self) -> Any:

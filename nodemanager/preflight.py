@@ -167,6 +167,7 @@ def _cloud(settings: Settings, cloud: Any) -> Iterator[Check]:
         return
     yield Check("cloud listing", True, f"{settings.cloud.driver}: {len(nodes)} node(s) of cluster "
                                        f"{settings.cloud.cluster!r}")
+    yield from _owners(settings, nodes)
     check = getattr(cloud, "check_permissions", None)
     if check is None or not settings.core.sizes:
         return
@@ -180,6 +181,63 @@ def _cloud(settings: Settings, cloud: Any) -> Iterator[Check]:
                "action the daemon uses)" if r.allowed is False else
                "" if r.allowed else "check the credentials' policy by hand")
         yield Check(f"cloud permission {r.action}", r.allowed, r.detail, fix)
+
+
+def _running_here(settings: Settings) -> Any:
+    """The lock holder of this cluster's daemon if it runs on this host (its pid is alive), else None."""
+    from nodemanager.lock import Holder, lock_path
+    try:
+        with open(lock_path(settings.manage.state_dir, settings.cloud.cluster), encoding="utf-8") as f:
+            holder = Holder.parse(f.read(4096))
+        if holder is None or holder.host != socket.gethostname():
+            return None
+        os.kill(holder.pid, 0)
+    except (OSError, ValueError):
+        return None
+    return holder
+
+
+def _owners(settings: Settings, nodes: list[Any]) -> Iterator[Check]:
+    """Whose the listed VMs are: ours, another deployment's, and whether another controller of
+    this deployment acts beside the daemon running here."""
+    from nodemanager.cloud import is_gone
+    from nodemanager.core.identity import Identity, another_controller, sort_by_owner
+    from nodemanager.identity import IdentityError, read_record, record_path
+    from nodemanager.tags import TAG_DEPLOYMENT
+
+    if settings.cloud.driver in ("simulated", "dummy"):
+        return
+    path = record_path(settings.manage.state_dir, settings.cloud.cluster)
+    try:
+        record = read_record(path)
+    except IdentityError as exc:
+        yield Check("deployment", False, str(exc), "restore the file, or set [Cloud] deployment_id")
+        return
+    deployment = settings.cloud.deployment_id or (record.id if record else "")
+    created = record.created_at if record is not None and record.id == deployment else time.time()
+    holder = _running_here(settings)
+    me = Identity(deployment, created, f"{holder.host}:{holder.pid}:{int(holder.since)}" if holder else "",
+                  holder.since if holder else 0.0, one_controller=holder is not None and settings.ha is None)
+    owned = sort_by_owner([n for n in nodes if not is_gone(n)], me)
+    adopted = f" ({len(owned.adopted)} without a deployment tag, launched before the id: adopted)" if owned.adopted else ""
+    if deployment:
+        yield Check("deployment", True, f"id {deployment}: {len(owned.ours)} VM(s) of cluster "
+                                        f"{settings.cloud.cluster!r} are ours{adopted}")
+    else:
+        yield Check("deployment", True, f"no id yet: the first start makes one in {path}{adopted}")
+    if owned.foreign:
+        shown = ", ".join(f"{n.name} ({n.id}, deployment {n.tags.get(TAG_DEPLOYMENT) or 'none'})"
+                          for n in owned.foreign[:10])
+        yield Check("other deployments", None, f"{len(owned.foreign)} VM(s) with cluster name "
+                    f"{settings.cloud.cluster!r} belong to another deployment: {shown}; never touched",
+                    "give one of the two pools another [Cloud] cluster; if they are this pool's (a lost "
+                    "state_dir), set [Cloud] deployment_id to the id they carry")
+    stop = another_controller(settings.cloud.cluster, owned.others)
+    if stop is not None:
+        yield Check("other controllers", False, stop, "stop the other nodemanager of this deployment (or "
+                    "run both under [HA]), then restart the one here")
+    elif holder is not None and settings.ha is None:
+        yield Check("other controllers", True, f"none acting beside the daemon here ({holder})")
 
 
 def _cloud_fix(settings: Settings, message: str) -> str:

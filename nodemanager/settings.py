@@ -78,6 +78,7 @@ class CloudSettings:
     node_name_template: str = "{cluster}-{size}-{seq}"
     calls_per_second: float = 5.0
     quota_backoff: float = 600.0
+    deployment_id: str = ""                     # set, or made at the first start (state_dir)
 
 
 @dataclass(frozen=True)

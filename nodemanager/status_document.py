@@ -14,6 +14,7 @@ from nodemanager.admin import AdminState
 from nodemanager.model import EMPTY_MAP, CycleReport
 from nodemanager.settings import CoreSettings
 from nodemanager.summary import pool_summary
+from nodemanager.tags import TAG_DEPLOYMENT
 from nodemanager.text import duration, short_rule
 
 __all__ = ["StatusView", "status_document", "when_text", "cycle_health"]
@@ -127,6 +128,9 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
         matrix={"sha256": report.matrix_hash or None, "error": report.matrix_error},
         polls={k: {"at": v, "age_seconds": round(now - v, 1)} for k, v in snap.polled_at.items()},
         cloud_clock_skew=snap.cloud_clock_skew,
+        other_controller=report.other_controller,
+        foreign_vms=[{"node_id": n.id, "name": n.name, "state": n.state,
+                      "deployment": n.tags.get(TAG_DEPLOYMENT) or None} for n in report.foreign_nodes],
         protected_sizes=dict(snap.protected_sizes),
         summary=pool_summary(report, view.core, recent), notes=list(plan.notes),
         why_not_demand=[w.to_json() for w in why_not.demand],

@@ -33,3 +33,9 @@ def settings_digest(size: Any, create_args: Mapping[str, str]) -> str:
     what = (size.cloud_type, size.cores, size.ram_mb, size.scratch_mb)
     text = repr((what, sorted(create_args.items())))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+# Whose VM it is: the deployment that booted it (an id made at a deployment's first start), and
+# the controller process that last acted on it ("host:pid:start@epoch of that action").
+TAG_DEPLOYMENT = "nodemanager-deployment"
+TAG_CONTROLLER = "nodemanager-controller"
+__all__ += ["TAG_DEPLOYMENT", "TAG_CONTROLLER"]

@@ -45,7 +45,7 @@ def test_user_data_file_reaches_the_vm_with_its_name(moto_server, ec2_cloud, tmp
 def test_user_data_file_is_relative_to_the_config_and_must_be_a_small_regular_file(tmp_path):
     (tmp_path / "boot.sh").write_text(SCRIPT)
     ini = tmp_path / "nm.ini"
-    ini.write_text("[Cloud]\ndriver = ec2\nkey = k\nsecret = s\n[Cloud Create]\nimage = ami-1\n"
+    ini.write_text("[Cloud]\ndriver = ec2\ncluster = site\nkey = k\nsecret = s\n[Cloud Create]\nimage = ami-1\n"
                    "user_data_file = boot.sh\n[Size small]\ncores = 2\nram_mb = 1000\n")
     settings = config.load(str(ini))
     assert settings.cloud.create_args["user_data_file"] == str(tmp_path / "boot.sh")
@@ -89,7 +89,7 @@ def test_a_size_boots_with_its_own_image_boot_script_and_tags(moto_server, ec2_c
 
 def test_a_size_with_an_unreadable_boot_script_is_refused_before_anything_starts(tmp_path):
     ini = tmp_path / "nm.ini"
-    ini.write_text("[Cloud]\ndriver = ec2\nkey = k\nsecret = s\n[Cloud Create]\nimage = ami-1\n"
+    ini.write_text("[Cloud]\ndriver = ec2\ncluster = site\nkey = k\nsecret = s\n[Cloud Create]\nimage = ami-1\n"
                    "[Size gpu]\ncores = 2\nram_mb = 1000\nuser_data_file = nope.sh\n")
     settings = config.load(str(ini))
     with pytest.raises(ValueError, match=r"\[Size gpu\] user_data_file: .*No such file"):

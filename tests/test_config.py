@@ -56,12 +56,12 @@ def test_size_needs_cores_and_memory():
 
 
 def test_real_cloud_needs_a_size():
-    problems = _problems("[Cloud]\ndriver = ec2\nregion = us-east-1\n[Cloud Create]\nimage = ami-1\n")
+    problems = _problems("[Cloud]\ndriver = ec2\ncluster = site\nregion = us-east-1\n[Cloud Create]\nimage = ami-1\n")
     assert problems == ["site.ini:2: [Cloud] driver: a real cloud needs at least one [Size NAME] section"]
 
 
 def test_cloud_constructor_arguments_pass_through():
-    settings = loads("[Cloud]\ndriver = EC2\nkey = AK\nsecret = s3cr3t\nport = 5000\nsecure = no\n"
+    settings = loads("[Cloud]\ndriver = EC2\ncluster = site\nkey = AK\nsecret = s3cr3t\nport = 5000\nsecure = no\n"
                      "[Cloud Create]\nimage = ami-1\n[Size m5.large]\ncores = 2\nram_mb = 8000\n")
     assert settings.cloud.driver == "ec2"
     assert dict(settings.cloud.driver_args) == {"key": "AK", "secret": "s3cr3t", "port": "5000",
@@ -105,7 +105,7 @@ def test_missing_file(tmp_path):
 
 def test_credentials_readable_by_others_are_warned(tmp_path):
     path = tmp_path / "nm.ini"
-    path.write_text("[Cloud]\ndriver = ec2\nkey = AK\nsecret = s3cr3t\n[Cloud Create]\nimage = ami-1\n[Size a]\ncores = 1\nram_mb = 1\n")
+    path.write_text("[Cloud]\ndriver = ec2\ncluster = site\nkey = AK\nsecret = s3cr3t\n[Cloud Create]\nimage = ami-1\n[Size a]\ncores = 1\nram_mb = 1\n")
     os.chmod(path, 0o644)
     warnings = credential_warnings(str(path), load(str(path)))
     assert len(warnings) == 1 and "chmod 600" in warnings[0] and "s3cr3t" not in warnings[0]
@@ -152,7 +152,7 @@ def test_reclaim_foreign_after_is_a_drain_option_the_plan_reads():
 
 
 def test_ha_section_leaves_its_keys_to_the_deployment_and_reports_bad_values_with_lines():
-    s = loads("[Cloud]\ncluster = hpc\n[HA]\nendpoints = http://a:2379, https://b:2379\n")
+    s = loads("[Cloud]\ncluster = hpc\ndeployment_id = hpc-1\n[HA]\nendpoints = http://a:2379, https://b:2379\n")
     assert s.ha is not None and s.ha.endpoints == ("http://a:2379", "https://b:2379")
     assert (s.ha.deployment, s.ha.election_key, s.ha.admin_key) == ("", "", "")  # set at start
     assert (s.ha.lease_ttl, s.ha.stop_margin) == (15.0, 5.0)
@@ -160,7 +160,9 @@ def test_ha_section_leaves_its_keys_to_the_deployment_and_reports_bad_values_wit
     assert _problems("[HA]\nendpoints = a:2379\nlease_ttl = 10s\nstop_margin = 10s\ncert_file = c.pem\n") == [
         "site.ini:2: [HA] endpoints: 'a:2379' is not an http:// or https:// URL",
         "site.ini:4: [HA] stop_margin: must be above 0 and below lease_ttl (10s)",
-        "site.ini:5: [HA] cert_file: cert_file and key_file go together"]
+        "site.ini:5: [HA] cert_file: cert_file and key_file go together",
+        "site.ini: [Cloud] deployment_id: required with [HA]: every head node of this deployment "
+        "must carry the same id (for instance the output of `uuidgen`)"]
 
 
 def test_the_state_dir_defaults_to_the_systemd_units_state_directory(monkeypatch, tmp_path):

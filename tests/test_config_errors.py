@@ -28,10 +28,10 @@ def test_a_misspelt_driver_gets_a_suggestion_at_its_line():
 
 def test_a_real_cloud_needs_an_image_named_where_it_belongs():
     # the section is there without the option: the section's line
-    assert _problems("[Cloud]\ndriver = ec2\n[Cloud Create]\nkey_name = k\n" + SIZE) == [
-        "site.ini:3: [Cloud Create] image: required for driver ec2"]
+    assert _problems("[Cloud]\ndriver = ec2\ncluster = site\n[Cloud Create]\nkey_name = k\n" + SIZE) == [
+        "site.ini:4: [Cloud Create] image: required for driver ec2"]
     # no section at all: the line that chose the driver
-    assert _problems("[Daemon]\nmin_nodes = 0\n[Cloud]\ndriver = gce\n" + SIZE) == [
+    assert _problems("[Daemon]\nmin_nodes = 0\n[Cloud]\ndriver = gce\ncluster = site\n" + SIZE) == [
         "site.ini:4: [Cloud Create] image: required for driver gce"]
     loads("[Cloud]\ndriver = dummy\n" + SIZE)  # libcloud's dummy cloud needs none
 
@@ -112,17 +112,17 @@ def test_a_spot_size_the_driver_cannot_buy_is_refused_at_its_line():
     """[Size NAME] market = spot (issue 15): refused where libcloud cannot buy spot capacity (it
     would boot on-demand VMs at the on-demand price), and a max_price where none is taken."""
     spot = "[Size cheap]\ncores = 4\nram_mb = 16000\nmarket = spot\n"
-    azure = "[Cloud]\ndriver = azure_arm\n[Cloud Create]\nimage = a:b:c\n"
+    azure = "[Cloud]\ndriver = azure_arm\ncluster = site\n[Cloud Create]\nimage = a:b:c\n"
     [problem] = _problems(azure + spot)
-    assert problem.startswith("site.ini:8: [Size cheap] market: spot is not offered for driver azure_arm")
+    assert problem.startswith("site.ini:9: [Size cheap] market: spot is not offered for driver azure_arm")
     assert "priority/evictionPolicy" in problem
-    assert _problems("[Cloud]\ndriver = gce\n[Cloud Create]\nimage = i\n" + spot + "max_price = 0.1\n") == [
-        "site.ini:9: [Size cheap] max_price: driver gce takes no max price for spot capacity"]
-    assert _problems("[Cloud]\ndriver = ec2\n[Cloud Create]\nimage = i\n" + SIZE + "max_price = 0.1\n") == [
-        "site.ini:8: [Size small] max_price: only a spot size takes a max_price"]
+    assert _problems("[Cloud]\ndriver = gce\ncluster = site\n[Cloud Create]\nimage = i\n" + spot + "max_price = 0.1\n") == [
+        "site.ini:10: [Size cheap] max_price: driver gce takes no max price for spot capacity"]
+    assert _problems("[Cloud]\ndriver = ec2\ncluster = site\n[Cloud Create]\nimage = i\n" + SIZE + "max_price = 0.1\n") == [
+        "site.ini:9: [Size small] max_price: only a spot size takes a max_price"]
     assert _problems("[Cloud]\ndriver = dummy\n" + SIZE + "market = reserved\n")[0].startswith(
         "site.ini:6: [Size small] market: expected one of on-demand, spot")
-    ec2 = loads("[Cloud]\ndriver = ec2\n[Cloud Create]\nimage = i\n" + spot + "max_price = 0.1\n")
+    ec2 = loads("[Cloud]\ndriver = ec2\ncluster = site\n[Cloud Create]\nimage = i\n" + spot + "max_price = 0.1\n")
     assert [(s.market, s.max_price) for s in ec2.core.sizes] == [("spot", 0.1)]
 def test_size_offers_are_read_and_a_bad_classad_attribute_names_file_line_and_size():
     size = loads("[Size gpu]\ncores = 8\nram_mb = 32000\ngpus = 2\ngpu_type = a100\n"

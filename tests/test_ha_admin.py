@@ -31,7 +31,8 @@ def ha_config(path: pathlib.Path, etcd_url: str, *, burst: int = 12, every: str 
             .replace("\nstate_dir =\n", f"\nstate_dir = {path.name}-state\n")
             .replace("\nburst_size = 12\n", f"\nburst_size = {burst}\n")
             .replace("\nburst_every = 3m\n", f"\nburst_every = {every}\n")
-            .replace("\nmax_nodes = 8\n", f"\nmax_nodes = {max_nodes}\n"))
+            .replace("\nmax_nodes = 8\n", f"\nmax_nodes = {max_nodes}\n")
+            .replace("\n# deployment_id =\n", "\ndeployment_id = ha-admin-test\n"))  # both heads: one deployment
     path.write_text(text + f"\n[HA]\nendpoints = {etcd_url}\nlease_ttl = 60s\nstop_margin = 5s\n")
     return str(path)
 

@@ -144,6 +144,7 @@ class Rig:
         cp["Polling"].update(cloud_interval=f"{CYCLE}s", scheduler_interval=f"{CYCLE}s",
                              cycle_interval=f"{CYCLE}s", max_backoff="2s")
         cp["Cloud"]["calls_per_second"] = "0"
+        cp["Cloud"]["deployment_id"] = f"{self.cluster}-ha"   # both heads: one deployment
         cp["Scheduler"]["timeout"] = "5s"
         cp["Manage"]["state_dir"] = str(head.dir / "state")
         cp["HA"] = {"endpoints": head.etcd.url, "lease_ttl": f"{TTL:g}s", "stop_margin": f"{MARGIN:g}s",

@@ -18,8 +18,10 @@ What the adapter does, and what it leaves to the daemon:
   ``retry_after``.
 - a create that raised but made the VM, and a destroy that raised but removed it, are settled by
   the daemon with the next listing (``nodemanager.cloud.reconcile``); the adapter adds the
-  request-id tag (and, on EC2, passes it as ``ClientToken`` so AWS itself makes a repeated create
-  idempotent). A destroy of a node the cloud no longer knows is a success here already.
+  request-id tag. On EC2 the ``ClientToken`` is made from the deployment id, the node name and a
+  ten-minute window (:func:`nodemanager.core.identity.client_token`; the request id without a
+  deployment tag), so AWS answers a second create of that name, from any controller of the
+  deployment, with the first one's instance. A destroy of a node the cloud no longer knows is a success here already.
 - libcloud calls are spaced by a token bucket (``calls_per_second``; one token per libcloud
   call, an EC2 listing takes one per page) and serialised (a libcloud driver's connection is not
   thread-safe), so several actuator threads may share one adapter. libcloud's own retry
@@ -67,6 +69,8 @@ from nodemanager.cloud.port import (PROVIDERS, TAG_CLUSTER, TAG_DRAIN, TAG_REQUE
 from nodemanager.cloud.ratelimit import TokenBucket
 from nodemanager.config import parse_bool
 from nodemanager.core import date_skew
+from nodemanager.core.identity import client_token
+from nodemanager.tags import TAG_DEPLOYMENT
 from nodemanager.model import CloudNode, Size, frozen_map
 from nodemanager.settings import CloudSettings
 
@@ -522,7 +526,11 @@ class LibcloudCloud:
                 zone = ExEC2AvailabilityZone(opts.location, "available", d.region_name)
                 kwargs["location"] = EC2NodeLocation(opts.location, opts.location, None, d, zone)
             kwargs["image"] = NodeImage(id=opts.image, name=None, driver=d)  # type: ignore[arg-type]  # libcloud annotates str; image is required here (image_required)
-            kwargs["ex_clienttoken"] = request[:64]
+            deployment = tags.get(TAG_DEPLOYMENT)
+            # one token per deployment, name and time window: a second controller of the
+            # deployment booting the same name gets the first one's VM, not a second VM
+            kwargs["ex_clienttoken"] = (client_token(deployment, name, self._wall_clock())
+                                        if deployment else request[:64])
             if "ex_subnet" in kwargs:
                 kwargs["ex_subnet"] = EC2NetworkSubnet(kwargs["ex_subnet"], None, None)
         elif self.provider == "azure_arm":

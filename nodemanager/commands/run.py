@@ -7,7 +7,8 @@ be bound, or a state_dir that cannot be locked), 70 stopped by a fatal error, 75
 runs this cluster (the line names its pid, host and start).
 
 Start-up order: config, the instance lock (``nodemanager.lock``, in ``[Manage] state_dir``), the
-status port, then the cloud and scheduler and the actors; so a second instance or a taken port
+deployment record (``nodemanager.identity``: a renamed cluster whose old VMs remain is refused,
+exit 2), the status port, then the cloud and scheduler and the actors; so a second instance or a taken port
 stops before any cloud or scheduler call. A dry run takes no lock (it never acts, so it may run
 beside the real daemon to try a config or matrix: give it another ``[Manage] port`` or -1).
 """
@@ -49,10 +50,30 @@ def setup_logging(level: str, stream: Any = None) -> logging.Handler:
     return handler
 
 
+def _identity(args: argparse.Namespace, settings: Any, lock: Any) -> tuple[Any, Any]:
+    """The settings with the deployment id, and this process's identity (None for a cloud that
+    lives in this process: nothing of it outlives the process or is shared)."""
+    from dataclasses import replace
+
+    from nodemanager.identity import start_identity
+    from nodemanager.journal import _IN_PROCESS_DRIVERS
+
+    if settings.cloud.driver in _IN_PROCESS_DRIVERS:
+        return settings, None
+
+    def list_cluster(name: str) -> list[Any]:
+        from nodemanager.cloud import LibcloudCloud
+        return LibcloudCloud(replace(settings.cloud, cluster=name)).list_nodes()
+
+    return start_identity(settings, args.config, lock.holder if lock is not None else None,
+                          save=lock is not None, list_cluster=list_cluster)
+
+
 def _run(args: argparse.Namespace) -> int:
     import policy_matrix
     from nodemanager import config
     from nodemanager.daemon import Daemon, tune_gc
+    from nodemanager.identity import IdentityError
     from nodemanager.lock import InstanceLock, InstanceRunning, LockError
 
     try:
@@ -75,7 +96,12 @@ def _run(args: argparse.Namespace) -> int:
             return 2
     try:
         try:
-            daemon = Daemon(settings, config_path=args.config, dry_run=args.dry_run)
+            settings, identity = _identity(args, settings, lock)
+        except IdentityError as exc:
+            print(f"nodemanager run: {exc}", file=sys.stderr)
+            return 2
+        try:
+            daemon = Daemon(settings, config_path=args.config, dry_run=args.dry_run, identity=identity)
         except policy_matrix.MatrixError as exc:
             print(f"nodemanager run: {exc}", file=sys.stderr)
             return 2

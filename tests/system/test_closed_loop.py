@@ -252,13 +252,19 @@ def run_loop(tmp_path, moto_server, cluster, slurm, hv, *, jobs: int, kill_at: t
             pytest.fail(f"loop not finished in {DEADLINE:.0f}s: queue {slurm.job_ids()}, running VMs "
                         f"{hv.by_instance}\n{log.read_text()[-4000:]}")
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_daemon(proc)
     return submitted, seen, log.read_text(), kills
+
+
+def stop_daemon(proc: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL after 20 s."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
 
 
 def assert_closed_loop(submitted, seen, text, hv, ec2_instances, *, drain_on_status_page: bool = True):
