@@ -148,7 +148,9 @@ def test_a_machine_with_two_partitionable_slots_is_one_worker_with_both(real):
     name = real.add(cpus=4, pslots=2)                # SLOT_TYPE_1/2, each 2 cores, partitionable
     assert len(real.pool.slots(f'Machine == "{name}" && PartitionableSlot =?= true')) == 2
     real.run_job(name, cpus=2)                       # fills one of the two slots
-    [w] = [w for w in real.htc.poll().workers if w.name == name]
+    # the drain's check compares the startd's cost estimates with ours: wait until they count the job
+    w = real.until(lambda: (lambda w: w if (w.ad.get("ExpectedMachineQuickDrainingBadput") or 0) > 0 else None)(
+        real.worker(name)), "the estimates counting the job")
     assert (w.cpus, w.cpus_busy, w.running_jobs) == (4, 2, 1)
     assert (w.state, w.classified.state) == ("Claimed/Busy", "busy")
     ticket = real.htc.drain(w, DrainSchedule.FAST, "consolidation")
