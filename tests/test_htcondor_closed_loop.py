@@ -21,7 +21,7 @@ from nodemanager.scheduler.htcondor_bindings import Htcondor2Bindings
 from nodemanager.settings import CoreSettings, Settings
 from tests.fixtures.condor_contract import real_pool  # noqa: F401 - fixture
 
-pytestmark = [pytest.mark.ec2, pytest.mark.slow]
+pytestmark = [pytest.mark.htcondor, pytest.mark.ec2, pytest.mark.slow]
 
 SIZE = Size("small", cores=2, ram_mb=2048, price=0.1, instance_type="t3.small")
 

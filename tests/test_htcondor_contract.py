@@ -16,8 +16,6 @@ from tests.fixtures.condor_contract import real_pool, startds  # noqa: F401 - fi
 
 GRACEFUL, QUICK, FAST = DrainSchedule.GRACEFUL, DrainSchedule.QUICK, DrainSchedule.FAST
 
-pytestmark = pytest.mark.slow
-
 
 def test_an_idle_startd_is_drained_and_confirmed(startds):
     name = startds.add()
@@ -144,6 +142,8 @@ def real(real_pool):  # noqa: F811 - the module's pool
     side.close()
 
 
+@pytest.mark.htcondor
+@pytest.mark.slow
 def test_a_machine_with_two_partitionable_slots_is_one_worker_with_both(real):
     name = real.add(cpus=4, pslots=2)                # SLOT_TYPE_1/2, each 2 cores, partitionable
     assert len(real.pool.slots(f'Machine == "{name}" && PartitionableSlot =?= true')) == 2
@@ -160,6 +160,7 @@ def test_a_machine_with_two_partitionable_slots_is_one_worker_with_both(real):
     assert (w.cpus, w.state, w.drain_reason) == (4, "Drained/Idle", ticket.reason)
 
 
+@pytest.mark.htcondor
 def test_demand_from_the_real_schedd_is_stable_across_polls(real):
     from nodemanager.model import Size
     from nodemanager.scheduler.htcondor import HTCondorScheduler
