@@ -8,6 +8,7 @@ only after our drain of it was confirmed.
 
 from __future__ import annotations
 
+import pathlib
 import time
 
 import policy_matrix
@@ -26,15 +27,22 @@ pytestmark = [pytest.mark.htcondor, pytest.mark.ec2, pytest.mark.slow]
 SIZE = Size("small", cores=2, ram_mb=2048, price=0.1, instance_type="t3.small")
 
 
-def test_jobs_boot_vms_that_are_drained_and_destroyed_with_no_job_killed(real_pool, ec2_cloud):
+@pytest.mark.parametrize("jobs, seconds, consolidate", [(3, 15, False), (1, 40, True)],
+                         ids=["default", "consolidation-with-a-long-job"])
+def test_jobs_boot_vms_that_are_drained_and_destroyed_with_no_job_killed(real_pool, ec2_cloud, jobs, seconds,
+                                                                         consolidate):
+    """With consolidation (the cost profile's matrix drains an underused busy node gracefully),
+    a job longer than the idle grace is never evicted either."""
     pool = real_pool
     settings = Settings(core=CoreSettings(sizes=(SIZE,), max_nodes=3, boot_grace=120.0, idle_grace=8.0,
-                                          poll_stale_after=3600.0, node_stale_after=3600.0))
+                                          poll_stale_after=3600.0, node_stale_after=3600.0,
+                                          consolidate=consolidate, consolidate_margin=0))
+    matrix = (policy_matrix.load(pathlib.Path(policy_matrix.__file__).parent / "cost.matrix") if consolidate
+              else policy_matrix.load_default())
     cloud = ec2_cloud()
     sched = HTCondorScheduler(Htcondor2Bindings(pool.collector), sizes=(SIZE,))
-    ctl = Controller(settings, policy_matrix.load_default(), Actuator(cloud, sched, settings, clock=time.time),
-                     clock=time.time)
-    cluster = pool.submit(15, count=3, cpus=1, memory=500)
+    ctl = Controller(settings, matrix, Actuator(cloud, sched, settings, clock=time.time), clock=time.time)
+    cluster = pool.submit(seconds, count=jobs, cpus=1, memory=500)
     started: dict[str, str] = {}                     # instance id -> VM name (its startd)
     outcomes: list = []
 
@@ -51,13 +59,13 @@ def test_jobs_boot_vms_that_are_drained_and_destroyed_with_no_job_killed(real_po
             if node_id not in live and name in pool.masters:
                 pool.stop_vm(name, kill=True)
         done = pool.jobs(f"ClusterId == {cluster} && JobStatus == 4", ["JobStatus"])
-        return bool(started) and not live and len(done) >= 3
+        return bool(started) and not live and len(done) >= jobs
 
     pool.wait_for(cycle, 240, "the jobs done and every VM destroyed", step=2.0)
 
-    jobs = pool.jobs(f"ClusterId == {cluster}", ["ProcId", "JobStatus", "NumJobStarts", "ExitCode"])
-    by_proc = {j["ProcId"]: j for j in jobs}
-    assert len(by_proc) == 3 and all(j["JobStatus"] == 4 and j.get("NumJobStarts") == 1 for j in by_proc.values())
+    ads = pool.jobs(f"ClusterId == {cluster}", ["ProcId", "JobStatus", "NumJobStarts", "ExitCode"])
+    by_proc = {j["ProcId"]: j for j in ads}
+    assert len(by_proc) == jobs and all(j["JobStatus"] == 4 and j.get("NumJobStarts") == 1 for j in by_proc.values())
     drained = {o.node for o in outcomes if o.kind == "drain" and o.result == "ok"}
     destroyed = [o for o in outcomes if o.kind == "destroy" and o.result == "ok"]
     assert {o.node for o in destroyed} == set(started)
