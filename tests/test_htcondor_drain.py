@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from nodemanager.scheduler.htcondor_drain import drain_check_expression, is_our_drain, ticket_from_worker
+from nodemanager.scheduler.htcondor_drain import (cost_growth, drain_check_expression, is_our_drain,
+                                                  ticket_from_worker)
 from nodemanager.scheduler.port import DrainRefused, DrainSchedule, DrainTicket, SchedulerError
 from tests.fixtures.htcondor import CondorWorld
 
@@ -81,6 +82,16 @@ def test_a_startd_restarted_since_the_snapshot_is_judged_afresh(condor):
     condor.run_job("b.example")                                          # busy now: refused
     with pytest.raises(DrainRefused, match="restarted|busy"):
         condor.htc.drain(snapshot, GRACEFUL, "idle exceeded")
+
+
+def test_a_refusal_by_the_cost_guard_names_the_estimate_that_grew():
+    # a poll taken within an update of a new claim: the snapshot's estimate does not count it yet
+    snapshot = {"ExpectedMachineGracefulDrainingBadput": 0, "ExpectedMachineGracefulDrainingCompletion": 1000}
+    live = {"ExpectedMachineGracefulDrainingBadput": 7200, "ExpectedMachineGracefulDrainingCompletion": 1000}
+    assert cost_growth(snapshot, live, GRACEFUL) == (
+        "ExpectedMachineGracefulDrainingBadput 7200, 0 in the snapshot")
+    assert cost_growth(snapshot, snapshot, GRACEFUL) is None
+    assert cost_growth(snapshot, live, FAST) is None                 # fast is guarded by Quick's
 
 
 def test_busy_node_drain_guarded_by_its_estimates(condor):

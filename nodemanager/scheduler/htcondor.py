@@ -48,8 +48,8 @@ from nodemanager.scheduler.htcondor_ads import (JOB_ATTRIBUTES, demand_from_jobs
 from nodemanager.scheduler.htcondor_bindings import Bindings, Htcondor2Bindings, plain_ad
 from nodemanager.scheduler.htcondor_match import WALLTIME_ATTRIBUTE, HTCondorMatcher
 from nodemanager.scheduler.htcondor_drain import (DRAIN_TIMEOUT, drain_check_expression, drain_reason,
-                                                  graceful_evicts_at_once, is_our_drain, jobs_on, number,
-                                                  pslot_of)
+                                                  cost_growth, graceful_evicts_at_once, is_our_drain,
+                                                  jobs_on, number, pslot_of)
 from nodemanager.scheduler.records import ProblemLog, RecordProblem
 from nodemanager.settings import SchedulerSettings
 
@@ -336,6 +336,8 @@ class HTCondorScheduler:
         elif None not in (then := number(worker.ad, "DaemonStartTime"), now_ := number(p, "DaemonStartTime")) \
                 and then != now_:  # only the collector's copy (after a timeout) has it
             detail = "the startd restarted since the snapshot"
+        elif grown := cost_growth(worker.ad, p, schedule):
+            detail = f"its drain cost grew past the check since the snapshot ({grown}); asked again next cycle"
         else:
             detail = ("refused although it looks unchanged: its drain cost grew past the check, or we lack "
                       "ADMINISTRATOR authorization")

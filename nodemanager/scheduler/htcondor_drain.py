@@ -12,7 +12,7 @@ from nodemanager.model import Worker
 from nodemanager.scheduler.port import DRAIN_REASON_PREFIX, DrainSchedule, DrainTicket
 
 __all__ = ["DRAIN_TIMEOUT", "drain_check_expression", "drain_reason", "pslot_of", "is_our_drain",
-           "ticket_from_worker", "number", "jobs_on", "graceful_evicts_at_once"]
+           "ticket_from_worker", "number", "jobs_on", "graceful_evicts_at_once", "cost_growth"]
 
 # dc_startd.cpp hard-codes 20 s for DRAIN_JOBS / CANCEL_DRAIN_JOBS; a failure this slow is a timeout.
 DRAIN_TIMEOUT = 20.0
@@ -56,6 +56,20 @@ def drain_check_expression(ad: Mapping[str, Any], schedule: DrainSchedule | str,
         if badput is not None:
             parts.append(f"ExpectedMachine{kind}DrainingBadput <= {int(factor * badput + slack)}")
     return " && ".join(parts) if parts else "true"
+
+
+def cost_growth(snapshot: Mapping[str, Any], live: Mapping[str, Any], schedule: DrainSchedule | str, *,
+                slack: float = 1200.0, factor: float = 1.25) -> str | None:
+    """In words, the startd's estimate in ``live`` that is past the bound the check expression
+    built from ``snapshot`` set (see :func:`drain_check_expression`), else None. A snapshot taken
+    within an update of a new claim does not count it yet: the next cycle's drain goes through."""
+    kind = "Graceful" if DrainSchedule(schedule) is DrainSchedule.GRACEFUL else "Quick"
+    for what, bound in (("Badput", lambda v: factor * v + slack), ("Completion", lambda v: v + slack)):
+        key = f"ExpectedMachine{kind}Draining{what}"
+        then, now = number(snapshot, key), number(live, key)
+        if then is not None and now is not None and now > int(bound(then)):
+            return f"{key} {now:.0f}, {then:.0f} in the snapshot"
+    return None
 
 
 def graceful_evicts_at_once(ad: Mapping[str, Any]) -> str | None:
