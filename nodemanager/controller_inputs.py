@@ -28,18 +28,22 @@ def _short(name: str | None) -> str | None:
 
 
 def build_in_flight(nodes: Iterable[CloudNode], poll: SchedulerPoll | None,
-                    boots: Iterable[InFlight] = (), tag_grace: float = 120.0) -> tuple[InFlight, ...]:
+                    boots: Iterable[InFlight] = (), tag_grace: float = 120.0,
+                    listed: Iterable[CloudNode] | None = None) -> tuple[InFlight, ...]:
     """In-flight actions as the cloud tags and the scheduler record them (plus unlisted boots).
 
     A ``TAG_DRAIN`` is believed unless a poll taken more than ``tag_grace`` seconds after the drain
     began shows the node's worker not draining by us (the drain ended outside the daemon, or a
     crash came between cancelling it and clearing the tag): such a tag is ignored, so the node is
-    judged afresh. A drain of ours whose tag could not be written comes from the scheduler."""
+    judged afresh. A drain of ours whose tag could not be written comes from the scheduler, for
+    a VM of ``listed`` (the whole listing, when given) that is not gone: the ads of a dead startd
+    outlive its VM in the collector, its drain with them."""
     workers = poll.workers if poll is not None else ()
     by_id: dict[str, Worker] | None = None
     by_name: dict[str, Worker] | None = None
     out: list[InFlight] = []
     tagged: set[str] = set()
+    alive: set[str] | None = None
     for n in nodes:
         if is_gone(n):
             continue
@@ -75,6 +79,11 @@ def build_in_flight(nodes: Iterable[CloudNode], poll: SchedulerPoll | None,
         # a drain of ours whose tag could not be written: the scheduler remembers it (draining
         # is read first: most workers are not, and that is cheaper than the call)
         if w.draining and w.cloud_id and w.cloud_id not in tagged and is_our_drain(w):
+            if listed is not None:
+                if alive is None:
+                    alive = {n.id for n in listed if not is_gone(n)}
+                if w.cloud_id not in alive:
+                    continue
             out.append(InFlight(node=w.cloud_id, action="drain", since=w.state_since,
                                 request_id=w.drain_request_id))
     out.extend(boots)

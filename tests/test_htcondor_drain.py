@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from nodemanager.scheduler.htcondor_drain import drain_check_expression, is_our_drain, ticket_from_worker
+from nodemanager.scheduler.htcondor_drain import (cost_growth, drain_check_expression, is_our_drain,
+                                                  ticket_from_worker)
 from nodemanager.scheduler.port import DrainRefused, DrainSchedule, DrainTicket, SchedulerError
 from tests.fixtures.htcondor import CondorWorld
 
@@ -66,13 +67,31 @@ def test_refused_even_when_the_collector_has_not_heard_of_the_job_yet():
     assert not world.sim.startd("a.example").draining
 
 
-def test_refused_when_the_startd_restarted_since_the_snapshot(condor):
+def test_a_startd_restarted_since_the_snapshot_is_judged_afresh(condor):
+    # the startd evaluates the check against its own slot ads, which have no DaemonStartTime
     st = condor.add("a.example")
     snapshot = condor.worker("a.example")
     condor.advance(10)
     st.restart(condor.clock())
-    with pytest.raises(DrainRefused, match="restarted"):
+    ticket = condor.htc.drain(snapshot, GRACEFUL, "idle exceeded")      # still idle: drained
+    assert st.draining and st.drain_request == ticket.request_id
+    restarted = condor.add("b.example")
+    snapshot = condor.worker("b.example")
+    condor.advance(10)
+    restarted.restart(condor.clock())
+    condor.run_job("b.example")                                          # busy now: refused
+    with pytest.raises(DrainRefused, match="restarted|busy"):
         condor.htc.drain(snapshot, GRACEFUL, "idle exceeded")
+
+
+def test_a_refusal_by_the_cost_guard_names_the_estimate_that_grew():
+    # a poll taken within an update of a new claim: the snapshot's estimate does not count it yet
+    snapshot = {"ExpectedMachineGracefulDrainingBadput": 0, "ExpectedMachineGracefulDrainingCompletion": 1000}
+    live = {"ExpectedMachineGracefulDrainingBadput": 7200, "ExpectedMachineGracefulDrainingCompletion": 1000}
+    assert cost_growth(snapshot, live, GRACEFUL) == (
+        "ExpectedMachineGracefulDrainingBadput 7200, 0 in the snapshot")
+    assert cost_growth(snapshot, snapshot, GRACEFUL) is None
+    assert cost_growth(snapshot, live, FAST) is None                 # fast is guarded by Quick's
 
 
 def test_busy_node_drain_guarded_by_its_estimates(condor):
@@ -94,7 +113,7 @@ def test_check_expressions():
     idle = {"NumDynamicSlots": 0, "DaemonStartTime": 1234, "ChildState": []}
     check = drain_check_expression(idle, GRACEFUL)
     assert check == ('DynamicSlot =!= true && (NumDynamicSlots =?= 0 || NumDynamicSlots =?= undefined) '
-                     '&& (State =?= "Unclaimed" || State =?= "Owner") && DaemonStartTime =?= 1234')
+                     '&& (State =?= "Unclaimed" || State =?= "Owner")')     # no DaemonStartTime
     busy = {"NumDynamicSlots": 2, "ExpectedMachineQuickDrainingCompletion": 1000,
             "ExpectedMachineQuickDrainingBadput": 800}
     assert drain_check_expression(busy, FAST) == ("ExpectedMachineQuickDrainingCompletion <= 2200 && "
@@ -186,10 +205,10 @@ def test_no_destroy_confirmation_after_a_startd_restart_with_the_same_request_id
     ticket = drained_ticket(condor)
     condor.advance(10)
     st.restart(condor.clock())                       # ids start again at 1
-    assert st.drain(condor.clock(), "graceful", reason=ticket.reason) == ticket.request_id
+    assert st.drain(condor.clock(), "graceful", reason="by command") == ticket.request_id
     condor.advance(1)
     c = condor.htc.confirm_drained(ticket)
-    assert not c.ok and "restarted" in c.reason
+    assert not c.ok and "reason 'by command' is not ours" in c.reason
     # a ticket rebuilt after a controller restart (no DaemonStartTime) is refused too
     rebuilt = dataclasses.replace(ticket, daemon_start=None)
     assert not condor.htc.confirm_drained(rebuilt).ok
@@ -231,21 +250,24 @@ def test_cancel_never_touches_a_drain_that_is_not_ours(condor):
     assert ("cancel", "a.example") not in condor.sim.calls
 
 
-def test_escalation_vacates_our_drain_and_keeps_its_request_id(condor):
+def test_escalation_to_fast_renews_our_drain_and_counts_its_badput(condor):
     st = condor.add("a.example", max_retirement=36000.0, vacate_time=300.0)
     condor.run_job("a.example", cpus=2)
     ticket = condor.htc.drain(condor.worker("a.example"), GRACEFUL, "forced")
     condor.advance(60)
-    condor.htc.escalate(ticket, QUICK)
-    assert st.pslot_ad(condor.clock())["ChildActivity"] == ["Vacating"]
+    # a retiring claim cannot be soft-killed: "quick" is refused, never reported done
+    with pytest.raises(DrainRefused, match="retire"):
+        condor.htc.escalate(ticket, QUICK)
+    assert st.pslot_ad(condor.clock())["ChildActivity"] == ["Retiring"]
     condor.htc.escalate(ticket, FAST)
     condor.advance(1)
     p = st.pslot_ad(condor.clock())
-    assert (p["State"], p["Activity"], p["DrainingRequestId"]) == ("Drained", "Idle", ticket.request_id)
+    assert (p["State"], p["Activity"], p["DrainReason"]) == ("Drained", "Idle", ticket.reason)
+    assert p["DrainingRequestId"] != ticket.request_id          # renewed, and still ours
     assert p["TotalMachineDrainingBadput"] == 2 * 60
     assert condor.htc.confirm_drained(ticket).ok
-    condor.htc.escalate(ticket, FAST)                # repeated: counted once
-    assert condor.htc.draining_stats().escalated == 2
+    condor.htc.escalate(ticket, FAST)                # nothing left to kill: not counted again
+    assert condor.htc.draining_stats().escalated == 1
 
 
 def test_escalation_refuses_a_drain_that_is_not_ours(condor):

@@ -43,12 +43,13 @@ from nodemanager.model import Size, Worker
 from nodemanager.scheduler.draining_stats import DrainingStats, DrainingStatsRecorder
 from nodemanager.scheduler.port import (DRAIN_REASON_PREFIX, Confirmation, DrainRefused, DrainSchedule,
                                         DrainTicket, SchedulerError, SchedulerPoll)
-from nodemanager.scheduler.htcondor_ads import (JOB_ATTRIBUTES, demand_from_jobs, slot_problems,
-                                                worker_from_ad)
+from nodemanager.scheduler.htcondor_ads import (JOB_ATTRIBUTES, demand_from_jobs, machine_ad,
+                                                slot_problems, worker_from_ad)
 from nodemanager.scheduler.htcondor_bindings import Bindings, Htcondor2Bindings, plain_ad
 from nodemanager.scheduler.htcondor_match import WALLTIME_ATTRIBUTE, HTCondorMatcher
 from nodemanager.scheduler.htcondor_drain import (DRAIN_TIMEOUT, drain_check_expression, drain_reason,
-                                                  is_our_drain, jobs_on, number, pslot_of)
+                                                  cost_growth, graceful_evicts_at_once, is_our_drain,
+                                                  jobs_on, number, pslot_of)
 from nodemanager.scheduler.records import ProblemLog, RecordProblem
 from nodemanager.settings import SchedulerSettings
 
@@ -136,6 +137,8 @@ class HTCondorScheduler:
         self.problem_log = ProblemLog(log, "htcondor poll", clock)
         # (action, worker) -> the last ticket counted, so a repeated completion/escalation counts once
         self._counted: dict[tuple[str, str], tuple[Any, ...]] = {}
+        # (worker, reason) -> request ids our drain took when an escalation renewed it
+        self._renewed: dict[tuple[str, str], tuple[str, ...]] = {}
 
     @classmethod
     def from_settings(cls, settings: SchedulerSettings, *, clock: Callable[[], float] = time.time,
@@ -186,27 +189,43 @@ class HTCondorScheduler:
 
     def workers_from_ads(self, raw: Iterable[Mapping[str, Any]],
                          problems: list[RecordProblem] | None = None) -> tuple[Worker, ...]:
-        """Workers from slot ads (one per startd), then :meth:`observe` them. An ad without a name
-        is logged and skipped; unusable counts are appended to ``problems`` (the worker is kept,
-        see :func:`worker_from_ad`); an ad that cannot be read at all is a SchedulerError."""
-        workers: dict[str, Worker] = {}
+        """Workers from slot ads, one per startd (its partitionable slots together: see
+        :func:`~nodemanager.scheduler.htcondor_ads.machine_ad`), then :meth:`observe` them. An ad
+        without a name is logged and skipped; unusable counts are appended to ``problems`` (the
+        worker is kept, see :func:`worker_from_ad`); an ad that cannot be read at all is a
+        SchedulerError."""
+        machines: dict[str, list[dict[str, Any]]] = {}
+        bad: dict[str, list[RecordProblem]] = {}
         for r in raw:
             slot = "?"
             try:
                 ad = plain_ad(r)
                 slot = str(ad.get("Name") or ad.get("Machine") or "?")
-                bad = slot_problems(ad, slot, r)
-                w = worker_from_ad(ad, id_attribute=self.id_attribute, unusable=[p.field for p in bad])
+                found = slot_problems(ad, slot, r)
+            except Exception as exc:  # noqa: BLE001 - hostile data: name the slot, never a bare traceback
+                raise SchedulerError(f"slot {slot}: cannot read its ad ({type(exc).__name__}: {exc})",
+                                     node=slot) from exc
+            machine = ad.get("Machine")
+            key = machine if isinstance(machine, str) and machine else slot.split("@", 1)[-1]
+            machines.setdefault(key, []).append(ad)
+            if found:
+                bad.setdefault(key, []).extend(found)
+        workers: list[Worker] = []
+        for key, ads in machines.items():
+            found = bad.get(key, [])
+            try:
+                w = worker_from_ad(machine_ad(ads), id_attribute=self.id_attribute,
+                                   unusable=[p.field for p in found])
             except ValueError as exc:
                 log.warning("htcondor: ignoring a bad slot ad: %s", exc)
                 continue
             except Exception as exc:  # noqa: BLE001 - hostile data: name the slot, never a bare traceback
-                raise SchedulerError(f"slot {slot}: cannot read its ad ({type(exc).__name__}: {exc})",
-                                     node=slot) from exc
+                raise SchedulerError(f"slot {key}: cannot read its ad ({type(exc).__name__}: {exc})",
+                                     node=key) from exc
             if problems is not None:
-                problems.extend(bad)
-            workers.setdefault(w.name, w)
-        out = tuple(workers.values())
+                problems.extend(found)
+            workers.append(w)
+        out = tuple(workers)
         self.observe(out)
         return out
 
@@ -269,6 +288,11 @@ class HTCondorScheduler:
             self._count("refused")
             raise DrainRefused(f"{name}: already draining ({worker.drain_reason!r}, request "
                                f"{worker.drain_request_id}); one drain per node", node=name)
+        evicts = graceful_evicts_at_once(worker.ad) if schedule is DrainSchedule.GRACEFUL else None
+        if evicts and (worker.running_jobs > 0 or worker.cpus_busy > 0):
+            self._count("refused")
+            log.warning("htcondor: %s: graceful drain not started: it would %s", name, evicts)
+            raise DrainRefused(f"{name}: graceful drain not started: it would {evicts}", node=name)
         location = self._location(name, worker.ad)
         now = self._clock()
         why = drain_reason(reason, now, tag=self.reason_tag)
@@ -313,11 +337,14 @@ class HTCondorScheduler:
         elif p.get("Draining") is True:
             detail = (f"already draining ({p.get('DrainReason')!r}, request {p.get('DrainingRequestId')}); "
                       "one drain per node")
-        elif number(p, "DaemonStartTime") != number(worker.ad, "DaemonStartTime"):
-            detail = "the startd restarted since the snapshot"
         elif jobs_on(p, fresh) > worker.running_jobs:
             detail = (f"it became busy since the snapshot ({jobs_on(p, fresh)} jobs now, "
                       f"{worker.running_jobs} then)")
+        elif None not in (then := number(worker.ad, "DaemonStartTime"), now_ := number(p, "DaemonStartTime")) \
+                and then != now_:  # only the collector's copy (after a timeout) has it
+            detail = "the startd restarted since the snapshot"
+        elif grown := cost_growth(worker.ad, p, schedule):
+            detail = f"its drain cost grew past the check since the snapshot ({grown}); asked again next cycle"
         else:
             detail = ("refused although it looks unchanged: its drain cost grew past the check, or we lack "
                       "ADMINISTRATOR authorization")
@@ -336,6 +363,11 @@ class HTCondorScheduler:
             return location, fresh, "the startd reports no partitionable slot"
         return location, fresh, ""
 
+    def _is_ours(self, ad: Mapping[str, Any], ticket: DrainTicket) -> tuple[bool, str]:
+        with self._lock:
+            renewed = self._renewed.get((ticket.worker, ticket.reason), ())
+        return is_our_drain(ad, ticket, tag=self.reason_tag, request_ids=renewed)
+
     def confirm_drained(self, ticket: DrainTicket) -> Confirmation:
         try:
             _, fresh, problem = self._ours_now(ticket)
@@ -346,7 +378,7 @@ class HTCondorScheduler:
         assert fresh is not None
         p = pslot_of(fresh)
         assert p is not None
-        ours, why = is_our_drain(p, ticket, tag=self.reason_tag)
+        ours, why = self._is_ours(p, ticket)
         if not ours:
             return Confirmation(False, f"{ticket.worker}: {why}")
         bad = slot_problems(p, ticket.worker)
@@ -376,7 +408,7 @@ class HTCondorScheduler:
         if p.get("Draining") is not True:
             log.info("htcondor: %s: cancel: not draining any more", ticket.worker)
             return
-        ours, why = is_our_drain(p, ticket, tag=self.reason_tag)
+        ours, why = self._is_ours(p, ticket)
         if not ours:
             raise DrainRefused(f"{ticket.worker}: not cancelling: {why}", node=ticket.worker)
         self._gate(ticket.worker)
@@ -385,7 +417,7 @@ class HTCondorScheduler:
         except self._b.error_types as exc:
             again = self._fresh(ticket.worker, location)
             q = pslot_of(again) if again else None
-            if q is not None and not is_our_drain(q, ticket, tag=self.reason_tag)[0]:
+            if q is not None and not self._is_ours(q, ticket)[0]:
                 log.info("htcondor: %s: cancel failed (%s) but our drain is gone", ticket.worker, exc)
                 return
             raise SchedulerError(f"{ticket.worker}: cancel of drain {ticket.request_id} failed: {exc}",
@@ -394,6 +426,12 @@ class HTCondorScheduler:
         log.info("htcondor: %s: drain %s cancelled", ticket.worker, ticket.request_id)
 
     def escalate(self, ticket: DrainTicket, schedule: DrainSchedule) -> None:
+        """Make our drain harsher. ``fast``: our drain is cancelled and started again as a fast
+        drain with the same reason (the startd kills every job and counts it as draining badput;
+        a fast vacate would not), under a new request id this adapter remembers as ours.
+        ``quick`` cannot be done on a drain whose claims already retire: HTCondor's graceful
+        vacate only retires them and a quick drain after a graceful one leaves them retiring, so
+        it is refused (escalate to ``fast``, or start the drain as ``quick``)."""
         schedule = DrainSchedule(schedule)
         if schedule is DrainSchedule.GRACEFUL:
             return
@@ -403,21 +441,43 @@ class HTCondorScheduler:
         assert fresh is not None
         p = pslot_of(fresh)
         assert p is not None
-        ours, why = is_our_drain(p, ticket, tag=self.reason_tag)
+        ours, why = self._is_ours(p, ticket)
         if not ours:
             raise DrainRefused(f"{ticket.worker}: not escalating: {why}", node=ticket.worker)
+        jobs = jobs_on(p, fresh)
+        if jobs == 0:
+            log.info("htcondor: %s: drain %s not escalated to %s: no job runs", ticket.worker,
+                     p.get("DrainingRequestId"), schedule)
+            return
+        if schedule is DrainSchedule.QUICK:
+            retiring = sum(1 for a in fresh if a.get("DynamicSlot") is True and a.get("Activity") == "Retiring")
+            if retiring:
+                raise DrainRefused(
+                    f"{ticket.worker}: drain not made quick: {retiring} job(s) already retire under a graceful "
+                    "drain and HTCondor cannot soft-kill a retiring claim; escalate to fast, or start drains "
+                    "as quick", node=ticket.worker)
+            return
+        current = str(p.get("DrainingRequestId"))
+        reason = str(p.get("DrainReason"))
         self._gate(ticket.worker)
         try:
-            self._b.vacate(location, schedule is DrainSchedule.FAST)
+            self._b.cancel_drain_jobs(location, current)
+            rid = str(self._b.drain_jobs(location, schedule.value, "true", self.start_expr, reason))
         except self._b.error_types as exc:
-            raise SchedulerError(f"{ticket.worker}: vacate ({schedule}) failed: {exc}",
+            raise SchedulerError(f"{ticket.worker}: escalation of drain {current} to {schedule} failed: {exc}",
                                  node=ticket.worker) from None
+        with self._lock:
+            key = (ticket.worker, ticket.reason)
+            self._renewed[key] = (*self._renewed.get(key, ()), rid)
         self._count("escalated", (ticket.worker, str(ticket.request_id), ticket.daemon_start, schedule.value))
-        log.info("htcondor: %s: drain %s escalated to %s", ticket.worker, ticket.request_id, schedule)
+        log.info("htcondor: %s: drain %s escalated to %s (%d job(s) killed), now request %s",
+                 ticket.worker, current, schedule, jobs, rid)
 
     def node_destroyed(self, worker_name: str) -> None:
         """Nothing to tell HTCondor (the startd's ads go with the VM); forget its address."""
         with self._lock:
             self._ads.pop(worker_name, None)
+            for key in [k for k in self._renewed if k[0] == worker_name]:
+                del self._renewed[key]
             for what in ("completed", "escalated"):
                 self._counted.pop((what, worker_name), None)

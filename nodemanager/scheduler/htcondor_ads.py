@@ -17,11 +17,11 @@ from typing import Any, Iterable, Mapping
 
 from nodemanager.classad_values import ad_number, ad_true
 from nodemanager.model import Demand, Worker, frozen_map
-from nodemanager.scheduler.htcondor_classify import classify_htcondor
+from nodemanager.scheduler.htcondor_classify import children_claimed, classify_htcondor, shown_state
 from nodemanager.scheduler.port import SchedulerError
 from nodemanager.scheduler.records import MAX_COUNT, RecordProblem, number_problem
 
-__all__ = ["JOB_ATTRIBUTES", "SLOT_COUNTS", "worker_from_ad", "htcondor_worker_fields",
+__all__ = ["JOB_ATTRIBUTES", "SLOT_COUNTS", "worker_from_ad", "htcondor_worker_fields", "machine_ad",
            "demand_from_jobs", "slot_problems",
            "job_request", "job_name"]
 
@@ -119,15 +119,59 @@ def worker_from_ad(ad: Mapping[str, Any], *, id_attribute: str = "CloudInstanceI
                   cloud_id=str(cloud_id) if cloud_id not in (None, "") else None, **fields)
 
 
+# Per-slot counts a machine's partitionable slots add up to; the rest is the startd's own.
+_SUMMED = ("Cpus", "TotalSlotCpus", "Memory", "TotalSlotMemory", "NumDynamicSlots", "JobStarts",
+           "Disk", "TotalSlotDisk", "GPUs", "TotalSlotGPUs")
+_LISTS = ("ChildState", "ChildActivity")
+
+
+def _activity_rank(ad: Mapping[str, Any]) -> tuple[bool, bool, bool]:
+    """Which slot speaks for the machine's State/Activity: one with jobs, then one not idle, then
+    a drained one (a drain under way shows Drained/Retiring on the slots that still run jobs)."""
+    jobs = (ad_number(ad, "NumDynamicSlots") or 0) > 0 or children_claimed(ad)
+    return jobs, ad.get("Activity") not in (None, "Idle"), ad.get("State") == "Drained"
+
+
+def machine_ad(ads: list[dict[str, Any]]) -> dict[str, Any]:
+    """One ad for a startd with several partitionable slots (``SLOT_TYPE_n_PARTITIONABLE``):
+    cores, memory, dynamic slots and job starts summed, child states joined, the State/Activity
+    of the slot with jobs (else the busiest), the drain fields of a draining slot, the latest
+    ``EnteredCurrentState``. One ad is returned as it is."""
+    if len(ads) == 1:
+        return ads[0]
+    lead = max(ads, key=_activity_rank)
+    out = dict(lead)
+    for key in _SUMMED:
+        values = [a[key] for a in ads if key in a]
+        if values and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            out[key] = sum(values)
+    for key in _LISTS:
+        joined: list[Any] = []
+        for a in ads:
+            if isinstance(a.get(key), (list, tuple)):
+                joined.extend(a[key])
+        if joined or key in out:
+            out[key] = joined
+    draining = [a for a in ads if a.get("Draining") is True]
+    if draining:
+        for key in ("Draining", "DrainReason", "DrainingRequestId", "LastDrainStartTime"):
+            if key in draining[0]:
+                out[key] = draining[0][key]
+    entered = [v for a in ads if (v := ad_number(a, "EnteredCurrentState")) is not None]
+    if entered:
+        out["EnteredCurrentState"] = max(entered)
+    return out
+
+
 def htcondor_worker_fields(ad: Mapping[str, Any]) -> dict[str, Any]:
     """Worker fields an HTCondor p-slot ad implies (``Worker(**fields)`` minus name/scheduler).
 
     Only fields the ad has are returned, so callers can let explicit values win.
     """
     out: dict[str, Any] = {}
-    st, act = ad.get("State"), ad.get("Activity")
-    if st is not None:
-        out["state"] = f"{st}/{act}" if act is not None else str(st)
+    state = shown_state(ad)
+    if state is not None:
+        out["state"] = state
     for key, field in (("CloudInstanceID", "cloud_id"), ("DrainReason", "drain_reason"),
                        ("DrainingRequestId", "drain_request_id")):
         if isinstance(ad.get(key), str):

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Protocol, Sequence
 
-__all__ = ["Bindings", "Htcondor2Bindings", "plain_ad", "IDLE_JOBS"]
+__all__ = ["Bindings", "Htcondor2Bindings", "plain_ad", "IDLE_JOBS", "PER_REPLY"]
 
 IDLE_JOBS = "JobStatus == 1"
+# What the schedd adds to every job ad it sends, whatever the projection: the time of the reply.
+# Left in, it would make alike jobs differ from poll to poll.
+PER_REPLY = ("ServerTime",)
 
 
 class Bindings(Protocol):
@@ -27,7 +30,7 @@ class Bindings(Protocol):
         """Every slot ad of one startd, asked of the startd itself (live, not the collector copy)."""
 
     def query_idle_jobs(self, projection: Sequence[str]) -> list[Mapping[str, Any]]:
-        """The idle jobs of the pool's schedds."""
+        """The idle jobs of the pool's schedds, without what differs per reply (``PER_REPLY``)."""
 
     def drain_jobs(self, location: Mapping[str, Any], schedule: str, check_expr: str, start_expr: str,
                    reason: str) -> str:
@@ -87,7 +90,11 @@ class Htcondor2Bindings:
         jobs: list[Any] = []
         for loc in locations:
             if loc is not None:
-                jobs.extend(htc.Schedd(loc).query(constraint=IDLE_JOBS, projection=list(projection)))
+                for ad in htc.Schedd(loc).query(constraint=IDLE_JOBS, projection=list(projection)):
+                    for key in PER_REPLY:
+                        if key in ad:
+                            del ad[key]
+                    jobs.append(ad)
         return jobs
 
     def drain_jobs(self, location: Mapping[str, Any], schedule: str, check_expr: str, start_expr: str,

@@ -35,7 +35,7 @@ from nodemanager.core.reclaim import RECLAIM_ATTRIBUTE, RECLAIMED, notice_words
 from nodemanager.model import Classified, Worker
 from policy_matrix.vocabulary import BUSY, DOWN, IDLE, UNPAIRED
 
-__all__ = ["classify_htcondor", "classify_htcondor_worker"]
+__all__ = ["classify_htcondor", "classify_htcondor_worker", "shown_state", "children_claimed"]
 
 
 def classify_htcondor(ad: Mapping[str, Any], now: float = math.inf, *, state: str | None = None,
@@ -52,9 +52,9 @@ def classify_htcondor(ad: Mapping[str, Any], now: float = math.inf, *, state: st
     if st is None and state:
         st, _, act = state.partition("/")
     dslots = ad_number(ad, "NumDynamicSlots") or 0.0
-    jobs = dslots > 0 or running_jobs > 0 or _children_claimed(ad)
+    jobs = dslots > 0 or running_jobs > 0 or children_claimed(ad)
     c = _table(str(st) if st is not None else "", str(act) if act is not None else "",
-               jobs, ad_true(ad, "Draining"))
+               jobs, ad_true(ad, "Draining"), shown_state(ad) if jobs and st in ("Unclaimed", "Owner") else None)
     notice = ad_number(ad, RECLAIM_ATTRIBUTE)
     if notice:
         # the worker relays the VM's spot reclaim notice: drained or not, the cloud takes it back
@@ -72,7 +72,7 @@ def classify_htcondor_worker(worker: Worker) -> Classified:
                              drain_reason=worker.drain_reason)
 
 
-def _children_claimed(ad: Mapping[str, Any]) -> bool:
+def children_claimed(ad: Mapping[str, Any]) -> bool:
     child = ad.get("ChildState")
     if isinstance(child, str):
         child = [c.strip().strip('"') for c in child.strip("{} ").split(",")]
@@ -81,10 +81,24 @@ def _children_claimed(ad: Mapping[str, Any]) -> bool:
     return False
 
 
+def shown_state(ad: Mapping[str, Any]) -> str | None:
+    """``State/Activity`` as an operator reads it: a partitionable slot stays Unclaimed/Idle while
+    its dynamic slots run jobs, so a machine with claimed children shows ``Claimed/Busy``
+    (``Claimed/Retiring`` when they all retire)."""
+    st, act = ad.get("State"), ad.get("Activity")
+    if st is None:
+        return None
+    if st in ("Unclaimed", "Owner") and (children_claimed(ad) or (ad_number(ad, "NumDynamicSlots") or 0) > 0):
+        acts = ad.get("ChildActivity")
+        retiring = isinstance(acts, (list, tuple)) and bool(acts) and all(a == "Retiring" for a in acts)
+        return "Claimed/Retiring" if retiring else "Claimed/Busy"
+    return f"{st}/{act}" if act is not None else str(st)
+
+
 @functools.lru_cache(maxsize=1024)
-def _table(st: str, act: str, jobs: bool, draining: bool) -> Classified:
-    """Everything but the idle-since time depends on these four only: computed once per pool."""
-    label = f"{st}/{act}" if act else st
+def _table(st: str, act: str, jobs: bool, draining: bool, shown: str | None = None) -> Classified:
+    """Everything but the idle-since time depends on these only: computed once per pool."""
+    label = shown or (f"{st}/{act}" if act else st)
     jobs = jobs or st in ("Claimed", "Preempting", "Matched")
     if not st:
         return Classified(UNPAIRED, "htcondor ad has no State yet (starting)")

@@ -12,7 +12,7 @@ from nodemanager.model import Worker
 from nodemanager.scheduler.port import DRAIN_REASON_PREFIX, DrainSchedule, DrainTicket
 
 __all__ = ["DRAIN_TIMEOUT", "drain_check_expression", "drain_reason", "pslot_of", "is_our_drain",
-           "ticket_from_worker", "number", "jobs_on"]
+           "ticket_from_worker", "number", "jobs_on", "graceful_evicts_at_once", "cost_growth"]
 
 # dc_startd.cpp hard-codes 20 s for DRAIN_JOBS / CANCEL_DRAIN_JOBS; a failure this slow is a timeout.
 DRAIN_TIMEOUT = 20.0
@@ -33,9 +33,11 @@ def drain_check_expression(ad: Mapping[str, Any], schedule: DrainSchedule | str,
     * Node busy in the snapshot (a deliberate drain of a busy node): defrag's guard, refuse if the
       startd's own estimate for this schedule is now much worse than the snapshot's
       (completion later than snapshot + ``slack``; badput above ``factor`` x snapshot + ``slack``).
-    * Always: refuse if the startd restarted since the snapshot (``DaemonStartTime``).
 
-    ``=?=``/``=!=`` keep undefined attributes from making the check "not a bool" (which refuses).
+    The startd evaluates it against its own slot ads, which carry no ``DaemonStartTime`` (only the
+    collector's copy does), so a restart is not part of it: a restarted startd is judged afresh by
+    the rest. ``=?=``/``=!=`` keep undefined attributes from making the check "not a bool" (which
+    refuses).
     """
     schedule = DrainSchedule(schedule)
     dslots = number(ad, "NumDynamicSlots", 0.0) or 0.0
@@ -53,10 +55,36 @@ def drain_check_expression(ad: Mapping[str, Any], schedule: DrainSchedule | str,
             parts.append(f"ExpectedMachine{kind}DrainingCompletion <= {int(done + slack)}")
         if badput is not None:
             parts.append(f"ExpectedMachine{kind}DrainingBadput <= {int(factor * badput + slack)}")
-    started = number(ad, "DaemonStartTime")
-    if started is not None:
-        parts.append(f"DaemonStartTime =?= {int(started)}")
     return " && ".join(parts) if parts else "true"
+
+
+def cost_growth(snapshot: Mapping[str, Any], live: Mapping[str, Any], schedule: DrainSchedule | str, *,
+                slack: float = 1200.0, factor: float = 1.25) -> str | None:
+    """In words, the startd's estimate in ``live`` that is past the bound the check expression
+    built from ``snapshot`` set (see :func:`drain_check_expression`), else None. A snapshot taken
+    within an update of a new claim does not count it yet: the next cycle's drain goes through."""
+    kind = "Graceful" if DrainSchedule(schedule) is DrainSchedule.GRACEFUL else "Quick"
+    for what, bound in (("Badput", lambda v: factor * v + slack), ("Completion", lambda v: v + slack)):
+        key = f"ExpectedMachine{kind}Draining{what}"
+        then, now = number(snapshot, key), number(live, key)
+        if then is not None and now is not None and now > int(bound(then)):
+            return f"{key} {now:.0f}, {then:.0f} in the snapshot"
+    return None
+
+
+def graceful_evicts_at_once(ad: Mapping[str, Any]) -> str | None:
+    """What a graceful drain of this startd would do at once, when that is evicting its jobs:
+    the startd evicts a job once its retirement time left is no more than its vacate time, so
+    with ``MaxJobRetirementTime`` (HTCondor's default: 0) not above ``MachineMaxVacateTime`` a
+    graceful drain is no gentler than a quick one. None when retirement is longer (or unknown)."""
+    vacate = number(ad, "MachineMaxVacateTime")
+    if vacate is None:
+        return None
+    retire = number(ad, "MaxJobRetirementTime", 0.0) or 0.0
+    if retire > vacate:
+        return None
+    return (f"evict its jobs at once: MaxJobRetirementTime ({retire:.0f} s) is not above "
+            f"MachineMaxVacateTime ({vacate:.0f} s); set MAXJOBRETIREMENTTIME on the execute nodes")
 
 
 def jobs_on(pslot: Mapping[str, Any], ads: Iterable[Mapping[str, Any]] | None) -> int:
@@ -90,17 +118,20 @@ def pslot_of(ads: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
 
 
 def is_our_drain(ad: Mapping[str, Any], ticket: DrainTicket, *, tag: str = DRAIN_REASON_PREFIX,
-                 skew: float = 5.0) -> tuple[bool, str]:
+                 skew: float = 5.0, request_ids: Iterable[str] = ()) -> tuple[bool, str]:
     """Is the drain ``ad`` shows the one ``ticket`` started? (False, why) if not.
 
-    Checks ``Draining``, ``DrainingRequestId``, ``DrainReason`` (exactly, or our tag when the ticket
-    has no reason) and the startd process: ``DaemonStartTime`` equal to the ticket's, or when the
-    ticket does not know it, not after the drain started (ids restart at 1 on a restart).
+    Ours is the request id (the ticket's, or one of ``request_ids``: the drain renewed under a
+    new id by an escalation) **and** the reason: exactly the ticket's (``"<tag> <epoch> <why>"``,
+    unique per drain, so a drain after a startd restart, whose ids start again at 1, is not
+    mistaken for ours), or our tag when the ticket has no reason. The startd's own slot ads carry
+    no ``DaemonStartTime``; where ``ad`` has it (the collector's copy) and the ticket too, they
+    must agree.
     """
     if ad.get("Draining") is not True:
         return False, "not draining"
     rid = ad.get("DrainingRequestId")
-    if rid is None or str(rid) != str(ticket.request_id):
+    if rid is None or str(rid) not in {str(ticket.request_id), *map(str, request_ids)}:
         return False, f"drain request {rid} is not ours ({ticket.request_id})"
     reason = ad.get("DrainReason")
     if ticket.reason:
@@ -109,12 +140,12 @@ def is_our_drain(ad: Mapping[str, Any], ticket: DrainTicket, *, tag: str = DRAIN
     elif not (isinstance(reason, str) and reason.startswith(tag + " ")):
         return False, f"drain reason {reason!r} is not ours"
     started = number(ad, "DaemonStartTime")
-    if ticket.daemon_start is not None:
-        if started is None or int(started) != int(ticket.daemon_start):
+    if started is not None:
+        if ticket.daemon_start is not None and int(started) != int(ticket.daemon_start):
             return False, (f"startd restarted (DaemonStartTime {started} != {ticket.daemon_start}): "
                            f"request id {rid} is not our drain")
-    elif started is None or started > ticket.started_at + skew:
-        return False, f"startd started at {started}, after our drain began: request id {rid} is not ours"
+        if ticket.daemon_start is None and not ticket.reason and started > ticket.started_at + skew:
+            return False, f"startd started at {started}, after our drain began: request id {rid} is not ours"
     return True, "our drain"
 
 

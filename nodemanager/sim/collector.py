@@ -222,7 +222,7 @@ class _Collector:
                 if e is not None:
                     sim.sleep(QUERY_TIMEOUT)
                 raise sim.HTCondorException("Failed communication with collector.")
-            ads = e.startd.slot_ads(now)
+            ads = e.startd.live_slot_ads(now)
         else:
             if sim.collector_hung:
                 sim.sleep(QUERY_TIMEOUT)

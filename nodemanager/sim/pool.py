@@ -127,7 +127,7 @@ class _PoolBindings:
                 if is_true(evaluate(constraint, ad, now))]
 
     def query_startd(self, location: Mapping[str, Any], projection: Sequence[str]) -> list[Mapping[str, Any]]:
-        return list(self._startd(location, "Failed communication with collector.").slot_ads(self._pool.now))
+        return list(self._startd(location, "Failed communication with collector.").live_slot_ads(self._pool.now))
 
     def query_idle_jobs(self, projection: Sequence[str]) -> list[Mapping[str, Any]]:
         return [{"RequestCpus": j.cpus, "RequestMemory": j.ram_mb, "QDate": int(j.submit_time),

@@ -13,8 +13,11 @@ What the simulation assumes where HTCondor leaves it open (documented in docs/ht
 * a hard kill takes ``kill_time`` seconds (default 0: the dynamic slot is gone at once);
 * jobs are never suspended; a claim runs one job (no claim reuse: a finished job's dynamic slot is
   deleted and its resources go back to the p-slot);
-* the badput of jobs killed while the startd drains (by the drain or by a vacate that escalates it)
-  is drain badput, in core-seconds of their whole run time.
+* the badput of jobs the drain kills is drain badput, in core-seconds of their whole run time; a
+  job hard-killed by ``condor_vacate`` is not (as on the real startd), and a graceful vacate leaves
+  retiring claims retiring;
+* the startd's own slot ads (a direct query, a drain's check expression) lack ``DaemonStartTime``,
+  which only the collector's copy carries (:data:`COLLECTOR_ONLY`).
 
 Refusals raise :class:`DrainError` with HTCondor's error codes; the simulated collector
 (``nodemanager.sim.collector``) turns them into the bindings' generic exception.
@@ -28,7 +31,7 @@ from typing import Any, Iterable, Mapping
 from nodemanager.classad_eval import evaluate, is_true
 
 __all__ = [
-    "Job", "JobEnd", "SimStartd", "DrainError",
+    "Job", "JobEnd", "SimStartd", "DrainError", "COLLECTOR_ONLY",
     "GRACEFUL", "QUICK", "FAST", "SCHEDULES", "COMPLETIONS",
     "DRAINING_ALREADY_IN_PROGRESS", "DRAINING_NO_MATCHING_REQUEST_ID", "DRAINING_CHECK_EXPR_FAILED",
 ]
@@ -44,6 +47,8 @@ DRAINING_NO_MATCHING_REQUEST_ID = 10002
 DRAINING_CHECK_EXPR_FAILED = 10003
 
 _INF = float("inf")
+# What the collector adds to a startd's ads; the startd's own slot ads lack it.
+COLLECTOR_ONLY = ("DaemonStartTime",)
 
 # Dynamic-slot phases: (State, Activity).
 _BUSY, _RETIRING, _VACATING, _KILLING = 0, 1, 2, 3
@@ -97,7 +102,7 @@ class _DSlot:
     """A dynamic slot running one job."""
 
     __slots__ = ("n", "job", "start", "end", "phase", "entered", "retire_end", "evict_at", "kill_at",
-                 "gone_at", "awd", "vacate", "event")
+                 "gone_at", "awd", "vacate", "event", "vacated")
 
     def __init__(self, n: int, job: Job, start: float, mjrt: float, vacate: float) -> None:
         self.n = n
@@ -114,6 +119,7 @@ class _DSlot:
         self.awd = False                        # AcceptedWhileDraining
         self.vacate = vacate
         self.event = self.end
+        self.vacated = False                    # hard-killed by condor_vacate, not by the drain
 
     def refresh(self) -> None:
         p = self.phase
@@ -266,7 +272,7 @@ class SimStartd:
         self.free_memory += s.job.ram_mb
         self.free_gpus += s.job.gpus
         by_drain = killed and self.draining
-        if by_drain:
+        if by_drain and not s.vacated:  # the real startd counts a vacate's kills as no drain's badput
             self.total_badput += s.job.cpus * (t - s.start)
             self.jobs_killed_by_drain += 1
         self.ended.append(JobEnd(s.job, self.name, s.start, t, killed, by_drain))
@@ -352,7 +358,7 @@ class SimStartd:
         if self.draining:
             raise DrainError(DRAINING_ALREADY_IN_PROGRESS, "Draining already in progress.")
         if check_expr is not None:
-            for ad in self.slot_ads(now):
+            for ad in self.live_slot_ads(now):
                 try:
                     ok = is_true(evaluate(check_expr, ad, now))
                 except ValueError:
@@ -445,21 +451,23 @@ class SimStartd:
         self._refresh_next()
 
     def vacate(self, now: float, *, fast: bool = False) -> None:
-        """``condor_vacate`` of every claim: soft-kill (graceful) or hard-kill (fast) all jobs now.
-
-        On a draining startd this escalates the drain without ending it (same request id).
-        """
+        """``condor_vacate`` of every claim, as the real startd does it: graceful retires busy
+        claims (evicted when their retirement runs out; a retiring claim is left as it is, so a
+        graceful vacate does not speed up a graceful drain); fast hard-kills every job now, and
+        those kills are no drain's badput even while the startd drains."""
         self.advance(now)
         for s in list(self.dslots.values()):
             if s.n not in self.dslots:
                 continue
-            if s.phase in (_BUSY, _RETIRING):
-                if fast:
-                    self._to_killing(s, now)
-                else:
-                    self._evict(s, now)
-            elif s.phase == _VACATING and fast:
+            if fast and s.phase in (_BUSY, _RETIRING, _VACATING):
+                s.vacated = True
                 self._to_killing(s, now)
+            elif not fast and s.phase == _BUSY:
+                s.phase, s.entered = _RETIRING, now
+                s.evict_at = max(now, s.retire_end - s.vacate)
+                s.refresh()
+                if s.evict_at <= now and s.end > now:
+                    self._evict(s, now)
         self._refresh_next()
 
     # ---------------------------------------------------------------- estimates and ads
@@ -605,6 +613,11 @@ class SimStartd:
             }
             out.append(ad)
         return out
+
+    def live_slot_ads(self, now: float) -> list[dict[str, Any]]:
+        """:meth:`slot_ads` as the startd itself has them (a direct query, a drain's check
+        expression): without what only the collector's copy carries (:data:`COLLECTOR_ONLY`)."""
+        return [{k: v for k, v in ad.items() if k not in COLLECTOR_ONLY} for ad in self.slot_ads(now)]
 
     @property
     def idle_since(self) -> int:

@@ -1,0 +1,190 @@
+"""The HTCondor adapter's contract, held against the simulated startd and a real one (same tests).
+
+Each test runs twice (``[sim]``, ``[real]``: :mod:`tests.fixtures.condor_contract`). The real side
+needs HTCondor's daemons (scripts/install-htcondor); without them it is skipped, except in CI.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from nodemanager.controller_inputs import build_in_flight
+from nodemanager.model import CloudNode
+from nodemanager.scheduler.htcondor_drain import drain_check_expression
+from nodemanager.scheduler.port import DrainRefused, DrainSchedule
+from tests.fixtures.condor_contract import real_pool, startds  # noqa: F401 - fixtures
+
+GRACEFUL, QUICK, FAST = DrainSchedule.GRACEFUL, DrainSchedule.QUICK, DrainSchedule.FAST
+
+
+def test_an_idle_startd_is_drained_and_confirmed(startds):
+    name = startds.add()
+    w = startds.worker(name)
+    assert (w.state, w.classified.state, w.cloud_id) == ("Unclaimed/Idle", "idle", f"i-{name}")
+    assert "DaemonStartTime" not in drain_check_expression(w.ad, GRACEFUL)
+    ticket = startds.htc.drain(w, GRACEFUL, "idle exceeded")
+    assert ticket.request_id == "1" and ticket.reason.startswith("nodemanager ")
+    c = startds.until(lambda: (lambda c: c if c.ok else None)(startds.htc.confirm_drained(ticket)),
+                      "our drain confirmed")
+    assert "drained by our request 1" in c.reason
+    w = startds.until(lambda: (lambda w: w if w.draining else None)(startds.worker(name)), "drain polled")
+    assert (w.state, w.classified.state, w.drain_reason) == ("Drained/Idle", "down", ticket.reason)
+    assert startds.htc.draining_stats().completed == 1
+
+
+def test_a_job_that_claimed_the_startd_after_our_look_makes_the_startd_refuse(startds):
+    name = startds.add()
+    snapshot = startds.worker(name)                  # idle when the decision was made
+    startds.run_job(name)                            # the negotiator matched a job meanwhile
+    with pytest.raises(DrainRefused, match="became busy since the snapshot"):
+        startds.htc.drain(snapshot, GRACEFUL, "idle exceeded")
+    w = startds.worker(name)
+    assert not w.draining and w.running_jobs == 1 and startds.jobs_running(name) == 1
+
+
+def test_our_drain_is_cancelled_and_the_startd_takes_jobs_again(startds):
+    name = startds.add()
+    ticket = startds.htc.drain(startds.worker(name), GRACEFUL, "idle exceeded")
+    startds.htc.cancel_drain(ticket)
+    w = startds.until(lambda: (lambda w: w if not w.draining else None)(startds.worker(name)), "drain gone")
+    assert w.classified.state == "idle"
+    startds.run_job(name)
+    assert startds.htc.draining_stats().cancelled == 1
+
+
+def test_a_drain_after_a_startd_restart_is_not_ours_though_its_id_is(startds):
+    name = startds.add()
+    ticket = startds.htc.drain(startds.worker(name), GRACEFUL, "idle exceeded")
+    startds.restart(name)                            # our drain is gone; ids start again at 1
+    assert startds.foreign_drain(name, "Defrag pool") == ticket.request_id
+    c = startds.htc.confirm_drained(ticket)
+    assert not c.ok and "not ours" in c.reason
+    with pytest.raises(DrainRefused, match="not ours"):
+        startds.htc.cancel_drain(ticket)
+    with pytest.raises(DrainRefused, match="not ours"):
+        startds.htc.escalate(ticket, FAST)
+    w = startds.until(lambda: (lambda w: w if w.draining else None)(startds.worker(name)), "drain polled")
+    assert w.drain_reason == "Defrag pool"                 # left alone
+    assert w.classified.foreign_drain == "Defrag pool"
+
+
+def test_a_graceful_drain_lets_the_job_run_and_fast_kills_it_as_drain_badput(startds):
+    name = startds.add()
+    startds.run_job(name)
+    w = startds.worker(name)
+    assert (w.state, w.classified.state) == ("Claimed/Busy", "busy")
+    assert "Unclaimed" not in w.classified.why
+    # the estimates a victim choice reads: graceful waits out the retirement, quick costs the run
+    # (the real startd publishes them an update or two after the claim)
+    w = startds.until(lambda: (lambda w: w if w.ad["ExpectedMachineGracefulDrainingCompletion"]
+                               > w.ad["MyCurrentTime"] + 3000 else None)(startds.worker(name)),
+                      "the graceful estimate waiting out the retirement")
+    assert w.ad["ExpectedMachineQuickDrainingCompletion"] <= w.ad["MyCurrentTime"] + 600
+    ticket = startds.htc.drain(w, GRACEFUL, "consolidation")
+    w = startds.until(lambda: (lambda w: w if w.draining else None)(startds.worker(name)), "drain polled")
+    assert w.state == "Drained/Retiring" and w.classified.state == "busy" and w.running_jobs == 1
+    assert not startds.htc.confirm_drained(ticket).ok
+    # HTCondor cannot soft-kill a retiring claim: "quick" is refused, never reported done
+    with pytest.raises(DrainRefused, match="retire"):
+        startds.htc.escalate(ticket, QUICK)
+    assert startds.jobs_running(name) == 1
+    startds.htc.escalate(ticket, FAST)
+    startds.until(lambda: startds.htc.confirm_drained(ticket).ok, "our drain confirmed after fast")
+    w = startds.until(lambda: (lambda w: w if w.ad.get("TotalMachineDrainingBadput") else None)(
+        startds.worker(name)), "the startd's drain badput")
+    assert w.drain_reason == ticket.reason           # the same drain, renewed
+    stats = startds.htc.draining_stats()
+    assert stats.escalated == 1 and stats.badput > 0
+
+
+def test_a_graceful_drain_that_would_evict_at_once_is_not_started(startds):
+    # HTCondor's default MAXJOBRETIREMENTTIME is 0: "graceful" would evict the job at once
+    name = startds.add(retirement=None)
+    startds.run_job(name)
+    with pytest.raises(DrainRefused, match="MaxJobRetirementTime .* not above MachineMaxVacateTime"):
+        startds.htc.drain(startds.worker(name), GRACEFUL, "consolidation")
+    assert not startds.worker(name).draining and startds.jobs_running(name) == 1
+
+
+def test_a_foreign_drain_is_left_alone(startds):
+    name = startds.add()
+    startds.foreign_drain(name, "Defrag pool")
+    w = startds.until(lambda: (lambda w: w if w.draining else None)(startds.worker(name)), "drain polled")
+    assert w.classified.foreign_drain == "Defrag pool"
+    with pytest.raises(DrainRefused, match="already draining"):
+        startds.htc.drain(w, GRACEFUL, "idle exceeded")
+
+
+def test_a_dead_startds_lingering_drain_is_no_drain_in_flight(startds):
+    name = startds.add()
+    ticket = startds.htc.drain(startds.worker(name), GRACEFUL, "idle exceeded")
+    startds.until(lambda: startds.htc.confirm_drained(ticket).ok, "our drain confirmed")
+    startds.until(lambda: startds.worker(name).state == "Drained/Idle", "the drained ad in the collector")
+    startds.kill(name)                               # the VM died: its ads stay in the collector
+    poll = startds.htc.poll()
+    [w] = [w for w in poll.workers if w.name == name]
+    assert w.draining and w.drain_reason == ticket.reason
+    other = CloudNode(id="i-other", name="other", size="s", state="running", launched_at=0.0)
+    assert build_in_flight([], poll, listed=[other]) == ()
+    alive = CloudNode(id=f"i-{name}", name=name, size="s", state="running", launched_at=0.0)
+    assert [f.action for f in build_in_flight([], poll, listed=[alive])] == ["drain"]
+
+
+# ---------------------------------------------------------------- real daemons only
+
+
+@pytest.fixture
+def real(real_pool):  # noqa: F811 - the module's pool
+    from tests.fixtures.condor_contract import RealStartds
+
+    side = RealStartds(real_pool)
+    yield side
+    side.close()
+
+
+@pytest.mark.htcondor
+@pytest.mark.slow
+def test_a_machine_with_two_partitionable_slots_is_one_worker_with_both(real):
+    name = real.add(cpus=4, pslots=2)                # SLOT_TYPE_1/2, each 2 cores, partitionable
+    assert len(real.pool.slots(f'Machine == "{name}" && PartitionableSlot =?= true')) == 2
+    real.run_job(name, cpus=2)                       # fills one of the two slots
+    # the drain's check compares the startd's cost estimates with ours: wait until they count the job
+    w = real.until(lambda: (lambda w: w if (w.ad.get("ExpectedMachineQuickDrainingBadput") or 0) > 0 else None)(
+        real.worker(name)), "the estimates counting the job")
+    assert (w.cpus, w.cpus_busy, w.running_jobs) == (4, 2, 1)
+    assert (w.state, w.classified.state) == ("Claimed/Busy", "busy")
+    ticket = real.htc.drain(w, DrainSchedule.FAST, "consolidation")
+    real.until(lambda: real.htc.confirm_drained(ticket).ok, "both slots drained")
+    w = real.until(lambda: (lambda w: w if w.running_jobs == 0 and w.draining else None)(real.worker(name)),
+                   "the drained machine polled")
+    assert (w.cpus, w.state, w.drain_reason) == (4, "Drained/Idle", ticket.reason)
+
+
+@pytest.mark.htcondor
+def test_demand_from_the_real_schedd_is_stable_across_polls(real):
+    from nodemanager.model import Size
+    from nodemanager.scheduler.htcondor import HTCondorScheduler
+    from nodemanager.scheduler.htcondor_bindings import Htcondor2Bindings
+
+    sizes = [Size(name="small", cores=2, ram_mb=2048, price=0.1)]
+    htc = HTCondorScheduler(Htcondor2Bindings(real.pool.collector), sizes=sizes)
+    real.pool.submit(3600, count=3, cpus=8, memory=1000, extra='requirements = Machine == "nowhere"')
+    real.pool.submit(3600, count=2, cpus=1, memory=500, extra='requirements = Machine == "nowhere"')
+    polls = [real.until(lambda: (lambda p: p if sum(d.count for d in p.demand) >= 5 else None)(htc.poll()),
+                        "5 idle jobs in demand")]
+    first = _server_time(real)                       # the schedd stamps each reply with its time
+    real.until(lambda: _server_time(real) != first, "the schedd's next second")
+    polls.append(htc.poll())
+    for p in polls:
+        big = [d for d in p.demand if d.cpus == 8]
+        assert big and sum(d.count for d in big) >= 3 and all(d.ram_mb == 1000 for d in big)
+    # the same jobs, the same unmatched signatures: nothing that changes per reply is in them
+    assert ({d.unmatched for d in polls[0].demand if d.unmatched}
+            == {d.unmatched for d in polls[1].demand if d.unmatched} != set())
+
+
+def _server_time(real) -> int:
+    import htcondor2
+
+    schedd = htcondor2.Schedd(htcondor2.Collector(real.pool.collector).locate(htcondor2.DaemonType.Schedd))
+    return int(schedd.query(constraint="JobStatus == 1", projection=["ClusterId"], limit=1)[0]["ServerTime"])
