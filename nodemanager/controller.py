@@ -244,14 +244,16 @@ class Controller:
         self._held_back_logged = held_back
         report = CycleReport(snapshot=snap, plan=plan, outcomes=outcomes,
                              matrix_hash=getattr(self.matrix, "sha256", ""),
-                             matrix_error=self.matrix_error, cpu_seconds=cpu)
+                             matrix_error=self.matrix_error, cpu_seconds=cpu,
+                             vocabulary=getattr(self.matrix, "vocabulary", None))
         self.last_report = report
         return report, tasks
 
     def _watch_suspects(self, plan: Plan, polled_at: float, now: float) -> None:
         """Add the time since the last counted poll to each node a new, fresh poll shows unpaired
         or down; a node shown otherwise starts again from 0, and so does every node after a gap in
-        the polls longer than poll_stale_after (an outage is no evidence of absence)."""
+        the polls longer than poll_stale_after (an outage is no evidence of absence). A worker_state
+        is read as the core reads it: one added like unpaired or down counts too."""
         last = self._suspect_poll
         if now - polled_at > self.settings.core.poll_stale_after:
             self._suspect_for, self._suspect_poll = {}, None
@@ -262,8 +264,10 @@ class Controller:
         if gap > self.settings.core.poll_stale_after:
             self._suspect_for, gap = {}, 0.0
         before = self._suspect_for
+        vocabulary = getattr(self.matrix, "vocabulary", None)
+        core_state = vocabulary.core_state if vocabulary is not None else str
         self._suspect_for = {e.node_id: before.get(e.node_id, -gap) + gap for e in plan.nodes
-                             if e.tuple.worker_state in (UNPAIRED, DOWN)}
+                             if core_state(e.tuple.worker_state) in (UNPAIRED, DOWN)}
         self._suspect_poll = polled_at
 
     def _watch_boots(self, plan: Plan, now: float) -> bool:

@@ -63,13 +63,14 @@ def _unmatched(unmet: Iterable[Unmet]) -> dict[str, int]:
     return out
 
 
-def paid_state(node_worker_state: str | None, draining: bool) -> str:
-    """What a paid node's time counts as: one of :data:`PAID_STATES`."""
+def paid_state(core_state: str | None, draining: bool) -> str:
+    """What a paid node's time counts as: one of :data:`PAID_STATES`; ``core_state`` is the
+    node's worker_state as the core reads it (:meth:`CycleReport.core_state`), None: no node shown."""
     if draining:
         return "draining"
-    if node_worker_state in (None, "unpaired"):
+    if core_state in (None, "unpaired"):
         return "booting"
-    return node_worker_state if node_worker_state in PAID_STATES else "down"
+    return core_state if core_state in PAID_STATES else "down"
 
 
 def frozen_reason(plan: Plan, paused: str | None) -> str | None:
@@ -371,7 +372,8 @@ class Metrics:
             shown = explained.get(node.id)
             if shown.gone if shown is not None else is_gone(node):
                 continue
-            state = paid_state(shown.tuple.worker_state if shown else None, node.id in draining_nodes)
+            state = paid_state(report.core_state(shown.tuple.worker_state) if shown else None,
+                               node.id in draining_nodes)
             known = of_size.get(node.size)
             if known is None:
                 node_size = sizes.get(node.size)

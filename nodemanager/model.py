@@ -12,7 +12,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Mapping, NamedTuple
 
-from policy_matrix.vocabulary import Action, StateTuple
+from policy_matrix.vocabulary import Action, StateTuple, Vocabulary
 
 __all__ = [
     "Action",
@@ -429,6 +429,12 @@ class CycleReport:
     matrix_hash: str = ""
     matrix_error: str | None = None
     cpu_seconds: float = 0.0
+    vocabulary: Vocabulary | None = None   # the matrix's words: how an added worker_state is read
+
+    def core_state(self, worker_state: str) -> str:
+        """The core's word for ``worker_state`` (busy, idle, down, unpaired): what everything
+        outside the matrix reads, so a state added ``like busy`` counts as busy."""
+        return self.vocabulary.core_state(worker_state) if self.vocabulary is not None else worker_state
 
     @cached_property
     def why_not(self) -> Any:
