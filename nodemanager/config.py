@@ -16,7 +16,7 @@ import stat
 from dataclasses import dataclass, fields, replace
 from typing import Any, Callable, Mapping
 
-from nodemanager.cloud import PROVIDERS, image_required
+from nodemanager.cloud.port import PROVIDERS, image_required
 from nodemanager.config_values import (address, choice, nonneg, parse_attributes, parse_bool, parse_duration,
                                        parse_float, parse_host_names, parse_int, parse_minutes, parse_names)
 from nodemanager.model import Size, frozen_map

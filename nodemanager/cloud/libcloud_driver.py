@@ -65,7 +65,7 @@ from nodemanager.cloud.permissions import Permission, ec2_dry_run
 from nodemanager.cloud.port import (PROVIDERS, TAG_CLUSTER, TAG_DRAIN, TAG_REQUEST, TAG_SIZE,
                                     CloudError, ErrorKind, image_required)
 from nodemanager.cloud.ratelimit import TokenBucket
-from nodemanager.config import parse_bool
+from nodemanager.config_values import parse_bool
 from nodemanager.core import date_skew
 from nodemanager.model import CloudNode, Size, frozen_map
 from nodemanager.settings import CloudSettings
