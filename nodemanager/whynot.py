@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Mapping
 from nodemanager.text import short_rule
 
 if TYPE_CHECKING:
-    from nodemanager.model import CycleReport, NodeExplanation
+    from nodemanager.model.plan import NodeExplanation, Plan
+    from nodemanager.model.records import Snapshot
 
 __all__ = ["WhyNot", "WhyNots", "why_not", "NODE_REASONS", "DEMAND_REASONS"]
 
@@ -73,16 +74,17 @@ class WhyNots:
         return out
 
 
-def why_not(report: CycleReport) -> WhyNots:
-    """The why-nots of ``report`` (use ``report.why_not``: it is computed once per report)."""
-    going = {f.node for f in report.snapshot.in_flight if f.action in ("drain", "destroy")}
+def why_not(snapshot: Snapshot, plan: Plan) -> WhyNots:
+    """The why-nots of ``plan`` made for ``snapshot`` (use ``CycleReport.why_not``: it is computed
+    once per report)."""
+    going = {f.node for f in snapshot.in_flight if f.action in ("drain", "destroy")}
     known = frozenset(NODE_REASONS)
     reasons: dict[str, str] = {}
-    for e in report.plan.nodes:
+    for e in plan.nodes:
         if (e.action is not None and e.action.value in _GIVING_BACK) or e.node_id in going:
             continue  # being given back: nothing to explain
         b = e.blocked_by
         reasons[e.node_id] = "matrix" if not b else b if b in known else "other"
     demand = tuple(WhyNot("demand", u.what, u.reason if u.reason in DEMAND_REASONS else "other",
-                          u.text) for u in report.plan.unmet)
+                          u.text) for u in plan.unmet)
     return WhyNots(reasons, demand)

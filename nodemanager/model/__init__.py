@@ -6,7 +6,10 @@ a :class:`Plan` (:mod:`.plan`); the controller hands each cycle on as a :class:`
 (:mod:`.report`) to the logs, the metrics and the status page.
 """
 
+from nodemanager.model.plan import *  # noqa: F401,F403
+from nodemanager.model.plan import __all__ as _plan
 from nodemanager.model.records import *  # noqa: F401,F403
 from nodemanager.model.records import __all__ as _records
+from nodemanager.model.report import CycleReport
 
-__all__ = [*_records]
+__all__ = [*_records, *_plan, "CycleReport"]
