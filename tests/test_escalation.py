@@ -21,7 +21,7 @@ def htcondor_worker(**ad) -> Worker:
             "NumDynamicSlots": 1, "ChildActivity": ["Retiring"], "Draining": True}
     base.update(ad)
     return Worker(name="a", scheduler="htcondor", running_jobs=base["NumDynamicSlots"], cpus=8,
-                  cpus_busy=2 if base["NumDynamicSlots"] else 0, draining=True, ad=base)
+                  cpus_busy=2 if base["NumDynamicSlots"] else 0, draining=True, ad=base, native_ad=True)
 
 
 def flight(since: float = T0) -> InFlight:

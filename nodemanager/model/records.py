@@ -134,6 +134,9 @@ class Worker:
     current drain began (SLURM: the reason's time; HTCondor: ``LastDrainStartTime``), 0: unknown.
     ``classified`` is the adapter's classification of this record (see
     :func:`nodemanager.scheduler.classified`); the core leaves an unclassified worker alone (busy).
+    ``native_ad`` says ``ad`` is the scheduler's own whole machine ad (HTCondor's p-slot ad): drain
+    escalation expressions read it as it is, where for other schedulers the core builds one from
+    these fields.
     """
 
     name: str
@@ -155,6 +158,7 @@ class Worker:
     drain_since: float = 0.0
     ad: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAP)
     classified: Classified | None = None
+    native_ad: bool = False
 
 
 @dataclass(frozen=True, slots=True)

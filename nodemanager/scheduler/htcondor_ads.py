@@ -116,6 +116,7 @@ def worker_from_ad(ad: Mapping[str, Any], *, id_attribute: str = "CloudInstanceI
                                    draining=fields.get("draining", False),
                                    drain_reason=fields.get("drain_reason"))
     return Worker(name=name, scheduler="htcondor", ad=frozen_map(ad), classified=classified,
+                  native_ad=True,
                   cloud_id=str(cloud_id) if cloud_id not in (None, "") else None, **fields)
 
 
