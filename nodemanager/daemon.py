@@ -43,16 +43,16 @@ from nodemanager.actors.clock import Clock, RealClock
 from nodemanager.actors.roles import (CLOUD_POLLER, CONTROLLER, SCHEDULER_POLLER, ActuatorActor,
                                       ControllerActor, PollerActor, actuator_role)
 from nodemanager.actors.system import ActorSystem
-from nodemanager.actuate import Actuator
-from nodemanager.admin import AdminState
+from nodemanager.cycle.actuate import Actuator
+from nodemanager.console.admin import AdminState
 from nodemanager.cloud import CloudDriver, CloudError
-from nodemanager.config import SECRET_OPTIONS, ConfigError, Problem
-from nodemanager.controller import Controller
-from nodemanager.history import NodeHistory
-from nodemanager.journal import ReservationJournal
+from nodemanager.configuration.config import SECRET_OPTIONS, ConfigError, Problem
+from nodemanager.cycle.controller import Controller
+from nodemanager.console.history import NodeHistory
+from nodemanager.cycle.journal import ReservationJournal
 from nodemanager.model import CycleReport, Worker
 from nodemanager.scheduler import Scheduler, SchedulerError
-from nodemanager.settings import Settings
+from nodemanager.configuration.settings import Settings
 
 __all__ = ["Daemon", "POOL_SIZE", "EXIT_FATAL", "build_ports", "tune_gc"]
 
@@ -147,7 +147,7 @@ class Daemon:
                  dry_run: bool = False, status: bool = True, stop_timeout: float = 30.0,
                  ports: tuple[CloudDriver, Scheduler, Any] | None = None, ha: Any = None) -> None:
         import policy_matrix
-        from nodemanager.metrics import Metrics
+        from nodemanager.console.metrics import Metrics
 
         self.settings = settings
         self.config_path = config_path or settings.source or None
@@ -189,7 +189,7 @@ class Daemon:
         """The status server, bound but not serving; a port that cannot be bound is a ConfigError."""
         import errno
 
-        from nodemanager.status import StatusServer
+        from nodemanager.console.status import StatusServer
         s = self.settings
         secrets = [str(v) for k, v in s.cloud.driver_args.items() if k in SECRET_OPTIONS]
         server = StatusServer(s.manage, self.status_view, admin=self.admin, registry=self.metrics.registry,
@@ -264,7 +264,7 @@ class Daemon:
         self.request("stop")
 
     def status_view(self) -> Any:
-        from nodemanager.status_document import StatusView
+        from nodemanager.console.status_document import StatusView
         return StatusView(report=self.last_report, counters=dict(self.counters), started_at=self.started_at,
                           last_cycle_at=self.last_cycle_at, version=_version(),
                           ha=self.ha.describe() if self.ha is not None else None,
@@ -300,7 +300,7 @@ class Daemon:
     def reload(self) -> bool:
         """Re-read the config file and the matrix; True if both are now in force."""
         import policy_matrix
-        from nodemanager import config
+        from nodemanager.configuration import config
 
         self.counters["reloads"] += 1
         if not self.config_path:

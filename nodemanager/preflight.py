@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from nodemanager.settings import Settings
+from nodemanager.configuration.settings import Settings
 
 __all__ = ["Check", "preflight", "render", "start_checks", "log_checks"]
 
@@ -67,7 +67,7 @@ def render(checks: list[Check]) -> str:
 
 def _checks(config_path: str, clock: Callable[[], float]) -> Iterator[Check]:
     import policy_matrix
-    from nodemanager import config
+    from nodemanager.configuration import config
 
     try:
         settings = config.load(config_path)
@@ -114,7 +114,7 @@ def _writable_dir(path: str) -> str | None:
 
 
 def _local_files(settings: Settings) -> Iterator[Check]:
-    from nodemanager.admin import AdminState, AdminStateError
+    from nodemanager.console.admin import AdminState, AdminStateError
 
     state_file = settings.manage.state_file
     if state_file:

@@ -6,7 +6,7 @@ import pathlib
 import pytest
 
 from nodemanager.cli import main
-from nodemanager.config import ConfigError, load, loads
+from nodemanager.configuration.config import ConfigError, load, loads
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SIZE = "[Size small]\ncores = 4\nram_mb = 16000\n"

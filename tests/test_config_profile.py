@@ -5,7 +5,7 @@ import os
 import pytest
 
 import policy_matrix
-from nodemanager.config import ConfigError, load, loads
+from nodemanager.configuration.config import ConfigError, load, loads
 
 COST_MATRIX = os.path.join(os.path.dirname(policy_matrix.default_path()), "cost.matrix")
 

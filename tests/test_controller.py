@@ -5,11 +5,11 @@ import re
 
 import policy_matrix
 
-from nodemanager.actuate import Actuator
-from nodemanager.admin import AdminState
+from nodemanager.cycle.actuate import Actuator
+from nodemanager.console.admin import AdminState
 from nodemanager.cloud.port import TAG_DESTROY, TAG_DRAIN
-from nodemanager.controller import Controller
-from nodemanager.controller_inputs import build_in_flight
+from nodemanager.cycle.controller import Controller
+from nodemanager.cycle.controller_inputs import build_in_flight
 from nodemanager.model import ItemKind, Worker
 from nodemanager.scheduler.port import DRAIN_REASON_PREFIX, SchedulerPoll
 from nodemanager.sim.world import SimWorld

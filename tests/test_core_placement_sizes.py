@@ -96,8 +96,8 @@ def test_unmatched_demand_is_one_log_line_per_signature_and_a_metric(caplog):
 
     from prometheus_client import generate_latest
 
-    from nodemanager.decision_log import DecisionLog
-    from nodemanager.metrics import Metrics
+    from nodemanager.console.decision_log import DecisionLog
+    from nodemanager.console.metrics import Metrics
     from nodemanager.model import CycleReport
     from tests.core_world import snap as make_snap
 

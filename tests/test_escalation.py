@@ -5,10 +5,10 @@ from __future__ import annotations
 import classad2
 import pytest
 
-from nodemanager.classad_eval import bind_time, evaluate, is_true
+from nodemanager.classad.expressions import bind_time, evaluate, is_true
 from nodemanager.core.escalation import escalation_ad, make_escalation, validate_expression
 from nodemanager.model import InFlight, Worker
-from nodemanager.settings import DrainSettings
+from nodemanager.configuration.settings import DrainSettings
 from tests.fixtures.htcondor import CondorWorld
 from nodemanager.scheduler.port import DrainSchedule
 

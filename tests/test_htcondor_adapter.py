@@ -236,7 +236,7 @@ def test_production_bindings_on_the_real_wheel_report_an_unreachable_pool():
 
     from nodemanager.model import Worker
     from nodemanager.scheduler.port import DrainRefused, DrainSchedule
-    from nodemanager.settings import SchedulerSettings
+    from nodemanager.configuration.settings import SchedulerSettings
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -8,7 +8,7 @@ import logging
 
 from nodemanager.sim.startd import Job
 from nodemanager.console import render_html
-from nodemanager.status_document import StatusView, status_document
+from nodemanager.console.status_document import StatusView, status_document
 from tests.fixtures.daemon import sim_settings
 from tests.test_controller import Loop
 

@@ -12,8 +12,8 @@ import sys
 import pytest
 
 # Anything with I/O, threads or heavy libraries: the pure core must load none of it.
-NOT_IN_CORE = ("nodemanager.cloud", "nodemanager.scheduler", "nodemanager.config",
-               "nodemanager.metrics", "nodemanager.actors", "policy_matrix.source",
+NOT_IN_CORE = ("nodemanager.cloud", "nodemanager.scheduler", "nodemanager.configuration.config",
+               "nodemanager.console.metrics", "nodemanager.actors", "policy_matrix.source",
                "libcloud", "htcondor2", "classad2", "pykka", "prometheus_client")
 
 

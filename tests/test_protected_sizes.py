@@ -7,7 +7,7 @@ import logging
 from prometheus_client import generate_latest
 
 from nodemanager.core.protected import BootRecord, observe_boots, protected_sizes
-from nodemanager.metrics import Metrics
+from nodemanager.console.metrics import Metrics
 from nodemanager.model import NodeExplanation, StateTuple
 from policy_matrix.vocabulary import Action
 from tests.fixtures.daemon import sim_settings

@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 import policy_matrix
-from nodemanager.config import loads
+from nodemanager.configuration.config import loads
 from nodemanager.core import plan
 from nodemanager.sim import baselines as B
 from nodemanager.sim.replay import replay

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from nodemanager.lock import InstanceLock, InstanceRunning, LockError, lock_path
+from nodemanager.cycle.lock import InstanceLock, InstanceRunning, LockError, lock_path
 from tests.fixtures.moto import EC2_IMAGE
 from tests.test_daemon_cli import private_config, running, stops_cleanly
 

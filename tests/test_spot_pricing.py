@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import policy_matrix
-from nodemanager.config import loads
+from nodemanager.configuration.config import loads
 from nodemanager.core import plan
 from nodemanager.core.pricing import expected_price
 from nodemanager.model import Size

@@ -9,7 +9,7 @@ from nodemanager.console import render_html
 from nodemanager.core import plan
 from nodemanager.model import CycleReport, ItemKind, Worker
 from nodemanager.scheduler import classified
-from nodemanager.status_document import StatusView, status_document
+from nodemanager.console.status_document import StatusView, status_document
 from tests.core_world import NOW, Demand, InFlight, node, settings, snap, worker
 
 MATRIX = policy_matrix.load_default()

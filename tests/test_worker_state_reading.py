@@ -6,11 +6,11 @@ from __future__ import annotations
 import pathlib
 
 import policy_matrix
-from nodemanager.controller import Controller
-from nodemanager.metrics import Metrics
+from nodemanager.cycle.controller import Controller
+from nodemanager.console.metrics import Metrics
 from nodemanager.model import Classified, CloudNode, ItemKind, Worker
 from nodemanager.scheduler.port import SchedulerPoll
-from nodemanager.status_document import StatusView, status_document
+from nodemanager.console.status_document import StatusView, status_document
 from policy_matrix.vocabulary import default_vocabulary_path, load_vocabulary
 from tests.fixtures.daemon import sim_settings
 

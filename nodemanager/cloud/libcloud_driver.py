@@ -65,10 +65,10 @@ from nodemanager.cloud.permissions import Permission, ec2_dry_run
 from nodemanager.cloud.port import (PROVIDERS, TAG_CLUSTER, TAG_DRAIN, TAG_REQUEST, TAG_SIZE,
                                     CloudError, ErrorKind, image_required)
 from nodemanager.cloud.ratelimit import TokenBucket
-from nodemanager.config_values import parse_bool
+from nodemanager.configuration.values import parse_bool
 from nodemanager.core import date_skew
 from nodemanager.model import CloudNode, Size, frozen_map
-from nodemanager.settings import CloudSettings
+from nodemanager.configuration.settings import CloudSettings
 
 __all__ = ["LibcloudCloud", "PROVIDERS", "CREATE_OPTIONS", "USER_DATA_PLACEHOLDERS", "node_tags"]
 

@@ -6,7 +6,7 @@ reloads the config and the matrix; SIGTERM (or Ctrl-C) stops cleanly. Exit codes
 be bound, or a state_dir that cannot be locked), 70 stopped by a fatal error, 75 another instance
 runs this cluster (the line names its pid, host and start).
 
-Start-up order: config, the instance lock (``nodemanager.lock``, in ``[Manage] state_dir``), the
+Start-up order: config, the instance lock (``nodemanager.cycle.lock``, in ``[Manage] state_dir``), the
 status port, then the cloud and scheduler and the actors; so a second instance or a taken port
 stops before any cloud or scheduler call. A dry run takes no lock (it never acts, so it may run
 beside the real daemon to try a config or matrix: give it another ``[Manage] port`` or -1).
@@ -51,9 +51,9 @@ def setup_logging(level: str, stream: Any = None) -> logging.Handler:
 
 def _run(args: argparse.Namespace) -> int:
     import policy_matrix
-    from nodemanager import config
+    from nodemanager.configuration import config
     from nodemanager.daemon import Daemon, tune_gc
-    from nodemanager.lock import InstanceLock, InstanceRunning, LockError
+    from nodemanager.cycle.lock import InstanceLock, InstanceRunning, LockError
 
     try:
         settings = config.load(args.config, require_sizes=True, resolve=True)

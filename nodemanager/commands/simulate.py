@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from nodemanager.model import Size
-    from nodemanager.settings import Settings
+    from nodemanager.configuration.settings import Settings
     from nodemanager.model import Size
     from policy_matrix import Matrix
 
@@ -90,7 +90,7 @@ class _Bad(Exception):
 
 
 def _duration(option: str, text: str) -> float:
-    from nodemanager.config import parse_duration
+    from nodemanager.configuration.config import parse_duration
 
     try:
         return parse_duration(text)
@@ -116,7 +116,7 @@ def _sweeps(specs: list[str]) -> list[tuple[str, list[float]]]:
 def _settings(args: argparse.Namespace, profile: str | None = None):
     from dataclasses import replace
 
-    from nodemanager.config import ConfigError, load, loads
+    from nodemanager.configuration.config import ConfigError, load, loads
     from nodemanager.sim.baselines import default_size
 
     try:
@@ -250,7 +250,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
     from nodemanager.sim import baselines as B
     from nodemanager.sim.figures import figures_json, format_table, lower_bounds, verdicts
-    from nodemanager.progress import progress_bar
+    from nodemanager.sim.progress import progress_bar
     from nodemanager.sim.replay import run_many
     from nodemanager.sim.swf import SwfError, read_jobs
 

@@ -15,7 +15,7 @@ from nodemanager.core.consolidate import too_young
 from nodemanager.core.plan_node import Decision
 from nodemanager.core.victims import Estimator, order_victims
 from nodemanager.model import Blocked, ItemKind, Snapshot, VictimCost
-from nodemanager.settings import CoreSettings
+from nodemanager.configuration.settings import CoreSettings
 from policy_matrix.vocabulary import BOOT_EXCEEDED, UNPAIRED
 
 __all__ = ["Budgets", "budgets", "gate", "verb"]

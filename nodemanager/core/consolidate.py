@@ -26,7 +26,7 @@ from nodemanager.core.plan_node import NodeFacts
 from nodemanager.core.victims import Estimator
 from nodemanager.core.classify import Classification
 from nodemanager.model import BootRequest, Demand, StateTuple, Unmet
-from nodemanager.settings import CoreSettings
+from nodemanager.configuration.settings import CoreSettings
 from nodemanager.tags import TAG_SETTINGS
 from nodemanager.text import duration
 from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from nodemanager.classad_eval import evaluate, is_true, parse
+from nodemanager.classad.expressions import evaluate, is_true, parse
 from nodemanager.model import InFlight, Worker
-from nodemanager.settings import DrainSettings
+from nodemanager.configuration.settings import DrainSettings
 
 __all__ = ["validate_expression", "make_escalation", "escalation_ad", "Escalation"]
 

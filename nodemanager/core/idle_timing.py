@@ -12,7 +12,7 @@ two: no floor at one re-boot's time (ski rental's worst-case 2x bound), because 
 ``rebuy_hold`` keeping a boot from following a destroy, the shorter grace the history asks for paid
 less on both development traces (BENCHMARKS.md, "Break-even idle timing"). The configured value
 until there is enough history (:data:`MIN_PERIODS`, :data:`MIN_JOINS`).
-:class:`nodemanager.idle_memory.IdleMemory` keeps the history.
+:class:`nodemanager.cycle.idle_memory.IdleMemory` keeps the history.
 """
 
 from __future__ import annotations

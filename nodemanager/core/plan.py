@@ -41,7 +41,7 @@ from nodemanager.core.reasons import REASONS, Context, Escalation, Reason, Stage
 from nodemanager.core.victims import Estimator, estimate
 from nodemanager.model import (Action, Blocked, Freeze, ItemKind, NodeExplanation, Plan, PlanItem, Snapshot,
                                Unmet)
-from nodemanager.settings import CoreSettings
+from nodemanager.configuration.settings import CoreSettings
 from nodemanager.tags import TAG_REQUEST
 from policy_matrix.vocabulary import BOOT_EXCEEDED, DOWN, UNPAIRED
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Iterable, Mapping
 
-from nodemanager.classad_values import ad_number
+from nodemanager.classad.values import ad_number
 from nodemanager.model import VictimCost, Worker
 
 __all__ = ["estimate", "order_victims", "Estimator", "PILOT_HEARTBEAT", "PILOT_HEARTBEAT_ATTR"]

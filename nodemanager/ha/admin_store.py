@@ -11,7 +11,7 @@ __all__ = ["EtcdAdminStore"]
 
 
 class EtcdAdminStore:
-    """``read()``/``write(text)`` of one etcd key for :class:`nodemanager.admin.AdminState`.
+    """``read()``/``write(text)`` of one etcd key for :class:`nodemanager.console.admin.AdminState`.
 
     Only the acting leader writes (``acting()``): a change asked of a standby is refused with the
     leader's name, since the leader would overwrite it with its own state."""

@@ -50,7 +50,7 @@ class BootRequest:
 class Unmet:
     """Queued demand the plan does not boot for, and the one thing that binds.
 
-    ``reason`` is one of :data:`nodemanager.whynot.DEMAND_REASONS` (``max_nodes``, ``quota``,
+    ``reason`` is one of :data:`nodemanager.console.whynot.DEMAND_REASONS` (``max_nodes``, ``quota``,
     ``max_total_price``, ``no_size``, ``backoff``, ``paused``, ``stale``); ``what`` names the
     demand (``"2 job(s) of 16 cpus, 0 MB"`` or ``"min_nodes 3"``), ``text`` says it in words.
     """

@@ -7,7 +7,7 @@ from functools import cached_property
 
 from nodemanager.model.plan import Outcome, Plan
 from nodemanager.model.records import Snapshot
-from nodemanager.whynot import WhyNots, why_not
+from nodemanager.console.whynot import WhyNots, why_not
 from policy_matrix.vocabulary import Vocabulary
 
 __all__ = ["CycleReport"]

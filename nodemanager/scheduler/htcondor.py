@@ -50,7 +50,7 @@ from nodemanager.scheduler.htcondor_match import WALLTIME_ATTRIBUTE, HTCondorMat
 from nodemanager.scheduler.htcondor_drain import (DRAIN_TIMEOUT, drain_check_expression, drain_reason,
                                                   is_our_drain, jobs_on, number, pslot_of)
 from nodemanager.scheduler.records import ProblemLog, RecordProblem
-from nodemanager.settings import SchedulerSettings
+from nodemanager.configuration.settings import SchedulerSettings
 
 __all__ = ["HTCondorScheduler", "SLOT_ATTRIBUTES", "PILOT_ATTRIBUTES", "DEFAULT_CONSTRAINT",
            "worker_from_ad"]
@@ -83,7 +83,7 @@ DEFAULT_CONSTRAINT = "PartitionableSlot =?= true"
 def _seconds(text: str | None) -> float | None:
     if not text or not text.strip():
         return None
-    from nodemanager.config import parse_duration
+    from nodemanager.configuration.config import parse_duration
     return float(parse_duration(text))
 
 
@@ -152,7 +152,7 @@ class HTCondorScheduler:
                                          query_timeout=_seconds(o.get("query_timeout")))
         extra_check = (o.get("drain_check") or "").strip() or None
         if extra_check is not None:
-            from nodemanager.classad_eval import parse
+            from nodemanager.classad.expressions import parse
             parse(extra_check)
         return cls(bindings, clock=clock, id_attribute=o.get("cloud_id_attribute") or "CloudInstanceID",
                    constraint=o.get("constraint") or DEFAULT_CONSTRAINT, extra_check=extra_check,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Iterable, Mapping
 
-from nodemanager.classad_values import ad_number, ad_true
+from nodemanager.classad.values import ad_number, ad_true
 from nodemanager.model import Demand, Worker, frozen_map
 from nodemanager.scheduler.htcondor_classify import classify_htcondor
 from nodemanager.scheduler.port import SchedulerError

@@ -29,7 +29,7 @@ import functools
 import math
 from typing import Any, Mapping
 
-from nodemanager.classad_values import ad_number, ad_true
+from nodemanager.classad.values import ad_number, ad_true
 from nodemanager.core import foreign_reason
 from nodemanager.core.reclaim import RECLAIM_ATTRIBUTE, RECLAIMED, notice_words
 from nodemanager.model import Classified, Worker

@@ -19,7 +19,7 @@ DRAIN_TIMEOUT = 20.0
 
 
 def number(ad: Mapping[str, Any], key: str, default: float | None = None) -> float | None:
-    """A numeric attribute as float (see :func:`~nodemanager.classad_values.ad_number`), else ``default``."""
+    """A numeric attribute as float (see :func:`~nodemanager.classad.values.ad_number`), else ``default``."""
     v = ad_number(ad, key)
     return default if v is None else v
 

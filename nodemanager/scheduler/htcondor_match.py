@@ -255,7 +255,7 @@ class HTCondorMatcher:
                 continue
             value = job.lookup(key) if isinstance(job, classad2.ClassAd) else job[key]
             if key.lower() == "requirements" and isinstance(value, str):
-                from nodemanager.classad_eval import parse
+                from nodemanager.classad.expressions import parse
                 value = parse(value)  # a plain dict's Requirements is expression text
             if value is not None:
                 ad[key] = value

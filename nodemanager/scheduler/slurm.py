@@ -42,7 +42,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from nodemanager.model import Size, Worker
-from nodemanager.settings import SchedulerSettings
+from nodemanager.configuration.settings import SchedulerSettings
 from nodemanager.scheduler.draining_stats import DrainingStats, NodeDrainingStats
 from nodemanager.scheduler.port import (DRAIN_REASON_PREFIX, Confirmation, DrainRefused, DrainSchedule,
                                         DrainTicket, SchedulerError, SchedulerPoll)
@@ -84,7 +84,7 @@ class SlurmOptions:
     @classmethod
     def from_mapping(cls, options: Mapping[str, str]) -> "SlurmOptions":
         """Parse ``[Scheduler]`` options; a bad value raises :class:`OptionError` naming the option."""
-        from nodemanager.config import parse_duration
+        from nodemanager.configuration.config import parse_duration
 
         out = cls()
         for key, raw in options.items():
@@ -186,7 +186,7 @@ class SlurmScheduler:
                       source: str = "config", sizes: Sequence[Size] = ()) -> "SlurmScheduler":
         """Build from ``[Scheduler]`` options; a bad value raises ConfigError naming ``source``,
         section and option."""
-        from nodemanager.config import ConfigError, Problem
+        from nodemanager.configuration.config import ConfigError, Problem
 
         try:
             options = SlurmOptions.from_mapping(settings.options)

@@ -41,7 +41,7 @@ from typing import Any, Mapping
 
 import policy_matrix
 from nodemanager.model import Size
-from nodemanager.settings import CoreSettings, PollSettings, Settings
+from nodemanager.configuration.settings import CoreSettings, PollSettings, Settings
 from policy_matrix import Matrix
 
 __all__ = ["Policy", "SimParams", "default_size", "ours", "static", "arvados", "cluster_autoscaler",

@@ -4,7 +4,7 @@ One replay wires, on a virtual clock:
 
 * :class:`~nodemanager.sim.cloud.SimCloud` (boot delay, billing) whose booted VMs start
   :class:`~nodemanager.sim.pool.SimPool` startds (HTCondor partitionable slots, seed-000 drains);
-* :class:`~nodemanager.actuate.Actuator` and :class:`~nodemanager.controller.Controller`, the
+* :class:`~nodemanager.cycle.actuate.Actuator` and :class:`~nodemanager.cycle.controller.Controller`, the
   same synchronous cycle the daemon runs: list the cloud, poll the pool, plan with
   :func:`nodemanager.core.plan`, carry the plan out.
 
@@ -32,9 +32,9 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
-from nodemanager.actuate import Actuator
-from nodemanager.controller import Controller
-from nodemanager.controller_inputs import DESTROYED_KEPT
+from nodemanager.cycle.actuate import Actuator
+from nodemanager.cycle.controller import Controller
+from nodemanager.cycle.controller_inputs import DESTROYED_KEPT
 from nodemanager.model import ItemKind, Plan, PlanItem
 from nodemanager.sim.baseline_layer import layer_planner
 from nodemanager.sim.baselines import Policy, SimParams
@@ -521,7 +521,7 @@ def run_many(jobs: Sequence[SwfJob], runs: Sequence[tuple[Policy, bool]], sim: S
     """Replay ``jobs`` once per ``(policy, record_series)``, in ``processes`` worker processes
     (forked, so the trace is read once); results in the order of ``runs``.
 
-    ``progress``: a progress bar (``nodemanager.progress.progress_bar``): its ``total`` is set to
+    ``progress``: a progress bar (``nodemanager.sim.progress.progress_bar``): its ``total`` is set to
     the job pieces of all runs and it is updated as the replays, in whichever process, submit them.
     """
     sizes = runs[0][0].settings.core.sizes if runs else ()

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from nodemanager.classad_eval import evaluate, is_true
+from nodemanager.classad.expressions import evaluate, is_true
 
 __all__ = [
     "Job", "JobEnd", "SimStartd", "DrainError",

@@ -1,6 +1,6 @@
 """What one option's text means: durations, numbers, booleans, choices, names, addresses and
 HTCondor attribute assignments, each parser raising ValueError with the words an operator sees
-after ``file:line: [section] option:`` (:mod:`nodemanager.config` adds those)."""
+after ``file:line: [section] option:`` (:mod:`nodemanager.configuration.config` adds those)."""
 
 from __future__ import annotations
 
@@ -95,7 +95,7 @@ _ATTRIBUTE = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=(?!=)((?:[^;"]|"(?:[^"\
 
 def parse_attributes(text: str) -> tuple[tuple[str, str], ...]:
     """HTCondor machine attributes, ``Name = expr`` separated by ``;`` (each expr checked by classad2)."""
-    from nodemanager.classad_eval import parse
+    from nodemanager.classad.expressions import parse
     out: list[tuple[str, str]] = []
     rest = text.strip()
     while rest:

@@ -1,6 +1,6 @@
 """What the actuator remembers between tasks: boots requested but not listed yet (and their
 journal), actions newer than the last listing, retry backoff, a learned quota and blocked sizes,
-node names in use. :class:`~nodemanager.actuate.Actuator` carries out the actions on top of it.
+node names in use. :class:`~nodemanager.cycle.actuate.Actuator` carries out the actions on top of it.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Callable, Iterable
 
 from nodemanager.cloud import CloudDriver, CloudError, ErrorKind, is_gone
 from nodemanager.core import Reservation, is_lost, settle
-from nodemanager.journal import ReservationJournal
+from nodemanager.cycle.journal import ReservationJournal
 from nodemanager.model import CloudNode, InFlight, Outcome, Worker
 from nodemanager.scheduler import Scheduler, SchedulerPoll
-from nodemanager.settings import Settings
+from nodemanager.configuration.settings import Settings
 
 __all__ = ["ActuatorMemory", "ActuatorState", "INITIAL_BACKOFF", "BOOT_LISTING_TIMEOUT",
            "DESTROY_SETTLE", "NAME_QUARANTINE", "OK", "REFUSED", "FAILED", "SKIPPED"]
@@ -50,7 +50,7 @@ def _new_request_id() -> str:
 
 class ActuatorMemory:
     """The actuator's state and bookkeeping (see the module docstring); the constructor's
-    arguments are described at :class:`~nodemanager.actuate.Actuator`. Thread-safe."""
+    arguments are described at :class:`~nodemanager.cycle.actuate.Actuator`. Thread-safe."""
 
     def __init__(self, cloud: CloudDriver, scheduler: Scheduler, settings: Settings, *,
                  clock: Callable[[], float],

@@ -12,15 +12,15 @@ Interface for the daemon (everything it needs)::
     server.stop()
 
 ``source`` is called on every request and returns the latest
-:class:`~nodemanager.status_document.StatusView` (an immutable
-value: swap it, never mutate it). ``admin`` is the :class:`~nodemanager.admin.AdminState` the
+:class:`~nodemanager.console.status_document.StatusView` (an immutable
+value: swap it, never mutate it). ``admin`` is the :class:`~nodemanager.console.admin.AdminState` the
 controller reads each cycle. Run the server only when ``settings.port >= 0``.
 
 Endpoints (all on the configured address, loopback by default):
 
 * ``GET /status.json`` daemon counters and, per node: tuple, matched matrix rule (file:line),
   planned action, what blocks it in words, and when it next changes by time alone;
-* ``GET /`` the operator's console (:mod:`nodemanager.console`): pool summary, "why not?",
+* ``GET /`` the operator's console (:mod:`nodemanager.console.page`): pool summary, "why not?",
   the node table (sort, filter, each node's history), refreshed in place;
 * ``GET /metrics`` the private Prometheus registry;
 * ``GET /healthz`` 200 when the last cycle finished within ``stale_after`` seconds, else 503 with why;
@@ -31,9 +31,9 @@ Endpoints (all on the configured address, loopback by default):
   ``Authorization: Bearer TOKEN``: 404 while no token is configured, 401 without the header,
   403 with a wrong token. ``pause`` takes an optional JSON body ``{"reason": "..."}``.
 
-Every request's ``Host`` must be a name of this server (:func:`~nodemanager.http_server.host_allowed`,
+Every request's ``Host`` must be a name of this server (:func:`~nodemanager.console.http_server.host_allowed`,
 ``[Manage] allowed_hosts``), else 421. Bodies over 4 KiB get 413; the connection limits are in
-:mod:`nodemanager.http_server`. Nothing in a response or log line contains the token or any of
+:mod:`nodemanager.console.http_server`. Nothing in a response or log line contains the token or any of
 ``secrets``.
 """
 
@@ -52,12 +52,12 @@ from urllib.parse import unquote, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 
-from nodemanager.admin import AdminChange, AdminState
-from nodemanager.console import render_html
-from nodemanager.http_server import HttpServer, LogThrottle, host_allowed, own_names
+from nodemanager.console.admin import AdminChange, AdminState
+from nodemanager.console.page import render_html
+from nodemanager.console.http_server import HttpServer, LogThrottle, host_allowed, own_names
 from nodemanager.model import EMPTY_MAP
-from nodemanager.settings import ManageSettings, Settings
-from nodemanager.status_document import StatusView, cycle_health, status_document
+from nodemanager.configuration.settings import ManageSettings, Settings
+from nodemanager.console.status_document import StatusView, cycle_health, status_document
 
 __all__ = ["StatusServer", "settings_secrets"]
 
@@ -71,7 +71,7 @@ _MAX_BODY = 4096
 def settings_secrets(settings: Settings) -> tuple[str, ...]:
     """The secret values of a configuration (admin token, cloud keys, scheduler passwords): what
     the daemon passes as ``secrets`` so that no response ever shows them."""
-    from nodemanager.config import SECRET_OPTIONS
+    from nodemanager.configuration.config import SECRET_OPTIONS
     values = [settings.manage.token]
     for options in (settings.cloud.driver_args, settings.cloud.create_args,
                     settings.scheduler.options):
@@ -153,7 +153,7 @@ class StatusServer:
     def bind(self) -> "StatusServer":
         """Take the configured address and port (port 0: a free port) without serving yet.
 
-        Raises :class:`~nodemanager.http_server.BindError` (an OSError) naming the address and
+        Raises :class:`~nodemanager.console.http_server.BindError` (an OSError) naming the address and
         ``[Manage] address/port`` when it cannot; :meth:`start` then serves.
         """
         host, port = self.settings.address, self.settings.port

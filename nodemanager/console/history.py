@@ -51,7 +51,7 @@ class NodeHistory:
         """The history of ``settings``' cluster: ``<state_dir>/<cluster>.history.json``; kept in
         memory only without a ``state_dir`` or for a cloud that lives in this process (its nodes
         die with it), as the reservation journal does."""
-        from nodemanager.journal import _IN_PROCESS_DRIVERS
+        from nodemanager.cycle.journal import _IN_PROCESS_DRIVERS
         if not settings.manage.state_dir or settings.cloud.driver in _IN_PROCESS_DRIVERS:
             return cls()
         return cls(os.path.join(settings.manage.state_dir, f"{settings.cloud.cluster}.history.json"))

@@ -11,7 +11,7 @@ from typing import Any, Iterable, Mapping
 from nodemanager.tags import TAG_REQUEST
 from nodemanager.core import charged_between
 from nodemanager.model import CycleReport
-from nodemanager.settings import CoreSettings
+from nodemanager.configuration.settings import CoreSettings
 
 __all__ = ["pool_summary", "local_midnight"]
 

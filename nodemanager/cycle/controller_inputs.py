@@ -13,7 +13,7 @@ from typing import Iterable, Sequence
 
 from nodemanager.cloud import TAG_DESTROY, TAG_DRAIN, TAG_REQUEST, is_gone
 from nodemanager.core import is_our_drain, launch_time
-from nodemanager.drain_tickets import parse_drain_tag
+from nodemanager.cycle.drain_tickets import parse_drain_tag
 from nodemanager.model import CloudNode, InFlight, Worker
 from nodemanager.scheduler import SchedulerPoll
 

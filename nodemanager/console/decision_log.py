@@ -10,7 +10,7 @@ decision as it was (a billing window opening with nothing to do) is logged at DE
 one summary line per cycle (node counts per worker state, workers, queued jobs, actions, boots,
 freeze reason, CPU time) at INFO when it differs from the previous cycle's, else at DEBUG; one
 line per actuator outcome (``ok`` at INFO, ``refused``/``failed`` at WARNING, backoff skips at
-DEBUG; :meth:`nodemanager.controller.Controller.record`). A quiet pool logs nothing at INFO. Line
+DEBUG; :meth:`nodemanager.cycle.controller.Controller.record`). A quiet pool logs nothing at INFO. Line
 format::
 
     node NAME (ID, SIZE) (idle, open, boot exceeded, idle exceeded) rule default.matrix:24 \
@@ -95,7 +95,7 @@ class DecisionLog:
     def decisions(self, plan: Plan, dry_run: bool, history: Any,
                   last_report: CycleReport | None) -> list[str]:
         """Log decision changes and actions (and add them to ``history``, a
-        :class:`~nodemanager.history.NodeHistory` or None); return the node ids that left the
+        :class:`~nodemanager.console.history.NodeHistory` or None); return the node ids that left the
         listing (``last_report`` names them in the history)."""
         seen = self.seen
         acted = {i.node_id for i in plan.items}

@@ -243,7 +243,7 @@ def _top(doc: Mapping[str, Any]) -> str:
 
 
 def render_html(doc: Mapping[str, Any]) -> str:
-    """The console page (see the module docstring) for one :func:`~nodemanager.status_document.status_document`."""
+    """The console page (see the module docstring) for one :func:`~nodemanager.console.status_document.status_document`."""
     e = html.escape
     parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'>",
              "<meta name='viewport' content='width=device-width'>",

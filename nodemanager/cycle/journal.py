@@ -21,7 +21,7 @@ import threading
 from typing import Iterable
 
 from nodemanager.core import Reservation, from_line, to_line
-from nodemanager.settings import Settings
+from nodemanager.configuration.settings import Settings
 
 __all__ = ["ReservationJournal", "journal_path"]
 

@@ -1,4 +1,4 @@
-"""Load the INI configuration into :class:`nodemanager.settings.Settings`.
+"""Load the INI configuration into :class:`nodemanager.configuration.settings.Settings`.
 
 Every problem is reported before anything starts, all at once, each naming the file, line,
 section and option (``config.ini:12: [Daemon] idle_grace: expected a duration like 300, 5m or 1h``).
@@ -17,11 +17,11 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Callable, Mapping
 
 from nodemanager.cloud.port import PROVIDERS, image_required
-from nodemanager.config_values import (address, choice, nonneg, parse_attributes, parse_bool, parse_duration,
+from nodemanager.configuration.values import (address, choice, nonneg, parse_attributes, parse_bool, parse_duration,
                                        parse_float, parse_host_names, parse_int, parse_minutes, parse_names)
 from nodemanager.model import Size, frozen_map
 from nodemanager.tags import settings_digest
-from nodemanager.settings import (CloudSettings, CoreSettings, DrainSettings, HASettings, ManageSettings,
+from nodemanager.configuration.settings import (CloudSettings, CoreSettings, DrainSettings, HASettings, ManageSettings,
                                   PollSettings, SchedulerSettings, Settings)
 
 __all__ = ["ConfigError", "Problem", "load", "loads", "parse_duration", "credential_warnings",

@@ -37,12 +37,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nodemanager.actuator_memory import (BOOT_LISTING_TIMEOUT, DESTROY_SETTLE, FAILED, INITIAL_BACKOFF,
+from nodemanager.cycle.actuator_memory import (BOOT_LISTING_TIMEOUT, DESTROY_SETTLE, FAILED, INITIAL_BACKOFF,
                                          OK, REFUSED, SKIPPED, ActuatorMemory)
 from nodemanager.cloud import CloudError, ErrorKind, TAG_CLUSTER, TAG_DESTROY, TAG_DRAIN, TAG_REQUEST, TAG_SIZE
 from nodemanager.core import Reservation, is_lost
 from nodemanager.tags import TAG_SETTINGS
-from nodemanager.drain_tickets import drain_tag, ticket_for, worker_is_busy
+from nodemanager.cycle.drain_tickets import drain_tag, ticket_for, worker_is_busy
 from nodemanager.model import BootRequest, CloudNode, InFlight, ItemKind, Outcome, PlanItem, Worker
 from nodemanager.scheduler import DrainRefused, DrainSchedule, SchedulerError
 

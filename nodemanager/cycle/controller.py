@@ -11,7 +11,7 @@ API note (the daemon's controller actor and the simulator both drive this)::
     ...; ctl.record(outcomes)              # log them; they go into the next report
     ctl.set_matrix(matrix); ctl.update_settings(settings)   # after a reload
 
-``admin`` is a :class:`nodemanager.admin.AdminState` (or anything with ``held``, ``forced_drains``
+``admin`` is a :class:`nodemanager.console.admin.AdminState` (or anything with ``held``, ``forced_drains``
 and ``paused``): read once per cycle; its pending cancels become CANCEL_DRAIN items for nodes
 that have a drain of ours, and nodes that left the listing are forgotten.
 
@@ -22,7 +22,7 @@ it is gone: a destroy is never left half-done), boots from the listing's ``TAG_R
 node, pending or running, counts as supply; the actuator adds boots it requested that are not
 listed yet). One bad listing or poll is not believed (see :class:`InputMemory`).
 
-Logging (logger ``nodemanager.decisions``): see :mod:`nodemanager.decision_log`.
+Logging (logger ``nodemanager.decisions``): see :mod:`nodemanager.console.decision_log`.
 """
 
 from __future__ import annotations
@@ -34,16 +34,16 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-from nodemanager.actuate import Actuator, Task
-from nodemanager.actuator_memory import ActuatorState
-from nodemanager.controller_inputs import InputMemory, build_in_flight
+from nodemanager.cycle.actuate import Actuator, Task
+from nodemanager.cycle.actuator_memory import ActuatorState
+from nodemanager.cycle.controller_inputs import InputMemory, build_in_flight
 from nodemanager.core.node_memo import NodeMemo
 from nodemanager.core.protected import BootRecord, observe_boots, protected_sizes
-from nodemanager.decision_log import DecisionLog
-from nodemanager.idle_memory import IdleMemory
+from nodemanager.console.decision_log import DecisionLog
+from nodemanager.cycle.idle_memory import IdleMemory
 from nodemanager.model import CloudNode, CycleReport, Outcome, Plan, Snapshot, frozen_map
 from nodemanager.scheduler import SchedulerPoll
-from nodemanager.settings import Settings
+from nodemanager.configuration.settings import Settings
 from policy_matrix.vocabulary import DOWN, UNPAIRED
 
 __all__ = ["Controller"]
@@ -117,7 +117,7 @@ class Controller:
         self.matrix_error: str | None = None
         self.last_report: CycleReport | None = None
         self._decisions = DecisionLog()
-        # nodemanager.history.NodeHistory: each node's events, added where a decision changes
+        # nodemanager.console.history.NodeHistory: each node's events, added where a decision changes
         self.history: Any = None
         self._pending_outcomes: list[Outcome] = []
         # node id -> seconds of fresh scheduler polls in a row that showed it unpaired or down

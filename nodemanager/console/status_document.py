@@ -1,7 +1,7 @@
 """The status document: what ``GET /status.json`` serves and the console shows, built from the
 daemon's published :class:`StatusView` (the last cycle, its counters, each node's history).
 
-Pure functions of a view and the time; the HTTP server (:mod:`nodemanager.status`) serves them.
+Pure functions of a view and the time; the HTTP server (:mod:`nodemanager.console.status`) serves them.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
-from nodemanager.admin import AdminState
+from nodemanager.console.admin import AdminState
 from nodemanager.model import EMPTY_MAP, CycleReport
-from nodemanager.settings import CoreSettings
-from nodemanager.summary import pool_summary
+from nodemanager.configuration.settings import CoreSettings
+from nodemanager.console.summary import pool_summary
 from nodemanager.text import duration, short_rule
 
 __all__ = ["StatusView", "status_document", "when_text", "cycle_health"]
@@ -34,7 +34,7 @@ class StatusView:
     version: str = ""
     ha: str | None = None           # [HA]: "leader (...)" or "standby; leader is host:pid since ..."
     core: CoreSettings | None = None  # prices and caps for the summary (None: none shown)
-    history: Any = None             # nodemanager.history.NodeHistory: each node's last events
+    history: Any = None             # nodemanager.console.history.NodeHistory: each node's last events
 
 
 def when_text(at: float | None, what: str | None, now: float) -> str | None:
