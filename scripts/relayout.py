@@ -71,8 +71,8 @@ PATH_MOVES: dict[str, str] = {
 SUFFIXES = (".py", ".md", ".ini", ".cfg", ".toml", ".txt", ".sh", ".yml", ".yaml", ".rst", ".json")
 NAMES = (".ci/run", "scripts/test")
 SKIP_DIRS = {".git", "__pycache__", ".mypy_cache", ".pytest_cache", "build", "dist", ".eggs"}
-# this script names every old module on purpose
-SELF = pathlib.Path(__file__).resolve()
+# this script and its test name old modules on purpose
+KEEP = ("scripts/relayout.py", "tests/test_relayout.py")
 
 _DOTTED = re.compile(r"(?<![\w.])nodemanager\.(" + "|".join(sorted(MOVES, key=len, reverse=True))
                      + r")(?!\w)")
@@ -129,9 +129,9 @@ def files(top: pathlib.Path) -> list[pathlib.Path]:
     for path in sorted(top.rglob("*")):
         if SKIP_DIRS.intersection(path.relative_to(top).parts) or not path.is_file():
             continue
-        if path.resolve() == SELF:
-            continue
         rel = path.relative_to(top).as_posix()
+        if rel in KEEP:
+            continue
         if path.suffix in SUFFIXES or rel in NAMES:
             out.append(path)
     return out
