@@ -1,4 +1,4 @@
-"""``[Daemon] profile``: a shipped INI fragment applied under the site's own options (issue 18)."""
+"""``[Daemon] profile``: a shipped INI fragment applied under the site's own options."""
 
 import os
 

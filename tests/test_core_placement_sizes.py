@@ -1,4 +1,4 @@
-"""Placement with several sizes (issue 14 items 4, issue 18 item 2): each demand item only on
+"""Placement with several sizes: each demand item only on
 sizes that can run it (GPUs, the scheduler's eligible sizes), idle capacity that fits first, the
 mix of sizes that costs least, each size's own min/max_nodes, and demand no size can run."""
 

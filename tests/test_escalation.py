@@ -1,4 +1,4 @@
-"""Drain escalation written as ClassAd expressions (seed 002), evaluated by classad2."""
+"""Drain escalation written as ClassAd expressions (HTCondor's starter-enforced eviction policy), evaluated by classad2."""
 
 from __future__ import annotations
 

@@ -45,7 +45,7 @@ EXAMPLE = json.loads((REPO / "docs" / "example-snapshot.json").read_text())
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-# Values a hostile or broken scheduler reply carries where numbers belong (issue 12 item 3).
+# Values a hostile or broken scheduler reply carries where numbers belong.
 hostile_numbers = st.one_of(
     st.sampled_from([math.inf, -math.inf, math.nan, 1e308, 10**30, 10**400, -1, -(2**63), 2**31, 2**53 + 1,
                      0xFFFFFFFE, True, "4", "Infinity"]),

@@ -1,5 +1,5 @@
-"""A startd someone else drains (``condor_drain -reason "admin: ..."``) is never touched (issue 12
-item 1): the real Controller and Actuator over the simulated world, whose scheduler is the real
+"""A startd someone else drains (``condor_drain -reason "admin: ..."``) is never touched: the
+real Controller and Actuator over the simulated world, whose scheduler is the real
 HTCondor adapter over the simulated startds (nodemanager/sim/startd.py)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""HTCondor demand with real matchmaking (issue 14 item 2): idle jobs from the simulated schedd,
+"""HTCondor demand with real matchmaking: idle jobs from the simulated schedd,
 matched with classad2 against each size's offline machine ad, through the production adapter."""
 
 from __future__ import annotations

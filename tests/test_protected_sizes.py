@@ -1,4 +1,4 @@
-"""Protected mode (issue 14 item 5): a size whose VMs fail to join N times in a row is not booted
+"""Protected mode: a size whose VMs fail to join N times in a row is not booted
 for a back-off that grows, reset by a join; the snapshot, the status page and the metric say so."""
 
 import dataclasses

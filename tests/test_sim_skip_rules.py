@@ -1,4 +1,4 @@
-"""The replay's newer skip rules (issue 18 item 9), each against the real core or a replay with
+"""The replay's newer skip rules, each against the real core or a replay with
 every cycle run: consolidation's verdict told from the busy nodes' free cores alone
 (:func:`nodemanager.sim.skip_rules.no_spare`), a node's busy/idle change that the matrix leaves
 alone (:func:`nodemanager.sim.skip_rules.settles`), and a cycle that only destroyed nodes

@@ -1,5 +1,5 @@
 """One instance only: a second `nodemanager run` for the same cluster, or one whose status port is
-taken, stops before any cloud or scheduler call with one line saying why (issue 12 item 2)."""
+taken, stops before any cloud or scheduler call with one line saying why."""
 
 import os
 import signal

@@ -357,7 +357,7 @@ def test_killed_slurmd_goes_down_and_is_classified_down(slurm, sched):
     assert worker(sched, "node6").drain_reason == DESTROYED_REASON
 
 
-# -- hostile and large replies (issue 12 items 3 and 8), from canned sinfo/squeue commands ---------
+# -- hostile and large replies from canned sinfo/squeue commands ---------
 
 def _canned(tmp_path, sinfo: str, squeue: str) -> str:
     """A bin_dir whose sinfo and squeue print these replies (the adapter runs them as the real ones)."""

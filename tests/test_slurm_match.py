@@ -1,4 +1,4 @@
-"""SLURM pending jobs mapped to sizes (issue 14 item 3): constraints, GRES, partitions,
+"""SLURM pending jobs mapped to sizes: constraints, GRES, partitions,
 --exclusive; the last tests run against a real slurmctld with node features and a GPU slurmd."""
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="billing of the simulated cloud (default: the size's; embedded: per-second, "
                         "60 s minimum)")
     p.add_argument("--spot-price-factor", type=float, metavar="F",
-                   help="add a spot copy of each size at F x its price (issue 15; see docs/simulator.md)")
+                   help="add a spot copy of each size at F x its price (see docs/simulator.md)")
     p.add_argument("--spot-interruptions-per-day", type=float, default=0.0, metavar="R",
                    help="with --spot-price-factor: reclaims per spot VM-day (default 0)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -209,7 +209,7 @@ def _matrices(args: argparse.Namespace, settings: Settings) -> list[tuple[str, M
 
 
 def _cost_policy(args: argparse.Namespace, settings: Settings):
-    """``nodemanager-cost``: the default policy under the cost profile (issue 18), on the same
+    """``nodemanager-cost``: the default policy under the cost profile, on the same
     sizes and node limits as ``settings``."""
     from dataclasses import replace
 

@@ -124,7 +124,7 @@ _SIZE: dict[str, Callable[[str], Any]] = {
     "shutdown_windows": parse_minutes, "instance_type": str,
     "market": choice("on-demand", "spot"), "max_price": nonneg(parse_float),
     "interruptions_per_day": nonneg(parse_float),
-    # what the size offers jobs, its own node limits and create options (issue 14)
+    # what the size offers jobs, its own node limits and create options
     "gpus": nonneg(parse_int), "gpu_type": str, "features": parse_names,
     "attributes": parse_attributes, "partitions": parse_names,
     "min_nodes": nonneg(parse_int), "max_nodes": nonneg(parse_int),

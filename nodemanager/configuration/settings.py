@@ -32,17 +32,17 @@ class CoreSettings:
     down_freeze_count: int = 3            # freeze when more than this many nodes are down at once...
     down_freeze_fraction: float = 0.5     # ...and they are more than this fraction of paired nodes
     node_mem_scaling: float = 0.95
-    victim_horizon: float = 7200.0        # seed 003: prefer nodes that can go within this time
+    victim_horizon: float = 7200.0        # prefer nodes that can go within this time (victim order)
     clock_tolerance: float = 30.0         # timestamps this far in the future are believed
     max_clock_skew: float = 300.0         # cloud clock off by more: drains/destroys frozen (0 = never)
     reclaim_foreign_after: float = 0.0    # [Drain]: someone else's drain is reclaimed after; 0 = never
     reclaim_penalty: float = 0.0          # seconds of node time a spot reclaim costs besides the re-run
     # protected mode: a size whose VMs fail to join this many times in a row is not booted for a
-    # back-off doubling from protect_backoff up to protect_max_backoff (0 = never; issue 14)
+    # back-off doubling from protect_backoff up to protect_max_backoff (0 = never)
     protect_after_failed_boots: int = 3
     protect_backoff: float = 600.0
     protect_max_backoff: float = 14400.0
-    # issue 18, the cost profile: consolidation, lifetimes (nodemanager.core.consolidate)
+    # the cost profile: consolidation, lifetimes (nodemanager.core.consolidate)
     consolidate: bool = False             # relabel busy nodes "underused" when capacity is spare
     consolidate_margin: int = 8           # free cores kept beyond the queue's needs
     min_lifetime: float = 0.0             # no drain/destroy by the matrix before this age; 0 = none
@@ -60,7 +60,7 @@ class CoreSettings:
 
 @dataclass(frozen=True)
 class DrainSettings:
-    """``[Drain]``: how drains are carried out and escalated (seed 002)."""
+    """``[Drain]``: how drains are carried out and escalated (HTCondor's eviction policy RFC)."""
 
     schedule: str = "graceful"                  # graceful | quick | fast
     escalate_quick: str = ""                    # ClassAd expression: turn the drain quick

@@ -1,4 +1,5 @@
-"""Drain escalation as ClassAd expressions (seed 002: soft eviction first, hard kill if it takes too long).
+"""Drain escalation as ClassAd expressions (soft eviction first, hard kill if it
+takes too long: after HTCondor's eviction policy RFC).
 
 ``[Drain] escalate_quick`` / ``escalate_fast`` are ClassAd expressions evaluated by ``classad2``
 against the draining node's ad at the controller's (injected) time, e.g.::

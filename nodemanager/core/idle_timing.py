@@ -1,4 +1,4 @@
-"""Break-even idle timing (issue 18 item 4): one size's idle grace from what a re-boot costs and
+"""Break-even idle timing: one size's idle grace from what a re-boot costs and
 how soon its idle nodes were re-used. Pure.
 
 Keeping an idle node costs its price per second; giving it back costs nothing until a job comes

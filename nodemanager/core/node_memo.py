@@ -1,4 +1,4 @@
-"""Per-node work the plan may reuse from one cycle to the next (issue 18 item 9, replay speed).
+"""Per-node work the plan may reuse from one cycle to the next (replay speed).
 
 A :class:`NodeMemo` is owned by the caller (the :class:`~nodemanager.cycle.controller.Controller` keeps
 one) and handed to :func:`nodemanager.core.plan` as ``memo=``; ``None`` plans everything afresh.

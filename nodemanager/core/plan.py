@@ -66,7 +66,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     sizes = {s.name: s for s in settings.sizes}
     pairing = pair(snapshot.cloud_nodes, snapshot.workers)
     facts = node_facts(snapshot, settings, matrix, sizes, pairing, memo)
-    # issue 18: underused (consolidation) and expired busy nodes, as the matrix sees them
+    # underused (consolidation) and expired busy nodes, as the matrix sees them
     facts = lifetime_ends(apply_relabels(facts, relabel(facts, snapshot.demand, settings, now,
                                                         estimator or estimate), matrix, memo), settings, memo)
 

@@ -113,7 +113,7 @@ class Actuator(ActuatorMemory):
             cs = self.settings.cloud
             tags = {**cs.tags, TAG_CLUSTER: cs.cluster, TAG_SIZE: size.name, TAG_REQUEST: rid}
             digest = dict(self.settings.core.size_digests).get(size.name)
-            if digest:  # issue 18: drift from the configuration is seen on this tag
+            if digest:  # drift from the configuration is seen on this tag
                 tags[TAG_SETTINGS] = digest
             with self._lock:
                 reservation = Reservation(token=rid, name=self._free_name(size.name, now), size=size.name,

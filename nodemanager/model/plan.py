@@ -18,7 +18,7 @@ class ItemKind(str, enum.Enum):
     DRAIN = "drain"
     CANCEL_DRAIN = "cancel_drain"
     DESTROY = "destroy"
-    ESCALATE = "escalate"  # turn a running drain of ours quick or fast (seed 002)
+    ESCALATE = "escalate"  # turn a running drain of ours quick or fast (HTCondor's eviction policy RFC)
 
     def __str__(self) -> str:
         return self.value
@@ -76,7 +76,7 @@ class Blocked(enum.StrEnum):
     NO_WORKER = "no_worker"          # the matrix asks for a drain but no worker is paired
     UNCONFIRMED = "unconfirmed"      # absence or silence not confirmed by this process's polls
     FOREIGN_DRAIN = "foreign_drain"  # someone else drains it
-    MIN_LIFETIME = "min_lifetime"    # younger than min_lifetime: not given back yet (issue 18)
+    MIN_LIFETIME = "min_lifetime"    # younger than min_lifetime: not given back yet
 
 
 class Freeze(enum.StrEnum):
@@ -126,7 +126,7 @@ class NodeExplanation(NamedTuple):
     raw_state: str | None = None
     next_change: float | None = None
     next_change_what: str | None = None
-    # facts the core computed once for this node (issue 13): read them, do not recompute
+    # facts the core computed once for this node: read them, do not recompute
     cause: Cause | None = None       # the disruption reason that proposed ``action`` (or was blocked)
     lost: bool = False               # its worker was last heard more than node_stale_after ago
     gone: bool = False               # the cloud lists it terminated or terminating (:func:`is_gone`)

@@ -58,17 +58,17 @@ class Size:
     shutdown_window: int = 120
     shutdown_windows: tuple[int, ...] = ()
     instance_type: str = ""
-    # what the size offers jobs (issue 14)
+    # what the size offers jobs
     gpus: int = 0
     gpu_type: str = ""
     features: frozenset[str] = frozenset()
     attributes: tuple[tuple[str, str], ...] = ()
     partitions: frozenset[str] = frozenset()
-    # per-size node limits (0: none) and cloud create options over [Cloud Create] (issue 14)
+    # per-size node limits (0: none) and cloud create options over [Cloud Create]
     min_nodes: int = 0
     max_nodes: int = 0
     create_args: tuple[tuple[str, str], ...] = ()
-    # the market it is bought on (issue 15)
+    # the market it is bought on
     market: str = "on-demand"
     max_price: float | None = None
     interruptions_per_day: float = 0.0  # expected reclaims of one VM per day (spot only)
@@ -95,7 +95,7 @@ class CloudNode:
     private_ip: str | None = None
     hostname: str | None = None
     tags: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
-    # when the cloud takes (or took) this spot VM back, from its listing (issue 15); None: no notice
+    # when the cloud takes (or took) this spot VM back, from its listing; None: no notice
     reclaim_at: float | None = None
 
 
@@ -171,14 +171,14 @@ class Demand:
     scratch_mb: int = 0
     size: str | None = None
     oldest_submit: float | None = None
-    # what the jobs need beyond cores, memory and disk (issue 14)
+    # what the jobs need beyond cores, memory and disk
     gpus: int = 0
     requirements: str | None = None
     features: str | None = None
     partition: str | None = None
     sizes: frozenset[str] | None = None
     unmatched: str | None = None
-    # how long the jobs asked to run, seconds (issue 15; None: the scheduler gave no walltime)
+    # how long the jobs asked to run, seconds (None: the scheduler gave no walltime)
     walltime: float | None = None
 
 
@@ -199,7 +199,7 @@ class InFlight:
 
 @dataclass(frozen=True, slots=True)
 class VictimCost:
-    """What giving a node back costs (seed 003): (a) seconds until it can go away if drained now,
+    """What giving a node back costs (after Sfiligoi et al.): (a) seconds until it can go away if drained now,
     (b) draining waste and (c) kill waste, both in core-seconds. ``stuck`` marks a node whose
     information is stale (pilot heartbeat missed), which should be chosen first."""
 
@@ -208,7 +208,7 @@ class VictimCost:
     kill_waste: float = 0.0
     stuck: bool = False
     priority: float = 0.0
-    winding_down: bool = False  # the pilot starts no new jobs (seed 003 CAN_POSTPONE_LAST_JOB false)
+    winding_down: bool = False  # the pilot starts no new jobs (the pilot paper's CAN_POSTPONE_LAST_JOB false)
 
 
 @dataclass(frozen=True)
@@ -245,9 +245,9 @@ class Snapshot:
     recent_destroys: tuple[float, ...] = ()
     unconfirmed: frozenset[str] = frozenset()
     cloud_clock_skew: float | None = None
-    # sizes in protected mode after failed joins -> why, in words: not booted (issue 14)
+    # sizes in protected mode after failed joins -> why, in words: not booted
     protected_sizes: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
-    # operator cancels and our own recent destroys, decided on in the core (issue 13)
+    # operator cancels and our own recent destroys, decided on in the core
     cancel_drains: frozenset[str] = frozenset()  # node ids whose drain of ours an operator cancels
     destroyed: frozenset[str] = frozenset()      # node ids this process destroyed, maybe still listed
     # idle_grace_mode = break-even: size -> (idle grace seconds, its words); a size not here: idle_grace

@@ -13,7 +13,7 @@ Hostile or broken values in ads (``RequestMemory = real("INF")``, ``Cpus = undef
 :mod:`nodemanager.scheduler.htcondor_ads`. The poll succeeds; each problem is warned about once an
 hour (:class:`~nodemanager.scheduler.records.ProblemLog`) and returned in ``SchedulerPoll.problems``.
 
-The drain transaction (seed 000, "Race Conditions"; docs/htcondor.md):
+The drain transaction (HTCondor's draining design, "Race Conditions"; docs/htcondor.md):
 
 1. :meth:`~HTCondorScheduler.drain` sends ``drainJobs`` with ``CompletionType.Nothing`` (a drained
    node takes no new jobs until it is destroyed), ``start_expr`` false, a reason that marks the drain
@@ -57,7 +57,7 @@ __all__ = ["HTCondorScheduler", "SLOT_ATTRIBUTES", "PILOT_ATTRIBUTES", "DEFAULT_
 
 log = logging.getLogger(__name__)
 
-# Seed 003: what a pilot's .pilot.ad publishes into the slot ad (deploy/htcondor/pilot-ad-cron);
+# what a pilot's .pilot.ad publishes into the slot ad (Sfiligoi et al.) (deploy/htcondor/pilot-ad-cron);
 # PilotAdUpdated is the file's modification time, its heartbeat.
 PILOT_ATTRIBUTES = ("LAST_JOB_START", "FIRST_EXP_JOB_END", "LAST_EXP_JOB_END", "LAST_MAX_JOB_END",
                     "USED_FRACTION1k", "ADD_UNCOM_TIME1k", "ADD_FINAL_EXP_WASTE1k", "PRIORITY_FACTOR",
@@ -69,10 +69,10 @@ SLOT_ATTRIBUTES = (
     "ChildState", "ChildActivity", "JobStarts", "Draining", "DrainReason", "DrainingRequestId",
     "DaemonStartTime", "LastHeardFrom", "EnteredCurrentState", "EnteredCurrentActivity", "MyCurrentTime",
     "MaxJobRetirementTime", "MachineMaxVacateTime",
-    "ReclaimNoticeDeadline",  # the spot reclaim notice relay's attribute (issue 15)
+    "ReclaimNoticeDeadline",  # the spot reclaim notice relay's attribute
     "ExpectedMachineGracefulDrainingCompletion", "ExpectedMachineQuickDrainingCompletion",
     "ExpectedMachineGracefulDrainingBadput", "ExpectedMachineQuickDrainingBadput",
-    "ExpectedMachineFastDrainingCompletion", "ExpectedMachineFastDrainingBadput",   # seed 000's names
+    "ExpectedMachineFastDrainingCompletion", "ExpectedMachineFastDrainingBadput",   # the design's names
     "TotalMachineDrainingBadput", "TotalMachineDrainingUnclaimedTime",
     "LastDrainStartTime", "LastDrainStopTime",
 ) + PILOT_ATTRIBUTES
@@ -111,7 +111,7 @@ class HTCondorScheduler:
                  sizes: Sequence[Size] = (), machine_start: str | None = None,
                  walltime_attribute: str = WALLTIME_ATTRIBUTE) -> None:
         self.name = name
-        # with sizes, each idle job is matched to the sizes that can run it (issue 14)
+        # with sizes, each idle job is matched to the sizes that can run it
         self.matcher = HTCondorMatcher(sizes, machine_start, walltime_attribute) if sizes else None
         self._b = bindings
         self._clock = clock

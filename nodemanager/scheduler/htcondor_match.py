@@ -1,4 +1,4 @@
-"""HTCondor matchmaking against sizes not yet booted (issue 14 item 2).
+"""HTCondor matchmaking against sizes not yet booted.
 
 Each :class:`~nodemanager.model.Size` stands for the ad its VM's partitionable slot will advertise
 once booted (:func:`size_ad`): its resources all free, what condor_submit's default Requirements

@@ -4,7 +4,7 @@
 Every query is a *full* query (all nodes, all jobs), filtered here: ``sinfo -n NODE`` can return
 stale allocation data in 22.05. Commands run with a timeout and ``SLURM_CONF`` from the options.
 
-The drain transaction (seed 000, "Race Conditions"), as far as SLURM allows — it has no check
+The drain transaction (the draining design, "Race Conditions"), as far as SLURM allows — it has no check
 expression, so the guard is ours:
 
 1. :meth:`SlurmScheduler.drain` re-reads the node with a full query and refuses

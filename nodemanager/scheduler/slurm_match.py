@@ -1,4 +1,4 @@
-"""SLURM pending jobs matched to sizes (issue 14 item 3): partition, ``--constraint``, ``--gres``.
+"""SLURM pending jobs matched to sizes: partition, ``--constraint``, ``--gres``.
 
 A size serves a job when it is in one of the job's partitions (a size that names no
 ``partitions`` serves every partition), its ``features`` satisfy the job's constraint (``&``,

@@ -3,7 +3,7 @@
 One replay wires, on a virtual clock:
 
 * :class:`~nodemanager.sim.cloud.SimCloud` (boot delay, billing) whose booted VMs start
-  :class:`~nodemanager.sim.pool.SimPool` startds (HTCondor partitionable slots, seed-000 drains);
+  :class:`~nodemanager.sim.pool.SimPool` startds (HTCondor partitionable slots, drains as HTCondor's draining design says);
 * :class:`~nodemanager.cycle.actuate.Actuator` and :class:`~nodemanager.cycle.controller.Controller`, the
   same synchronous cycle the daemon runs: list the cloud, poll the pool, plan with
   :func:`nodemanager.core.plan`, carry the plan out.
