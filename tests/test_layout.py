@@ -9,7 +9,6 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 MAX_LINES = 400
 # modules still over MAX_LINES, each waiting for a split by concept; the list only shrinks
 OVER = {
-    "nodemanager/cloud/libcloud_driver.py",
     "nodemanager/sim/startd.py",
     "nodemanager/sim/pool.py",
     "nodemanager/sim/replay.py",
