@@ -9,196 +9,30 @@ every option with its meaning and default.
 from __future__ import annotations
 
 import configparser
-import difflib
 import os
-import re
 import stat
-from dataclasses import dataclass, fields, replace
+from dataclasses import fields, replace
 from typing import Any, Callable, Mapping
 
 from nodemanager.cloud.port import PROVIDERS, image_required
-from nodemanager.configuration.values import (address, choice, nonneg, parse_attributes, parse_bool, parse_duration,
-                                       parse_float, parse_host_names, parse_int, parse_minutes, parse_names)
+from nodemanager.configuration.values import nonneg, parse_bool, parse_duration, parse_float
 from nodemanager.model import Size, frozen_map
 from nodemanager.tags import settings_digest
 from nodemanager.configuration.settings import (CloudSettings, CoreSettings, DrainSettings, HASettings, ManageSettings,
                                   PollSettings, SchedulerSettings, Settings)
+from nodemanager.configuration.options import (CLOUD_OWN as _CLOUD_OWN, DAEMON as _DAEMON,
+                                               DAEMON_SHELL as _DAEMON_SHELL, DRAIN as _DRAIN,
+                                               HA as _HA, MANAGE as _MANAGE, MAX_BYTES, POLL as _POLL,
+                                               PROFILE_DIR, PROFILES, SCHEDULER_OPTIONS,
+                                               SECRET_OPTIONS, SECTIONS as _SECTIONS, SIZE as _SIZE,
+                                               SIZE_CREATE_OPTIONS)
+from nodemanager.configuration.reader import ConfigError, Problem
+from nodemanager.configuration.reader import Reader as _Reader
+from nodemanager.configuration.reader import suggest as _suggest
 
 __all__ = ["ConfigError", "Problem", "load", "loads", "parse_duration", "credential_warnings",
            "default_state_dir", "MAX_BYTES",
            "SCHEDULER_OPTIONS", "SECRET_OPTIONS", "SIZE_CREATE_OPTIONS", "with_overrides", "parse_bool"]
-
-MAX_BYTES = 1024 * 1024
-"""Largest config file accepted: 1 MiB (the full example is 10 KB); larger ones are refused unread."""
-
-
-# Options whose values are secrets: never logged, shown or put in error messages.
-SECRET_OPTIONS = frozenset({"key", "secret", "password", "token", "secret_key", "access_key",
-                            "client_secret", "ex_token", "auth_token"})
-
-# Options each scheduler adapter understands in [Scheduler] (besides `type`).
-SCHEDULER_OPTIONS: Mapping[str, frozenset[str]] = {
-    "slurm": frozenset({"slurm_conf", "bin_dir", "timeout", "partition", "mark_destroyed",
-                        "cloud_id_field"}),
-    "htcondor": frozenset({"collector", "schedd", "cloud_id_attribute", "constraint",
-                           "query_timeout", "drain_check", "machine_start", "walltime_attribute"}),
-    "simulated": frozenset({"join_delay", "boot_delay", "jobs_per_hour", "job_runtime",
-                            "job_cpus", "seed", "burst_every", "burst_size"}),
-}
-
-_CLOUD_OWN = frozenset({"driver", "cluster", "node_name_template", "calls_per_second",
-                        "quota_backoff"})
-
-
-@dataclass(frozen=True)
-class Problem:
-    file: str
-    line: int | None
-    section: str
-    option: str | None
-    message: str
-
-    def __str__(self) -> str:
-        where = f"{self.file}:{self.line}" if self.line else self.file
-        what = f"[{self.section}]" + (f" {self.option}" if self.option else "")
-        return f"{where}: {what}: {self.message}"
-
-
-class ConfigError(Exception):
-    """The configuration is unusable. ``problems`` lists every error found."""
-
-    def __init__(self, problems: list[Problem]) -> None:
-        self.problems = tuple(problems)
-        super().__init__("\n".join(str(p) for p in problems))
-
-
-_DAEMON: dict[str, tuple[str, Callable[[str], Any]]] = {
-    # option: (CoreSettings field, parser)
-    "min_nodes": ("min_nodes", nonneg(parse_int)),
-    "max_nodes": ("max_nodes", nonneg(parse_int)),
-    "max_total_price": ("max_total_price", nonneg(parse_float)),
-    "boot_grace": ("boot_grace", parse_duration),
-    "idle_grace": ("idle_grace", parse_duration),
-    "node_stale_after": ("node_stale_after", parse_duration),
-    "poll_stale_after": ("poll_stale_after", parse_duration),
-    "max_concurrent_drains": ("max_concurrent_drains", nonneg(parse_int)),
-    "max_destroys_per_hour": ("max_destroys_per_hour", nonneg(parse_int)),
-    "down_freeze_count": ("down_freeze_count", nonneg(parse_int)),
-    "down_freeze_fraction": ("down_freeze_fraction", nonneg(parse_float)),
-    "node_mem_scaling": ("node_mem_scaling", nonneg(parse_float)),
-    "victim_horizon": ("victim_horizon", parse_duration),
-    "clock_tolerance": ("clock_tolerance", parse_duration),
-    "max_clock_skew": ("max_clock_skew", parse_duration),
-    "reclaim_penalty": ("reclaim_penalty", parse_duration),
-    "protect_after_failed_boots": ("protect_after_failed_boots", nonneg(parse_int)),
-    "protect_backoff": ("protect_backoff", parse_duration),
-    "protect_max_backoff": ("protect_max_backoff", parse_duration),
-    "consolidate": ("consolidate", parse_bool),
-    "consolidate_margin": ("consolidate_margin", nonneg(parse_int)),
-    "min_lifetime": ("min_lifetime", parse_duration),
-    "max_lifetime": ("max_lifetime", parse_duration),
-    "rebuy_hold": ("rebuy_hold", parse_duration),
-    "idle_grace_mode": ("idle_grace_mode", choice("fixed", "break-even")),
-}
-PROFILE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles")
-PROFILES = tuple(sorted(f[:-4] for f in os.listdir(PROFILE_DIR) if f.endswith(".ini")))
-_DAEMON_SHELL: dict[str, Callable[[str], Any]] = {"matrix": str, "dry_run": parse_bool,
-                 "profile": lambda t: choice(*PROFILES)(t) if t.strip() else "",
-                 "log_level": choice("debug", "info", "warning", "error")}
-_POLL: dict[str, Callable[[str], Any]] = {
-    "cloud_interval": parse_duration, "scheduler_interval": parse_duration,
-    "cycle_interval": parse_duration, "max_backoff": parse_duration, "watchdog": parse_duration,
-}
-_DRAIN: dict[str, Callable[[str], Any]] = {
-    "schedule": choice("graceful", "quick", "fast"), "escalate_quick": str,
-    "escalate_fast": str, "deadline": parse_duration,
-    "reclaim_foreign_after": parse_duration,    # a CoreSettings field: the plan decides on it
-}
-_MANAGE: dict[str, Callable[[str], Any]] = {"address": address, "port": parse_int, "token": str,
-                                            "state_file": str, "state_dir": str,
-                                            "allowed_hosts": parse_host_names}
-_SIZE: dict[str, Callable[[str], Any]] = {
-    "cores": nonneg(parse_int), "ram_mb": nonneg(parse_int), "price": nonneg(parse_float),
-    "scratch_mb": nonneg(parse_int), "billing_period": parse_duration,
-    "min_charge": parse_duration, "shutdown_window": parse_duration,
-    "shutdown_windows": parse_minutes, "instance_type": str,
-    "market": choice("on-demand", "spot"), "max_price": nonneg(parse_float),
-    "interruptions_per_day": nonneg(parse_float),
-    # what the size offers jobs, its own node limits and create options
-    "gpus": nonneg(parse_int), "gpu_type": str, "features": parse_names,
-    "attributes": parse_attributes, "partitions": parse_names,
-    "min_nodes": nonneg(parse_int), "max_nodes": nonneg(parse_int),
-}
-# [Cloud Create] options a [Size NAME] may override (a GPU size needs another image); tag_* too
-SIZE_CREATE_OPTIONS = ("image", "user_data", "user_data_file")
-_HA: dict[str, Callable[[str], Any]] = {
-    "backend": choice("etcd"), "endpoints": lambda t: tuple(e.strip() for e in t.split(",") if e.strip()),
-    "ca_file": str, "cert_file": str, "key_file": str, "user": str, "password": str,
-    "lease_ttl": parse_duration, "stop_margin": parse_duration, "election_key": str, "admin_key": str,
-    "timeout": parse_duration,
-}
-_SECTIONS = ("Daemon", "Polling", "Drain", "Cloud", "Cloud Create", "Scheduler", "Manage", "HA")
-
-
-def _option_lines(text: str) -> dict[tuple[str, str | None], int]:
-    """Line numbers of each ``[section]`` header and ``option`` in an INI text."""
-    lines: dict[tuple[str, str | None], int] = {}
-    section = ""
-    for n, raw in enumerate(text.splitlines(), 1):
-        s = raw.strip()
-        if not s or s[0] in "#;" or raw[:1].isspace():
-            continue
-        if s.startswith("[") and s.endswith("]"):
-            section = s[1:-1].strip()
-            lines.setdefault((section, None), n)
-        else:
-            name = re.split(r"[=:]", s, maxsplit=1)[0].strip().lower()
-            lines.setdefault((section, name), n)
-    return lines
-
-
-def _suggest(word: str, known: Any) -> str:
-    """A "did you mean" hint for a misspelled name, else the list of known names."""
-    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
-    if close:
-        return f"; did you mean {close[0]!r}?"
-    return " (known: " + (", ".join(sorted(known)) or "none") + ")"
-
-
-class _Reader:
-    """Collects problems while reading typed options out of a parsed INI file."""
-
-    def __init__(self, cp: configparser.ConfigParser, source: str, text: str) -> None:
-        self.cp = cp
-        self.source = source
-        self.lines = _option_lines(text)
-        self.problems: list[Problem] = []
-
-    def problem(self, section: str, option: str | None, message: str, *,
-                at: tuple[str, str | None] | None = None) -> None:
-        """Record a problem at the option's line, else its section's, else the line ``at``."""
-        line = (self.lines.get((section, option)) or self.lines.get((section, None))
-                or (self.lines.get(at) if at else None))
-        self.problems.append(Problem(self.source, line, section, option, message))
-
-    def typed(self, section: str, schema: Mapping[str, Callable[[str], Any]],
-              *, open_ended: bool = False) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if not self.cp.has_section(section):
-            return out
-        for option, raw in self.cp.items(section, raw=True):
-            parse = schema.get(option)
-            if parse is None:
-                if not open_ended:
-                    self.problem(section, option, "unknown option" + _suggest(option, schema))
-                continue
-            try:
-                out[option] = parse(raw)
-            except ValueError as exc:
-                shown = ("(hidden)" if option in SECRET_OPTIONS else repr(raw) if len(raw) <= 60
-                         else f"{raw[:40]!r}... ({len(raw)} characters)")
-                self.problem(section, option, f"{exc}, got {shown}")
-        return out
 
 
 def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
