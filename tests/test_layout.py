@@ -13,7 +13,6 @@ OVER = {
     "nodemanager/sim/pool.py",
     "nodemanager/sim/replay.py",
     "nodemanager/scheduler/slurm.py",
-    "nodemanager/daemon.py",
     "nodemanager/scheduler/htcondor.py",
 }
 
