@@ -12,7 +12,6 @@ OVER = {
     "nodemanager/sim/startd.py",
     "nodemanager/sim/pool.py",
     "nodemanager/sim/replay.py",
-    "nodemanager/scheduler/htcondor.py",
 }
 
 

@@ -45,6 +45,8 @@ from nodemanager.scheduler.port import (DRAIN_REASON_PREFIX, Confirmation, Drain
                                         DrainTicket, SchedulerError, SchedulerPoll)
 from nodemanager.scheduler.htcondor_ads import (JOB_ATTRIBUTES, demand_from_jobs, slot_problems,
                                                 worker_from_ad)
+from nodemanager.scheduler.htcondor_attributes import (DEFAULT_CONSTRAINT, PILOT_ATTRIBUTES,
+                                                       SLOT_ATTRIBUTES)
 from nodemanager.scheduler.htcondor_bindings import Bindings, Htcondor2Bindings, plain_ad
 from nodemanager.scheduler.htcondor_match import WALLTIME_ATTRIBUTE, HTCondorMatcher
 from nodemanager.scheduler.htcondor_drain import (DRAIN_TIMEOUT, drain_check_expression, drain_reason,
@@ -56,29 +58,6 @@ __all__ = ["HTCondorScheduler", "SLOT_ATTRIBUTES", "PILOT_ATTRIBUTES", "DEFAULT_
            "worker_from_ad"]
 
 log = logging.getLogger(__name__)
-
-# what a pilot's .pilot.ad publishes into the slot ad (Sfiligoi et al.) (deploy/htcondor/pilot-ad-cron);
-# PilotAdUpdated is the file's modification time, its heartbeat.
-PILOT_ATTRIBUTES = ("LAST_JOB_START", "FIRST_EXP_JOB_END", "LAST_EXP_JOB_END", "LAST_MAX_JOB_END",
-                    "USED_FRACTION1k", "ADD_UNCOM_TIME1k", "ADD_FINAL_EXP_WASTE1k", "PRIORITY_FACTOR",
-                    "CAN_POSTPONE_LAST_JOB", "PilotAdUpdated", "PilotAdCount")
-
-SLOT_ATTRIBUTES = (
-    "MyAddress", "Name", "Machine", "State", "Activity", "SlotType", "PartitionableSlot", "DynamicSlot",
-    "Cpus", "TotalSlotCpus", "TotalCpus", "Memory", "TotalSlotMemory", "TotalMemory", "NumDynamicSlots",
-    "ChildState", "ChildActivity", "JobStarts", "Draining", "DrainReason", "DrainingRequestId",
-    "DaemonStartTime", "LastHeardFrom", "EnteredCurrentState", "EnteredCurrentActivity", "MyCurrentTime",
-    "MaxJobRetirementTime", "MachineMaxVacateTime",
-    "ReclaimNoticeDeadline",  # the spot reclaim notice relay's attribute
-    "ExpectedMachineGracefulDrainingCompletion", "ExpectedMachineQuickDrainingCompletion",
-    "ExpectedMachineGracefulDrainingBadput", "ExpectedMachineQuickDrainingBadput",
-    "ExpectedMachineFastDrainingCompletion", "ExpectedMachineFastDrainingBadput",   # the design's names
-    "TotalMachineDrainingBadput", "TotalMachineDrainingUnclaimedTime",
-    "LastDrainStartTime", "LastDrainStopTime",
-) + PILOT_ATTRIBUTES
-
-DEFAULT_CONSTRAINT = "PartitionableSlot =?= true"
-
 
 def _seconds(text: str | None) -> float | None:
     if not text or not text.strip():
