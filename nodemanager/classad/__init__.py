@@ -4,8 +4,9 @@ ad values (:mod:`.values`). Shared by the HTCondor adapter, the simulated pool a
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from nodemanager import lazy_names
 
 if TYPE_CHECKING:
     from nodemanager.classad.expressions import evaluate, is_true, parse
@@ -24,8 +25,4 @@ _HOME = {
 __all__ = ["evaluate", "is_true", "parse", "ad_number", "ad_true"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+__getattr__ = lazy_names(__name__, _HOME)

@@ -6,8 +6,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from nodemanager import lazy_names
 
 if TYPE_CHECKING:
     from nodemanager.configuration.config import ConfigError, load, loads
@@ -36,8 +37,4 @@ __all__ = ["load", "loads", "ConfigError", "Settings", "CoreSettings", "CloudSet
            "parse_duration"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+__getattr__ = lazy_names(__name__, _HOME)

@@ -7,8 +7,9 @@ state is the one thing operators write, and the controller reads it at the next 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from nodemanager import lazy_names
 
 if TYPE_CHECKING:
     from nodemanager.console.admin import AdminState, AdminStateError
@@ -41,8 +42,4 @@ __all__ = ["StatusServer", "StatusView", "Metrics", "NodeHistory", "DecisionLog"
            "AdminState", "AdminStateError", "BindError", "render_html", "why_not", "WhyNots"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+__getattr__ = lazy_names(__name__, _HOME)

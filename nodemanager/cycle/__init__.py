@@ -9,8 +9,9 @@ periods per size, the reservation journal of creates under way and the instance 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from nodemanager import lazy_names
 
 if TYPE_CHECKING:
     from nodemanager.cycle.actuate import Actuator, Task
@@ -34,8 +35,4 @@ __all__ = ["Controller", "Actuator", "Task", "ReservationJournal", "InstanceLock
            "LockError"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+__getattr__ = lazy_names(__name__, _HOME)
