@@ -11,7 +11,6 @@ MAX_LINES = 400
 OVER = {
     "nodemanager/sim/startd.py",
     "nodemanager/sim/pool.py",
-    "nodemanager/sim/replay.py",
 }
 
 

@@ -149,7 +149,7 @@ def test_progress_counts_every_job_piece_of_every_run(trace, processes):
     from nodemanager.sim.progress import Quiet
     from nodemanager.sim.baselines import SimParams, default_size, ours
     from nodemanager.sim.figures import lower_bounds
-    from nodemanager.sim.replay import run_many
+    from nodemanager.sim.replay_many import run_many
     from nodemanager.sim.swf import read_jobs
     from nodemanager.configuration.settings import CoreSettings, Settings
 

@@ -104,7 +104,7 @@ def test_busy_and_idle_changes_skipped_change_no_figure(small_pool, rules):
 def test_busy_and_idle_changes_the_matrix_leaves_alone_run_no_cycle(small_pool, monkeypatch):
     """With the shipped matrix a node's turn from busy to idle (it wakes at its idle grace's end)
     or back runs no cycle: fewer than with the rule off, and the same figures."""
-    import nodemanager.sim.replay as R
+    import nodemanager.sim.replay_world as R
 
     jobs, bounds, s = small_pool
     on = replay(jobs, B.ours(s), B.SimParams(), bounds, record_series=False).figures

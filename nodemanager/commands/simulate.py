@@ -251,7 +251,7 @@ def _simulate(args: argparse.Namespace) -> int:
     from nodemanager.sim import baselines as B
     from nodemanager.sim.figures import figures_json, format_table, lower_bounds, verdicts
     from nodemanager.sim.progress import progress_bar
-    from nodemanager.sim.replay import run_many
+    from nodemanager.sim.replay_many import run_many
     from nodemanager.sim.swf import SwfError, read_jobs
 
     t_start = time.perf_counter()
