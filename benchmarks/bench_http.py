@@ -2,7 +2,7 @@
 
 Runs the real daemon (actors, real core, default matrix) on the embedded default world filled with
 N running nodes (as bench_cycle.py does), lets it finish a few cycles, stops its actors and then
-serves that last cycle with the real :class:`~nodemanager.status.StatusServer` on a free loopback
+serves that last cycle with the real :class:`~nodemanager.console.status.StatusServer` on a free loopback
 port. C client threads each make R requests, one new TCP connection per request (what curl, a
 health checker or a scrape without keep-alive does), and the latency of each request is measured
 from connect to the last byte of the reply::
@@ -30,7 +30,7 @@ sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
 
 from bench_cycle import filled_world  # noqa: E402
 from nodemanager.daemon import Daemon  # noqa: E402
-from nodemanager.status import StatusServer  # noqa: E402
+from nodemanager.console.status import StatusServer  # noqa: E402
 
 
 def daemon_with(n: int) -> Daemon:

@@ -1,5 +1,5 @@
 """How long HTCondor demand with real matchmaking takes: 100,000 idle jobs in 500 signatures
-against 20 sizes (issue 14 item 2; target: < 1 s CPU).
+against 20 sizes (target: < 1 s CPU).
 
     python benchmarks/bench_match.py [--jobs 100000] [--signatures 500] [--sizes 20]
 

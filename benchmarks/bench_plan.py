@@ -19,7 +19,7 @@ from nodemanager.core import plan
 from nodemanager.daemon import tune_gc
 from nodemanager.model import CloudNode, Demand, InFlight, Plan, Size, Snapshot, Worker
 from nodemanager.scheduler import classified
-from nodemanager.settings import CoreSettings
+from nodemanager.configuration.settings import CoreSettings
 
 NOW = 1_800_000_000.0
 SIZES = (Size("small", 4, 16000, 0.17), Size("large", 16, 64000, 0.68, billing_period=3600,

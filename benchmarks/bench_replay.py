@@ -38,7 +38,7 @@ def main() -> None:
     ap.add_argument("--profile", metavar="FILE", help="write a cProfile of the replay to FILE")
     args = ap.parse_args()
 
-    from nodemanager.config import loads
+    from nodemanager.configuration.config import loads
     from nodemanager.sim import baselines as B
     from nodemanager.sim.figures import format_table, lower_bounds
     from nodemanager.sim.replay import replay

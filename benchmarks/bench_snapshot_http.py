@@ -22,13 +22,13 @@ sys.path[:0] = [str(REPO), str(REPO / "benchmarks")]
 import policy_matrix  # noqa: E402
 import requests  # noqa: E402
 from bench_plan import NOW, SETTINGS, pool  # noqa: E402
-from nodemanager.admin import AdminState  # noqa: E402
+from nodemanager.console.admin import AdminState  # noqa: E402
 from nodemanager.commands.plan_live import _fetch  # noqa: E402
 from nodemanager.core import plan  # noqa: E402
 from nodemanager.model import CycleReport  # noqa: E402
-from nodemanager.settings import ManageSettings  # noqa: E402
-from nodemanager.status import StatusServer  # noqa: E402
-from nodemanager.status_document import StatusView  # noqa: E402
+from nodemanager.configuration.settings import ManageSettings  # noqa: E402
+from nodemanager.console.status import StatusServer  # noqa: E402
+from nodemanager.console.status_document import StatusView  # noqa: E402
 
 TOKEN = "bench-token"
 

@@ -28,12 +28,12 @@ case "${1:-all}" in
     nodemanager simulate --trace "$LPC" --days 30 --billing hourly --sweep cycle_interval=10,30,60 --jobs 1 ;;
 esac
 case "${1:-all}" in
-  cost-target|all) python benchmarks/cost_target.py --traces "$TRACES" ;;   # issue 18's target vs clairvoyance
+  cost-target|all) python benchmarks/cost_target.py --traces "$TRACES" ;;   # the cost target vs clairvoyance
 esac
 case "${1:-all}" in
-  spot|all) python benchmarks/spot_table.py --traces "$TRACES" ;;   # issue 15's Done-when table
+  spot|all) python benchmarks/spot_table.py --traces "$TRACES" ;;   # the spot table
   sizes|all)
-    # issue 18: one size and 2,4,8,16 cores, breadth- and depth-first placement, per-second billing
+    # one size and 2,4,8,16 cores, breadth- and depth-first placement, per-second billing
     for w in "--trace $LPC --days 30" "--trace $HPC --skip-days 300 --days 30"; do
       for extra in "" "--placement depth" "--sizes 2,4,8,16" "--sizes 2,4,8,16 --placement depth"; do
         nodemanager simulate $w --compare --jobs 1 $extra

@@ -31,7 +31,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from nodemanager.progress import progress_bar  # noqa: E402 (after the path above)
+from nodemanager.sim.progress import progress_bar  # noqa: E402 (after the path above)
 
 DEFAULT_TRACE = "LPC-EGEE-2004-1.2-cln.swf.gz"
 DAY = 86400.0
@@ -51,7 +51,7 @@ def threads() -> int:
 
 def trace_settings(max_nodes: int = 40):
     from nodemanager.model import Size
-    from nodemanager.settings import CloudSettings, CoreSettings, SchedulerSettings, Settings
+    from nodemanager.configuration.settings import CloudSettings, CoreSettings, SchedulerSettings, Settings
     size = Size("c8", cores=8, ram_mb=32000, price=0.34, billing_period=0, min_charge=60)
     options = {"boot_delay": "90s", "join_delay": "30s", "burst_every": "0s", "burst_size": "0", "seed": "1"}
     return Settings(core=CoreSettings(sizes=(size,), max_nodes=max_nodes, boot_grace=900.0, idle_grace=300.0,
@@ -92,7 +92,7 @@ def soak_trace(trace: str, *, days: float = 14.0, seed: int = 1, step: float | N
     the figures (and every invariant violation)."""
     import random
 
-    from nodemanager.settings import PollSettings
+    from nodemanager.configuration.settings import PollSettings
 
     from nodemanager.sim.invariants import CheckedRun
     from nodemanager.sim.pool import Job
@@ -155,7 +155,7 @@ def soak_trace(trace: str, *, days: float = 14.0, seed: int = 1, step: float | N
 def soak_realtime(minutes: float = 10.0, *, sample_every: float = 10.0, progress: bool = False) -> dict[str, Any]:
     """Run the embedded default daemon (in this process, real clock, shipped demo config) for
     ``minutes``; sample RSS and threads; check the invariants against its simulated world."""
-    from nodemanager import config
+    from nodemanager.configuration import config
     from nodemanager.daemon import Daemon
     from nodemanager.sim.invariants import Invariants
     from nodemanager.sim.world import SimWorld

@@ -35,24 +35,25 @@ import logging
 import os
 import signal
 import threading
-import time
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any
 
 from nodemanager.actors.clock import Clock, RealClock
 from nodemanager.actors.roles import (CLOUD_POLLER, CONTROLLER, SCHEDULER_POLLER, ActuatorActor,
                                       ControllerActor, PollerActor, actuator_role)
 from nodemanager.actors.system import ActorSystem
-from nodemanager.actuate import Actuator
-from nodemanager.admin import AdminState
-from nodemanager.cloud import CloudDriver, CloudError
-from nodemanager.config import SECRET_OPTIONS, ConfigError, Problem
-from nodemanager.controller import Controller
-from nodemanager.history import NodeHistory
-from nodemanager.journal import ReservationJournal
+from nodemanager.cycle.actuate import Actuator
+from nodemanager.console.admin import AdminState
+from nodemanager.cloud import CloudDriver
+from nodemanager.configuration.config import SECRET_OPTIONS, ConfigError, Problem
+from nodemanager.cycle.controller import Controller
+from nodemanager.console.history import NodeHistory
+from nodemanager.cycle.journal import ReservationJournal
 from nodemanager.model import CycleReport, Worker
-from nodemanager.scheduler import Scheduler, SchedulerError
-from nodemanager.settings import Settings
+from nodemanager.ports import Timed as _Timed
+from nodemanager.ports import build_ports
+from nodemanager.scheduler import Scheduler
+from nodemanager.configuration.settings import Settings
 
 __all__ = ["Daemon", "POOL_SIZE", "EXIT_FATAL", "build_ports", "tune_gc"]
 
@@ -62,64 +63,12 @@ POOL_SIZE = 4          # actuator actors: enough to overlap slow cloud calls, ne
 EXIT_FATAL = 70        # EX_SOFTWARE: a fatal error stopped the daemon
 
 
-def build_ports(settings: Settings, clock: Callable[[], float]) -> tuple[CloudDriver, Scheduler, Any]:
-    """The cloud, the scheduler and (embedded default only) the simulated world."""
-    simulated = (settings.cloud.driver == "simulated", settings.scheduler.kind == "simulated")
-    source = settings.source or "config"
-    if any(simulated):
-        if not all(simulated):
-            raise ConfigError([Problem(source, None, "Cloud" if not simulated[0] else "Scheduler",
-                                       "driver" if not simulated[0] else "type",
-                                       "the simulated cloud and the simulated scheduler only work "
-                                       "together: set [Cloud] driver = simulated and [Scheduler] "
-                                       "type = simulated, or neither")])
-        from nodemanager.sim.world import SimWorld
-        world = SimWorld(settings, clock)
-        return world.cloud, world.scheduler, world
-    from nodemanager.cloud import LibcloudCloud
-    cloud = LibcloudCloud(settings.cloud, sizes=settings.core.sizes)
-    if settings.scheduler.kind == "slurm":
-        from nodemanager.scheduler import SlurmScheduler
-        return cloud, SlurmScheduler.from_settings(settings.scheduler, source=source,
-                                                   sizes=settings.core.sizes), None
-    from nodemanager.scheduler import HTCondorScheduler
-    return cloud, HTCondorScheduler.from_settings(settings.scheduler, sizes=settings.core.sizes), None
-
-
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
     try:
         return version("nodemanager")
     except PackageNotFoundError:
         return ""
-
-
-class _Timed:
-    """Times every call of a port for the metrics (``observe_call``), passing errors through."""
-
-    def __init__(self, target: str, inner: Any, observe: Callable[..., None]) -> None:
-        self._target, self._inner, self._observe = target, inner, observe
-        self.name = getattr(inner, "name", target)
-
-    def __getattr__(self, call: str) -> Any:
-        fn = getattr(self._inner, call)
-        if not callable(fn):
-            return fn
-
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            start = time.monotonic()
-            try:
-                result = fn(*args, **kwargs)
-            except CloudError as exc:
-                self._observe(self._target, call, time.monotonic() - start, exc.kind)
-                raise
-            except SchedulerError as exc:
-                kind = "refused" if not exc.transient else "transient"
-                self._observe(self._target, call, time.monotonic() - start, kind)
-                raise
-            self._observe(self._target, call, time.monotonic() - start, None)
-            return result
-        return timed
 
 
 _RESTART_ONLY = (("cloud", "[Cloud]"), ("scheduler", "[Scheduler]"), ("manage", "[Manage]"),
@@ -148,7 +97,7 @@ class Daemon:
                  ports: tuple[CloudDriver, Scheduler, Any] | None = None, ha: Any = None,
                  identity: Any = None) -> None:
         import policy_matrix
-        from nodemanager.metrics import Metrics
+        from nodemanager.console.metrics import Metrics
 
         self.settings = settings
         self.config_path = config_path or settings.source or None
@@ -194,7 +143,7 @@ class Daemon:
         """The status server, bound but not serving; a port that cannot be bound is a ConfigError."""
         import errno
 
-        from nodemanager.status import StatusServer
+        from nodemanager.console.status import StatusServer
         s = self.settings
         secrets = [str(v) for k, v in s.cloud.driver_args.items() if k in SECRET_OPTIONS]
         server = StatusServer(s.manage, self.status_view, admin=self.admin, registry=self.metrics.registry,
@@ -278,7 +227,7 @@ class Daemon:
         self.request("stop")
 
     def status_view(self) -> Any:
-        from nodemanager.status_document import StatusView
+        from nodemanager.console.status_document import StatusView
         return StatusView(report=self.last_report, counters=dict(self.counters), started_at=self.started_at,
                           last_cycle_at=self.last_cycle_at, version=_version(),
                           ha=self.ha.describe() if self.ha is not None else None,
@@ -324,7 +273,7 @@ class Daemon:
     def reload(self) -> bool:
         """Re-read the config file and the matrix; True if both are now in force."""
         import policy_matrix
-        from nodemanager import config
+        from nodemanager.configuration import config
 
         self.counters["reloads"] += 1
         if not self.config_path:

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from nodemanager.settings import Settings
+from nodemanager.configuration.settings import Settings
 
 __all__ = ["Check", "preflight", "render", "start_checks", "log_checks"]
 
@@ -67,7 +67,7 @@ def render(checks: list[Check]) -> str:
 
 def _checks(config_path: str, clock: Callable[[], float]) -> Iterator[Check]:
     import policy_matrix
-    from nodemanager import config
+    from nodemanager.configuration import config
 
     try:
         settings = config.load(config_path)
@@ -114,7 +114,7 @@ def _writable_dir(path: str) -> str | None:
 
 
 def _local_files(settings: Settings) -> Iterator[Check]:
-    from nodemanager.admin import AdminState, AdminStateError
+    from nodemanager.console.admin import AdminState, AdminStateError
 
     state_file = settings.manage.state_file
     if state_file:
@@ -185,7 +185,7 @@ def _cloud(settings: Settings, cloud: Any) -> Iterator[Check]:
 
 def _running_here(settings: Settings) -> Any:
     """The lock holder of this cluster's daemon if it runs on this host (its pid is alive), else None."""
-    from nodemanager.lock import Holder, lock_path
+    from nodemanager.cycle.lock import Holder, lock_path
     try:
         with open(lock_path(settings.manage.state_dir, settings.cloud.cluster), encoding="utf-8") as f:
             holder = Holder.parse(f.read(4096))
@@ -202,7 +202,7 @@ def _owners(settings: Settings, nodes: list[Any]) -> Iterator[Check]:
     this deployment acts beside the daemon running here."""
     from nodemanager.cloud import is_gone
     from nodemanager.core.identity import Identity, another_controller, sort_by_owner
-    from nodemanager.identity import IdentityError, read_record, record_path
+    from nodemanager.cycle.deployment import IdentityError, read_record, record_path
     from nodemanager.tags import TAG_DEPLOYMENT
 
     if settings.cloud.driver in ("simulated", "dummy"):

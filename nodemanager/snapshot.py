@@ -32,14 +32,20 @@ negative and at most 10^12; ``NaN``, ``Infinity`` and nesting too deep to read a
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 from nodemanager.model import CloudNode, Demand, InFlight, Size, Snapshot, Worker, frozen_map
 from nodemanager.scheduler import classified
 from nodemanager.scheduler.htcondor_ads import htcondor_worker_fields
+from nodemanager.snapshot_values import (MAX_COUNT, MAX_TIME, SnapshotError, fail as _fail, Unusable
+                                        as _Unusable, int_token as _int_token, float_token as
+                                        _float_token, read_number as _number, read_offset as
+                                        _offset, parse_time, read_int as _int, check_plain as
+                                        _plain, read_str as _str, read_bool as _bool, read_list as
+                                        _list, read_obj as _obj, Fields as _Fields, read_strings as
+                                        _strings)
 
 __all__ = ["SnapshotError", "from_json", "loads", "load", "to_json", "dumps", "parse_time",
            "MAX_TIME", "MAX_COUNT", "MAX_BYTES", "match_sizes"]
@@ -49,169 +55,7 @@ MAX_BYTES = 128 * 1024 * 1024
 
 _IN_FLIGHT_ACTIONS = ("drain", "destroy", "boot", "cancel_drain")
 _SCHEDULERS = ("slurm", "htcondor", "simulated")
-MAX_TIME = 7_258_118_400.0  # 2200-01-01 UTC: a later time is a typo or a forged input, not a plan
-MAX_COUNT = 10**12          # cores, MB, jobs: far above any pool, far below float rounding
-_MAX_DIGITS = 30            # longer integer tokens are not converted (int() of 5000 digits raises)
 _MAX_DEPTH = 200            # nesting reported by line and column (a snapshot needs 4 levels)
-
-
-class SnapshotError(ValueError):
-    """A malformed snapshot; the message starts with the JSON field path (and the file, if any)."""
-
-
-def _fail(path: str, msg: str) -> SnapshotError:
-    return SnapshotError(f"{path}: {msg}" if path else msg)
-
-
-class _Unusable:
-    """A JSON number token no field can take (NaN, Infinity, 1e999, 5000 digits), kept unconverted
-    so that the field that holds it is named in the error."""
-
-    __slots__ = ("what",)
-
-    def __init__(self, what: str) -> None:
-        self.what = what
-
-
-def _int_token(text: str) -> int | _Unusable:
-    digits = len(text.lstrip("-"))
-    return _Unusable(f"a number of {digits} digits") if digits > _MAX_DIGITS else int(text)
-
-
-def _float_token(text: str) -> float | _Unusable:
-    value = float(text)
-    return value if math.isfinite(value) else _Unusable(text if len(text) <= _MAX_DIGITS
-                                                        else f"a number of {len(text)} characters")
-
-
-def _describe(v: Any) -> str:
-    """How an out-of-range number is named in an error."""
-    if isinstance(v, _Unusable):
-        return v.what
-    if isinstance(v, int):  # math.isfinite cannot take an int beyond a float's range
-        digits = len(str(abs(v)))
-    else:
-        digits = len(str(abs(int(v)))) if math.isfinite(v) else 0
-    return f"a number of {digits} digits" if digits > _MAX_DIGITS else repr(v)
-
-
-def _number(v: Any, path: str) -> float:
-    """A time: seconds since 1970, before 2200."""
-    if isinstance(v, _Unusable):
-        raise _fail(path, f"{v.what} is not a time")
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise _fail(path, "expected a number")
-    if isinstance(v, float) and not math.isfinite(v):
-        raise _fail(path, f"{v} is not a time")
-    if not 0 <= v <= MAX_TIME:
-        raise _fail(path, f"{_describe(v)} is not a time (seconds since 1970, before 2200)")
-    return float(v)
-
-
-def _offset(v: Any, path: str) -> float:
-    """A signed number of seconds (a clock skew): finite, within ±MAX_TIME."""
-    if isinstance(v, _Unusable):
-        raise _fail(path, f"{v.what} is not a number of seconds")
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise _fail(path, "expected a number")
-    if not (math.isfinite(v) and -MAX_TIME <= v <= MAX_TIME):
-        raise _fail(path, f"{_describe(v)} is not a usable number of seconds")
-    return float(v)
-
-
-def parse_time(text: str, path: str = "now") -> float:
-    """A time given as text (``plan --now``), checked like the snapshot's times."""
-    text = text.strip()
-    try:
-        token = _int_token(text) if re.fullmatch(r"-?\d+", text) else _float_token(text)
-    except ValueError:
-        raise _fail(path, "expected a number") from None
-    return _number(token, path)
-
-
-def _int(v: Any, path: str, minimum: int = 0) -> int:
-    if isinstance(v, _Unusable):
-        raise _fail(path, f"{v.what} is not a usable count (at most {MAX_COUNT:.0e})")
-    if isinstance(v, bool) or not isinstance(v, int):
-        if isinstance(v, float) and v.is_integer():
-            v = int(v)
-        else:
-            raise _fail(path, "expected a whole number")
-    if v < minimum:
-        raise _fail(path, f"expected a number >= {minimum}")
-    if v > MAX_COUNT:
-        raise _fail(path, f"{_describe(v)} is not a usable count (at most {MAX_COUNT:.0e})")
-    return v
-
-
-def _plain(v: Any, path: str) -> None:
-    """Refuse unusable numbers anywhere inside ``v`` (an ad is passed on as it is)."""
-    if isinstance(v, _Unusable):
-        raise _fail(path, f"{v.what} is not a usable value")
-    if isinstance(v, dict):
-        for k, x in v.items():
-            _plain(x, f"{path}.{k}")
-    elif isinstance(v, list):
-        for i, x in enumerate(v):
-            _plain(x, f"{path}[{i}]")
-
-
-def _str(v: Any, path: str) -> str:
-    if not isinstance(v, str) or not v:
-        raise _fail(path, "expected a non-empty string")
-    return v
-
-
-def _opt_str(v: Any, path: str) -> str | None:
-    return None if v is None else _str(v, path)
-
-
-def _bool(v: Any, path: str) -> bool:
-    if not isinstance(v, bool):
-        raise _fail(path, "expected true or false")
-    return v
-
-
-def _list(v: Any, path: str) -> list:
-    if not isinstance(v, list):
-        raise _fail(path, "expected a list")
-    return v
-
-
-def _obj(v: Any, path: str) -> Mapping[str, Any]:
-    if not isinstance(v, dict):
-        raise _fail(path, "expected an object")
-    return v
-
-
-class _Fields:
-    """Reads the fields of one JSON object, refusing unknown ones (typos should not pass)."""
-
-    def __init__(self, v: Any, path: str, known: tuple[str, ...]) -> None:
-        self.obj, self.path = _obj(v, path), path
-        for key in self.obj:
-            if key not in known:
-                raise _fail(f"{path}.{key}" if path else key,
-                            f"unknown field (known: {', '.join(known)})")
-
-    def sub(self, key: str) -> str:
-        return f"{self.path}.{key}" if self.path else key
-
-    def req(self, key: str, conv: Callable[[Any, str], Any]) -> Any:
-        if key not in self.obj:
-            raise _fail(self.sub(key), "missing")
-        return conv(self.obj[key], self.sub(key))
-
-    def opt(self, key: str, conv: Callable[[Any, str], Any], default: Any = None) -> Any:
-        v = self.obj.get(key)
-        return default if v is None else conv(v, self.sub(key))
-
-    def has(self, key: str) -> bool:
-        return self.obj.get(key) is not None
-
-
-def _strings(v: Any, path: str) -> frozenset[str]:
-    return frozenset(_str(x, f"{path}[{i}]") for i, x in enumerate(_list(v, path)))
 
 
 def _cloud_node(v: Any, path: str) -> CloudNode:

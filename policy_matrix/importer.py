@@ -1,7 +1,7 @@
-"""Import of the seed's Python-dict form into the matrix file format, without ``eval``.
+"""Import of the Arvados policy matrix page's Python-dict form into the matrix file format, without ``eval``.
 
 Accepts the dict literal alone (``{('busy', 'closed', 'boot exceeded', 'idle exceeded'): None,
-...}``), or Python source holding one, such as the seed's block (list assignments then the dict)
+...}``), or Python source holding one, such as the page's block (list assignments then the dict)
 or Arvados' ``transitions = {...}``. The source is parsed with ``ast`` and only string, ``None``
 and tuple literals are read; anything else is a ``MatrixError``.
 """

@@ -54,7 +54,7 @@ def default_path() -> str:
 
 
 def load_default(*, strict: bool = False) -> Matrix:
-    """The shipped default matrix (seed 004's 48 entries)."""
+    """The shipped default matrix (the Arvados policy matrix's 48 entries)."""
     return load(default_path(), strict=strict)
 
 
@@ -305,7 +305,7 @@ def _busy_index(vocabulary: Vocabulary) -> int | None:
 def _inherit_added_states(table: dict[StateTuple, Match], vocabulary: Vocabulary,
                           filename: str) -> int:
     """Fill in, from the default matrix, the tuples of each worker state the default vocabulary
-    added after the seed (``reclaimed``) when no rule of this file matches that state at all: a
+    added since the Arvados page (``reclaimed``) when no rule of this file matches that state at all: a
     matrix written before the state existed keeps loading and acting as before. How many filled."""
     if os.path.abspath(filename) == default_path():
         return 0

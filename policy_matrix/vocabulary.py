@@ -1,6 +1,6 @@
 """The words of the policy matrix: its four dimensions, their values and the actions.
 
-Spelled exactly as seed 004 spells them. The vocabulary is data: :data:`DEFAULT_VOCABULARY` is
+Spelled as the Arvados policy matrix page spells them. The vocabulary is data: :data:`DEFAULT_VOCABULARY` is
 read from the shipped ``default.vocabulary`` file (:func:`parse_vocabulary` gives its format); a
 new value (say a ``fail`` worker state) is a word there or :meth:`Vocabulary.extended`, and the
 parser, validator, compiler, renderers and planner pick it up without other changes. The named
@@ -42,7 +42,7 @@ NOT_IDLE, IDLE_WAIT, IDLE_EXCEEDED = "not idle", "idle wait", "idle exceeded"
 
 
 class Action(enum.Enum):
-    """What the matrix asks for. ``NONE`` is written ``None`` in files, as in the seed."""
+    """What the matrix asks for. ``NONE`` is written ``None`` in files, as on the Arvados page."""
 
     NONE = "None"
     START_DRAIN = "START_DRAIN"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from nodemanager.model import CloudNode, Demand, InFlight, Size, Snapshot, Worker
 from nodemanager.scheduler import classified
-from nodemanager.settings import CoreSettings
+from nodemanager.configuration.settings import CoreSettings
 
 NOW = 1_000_000.0
 SMALL = Size(name="small", cores=4, ram_mb=16000, price=0.2, billing_period=0, min_charge=0)

@@ -14,9 +14,9 @@ from nodemanager.actors.clock import ManualClock
 from nodemanager.actors.roles import (CLOUD_POLLER, CONTROLLER, SCHEDULER_POLLER, ActuatorActor,
                                       ControllerActor, PollerActor, actuator_role)
 from nodemanager.actors.system import ActorSystem
-from nodemanager.actuate import Actuator
+from nodemanager.cycle.actuate import Actuator
 from nodemanager.cloud.port import CloudError, ErrorKind
-from nodemanager.controller import Controller
+from nodemanager.cycle.controller import Controller
 from nodemanager.model import BootRequest, Plan
 from nodemanager.scheduler.port import SchedulerPoll
 from nodemanager.sim.cloud import SimCloud

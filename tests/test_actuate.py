@@ -3,9 +3,9 @@ happen to nodes (or refused), with plans built by hand."""
 
 import dataclasses
 
-from nodemanager.actuate import BOOT_LISTING_TIMEOUT, Actuator, Task
-from nodemanager.actuator_memory import NAME_QUARANTINE
-from nodemanager.drain_tickets import drain_tag, parse_drain_tag, ticket_for
+from nodemanager.cycle.actuate import BOOT_LISTING_TIMEOUT, Actuator, Task
+from nodemanager.cycle.actuator_memory import NAME_QUARANTINE
+from nodemanager.cycle.drain_tickets import drain_tag, parse_drain_tag, ticket_for
 from nodemanager.cloud.port import TAG_DESTROY, TAG_DRAIN, TAG_REQUEST, CloudError, ErrorKind
 from nodemanager.model import BootRequest, ItemKind, PlanItem
 from nodemanager.scheduler.port import DrainTicket, SchedulerError

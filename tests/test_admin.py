@@ -11,10 +11,10 @@ import pytest
 import requests
 
 from nodemanager import cli
-from nodemanager.admin import AdminState, AdminStateError
-from nodemanager.settings import ManageSettings
-from nodemanager.status import StatusServer
-from nodemanager.status_document import StatusView
+from nodemanager.console.admin import AdminState, AdminStateError
+from nodemanager.configuration.settings import ManageSettings
+from nodemanager.console.status import StatusServer
+from nodemanager.console.status_document import StatusView
 from tests.fixtures.observability import T0, Clock, sample_report
 
 TOKEN = "s3cret-token"

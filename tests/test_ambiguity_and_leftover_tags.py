@@ -19,12 +19,12 @@ from dataclasses import replace
 import pytest
 
 import policy_matrix
-from nodemanager.actuate import Actuator, Task
-from nodemanager.admin import AdminState
-from nodemanager.controller import Controller
+from nodemanager.cycle.actuate import Actuator, Task
+from nodemanager.console.admin import AdminState
+from nodemanager.cycle.controller import Controller
 from nodemanager.model import Demand, ItemKind, PlanItem, Size, Worker
-from nodemanager.settings import CloudSettings, CoreSettings, PollSettings, Settings
-from nodemanager.status_document import StatusView, status_document
+from nodemanager.configuration.settings import CloudSettings, CoreSettings, PollSettings, Settings
+from nodemanager.console.status_document import StatusView, status_document
 from nodemanager.tags import TAG_CLUSTER, TAG_DESTROY, TAG_SIZE
 from tests.fixtures.daemon import ScriptedScheduler, Time
 

@@ -11,13 +11,13 @@ import time
 import policy_matrix
 import pytest
 
-from nodemanager.actuate import Actuator
-from nodemanager.controller import Controller
+from nodemanager.cycle.actuate import Actuator
+from nodemanager.cycle.controller import Controller
 from nodemanager.core import plan
 from nodemanager.model import CloudNode, Demand, Snapshot
-from nodemanager.settings import CloudSettings, CoreSettings, Settings
+from nodemanager.configuration.settings import CloudSettings, CoreSettings, Settings
 from nodemanager.sim.cloud import SimCloud
-from nodemanager.status_document import StatusView, status_document
+from nodemanager.console.status_document import StatusView, status_document
 from policy_matrix.vocabulary import BOOT_EXCEEDED, CLOSED, OPEN
 from tests.fixtures.daemon import SIZES, ScriptedScheduler, Time
 
@@ -186,7 +186,7 @@ def test_skew_and_the_freeze_are_exported_as_metrics():
     from prometheus_client import generate_latest
     from prometheus_client.parser import text_string_to_metric_families
 
-    from nodemanager.metrics import Metrics
+    from nodemanager.console.metrics import Metrics
     site = Site(offset=HOUR)
     site.boot("small")
     metrics = Metrics(sizes=SIZES, clock=site.ours)
@@ -202,7 +202,7 @@ def test_a_launch_time_in_the_future_is_not_believed_even_without_a_measured_ske
     """A cloud whose Date is unknown (or right) but whose launch times run ahead: the launch time
     is our boot request's time; a node we did not boot keeps the time this process first saw it."""
     from nodemanager.cloud.port import TAG_REQUEST
-    from nodemanager.controller_inputs import InputMemory
+    from nodemanager.cycle.controller_inputs import InputMemory
     from nodemanager.scheduler.port import SchedulerPoll
     now = 2_000_000.0
     ours = CloudNode(id="i-1", name="vm1", size="small", launched_at=now + HOUR,

@@ -11,9 +11,9 @@ import re
 import requests
 
 from nodemanager.actors.clock import ManualClock
-from nodemanager.actuate import Actuator, Task
+from nodemanager.cycle.actuate import Actuator, Task
 from nodemanager.cloud import CloudError, ErrorKind
-from nodemanager.config import load
+from nodemanager.configuration.config import load
 from nodemanager.daemon import Daemon
 from nodemanager.model import BootRequest
 from nodemanager.sim.cloud import SimCloud

@@ -18,7 +18,7 @@ from nodemanager.cloud import (TAG_CLUSTER, TAG_REQUEST, TAG_SIZE, CloudError,
                                ErrorKind)
 from nodemanager.cloud.libcloud_driver import LibcloudCloud
 from nodemanager.model import Size
-from nodemanager.settings import CloudSettings
+from nodemanager.configuration.settings import CloudSettings
 from tests.fixtures.api_azure import SUBSCRIPTION, TENANT, AzureApi, arm_error
 from tests.fixtures.cloud_apis import ApiServer, check_tag_round_trip, make_tls
 

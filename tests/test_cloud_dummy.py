@@ -8,7 +8,7 @@ import pytest
 from nodemanager.cloud import (TAG_CLUSTER, TAG_DESTROY, TAG_REQUEST, TAG_SIZE, CloudDriver,
                                LibcloudCloud, reconcile_create, reconcile_destroy)
 from nodemanager.model import Size
-from nodemanager.settings import CloudSettings
+from nodemanager.configuration.settings import CloudSettings
 
 SMALL = Size("small", cores=2, ram_mb=2048)
 

@@ -54,7 +54,7 @@ def test_on_demand_create_sends_no_market_options(ec2_cloud, ec2_proxy):
 
 
 def test_a_spot_size_buys_the_spot_market_beside_an_on_demand_size(ec2_cloud, ec2_proxy):
-    """[Size NAME] market = spot (issue 15): each size is bought on its own market, through one
+    """[Size NAME] market = spot: each size is bought on its own market, through one
     adapter; max_price becomes SpotOptions.MaxPrice, and no max price leaves it out (AWS then
     charges the spot price, capped at on-demand)."""
     cloud = ec2_cloud()

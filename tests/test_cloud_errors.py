@@ -33,7 +33,7 @@ def http(status: int, message: str, **headers: str) -> Exception:
     (http(400, "InvalidParameterValue: Value (0) for parameter limit is invalid"), ErrorKind.PERMANENT),
     (http(500, "InsufficientInstanceCapacity: We currently do not have sufficient capacity."),
      ErrorKind.CAPACITY),
-    # spot capacity is per market: the size is held off, no account quota is learned (issue 15)
+    # spot capacity is per market: the size is held off, no account quota is learned
     (http(400, "MaxSpotInstanceCountExceeded: Max spot instance count exceeded"), ErrorKind.CAPACITY),
     (http(400, "SpotMaxPriceTooLow: Your Spot request price of 0.001 is lower than the minimum"),
      ErrorKind.CAPACITY),

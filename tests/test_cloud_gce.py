@@ -18,7 +18,7 @@ from nodemanager.cloud import (TAG_CLUSTER, TAG_REQUEST, TAG_SIZE, CloudError,
                                ErrorKind)
 from nodemanager.cloud.libcloud_driver import LibcloudCloud
 from nodemanager.model import Size
-from nodemanager.settings import CloudSettings
+from nodemanager.configuration.settings import CloudSettings
 from tests.fixtures.api_gce import PROJECT, ZONE, GceApi, gce_error
 from tests.fixtures.cloud_apis import ApiServer, check_tag_round_trip, make_tls
 
@@ -158,7 +158,7 @@ def test_rate_limit_and_server_errors(gce_cloud, gce_api):
 
 
 def test_a_spot_size_is_created_preemptible_and_an_on_demand_one_is_not(gce_cloud, gce_api):
-    """[Size NAME] market = spot on GCE (issue 15): libcloud 3.9.1 can only ask for a (legacy)
+    """[Size NAME] market = spot on GCE: libcloud 3.9.1 can only ask for a (legacy)
     preemptible VM; an on-demand size sends no preemptible scheduling."""
     cloud = gce_cloud()
     cloud.create_node(replace(SMALL, name="small-spot", market="spot"), "gce-spot-1", {TAG_REQUEST: "r-s"})
@@ -170,7 +170,7 @@ def test_a_spot_size_is_created_preemptible_and_an_on_demand_one_is_not(gce_clou
 
 def test_a_preempted_vm_is_listed_with_its_reclaim_time_not_as_a_live_node(gce_cloud, gce_api):
     """GCE stops a preempted VM (TERMINATED; libcloud says stopped) and keeps it, disks billing:
-    the listing says when the cloud took it back, so the core destroys it (issue 15)."""
+    the listing says when the cloud took it back, so the core destroys it."""
     cloud = gce_cloud()
     cloud.create_node(replace(SMALL, name="small-spot", market="spot"), "pre-1", {TAG_REQUEST: "r-p"})
     cloud.create_node(SMALL, "od-1", {TAG_REQUEST: "r-o"})

@@ -15,7 +15,7 @@ from nodemanager.cloud import (TAG_CLUSTER, TAG_DRAIN, TAG_REQUEST, TAG_SIZE, Cl
                                ErrorKind)
 from nodemanager.cloud.libcloud_driver import LibcloudCloud
 from nodemanager.model import Size
-from nodemanager.settings import CloudSettings
+from nodemanager.configuration.settings import CloudSettings
 from tests.fixtures.api_openstack import OpenStackApi, nova_error
 from tests.fixtures.cloud_apis import ApiServer, check_tag_round_trip
 

@@ -10,7 +10,7 @@ import os
 import boto3
 import pytest
 
-from nodemanager import config
+from nodemanager.configuration import config
 from nodemanager.cloud.libcloud_driver import LibcloudCloud
 from nodemanager.model import Size
 

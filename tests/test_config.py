@@ -6,7 +6,7 @@ import stat
 
 import pytest
 
-from nodemanager.config import ConfigError, credential_warnings, load, loads, parse_duration
+from nodemanager.configuration.config import ConfigError, credential_warnings, load, loads, parse_duration
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -128,7 +128,7 @@ def test_node_names_need_a_sequence_number():
 def test_every_option_is_documented():
     """docs/configuration.md names every option the loader accepts, so operators never meet an
     undocumented one (and a new option cannot be added without its line there)."""
-    from nodemanager import config
+    from nodemanager.configuration import config
     doc = (REPO / "docs" / "configuration.md").read_text()
     options = (list(config._DAEMON) + list(config._DAEMON_SHELL) + list(config._POLL)
                + list(config._DRAIN) + list(config._MANAGE) + list(config._SIZE)
@@ -167,7 +167,7 @@ def test_ha_section_leaves_its_keys_to_the_deployment_and_reports_bad_values_wit
 
 def test_the_state_dir_defaults_to_the_systemd_units_state_directory(monkeypatch, tmp_path):
     """The shipped unit runs as user nodemanager, not root: its lock goes where systemd says."""
-    from nodemanager.config import loads
+    from nodemanager.configuration.config import loads
     monkeypatch.setenv("STATE_DIRECTORY", str(tmp_path / "state"))
     assert loads("[Manage]\nport = -1\n").manage.state_dir == str(tmp_path / "state")
     assert loads("[Manage]\nstate_dir = /elsewhere\n").manage.state_dir == "/elsewhere"

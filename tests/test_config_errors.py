@@ -6,7 +6,7 @@ import pathlib
 import pytest
 
 from nodemanager.cli import main
-from nodemanager.config import ConfigError, load, loads
+from nodemanager.configuration.config import ConfigError, load, loads
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SIZE = "[Size small]\ncores = 4\nram_mb = 16000\n"
@@ -109,7 +109,7 @@ def test_plan_with_a_huge_number_in_the_config_names_the_option(tmp_path, capsys
 
 
 def test_a_spot_size_the_driver_cannot_buy_is_refused_at_its_line():
-    """[Size NAME] market = spot (issue 15): refused where libcloud cannot buy spot capacity (it
+    """[Size NAME] market = spot: refused where libcloud cannot buy spot capacity (it
     would boot on-demand VMs at the on-demand price), and a max_price where none is taken."""
     spot = "[Size cheap]\ncores = 4\nram_mb = 16000\nmarket = spot\n"
     azure = "[Cloud]\ndriver = azure_arm\ncluster = site\n[Cloud Create]\nimage = a:b:c\n"

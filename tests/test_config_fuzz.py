@@ -2,8 +2,8 @@
 
 from hypothesis import given, settings, strategies as st
 
-from nodemanager.config import ConfigError, loads
-from nodemanager.settings import Settings
+from nodemanager.configuration.config import ConfigError, loads
+from nodemanager.configuration.settings import Settings
 
 SECTIONS = ["Daemon", "Polling", "Drain", "Cloud", "Cloud Create", "Scheduler", "Manage",
             "Size a", "Size b", "Bogus", ""]

@@ -1,11 +1,11 @@
-"""``[Daemon] profile``: a shipped INI fragment applied under the site's own options (issue 18)."""
+"""``[Daemon] profile``: a shipped INI fragment applied under the site's own options."""
 
 import os
 
 import pytest
 
 import policy_matrix
-from nodemanager.config import ConfigError, load, loads
+from nodemanager.configuration.config import ConfigError, load, loads
 
 COST_MATRIX = os.path.join(os.path.dirname(policy_matrix.default_path()), "cost.matrix")
 

@@ -5,13 +5,13 @@ import re
 
 import policy_matrix
 
-from nodemanager.actuate import Actuator
-from nodemanager.admin import AdminState
+from nodemanager.cycle.actuate import Actuator
+from nodemanager.console.admin import AdminState
 from nodemanager.cloud.port import TAG_DESTROY, TAG_DRAIN
-from nodemanager.controller import Controller
-from nodemanager.controller_inputs import build_in_flight
-from nodemanager.decision_log import DecisionLog, decision_line
-from nodemanager.history import NodeHistory
+from nodemanager.cycle.controller import Controller
+from nodemanager.cycle.controller_inputs import build_in_flight
+from nodemanager.console.decision_log import DecisionLog, decision_line
+from nodemanager.console.history import NodeHistory
 from nodemanager.model import ItemKind, Plan, Worker
 from nodemanager.scheduler.port import DRAIN_REASON_PREFIX, SchedulerPoll
 from nodemanager.sim.world import SimWorld

@@ -2,9 +2,9 @@
 
 from dataclasses import replace
 
-from nodemanager.actuate import Actuator, Task
+from nodemanager.cycle.actuate import Actuator, Task
 from nodemanager.cloud.port import TAG_DRAIN, TAG_REQUEST
-from nodemanager.controller_inputs import MISSING_LISTINGS, MISSING_SECONDS, InputMemory, build_in_flight, requested_at
+from nodemanager.cycle.controller_inputs import MISSING_LISTINGS, MISSING_SECONDS, InputMemory, build_in_flight, requested_at
 from nodemanager.model import CloudNode, ItemKind, PlanItem, Worker
 from nodemanager.scheduler.port import DRAIN_REASON_PREFIX, SchedulerPoll
 from nodemanager.sim.cloud import SimCloud

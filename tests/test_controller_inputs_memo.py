@@ -6,9 +6,9 @@ from dataclasses import replace
 
 from hypothesis import given, settings, strategies as st
 
-import nodemanager.controller_inputs as ci
+import nodemanager.cycle.controller_inputs as ci
 from nodemanager.cloud.port import TAG_DESTROY, TAG_DRAIN, TAG_REQUEST
-from nodemanager.controller_inputs import InputMemory, build_in_flight
+from nodemanager.cycle.controller_inputs import InputMemory, build_in_flight
 from nodemanager.model import CloudNode, Worker
 from nodemanager.scheduler.port import DRAIN_REASON_PREFIX, SchedulerPoll
 
@@ -117,7 +117,7 @@ def test_the_snapshot_holds_unconfirmed_every_listed_node_fresh_polls_have_not_s
     node but the one whose worker fresh polls showed missing for min(node_stale_after,
     boot_grace); a node listed later is unconfirmed."""
     import policy_matrix
-    from nodemanager.controller import Controller
+    from nodemanager.cycle.controller import Controller
     from tests.fixtures.daemon import Time, sim_settings
 
     settings = sim_settings()

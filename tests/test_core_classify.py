@@ -13,7 +13,7 @@ NOW = 1_000_000.0
 
 
 @pytest.mark.parametrize("raw, expected", [
-    # seed 004, exactly
+    # the Arvados policy matrix page, exactly
     ("idle", "idle"),
     ("drng", "busy"), ("alloc", "busy"), ("maint", "busy"), ("mix", "busy"), ("comp", "busy"),
     ("drain", "down"), ("down", "down"), ("error", "down"), ("fail", "down"), ("unknown", "down"),

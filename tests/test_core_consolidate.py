@@ -151,8 +151,8 @@ def test_rebuy_hold_keeps_boots_back_in_the_cycle_that_destroys_a_node():
 def test_a_node_booted_with_other_size_or_image_settings_is_expired(time_now, scripted_scheduler):
     """The actuator tags each VM with its size's settings at boot; after the image changes in the
     configuration, a busy node booted before is ``expired`` and the cost matrix drains it."""
-    from nodemanager.actuate import Actuator, Task
-    from nodemanager.config import loads
+    from nodemanager.cycle.actuate import Actuator, Task
+    from nodemanager.configuration.config import loads
     from nodemanager.model import BootRequest
     from nodemanager.sim.cloud import SimCloud
 

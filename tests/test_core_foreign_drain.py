@@ -1,4 +1,4 @@
-"""Nodes drained by someone else (issue 12 item 1): left alone by every path of the plan, unless
+"""Nodes drained by someone else: left alone by every path of the plan, unless
 the site opts in to reclaiming them after ``[Drain] reclaim_foreign_after``."""
 
 import json

@@ -1,4 +1,4 @@
-"""Placement with several sizes (issue 14 items 4, issue 18 item 2): each demand item only on
+"""Placement with several sizes: each demand item only on
 sizes that can run it (GPUs, the scheduler's eligible sizes), idle capacity that fits first, the
 mix of sizes that costs least, each size's own min/max_nodes, and demand no size can run."""
 
@@ -96,8 +96,8 @@ def test_unmatched_demand_is_one_log_line_per_signature_and_a_metric(caplog):
 
     from prometheus_client import generate_latest
 
-    from nodemanager.decision_log import DecisionLog
-    from nodemanager.metrics import Metrics
+    from nodemanager.console.decision_log import DecisionLog
+    from nodemanager.console.metrics import Metrics
     from nodemanager.model import CycleReport
     from tests.core_world import snap as make_snap
 

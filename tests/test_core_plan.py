@@ -365,7 +365,7 @@ def test_our_drain_never_turns_a_late_ad_into_a_destroy():
     import policy_matrix
     from nodemanager.core import plan
     from nodemanager.model import CloudNode, InFlight, Size, Snapshot
-    from nodemanager.settings import CoreSettings
+    from nodemanager.configuration.settings import CoreSettings
     now = 10_000.0
     node = CloudNode(id="i-1", name="c-small-1", size="small", launched_at=now - 7200)
     snap = Snapshot(now=now, polled_at={"cloud": now, "scheduler": now}, cloud_nodes=(node,),

@@ -16,7 +16,7 @@ from policy_matrix.vocabulary import DEFAULT_VOCABULARY
 from nodemanager.core import plan
 from nodemanager.model import (CloudNode, Demand, InFlight, ItemKind, Size, Snapshot, Worker)
 from nodemanager.scheduler import classified
-from nodemanager.settings import CoreSettings
+from nodemanager.configuration.settings import CoreSettings
 
 NOW = 2_000_000.0
 SIZES = (Size("small", 4, 16000, 0.2, min_charge=60), Size("large", 16, 64000, 0.9),

@@ -1,4 +1,4 @@
-"""Disruption reasons as objects (issue 13 item 3): every decision names its reason and what
+"""Disruption reasons as objects: every decision names its reason and what
 caused it, typed; resume-destroy and operator-cancel are decided in the core, so the explanation
 agrees with the action; a new reason is one object in the ordered list and draws from the same
 budgets. The facts the core computes once per node travel in the explanation (item 2)."""

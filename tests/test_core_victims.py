@@ -1,4 +1,4 @@
-"""Victim costs (seed 003 equations, HTCondor estimates, SLURM end times) and victim order."""
+"""Victim costs (Sfiligoi et al.'s equations, HTCondor estimates, SLURM end times) and victim order."""
 
 import math
 

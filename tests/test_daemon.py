@@ -11,9 +11,9 @@ import urllib.request
 import pytest
 
 from nodemanager.actors.clock import ManualClock
-from nodemanager.admin import AdminState, AdminStateError
+from nodemanager.console.admin import AdminState, AdminStateError
 from nodemanager.cloud.port import TAG_DESTROY
-from nodemanager.config import load
+from nodemanager.configuration.config import load
 from nodemanager.daemon import Daemon
 from nodemanager.sim.cloud import SimCloud
 from tests.fixtures.daemon import ScriptedScheduler

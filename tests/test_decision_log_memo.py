@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from hypothesis import given, settings, strategies as st
 
-from nodemanager.decision_log import DecisionLog
+from nodemanager.console.decision_log import DecisionLog
 from nodemanager.model import ItemKind, NodeExplanation, Plan, PlanItem, Snapshot
 from policy_matrix.vocabulary import Action, StateTuple
 

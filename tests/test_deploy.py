@@ -18,9 +18,9 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from nodemanager.ha.wiring import HighAvailability
-from nodemanager.metrics import Metrics
+from nodemanager.console.metrics import Metrics
 from nodemanager.model import Outcome
-from nodemanager.settings import HASettings
+from nodemanager.configuration.settings import HASettings
 from tests.conftest import REPO
 from tests.fixtures.observability import SIZES, T0, sample_report
 

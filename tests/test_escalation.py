@@ -1,14 +1,14 @@
-"""Drain escalation written as ClassAd expressions (seed 002), evaluated by classad2."""
+"""Drain escalation written as ClassAd expressions (HTCondor's starter-enforced eviction policy), evaluated by classad2."""
 
 from __future__ import annotations
 
 import classad2
 import pytest
 
-from nodemanager.classad_eval import bind_time, evaluate, is_true
+from nodemanager.classad.expressions import bind_time, evaluate, is_true
 from nodemanager.core.escalation import escalation_ad, make_escalation, validate_expression
 from nodemanager.model import InFlight, Worker
-from nodemanager.settings import DrainSettings
+from nodemanager.configuration.settings import DrainSettings
 from tests.fixtures.htcondor import CondorWorld
 from nodemanager.scheduler.port import DrainSchedule
 
@@ -21,7 +21,7 @@ def htcondor_worker(**ad) -> Worker:
             "NumDynamicSlots": 1, "ChildActivity": ["Retiring"], "Draining": True}
     base.update(ad)
     return Worker(name="a", scheduler="htcondor", running_jobs=base["NumDynamicSlots"], cpus=8,
-                  cpus_busy=2 if base["NumDynamicSlots"] else 0, draining=True, ad=base)
+                  cpus_busy=2 if base["NumDynamicSlots"] else 0, draining=True, ad=base, native_ad=True)
 
 
 def flight(since: float = T0) -> InFlight:

@@ -14,10 +14,10 @@ from dataclasses import replace
 
 import pytest
 
-from nodemanager.actuate import Actuator
-from nodemanager.controller import Controller
+from nodemanager.cycle.actuate import Actuator
+from nodemanager.cycle.controller import Controller
 from nodemanager.model import Demand, Size
-from nodemanager.settings import CloudSettings, CoreSettings, PollSettings, Settings
+from nodemanager.configuration.settings import CloudSettings, CoreSettings, PollSettings, Settings
 from tests.fixtures.daemon import ScriptedScheduler, Time
 
 pytestmark = pytest.mark.ec2
@@ -103,7 +103,7 @@ def loop(ec2_cloud, ec2_proxy):
 def test_server_errors_on_create_are_not_hammered_and_the_demand_is_met_later(loop, status, code):
     """A 5xx on RunInstances may or may not have created the VM: the actuator backs off, waits
     for a listing to show it (up to BOOT_LISTING_TIMEOUT), and boots again only after that."""
-    from nodemanager.actuate import BOOT_LISTING_TIMEOUT
+    from nodemanager.cycle.actuate import BOOT_LISTING_TIMEOUT
     loop.sched.demand = [Demand(cpus=2, ram_mb=1000, count=2)]
     loop.proxy.fail("RunInstances", status, code, times=2)
     loop.run(6)                                        # 30 s: backoff 10 s, then 20 s
@@ -205,7 +205,7 @@ def test_a_crash_after_a_create_whose_instance_the_next_listings_miss_makes_no_t
     under the same name nor boot again for the demand the first one covers: the reservation
     journal, written before the create, holds both until a listing shows the instance."""
     from nodemanager.cloud.port import TAG_REQUEST
-    from nodemanager.journal import ReservationJournal
+    from nodemanager.cycle.journal import ReservationJournal
     journal = ReservationJournal(str(tmp_path / "state" / "test.reservations"))
     loop = Ec2Loop(ec2_cloud, ec2_proxy, journal=journal)
     cluster = loop.cloud.cluster

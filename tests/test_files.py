@@ -7,7 +7,8 @@ import threading
 import pytest
 
 import policy_matrix
-from nodemanager import config, snapshot
+from nodemanager import snapshot
+from nodemanager.configuration import config
 from policy_matrix.files import FileRefused, read_capped
 
 

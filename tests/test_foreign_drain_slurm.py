@@ -1,4 +1,4 @@
-"""A node an administrator drained is never touched (issue 12 item 1), against the real parts: a
+"""A node an administrator drained is never touched, against the real parts: a
 real slurmctld (``scontrol update State=DRAIN Reason="admin: ..."``), the real SLURM adapter,
 libcloud's EC2 driver against moto_server, and the real Controller and Actuator on a hand-set
 clock. Beside it, an idle node of ours is drained and destroyed in the same cycles, so the loop is
@@ -12,11 +12,11 @@ import time
 import policy_matrix
 import pytest
 
-from nodemanager.actuate import Actuator
-from nodemanager.controller import Controller
+from nodemanager.cycle.actuate import Actuator
+from nodemanager.cycle.controller import Controller
 from nodemanager.model import Size
 from nodemanager.scheduler.slurm import SlurmScheduler
-from nodemanager.settings import CoreSettings, SchedulerSettings, Settings
+from nodemanager.configuration.settings import CoreSettings, SchedulerSettings, Settings
 from tests.fixtures.daemon import Time
 
 pytestmark = [pytest.mark.slurm, pytest.mark.ec2]

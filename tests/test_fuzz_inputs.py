@@ -36,7 +36,7 @@ from nodemanager.model import Snapshot
 from nodemanager.scheduler.records import MAX_COUNT
 from nodemanager.scheduler.slurm_demand import demand_from_jobs
 from nodemanager.scheduler.slurm_json import parse_jobs, parse_nodes
-from nodemanager.settings import CoreSettings
+from nodemanager.configuration.settings import CoreSettings
 from nodemanager.snapshot import SnapshotError, from_json
 from tests.fixtures.daemon import SIZES
 
@@ -45,7 +45,7 @@ EXAMPLE = json.loads((REPO / "docs" / "example-snapshot.json").read_text())
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-# Values a hostile or broken scheduler reply carries where numbers belong (issue 12 item 3).
+# Values a hostile or broken scheduler reply carries where numbers belong.
 hostile_numbers = st.one_of(
     st.sampled_from([math.inf, -math.inf, math.nan, 1e308, 10**30, 10**400, -1, -(2**63), 2**31, 2**53 + 1,
                      0xFFFFFFFE, True, "4", "Infinity"]),
@@ -313,7 +313,7 @@ def test_any_libcloud_node_maps_to_a_cloud_node(extra, state, ips):
 
     from nodemanager.cloud.libcloud_driver import LibcloudCloud
     from nodemanager.cloud.port import TAG_CLUSTER
-    from nodemanager.settings import CloudSettings
+    from nodemanager.configuration.settings import CloudSettings
     cloud = LibcloudCloud(CloudSettings(driver="dummy", cluster="fz"))
     node = Node(id="n-1", name="fz-small-1", state=state, public_ips=[], private_ips=ips, driver=cloud._driver,
                 extra=extra)

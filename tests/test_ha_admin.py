@@ -14,7 +14,7 @@ import requests
 
 from nodemanager.actors.clock import ManualClock
 from nodemanager.cloud.port import TAG_DESTROY, TAG_DRAIN
-from nodemanager.config import load
+from nodemanager.configuration.config import load
 from nodemanager.daemon import Daemon
 from nodemanager.ha.wiring import HighAvailability
 from tests.test_daemon import REPO

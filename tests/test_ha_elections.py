@@ -8,13 +8,13 @@ import pathlib
 import shutil
 
 from nodemanager.actors.clock import ManualClock
-from nodemanager.config import load
+from nodemanager.configuration.config import load
 from nodemanager.daemon import Daemon
 from nodemanager.ha.etcd import EtcdClient
 from nodemanager.ha.lease import LeaderLease
 from nodemanager.ha.local import HeadRecords
 from nodemanager.ha.wiring import HighAvailability
-from nodemanager.settings import HASettings
+from nodemanager.configuration.settings import HASettings
 from tests.fixtures.daemon import Time
 from tests.test_ha_admin import ha_config, heads, ids, post, run_for  # noqa: F401  (the fixture)
 

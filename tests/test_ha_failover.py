@@ -138,7 +138,7 @@ class Rig:
         """The closed-loop test's config, with fast timings, this head's proxies and [HA]."""
         cp = configparser.ConfigParser(interpolation=None)
         cp.read(write_config(head.dir, head.ec2.port, self.cluster, self.slurm, head.status_port))
-        # VMs never join here on purpose: protected mode (issue 14) would stop the boots after 3
+        # VMs never join here on purpose: protected mode would stop the boots after 3
         cp["Daemon"].update(max_nodes=str(MAX_NODES), boot_grace="1s", node_stale_after="2s",
                             idle_grace="2s", protect_after_failed_boots="0")
         cp["Polling"].update(cloud_interval=f"{CYCLE}s", scheduler_interval=f"{CYCLE}s",

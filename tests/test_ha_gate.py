@@ -8,14 +8,14 @@ import re
 
 import pytest
 
-from nodemanager.admin import AdminRefused, AdminState
+from nodemanager.console.admin import AdminRefused, AdminState
 from nodemanager.cloud.port import TAG_FENCE, TAG_REQUEST, CloudError
 from nodemanager.ha.etcd import EtcdClient
 from nodemanager.ha.gate import NOT_LEADER
 from nodemanager.ha.wiring import HighAvailability
 from nodemanager.model import Size
 from nodemanager.scheduler.port import DrainSchedule, SchedulerError
-from nodemanager.settings import HASettings
+from nodemanager.configuration.settings import HASettings
 from nodemanager.sim.world import SimWorld
 from tests.fixtures.daemon import Time, sim_settings
 

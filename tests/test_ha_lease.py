@@ -10,7 +10,7 @@ import pytest
 from nodemanager.ha import election as el
 from nodemanager.ha.etcd import EtcdClient, EtcdError
 from nodemanager.ha.lease import LeaderLease
-from nodemanager.settings import HASettings
+from nodemanager.configuration.settings import HASettings
 from tests.fixtures.daemon import Time
 from tests.fixtures.etcd import TcpProxy
 

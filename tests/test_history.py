@@ -7,11 +7,11 @@ import json
 
 import policy_matrix
 
-from nodemanager.controller import Controller
-from nodemanager.history import KEEP_GONE, RING, NodeHistory
+from nodemanager.cycle.controller import Controller
+from nodemanager.console.history import KEEP_GONE, RING, NodeHistory
 from nodemanager.model import Outcome
 from nodemanager.scheduler.port import SchedulerPoll
-from nodemanager.settings import Settings
+from nodemanager.configuration.settings import Settings
 from tests.core_world import NOW, node, settings, worker
 
 
@@ -94,7 +94,7 @@ def test_a_broken_history_file_starts_empty_and_says_which(tmp_path, caplog) -> 
 
 
 def test_the_daemons_history_file_is_per_cluster_in_state_dir(tmp_path) -> None:
-    from nodemanager.settings import CloudSettings, ManageSettings
+    from nodemanager.configuration.settings import CloudSettings, ManageSettings
     ec2 = Settings(cloud=CloudSettings(driver="ec2", cluster="pool1"),
                    manage=ManageSettings(state_dir=str(tmp_path)))
     assert NodeHistory.for_settings(ec2).path == str(tmp_path / "pool1.history.json")

@@ -141,7 +141,7 @@ def test_a_slot_ad_without_a_name_is_skipped_with_a_warning(condor, caplog):
     assert "ignoring a bad slot ad: slot ad without Name or Machine" in caplog.text
 
 
-# -- hostile values (issue 12 item 3) ----------------------------------------------------------
+# -- hostile values ----------------------------------------------------------
 
 UNUSABLE = ['real("INF")', 'real("-INF")', 'real("NaN")', "1e400", "-5", 'int(real("INF"))', "true", '"x"',
             "undefined", "error", "1/0", "size(1)", "{1, 2}"]
@@ -236,7 +236,7 @@ def test_production_bindings_on_the_real_wheel_report_an_unreachable_pool():
 
     from nodemanager.model import Worker
     from nodemanager.scheduler.port import DrainRefused, DrainSchedule
-    from nodemanager.settings import SchedulerSettings
+    from nodemanager.configuration.settings import SchedulerSettings
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

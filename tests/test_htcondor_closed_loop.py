@@ -14,12 +14,12 @@ import time
 import policy_matrix
 import pytest
 
-from nodemanager.actuate import Actuator
-from nodemanager.controller import Controller
+from nodemanager.cycle.actuate import Actuator
+from nodemanager.cycle.controller import Controller
 from nodemanager.model import Size
 from nodemanager.scheduler.htcondor import HTCondorScheduler
 from nodemanager.scheduler.htcondor_bindings import Htcondor2Bindings
-from nodemanager.settings import CoreSettings, Settings
+from nodemanager.configuration.settings import CoreSettings, Settings
 from tests.fixtures.condor_contract import real_pool  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.htcondor, pytest.mark.ec2, pytest.mark.slow]

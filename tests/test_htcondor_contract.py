@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodemanager.controller_inputs import build_in_flight
+from nodemanager.cycle.controller_inputs import build_in_flight
 from nodemanager.model import CloudNode
 from nodemanager.scheduler.htcondor_drain import drain_check_expression
 from nodemanager.scheduler.port import DrainRefused, DrainSchedule

@@ -1,4 +1,4 @@
-"""The drain transaction (seed 000 "Race Conditions") through the adapter and the simulated startds."""
+"""The drain transaction (HTCondor's draining design, "Race Conditions") through the adapter and the simulated startds."""
 
 from __future__ import annotations
 

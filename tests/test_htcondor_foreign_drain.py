@@ -1,5 +1,5 @@
-"""A startd someone else drains (``condor_drain -reason "admin: ..."``) is never touched (issue 12
-item 1): the real Controller and Actuator over the simulated world, whose scheduler is the real
+"""A startd someone else drains (``condor_drain -reason "admin: ..."``) is never touched: the
+real Controller and Actuator over the simulated world, whose scheduler is the real
 HTCondor adapter over the simulated startds (nodemanager/sim/startd.py)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import logging
 
 from nodemanager.sim.startd import Job
 from nodemanager.console import render_html
-from nodemanager.status_document import StatusView, status_document
+from nodemanager.console.status_document import StatusView, status_document
 from tests.fixtures.daemon import sim_settings
 from tests.test_controller import Loop
 

@@ -1,4 +1,4 @@
-"""HTCondor demand with real matchmaking (issue 14 item 2): idle jobs from the simulated schedd,
+"""HTCondor demand with real matchmaking: idle jobs from the simulated schedd,
 matched with classad2 against each size's offline machine ad, through the production adapter."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from nodemanager.scheduler.demand_match import match_demand, signature_of
 from nodemanager.scheduler.htcondor import HTCondorScheduler
 from nodemanager.scheduler.htcondor_bindings import Htcondor2Bindings
 from nodemanager.scheduler.htcondor_match import HTCondorMatcher, size_ad
-from nodemanager.settings import SchedulerSettings
+from nodemanager.configuration.settings import SchedulerSettings
 
 # What condor_submit writes for a job (submit_utils.cpp), before the user's own clause.
 SUBMIT = ('(TARGET.Arch == "X86_64") && (TARGET.OpSys == "LINUX") && (TARGET.Disk >= RequestDisk)'
@@ -246,10 +246,10 @@ def test_jobs_no_size_can_run_are_reported_per_signature_and_never_booted_for(co
     from prometheus_client import generate_latest
 
     from nodemanager.core import plan
-    from nodemanager.decision_log import DecisionLog
-    from nodemanager.metrics import Metrics
+    from nodemanager.console.decision_log import DecisionLog
+    from nodemanager.console.metrics import Metrics
     from nodemanager.model import CycleReport
-    from nodemanager.status_document import StatusView, status_document
+    from nodemanager.console.status_document import StatusView, status_document
     from tests.core_world import settings, snap
 
     windows = requirements('OpSys == "WINDOWS"')

@@ -8,12 +8,12 @@ from dataclasses import replace
 
 import policy_matrix
 
-from nodemanager.config import loads
-from nodemanager.controller import Controller
+from nodemanager.configuration.config import loads
+from nodemanager.cycle.controller import Controller
 from nodemanager.core import plan
 from nodemanager.model import CloudNode, Worker
 from nodemanager.scheduler import SchedulerPoll, classified
-from nodemanager.settings import Settings
+from nodemanager.configuration.settings import Settings
 from nodemanager.sim import baselines as B
 from nodemanager.sim.figures import lower_bounds
 from nodemanager.sim.replay import replay

@@ -14,12 +14,12 @@ import time
 import policy_matrix
 import pytest
 
-from nodemanager.actuate import Actuator
-from nodemanager.controller import Controller
+from nodemanager.cycle.actuate import Actuator
+from nodemanager.cycle.controller import Controller
 from nodemanager.model import Size
 from nodemanager.scheduler.slurm import DESTROYED_REASON, SlurmScheduler
 from nodemanager.scheduler.slurm_json import drain_reason
-from nodemanager.settings import CoreSettings, SchedulerSettings, Settings
+from nodemanager.configuration.settings import CoreSettings, SchedulerSettings, Settings
 from tests.fixtures.daemon import Time
 
 pytestmark = [pytest.mark.slurm, pytest.mark.ec2]

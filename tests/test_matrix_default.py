@@ -1,4 +1,4 @@
-"""The shipped default matrix reproduces seed 004's 48-entry table, entry for entry."""
+"""The shipped default matrix reproduces the Arvados policy matrix's 48-entry table, entry for entry."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def test_show_json_equals_seed_table(seed_table, capsys):
     shown = {(r["worker_state"], r["window"], r["boot_grace"], r["idle_grace"]): r["action"] for r in rows}
     # the seed's 48 tuples, entry for entry; states added since (e.g. underused) come on top
     assert {t: a for t, a in shown.items() if t in seed_table} == seed_table
-    # states added after the seed (issue 15: a spot VM with a reclaim notice) are drained
+    # states added after the seed (a spot VM with a reclaim notice) are drained
     assert {r["action"] for r in rows if r["worker_state"] == "reclaimed"} == {"START_DRAIN"}
 
 

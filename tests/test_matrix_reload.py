@@ -1,6 +1,6 @@
 """The running daemon notices an edited matrix file by itself (no SIGHUP): a good one is swapped in
 after the next cycle, a bad one keeps the last good matrix with every error logged and shown, and
-an unchanged file is not re-read (issue 12 item 11)."""
+an unchanged file is not re-read."""
 
 import logging
 import os

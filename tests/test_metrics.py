@@ -9,7 +9,7 @@ from prometheus_client import REGISTRY, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from nodemanager.cloud.port import ErrorKind
-from nodemanager.metrics import Metrics, frozen_reason
+from nodemanager.console.metrics import Metrics, frozen_reason
 from nodemanager.model import CloudNode, CycleReport, Freeze, Outcome, Plan, Size, Snapshot, Worker
 from nodemanager.scheduler.draining_stats import DrainingStats
 from tests.fixtures.observability import SIZES, T0, Clock, sample_report
@@ -287,7 +287,7 @@ def test_frozen_state_and_why(metrics: Metrics, frozen: str | None, frozen_by: F
 
 
 def test_why_not_counts_each_binding_reason_with_a_bounded_label(metrics: Metrics) -> None:
-    from nodemanager.whynot import DEMAND_REASONS, NODE_REASONS
+    from nodemanager.console.whynot import DEMAND_REASONS, NODE_REASONS
     metrics.observe(sample_report())
     assert value(metrics, "nodemanager_why_not", subject="node", reason="min_nodes") == 1
     assert value(metrics, "nodemanager_why_not", subject="node", reason="held") == 1
@@ -381,7 +381,7 @@ def test_labels_from_queue_and_scheduler_data_stay_bounded_in_a_real_scrape(stat
 
     from nodemanager.core import plan
     from nodemanager.model import Demand
-    from nodemanager.status_document import StatusView
+    from nodemanager.console.status_document import StatusView
     from tests.core_world import settings, snap
 
     demand = [Demand(cpus=1, ram_mb=1000, count=1 + (i == 7) * 50, sizes=frozenset(),

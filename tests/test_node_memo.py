@@ -370,9 +370,9 @@ def test_the_changing_world_reuses_facts_and_explanations():
 
 
 def test_the_controller_keeps_a_memo_across_cycles_and_a_matrix_reload_reaches_the_plan():
-    from nodemanager.controller import Controller
+    from nodemanager.cycle.controller import Controller
     from nodemanager.scheduler.port import SchedulerPoll
-    from nodemanager.settings import Settings
+    from nodemanager.configuration.settings import Settings
 
     clock = [NOW]
     ctl = Controller(Settings(), MATRIX, None, clock=lambda: clock[0], dry_run=True)

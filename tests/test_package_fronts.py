@@ -1,4 +1,6 @@
-"""The package fronts: what importing ``nodemanager.core``, ``.cloud`` and ``.scheduler`` loads.
+"""The package fronts: what importing ``nodemanager.core``, ``.cloud``, ``.scheduler`` and the
+folders of the package root (``.cycle``, ``.console``, ``.configuration``, ``.classad``, ``.model``)
+loads, and that every name a front lists resolves.
 
 Each import runs in a fresh interpreter, so modules other tests loaded do not hide a leak.
 """
@@ -12,8 +14,8 @@ import sys
 import pytest
 
 # Anything with I/O, threads or heavy libraries: the pure core must load none of it.
-NOT_IN_CORE = ("nodemanager.cloud", "nodemanager.scheduler", "nodemanager.config",
-               "nodemanager.metrics", "nodemanager.actors", "policy_matrix.source",
+NOT_IN_CORE = ("nodemanager.cloud", "nodemanager.scheduler", "nodemanager.configuration.config",
+               "nodemanager.console.metrics", "nodemanager.actors", "policy_matrix.source",
                "libcloud", "htcondor2", "classad2", "pykka", "prometheus_client")
 
 
@@ -40,8 +42,17 @@ def test_a_front_loads_its_adapters_only_on_first_use(front: str, heavy: tuple[s
     assert [m for m in loaded_after(f"import {front}") if m.startswith(heavy)] == []
 
 
+FOLDERS = ["nodemanager.cycle", "nodemanager.console", "nodemanager.configuration", "nodemanager.classad"]
+
+
+@pytest.mark.parametrize("front", FOLDERS)
+def test_a_folder_front_loads_its_modules_only_on_first_use(front: str) -> None:
+    # any part of the tree may import one module of a folder without pulling in the rest
+    assert [m for m in loaded_after(f"import {front}") if m.startswith(front + ".")] == []
+
+
 @pytest.mark.parametrize("front", ["nodemanager.core", "nodemanager.cloud", "nodemanager.scheduler",
-                                   "policy_matrix"])
+                                   "nodemanager.model", "policy_matrix", *FOLDERS])
 def test_every_name_a_front_lists_resolves(front: str) -> None:
     code = (f"import {front} as m\n"
             "missing = [n for n in m.__all__ if getattr(m, n, None) is None]\n"

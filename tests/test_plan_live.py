@@ -18,7 +18,7 @@ import requests
 from nodemanager.cli import main
 from nodemanager.model import ItemKind
 from nodemanager.snapshot import loads
-from nodemanager.status_document import StatusView
+from nodemanager.console.status_document import StatusView
 from tests.test_daemon import REPO, daemons, write_config  # noqa: F401 (daemons: a fixture)
 
 TOKEN = "s3cret-token"

@@ -5,11 +5,11 @@ import gc
 
 import policy_matrix
 
-from nodemanager.controller import Controller
+from nodemanager.cycle.controller import Controller
 from nodemanager.core import plan
-from nodemanager.decision_log import DecisionLog
+from nodemanager.console.decision_log import DecisionLog
 from nodemanager.scheduler.port import SchedulerPoll
-from nodemanager.settings import Settings
+from nodemanager.configuration.settings import Settings
 from tests.core_world import NOW, pool, settings, snap
 
 MATRIX = policy_matrix.load_default()

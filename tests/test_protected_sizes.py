@@ -1,4 +1,4 @@
-"""Protected mode (issue 14 item 5): a size whose VMs fail to join N times in a row is not booted
+"""Protected mode: a size whose VMs fail to join N times in a row is not booted
 for a back-off that grows, reset by a join; the snapshot, the status page and the metric say so."""
 
 import dataclasses
@@ -7,7 +7,7 @@ import logging
 from prometheus_client import generate_latest
 
 from nodemanager.core.protected import BootRecord, observe_boots, protected_sizes
-from nodemanager.metrics import Metrics
+from nodemanager.console.metrics import Metrics
 from nodemanager.model import NodeExplanation, StateTuple
 from policy_matrix.vocabulary import Action
 from tests.fixtures.daemon import sim_settings

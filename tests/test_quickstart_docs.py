@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from nodemanager import config
+from nodemanager.configuration import config
 from tests.conftest import REPO
 
 SITE = {"<your-region>": "eu-west-1", "<access-key-id>": "AKIDEXAMPLE",

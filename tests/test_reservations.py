@@ -1,5 +1,5 @@
 """Boot reservations: the pure settling rule (core.reservations), the journal file
-(nodemanager.journal) and the actuator that writes it before every create and reads it on start."""
+(nodemanager.cycle.journal) and the actuator that writes it before every create and reads it on start."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from dataclasses import replace
 
 import pytest
 
-from nodemanager.actuate import BOOT_LISTING_TIMEOUT, Actuator, Task
+from nodemanager.cycle.actuate import BOOT_LISTING_TIMEOUT, Actuator, Task
 from nodemanager.cloud.port import TAG_REQUEST
 from nodemanager.core.reservations import Reservation, from_line, settle, to_line
-from nodemanager.journal import ReservationJournal, journal_path
+from nodemanager.cycle.journal import ReservationJournal, journal_path
 from nodemanager.model import BootRequest, CloudNode, frozen_map
-from nodemanager.settings import CloudSettings, ManageSettings
+from nodemanager.configuration.settings import CloudSettings, ManageSettings
 from nodemanager.sim.cloud import SimCloud
 from tests.fixtures.daemon import SIZES
 
@@ -72,7 +72,7 @@ def test_the_journal_survives_a_torn_last_line_and_compacts(tmp_path, caplog):
 
 def test_a_journal_only_for_a_cloud_that_outlives_the_process():
     def settings(driver, state_dir="/var/lib/nm"):
-        from nodemanager.settings import Settings
+        from nodemanager.configuration.settings import Settings
         return Settings(cloud=CloudSettings(driver=driver, cluster="prod"), manage=ManageSettings(state_dir=state_dir))
     assert ReservationJournal.for_settings(settings("ec2")).path == "/var/lib/nm/prod.reservations"
     assert journal_path(settings("gce")) == "/var/lib/nm/prod.reservations"

@@ -202,10 +202,10 @@ def test_admin_token_is_compared_in_constant_time_and_only_from_the_header(runni
     # constant-time: the status server compares with hmac.compare_digest (checked in-process)
     import hmac
 
-    from nodemanager.admin import AdminState
-    from nodemanager.settings import ManageSettings
-    from nodemanager.status import StatusServer
-    from nodemanager.status_document import StatusView
+    from nodemanager.console.admin import AdminState
+    from nodemanager.configuration.settings import ManageSettings
+    from nodemanager.console.status import StatusServer
+    from nodemanager.console.status_document import StatusView
     calls = []
     real = hmac.compare_digest
     monkeypatch.setattr(hmac, "compare_digest", lambda a, b: calls.append(1) or real(a, b))

@@ -9,7 +9,7 @@ import os
 import pathlib
 
 from nodemanager.cli import main
-from nodemanager.config import loads
+from nodemanager.configuration.config import loads
 from nodemanager.sim import baselines as B
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent

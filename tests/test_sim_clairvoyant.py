@@ -1,4 +1,4 @@
-"""The clairvoyant packing issue 18's cost target is measured against (benchmarks/cost_target.py):
+"""The clairvoyant packing the cost target is measured against (benchmarks/cost_target.py):
 node-hours worked out by hand on small traces."""
 
 import pytest

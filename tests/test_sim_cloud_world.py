@@ -4,8 +4,8 @@ from dataclasses import replace
 
 import pytest
 
-from nodemanager.config import ConfigError
-from nodemanager.settings import SchedulerSettings
+from nodemanager.configuration.config import ConfigError
+from nodemanager.configuration.settings import SchedulerSettings
 from nodemanager.sim.world import JobStream, SimWorld, world_options
 from tests.fixtures.daemon import Time, sim_settings
 

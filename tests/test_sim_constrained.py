@@ -1,4 +1,4 @@
-"""GPU and constrained jobs in the simulator (issue 14 item 7): the pool's startds advertise their
+"""GPU and constrained jobs in the simulator: the pool's startds advertise their
 GPUs and attributes and run GPU jobs only on GPU slots, HasDocker jobs only where it holds; its
 demand says which sizes can run them; a replay with --gpu-fraction / --constrained-fraction
 boots about what the jobs need and leaves no job waiting that some size could run."""

@@ -11,7 +11,7 @@ import pytest
 
 from nodemanager.actors.clock import ManualClock
 from nodemanager.cli import main
-from nodemanager.config import loads
+from nodemanager.configuration.config import loads
 from nodemanager.model import ItemKind, Size, Snapshot
 from nodemanager.sim import baselines as B
 from nodemanager.sim.baseline_layer import (Load, consolidation_candidate, karpenter,

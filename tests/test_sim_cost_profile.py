@@ -1,5 +1,5 @@
 """``nodemanager simulate --compare`` also runs ``nodemanager-cost``: the default policy under the
-cost profile (issue 18 item 8), in the table and in ``--json`` ``runs``."""
+cost profile, in the table and in ``--json`` ``runs``."""
 
 import json
 

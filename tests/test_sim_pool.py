@@ -6,7 +6,7 @@ import pytest
 
 from nodemanager.actors.clock import ManualClock
 from nodemanager.scheduler.htcondor_classify import classify_htcondor
-from nodemanager.metrics import Metrics
+from nodemanager.console.metrics import Metrics
 from nodemanager.model import CloudNode, Size
 from nodemanager.scheduler.port import DrainRefused, DrainSchedule, Scheduler
 from nodemanager.sim.pool import Job, SimPool

@@ -1,4 +1,4 @@
-"""The simulated pool's poll costs what changed (issue 18 item 9): it keeps its workers between
+"""The simulated pool's poll costs what changed: it keeps its workers between
 polls and sends an ad again only when its startd changed or ``update_interval`` passed, an ad
 sent again with no change is not parsed again, and the demand is grouped again only when the
 queue changed. Checked against a pool that parses every ad

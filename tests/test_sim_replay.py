@@ -155,12 +155,12 @@ def test_bad_matrix_is_reported_with_file_and_line(trace, tmp_path, capsys):
 def test_progress_counts_replays_and_ends_full(trace, processes):
     """The progress bar of `simulate` counts replays (moving with each one's job pieces) and ends
     full, whether the replays run here or in workers."""
-    from nodemanager.progress import Quiet
+    from nodemanager.sim.progress import Quiet
     from nodemanager.sim.baselines import SimParams, default_size, ours
     from nodemanager.sim.figures import lower_bounds
-    from nodemanager.sim.replay import run_many
+    from nodemanager.sim.replay_many import run_many
     from nodemanager.sim.swf import read_jobs
-    from nodemanager.settings import CoreSettings, Settings
+    from nodemanager.configuration.settings import CoreSettings, Settings
 
     jobs, _ = read_jobs(str(trace))
     policy = ours(Settings(core=CoreSettings(sizes=(default_size(4),))))

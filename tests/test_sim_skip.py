@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from nodemanager.config import loads
+from nodemanager.configuration.config import loads
 from nodemanager.sim import baselines as B
 from nodemanager.sim.figures import Figures, lower_bounds
 from nodemanager.sim.replay import replay
@@ -245,7 +245,7 @@ def test_no_cycle_runs_after_destroys_that_leave_nothing_to_do(monkeypatch):
     (nothing queued, nothing held back, a fifth node busy for hours) no cycle runs right after
     the last destroys, and the figures are those of running every cycle. With
     ``max_concurrent_drains = 1`` the destroys go one a cycle, each with the next drain."""
-    from nodemanager.controller import Controller
+    from nodemanager.cycle.controller import Controller
 
     jobs = [SwfJob(id=k, submit=1000.0, runtime=3600.0 * (3 if k == 4 else 1), cores=8, mem_mb=1024,
                    requested_time=0) for k in range(5)]

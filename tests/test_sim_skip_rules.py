@@ -1,4 +1,4 @@
-"""The replay's newer skip rules (issue 18 item 9), each against the real core or a replay with
+"""The replay's newer skip rules, each against the real core or a replay with
 every cycle run: consolidation's verdict told from the busy nodes' free cores alone
 (:func:`nodemanager.sim.skip_rules.no_spare`), a node's busy/idle change that the matrix leaves
 alone (:func:`nodemanager.sim.skip_rules.settles`), and a cycle that only destroyed nodes
@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 import policy_matrix
-from nodemanager.config import loads
+from nodemanager.configuration.config import loads
 from nodemanager.core import plan
 from nodemanager.sim import baselines as B
 from nodemanager.sim.replay import replay
@@ -104,7 +104,7 @@ def test_busy_and_idle_changes_skipped_change_no_figure(small_pool, rules):
 def test_busy_and_idle_changes_the_matrix_leaves_alone_run_no_cycle(small_pool, monkeypatch):
     """With the shipped matrix a node's turn from busy to idle (it wakes at its idle grace's end)
     or back runs no cycle: fewer than with the rule off, and the same figures."""
-    import nodemanager.sim.replay as R
+    import nodemanager.sim.replay_world as R
 
     jobs, bounds, s = small_pool
     on = replay(jobs, B.ours(s), B.SimParams(), bounds, record_series=False).figures

@@ -1,4 +1,4 @@
-"""The simulator's spot market (issue 15): a spot copy of the size at a price factor, reclaims
+"""The simulator's spot market: a spot copy of the size at a price factor, reclaims
 with a notice first that kill and requeue jobs as the cloud would, money and badput reported with
 kills split between the cloud's reclaims and our own decisions."""
 

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from nodemanager.config import loads
+from nodemanager.configuration.config import loads
 from nodemanager.sim import baselines as B
 from nodemanager.sim.figures import lower_bounds
 from nodemanager.sim.replay import replay

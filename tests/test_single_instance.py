@@ -1,5 +1,5 @@
 """One instance only: a second `nodemanager run` for the same cluster, or one whose status port is
-taken, stops before any cloud or scheduler call with one line saying why (issue 12 item 2)."""
+taken, stops before any cloud or scheduler call with one line saying why."""
 
 import os
 import signal
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from nodemanager.lock import InstanceLock, InstanceRunning, LockError, lock_path
+from nodemanager.cycle.lock import InstanceLock, InstanceRunning, LockError, lock_path
 from tests.fixtures.moto import EC2_IMAGE
 from tests.test_daemon_cli import private_config, running, stops_cleanly
 

@@ -12,11 +12,11 @@ import time
 
 import pytest
 
-from nodemanager.metrics import Metrics
+from nodemanager.console.metrics import Metrics
 from nodemanager.scheduler.port import (Confirmation, DrainRefused, DrainSchedule, DrainTicket, Scheduler,
                                         SchedulerError)
 from nodemanager.scheduler.slurm import DESTROYED_REASON, SlurmOptions, SlurmScheduler
-from nodemanager.settings import SchedulerSettings
+from nodemanager.configuration.settings import SchedulerSettings
 
 pytestmark = pytest.mark.slurm
 
@@ -314,14 +314,14 @@ def test_options_are_checked_with_the_option_named():
 
 
 def test_bad_option_from_the_config_is_a_config_error_naming_file_and_option():
-    from nodemanager.config import ConfigError
+    from nodemanager.configuration.config import ConfigError
 
     with pytest.raises(ConfigError, match=r"^nm.ini: \[Scheduler\] timeout: expected a duration"):
         SlurmScheduler.from_settings(SchedulerSettings("slurm", {"timeout": "-3"}), source="nm.ini")
 
 
 def test_every_documented_option_is_one_the_config_accepts():
-    from nodemanager.config import SCHEDULER_OPTIONS
+    from nodemanager.configuration.config import SCHEDULER_OPTIONS
 
     SlurmOptions.from_mapping({k: "" if k != "timeout" else "5" for k in SCHEDULER_OPTIONS["slurm"]})
 
@@ -357,7 +357,7 @@ def test_killed_slurmd_goes_down_and_is_classified_down(slurm, sched):
     assert worker(sched, "node6").drain_reason == DESTROYED_REASON
 
 
-# -- hostile and large replies (issue 12 items 3 and 8), from canned sinfo/squeue commands ---------
+# -- hostile and large replies from canned sinfo/squeue commands ---------
 
 def _canned(tmp_path, sinfo: str, squeue: str) -> str:
     """A bin_dir whose sinfo and squeue print these replies (the adapter runs them as the real ones)."""

@@ -1,5 +1,5 @@
 """The SLURM adapter classifies a ``sinfo --json`` record from its JSON state and flags directly:
-the same verdict the seed 004 table gives the ``sinfo %t`` text, and whose drain it is."""
+the same verdict the Arvados policy matrix page gives the ``sinfo %t`` text, and whose drain it is."""
 
 from __future__ import annotations
 

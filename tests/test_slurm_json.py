@@ -150,7 +150,7 @@ def test_newer_slurm_state_lists_and_number_objects_are_understood():
     assert (node.state, node.last_busy, node.alloc_cpus) == ("drng", 1234.0, 0)
 
 
-# -- hostile values (issue 12 item 3): a bad job is no demand, a bad node field is not used --------
+# -- hostile values: a bad job is no demand, a bad node field is not used --------
 
 HOSTILE = ["Infinity", "-Infinity", "NaN", "1e400", "1" + "0" * 400, "-4", "true", '"4"', "[1]",
            '{"set": true, "infinite": false, "number": 1e400}', str(2**40)]

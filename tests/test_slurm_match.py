@@ -1,4 +1,4 @@
-"""SLURM pending jobs mapped to sizes (issue 14 item 3): constraints, GRES, partitions,
+"""SLURM pending jobs mapped to sizes: constraints, GRES, partitions,
 --exclusive; the last tests run against a real slurmctld with node features and a GPU slurmd."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from nodemanager.model import Demand, Size
 from nodemanager.scheduler.slurm import SlurmOptions, SlurmScheduler
 from nodemanager.scheduler.slurm_demand import demand_from_jobs
 from nodemanager.scheduler.slurm_json import parse_jobs
-from nodemanager.scheduler.slurm_match import constraint_holds, gres_per_node, parse_constraint, parse_gres
+from nodemanager.scheduler.slurm_gres import gres_per_node, parse_gres
+from nodemanager.scheduler.slurm_match import constraint_holds, parse_constraint
 from tests.fixtures.slurm import SlurmCluster, started
 
 SIZES = (

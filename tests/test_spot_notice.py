@@ -1,4 +1,4 @@
-"""deploy/spot/spot-notice, the in-VM relay of a spot reclaim notice (issue 15), against a local
+"""deploy/spot/spot-notice, the in-VM relay of a spot reclaim notice, against a local
 HTTP server answering as each cloud's metadata service documents; its STARTD_CRON output is
 what the HTCondor adapter classifies as ``reclaimed``."""
 

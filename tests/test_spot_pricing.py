@@ -1,4 +1,4 @@
-"""Price-aware size choice (issue 15): a spot size's expected price counts the work a reclaim
+"""Price-aware size choice: a spot size's expected price counts the work a reclaim
 makes run again, so long jobs (by requested walltime) boot on-demand and short ones spot."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import policy_matrix
-from nodemanager.config import loads
+from nodemanager.configuration.config import loads
 from nodemanager.core import plan
 from nodemanager.core.pricing import expected_price
 from nodemanager.model import Size

@@ -1,4 +1,4 @@
-"""Spot reclaim notices as an input (issue 15): a node with a notice is drained within the cycle
+"""Spot reclaim notices as an input: a node with a notice is drained within the cycle
 that sees it, its capacity no longer counts (demand and min_nodes boot a replacement), and the
 status page shows the notice and its deadline."""
 
@@ -9,7 +9,7 @@ from nodemanager.console import render_html
 from nodemanager.core import plan
 from nodemanager.model import CycleReport, ItemKind, Worker
 from nodemanager.scheduler import classified
-from nodemanager.status_document import StatusView, status_document
+from nodemanager.console.status_document import StatusView, status_document
 from tests.core_world import NOW, Demand, InFlight, node, settings, snap, worker
 
 MATRIX = policy_matrix.load_default()
@@ -101,7 +101,7 @@ def test_the_status_page_shows_the_notice_and_its_deadline():
 
 def test_a_snapshot_file_carries_the_listing_notice_and_the_walltime():
     """``nodemanager plan --snapshot`` sees what the daemon saw: a notice from the cloud listing
-    and the jobs' walltime (issue 15) survive the snapshot JSON."""
+    and the jobs' walltime survive the snapshot JSON."""
     from nodemanager import snapshot as sj
     s = snap([node("spot-1", reclaim_at=DEADLINE)], [worker("spot-1", "idle", idle_for=10)],
              [Demand(cpus=1, count=2, walltime=7200.0)])

@@ -1,4 +1,4 @@
-"""The simulated startd follows seed 000 and the draining notes §5.3: states, ids, refusals, estimates."""
+"""The simulated startd follows HTCondor's draining design: states, ids, refusals, estimates."""
 
 from __future__ import annotations
 

@@ -9,13 +9,13 @@ import socket
 import pytest
 import requests
 
-from nodemanager.admin import AdminState
-from nodemanager.metrics import Metrics
+from nodemanager.console.admin import AdminState
+from nodemanager.console.metrics import Metrics
 from nodemanager.model import Outcome
-from nodemanager.settings import CloudSettings, ManageSettings, Settings
+from nodemanager.configuration.settings import CloudSettings, ManageSettings, Settings
 from nodemanager.console import render_html
-from nodemanager.status import StatusServer, settings_secrets
-from nodemanager.status_document import StatusView, status_document, when_text
+from nodemanager.console.status import StatusServer, settings_secrets
+from nodemanager.console.status_document import StatusView, status_document, when_text
 from tests.fixtures.observability import SIZES, T0, Clock, sample_report
 
 

@@ -108,10 +108,10 @@ def test_a_node_history_opens_in_local_time_and_says_why_not(status_server, tmp_
 
 
 def test_a_refresh_updates_in_place_and_keeps_the_readers_place(tmp_path) -> None:
-    from nodemanager.admin import AdminState
-    from nodemanager.settings import ManageSettings
-    from nodemanager.status import StatusServer
-    from nodemanager.status_document import StatusView
+    from nodemanager.console.admin import AdminState
+    from nodemanager.configuration.settings import ManageSettings
+    from nodemanager.console.status import StatusServer
+    from nodemanager.console.status_document import StatusView
 
     history = sample_history()
     first = StatusView(report=sample_report(), last_cycle_at=T0, core=CORE, history=history)

@@ -15,12 +15,12 @@ from typing import Iterator
 import pytest
 import requests
 
-from nodemanager.config import ConfigError, load
-from nodemanager.http_server import (CROWDED_IDLE, IDLE_TIMEOUT, REQUEST_TIMEOUT, BindError,
+from nodemanager.configuration.config import ConfigError, load
+from nodemanager.console.http_server import (CROWDED_IDLE, IDLE_TIMEOUT, REQUEST_TIMEOUT, BindError,
                                       HttpServer, host_allowed)
-from nodemanager.settings import ManageSettings
-from nodemanager.status import StatusServer
-from nodemanager.status_document import StatusView
+from nodemanager.configuration.settings import ManageSettings
+from nodemanager.console.status import StatusServer
+from nodemanager.console.status_document import StatusView
 from tests.fixtures.observability import Clock, sample_report
 
 TOKEN = "s3cret-token"  # the status_server fixture's

@@ -9,15 +9,15 @@ import re
 import policy_matrix
 import requests
 
-from nodemanager.actuate import Actuator
-from nodemanager.admin import AdminState
-from nodemanager.controller import Controller
-from nodemanager.metrics import Metrics
-from nodemanager.settings import ManageSettings
+from nodemanager.cycle.actuate import Actuator
+from nodemanager.console.admin import AdminState
+from nodemanager.cycle.controller import Controller
+from nodemanager.console.metrics import Metrics
+from nodemanager.configuration.settings import ManageSettings
 from nodemanager.sim.world import SimWorld
 from nodemanager.console import render_html
-from nodemanager.status import StatusServer
-from nodemanager.status_document import StatusView, status_document
+from nodemanager.console.status import StatusServer
+from nodemanager.console.status_document import StatusView, status_document
 from tests.fixtures.daemon import Time, sim_settings
 
 

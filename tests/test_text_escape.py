@@ -11,10 +11,10 @@ import logging
 import policy_matrix
 import pytest
 
-from nodemanager.actuate import Actuator
+from nodemanager.cycle.actuate import Actuator
 from nodemanager.cli import main
 from nodemanager.commands.run import setup_logging
-from nodemanager.controller import Controller
+from nodemanager.cycle.controller import Controller
 from nodemanager.sim.world import SimWorld
 from nodemanager.text import printable
 from tests.fixtures.daemon import Time, sim_settings

@@ -117,7 +117,7 @@ def test_an_added_state_like_idle_counts_its_idle_grace(tmp_path, monkeypatch):
 
 
 def test_a_site_matrix_older_than_an_added_state_still_loads_and_acts_as_the_default_does(tmp_path):
-    """A site matrix written for seed 004's words, with no rule for the states added since
+    """A site matrix written for the Arvados policy matrix's words, with no rule for the states added since
     (``underused``, ``expired``: like busy; ``reclaimed``: like down), loads under the shipped
     vocabulary and takes those states' rules from the default matrix: underused and expired
     nodes are left alone, a reclaimed one is drained."""

@@ -8,7 +8,7 @@ import pytest
 
 from nodemanager.core import plan
 from nodemanager.model import CycleReport
-from nodemanager.whynot import DEMAND_REASONS, NODE_REASONS
+from nodemanager.console.whynot import DEMAND_REASONS, NODE_REASONS
 from tests.core_world import Demand, node, pool, settings, snap
 from tests.fixtures.observability import sample_report
 

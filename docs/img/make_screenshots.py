@@ -13,9 +13,9 @@ import tempfile
 REPO = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from nodemanager.settings import ManageSettings  # noqa: E402
-from nodemanager.status import StatusServer  # noqa: E402
-from nodemanager.status_document import StatusView  # noqa: E402
+from nodemanager.configuration.settings import ManageSettings  # noqa: E402
+from nodemanager.console.status import StatusServer  # noqa: E402
+from nodemanager.console.status_document import StatusView  # noqa: E402
 from tests.fixtures.observability import CORE, T0, sample_history, sample_report  # noqa: E402
 
 SHOTS = {  # file: (URL fragment, window size, crop box or None)

@@ -17,8 +17,8 @@ import logging
 from typing import Any, Callable
 
 from nodemanager.actors.system import ActorSystem, BaseActor, is_fatal
-from nodemanager.actuate import Actuator, Task
-from nodemanager.controller import Controller
+from nodemanager.cycle.actuate import Actuator, Task
+from nodemanager.cycle.controller import Controller
 from nodemanager.model import BootRequest, CycleReport, Outcome
 
 __all__ = ["PollerActor", "ControllerActor", "ActuatorActor", "CLOUD_POLLER", "SCHEDULER_POLLER",

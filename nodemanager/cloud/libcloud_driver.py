@@ -3,8 +3,9 @@
 The provider is chosen by name through libcloud's ``get_driver``: ``ec2``, ``gce``, ``azure_arm``,
 ``openstack`` or ``dummy`` (libcloud's in-process ``DummyNodeDriver``, for the embedded default).
 ``[Cloud]`` options (``CloudSettings.driver_args``) are the libcloud constructor's keyword
-arguments; ``[Cloud Create]`` options (``CloudSettings.create_args``) are translated per provider
-(see :data:`CREATE_OPTIONS`). Credentials never appear in logs, ``repr`` or error messages.
+arguments; ``[Cloud Create]`` options (``CloudSettings.create_args``) are translated per provider.
+Everything that sets one provider apart is a row of
+:data:`~nodemanager.cloud.providers.PROVIDER_TABLE`; this module has no per-provider branch. Credentials never appear in logs, ``repr`` or error messages.
 
 What the adapter does, and what it leaves to the daemon:
 
@@ -47,243 +48,34 @@ from __future__ import annotations
 
 import datetime as _dt
 import email.utils
-import inspect
 import logging
-import re
 import threading
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence
 
-from libcloud.compute.base import Node, NodeImage, NodeLocation, NodeSize
+from libcloud.compute.base import Node, NodeLocation, NodeSize
 from libcloud.compute.providers import get_driver
 from libcloud.compute.types import NodeState
 
 from nodemanager.cloud.ec2compat import tolerant_ec2_driver
 from nodemanager.cloud.errors import classify
+from nodemanager.cloud.libcloud_options import (SECRET_WORDS, USER_DATA_KWARGS, CloudOptions,
+                                                check_driver_args, node_tags, parse_options, to_epoch)
 from nodemanager.cloud.markets import market_create_kwargs
 from nodemanager.cloud.permissions import Permission, ec2_dry_run
-from nodemanager.cloud.port import (PROVIDERS, TAG_CLUSTER, TAG_DRAIN, TAG_REQUEST, TAG_SIZE,
-                                    CloudError, ErrorKind, image_required)
+from nodemanager.cloud.port import TAG_CLUSTER, TAG_DRAIN, TAG_REQUEST, TAG_SIZE, CloudError, ErrorKind
 from nodemanager.cloud.ratelimit import TokenBucket
-from nodemanager.config import parse_bool
+from nodemanager.configuration.settings import CloudSettings
 from nodemanager.core import date_skew
 from nodemanager.core.identity import client_token
 from nodemanager.tags import TAG_DEPLOYMENT
 from nodemanager.model import CloudNode, Size, frozen_map
-from nodemanager.settings import CloudSettings
 
-__all__ = ["LibcloudCloud", "PROVIDERS", "CREATE_OPTIONS", "USER_DATA_PLACEHOLDERS", "node_tags"]
+__all__ = ["LibcloudCloud"]
 
 log = logging.getLogger(__name__)
-
-_SECRET_WORDS = re.compile(r"key|secret|password|token|credential|creds", re.IGNORECASE)
-_DEFAULT_TIMEOUT = 60.0  # seconds; libcloud's default is no timeout, which would hang an actor
-
-
-def _text(value: str) -> str:
-    return value
-
-
-def _list(value: str) -> list[str]:
-    return [v for v in re.split(r"[,\s]+", value) if v]
-
-
-_DRIVER_ARG_TYPES: Mapping[str, Callable[[str], Any]] = {
-    "port": int, "secure": parse_bool, "timeout": float, "retry_delay": float, "backoff": float,
-}
-
-# [Cloud Create] option -> (libcloud create_node keyword, converter), per provider. ``image`` and
-# ``location`` are handled for every provider.
-CREATE_OPTIONS: Mapping[str, Mapping[str, tuple[str, Callable[[str], Any]]]] = {
-    "ec2": {
-        "key_name": ("ex_keyname", _text),
-        "subnet": ("ex_subnet", _text),
-        "security_groups": ("ex_security_groups", _list),
-        "security_group_ids": ("ex_security_group_ids", _list),
-        "user_data": ("ex_userdata", _text),
-        "iam_profile": ("ex_iamprofile", _text),
-        "placement_group": ("ex_placement_group", _text),
-        "spot": ("ex_spot", parse_bool),
-        "spot_max_price": ("ex_spot_max_price", float),
-        "ebs_optimized": ("ex_ebs_optimized", parse_bool),
-        "assign_public_ip": ("ex_assign_public_ip", parse_bool),
-    },
-    "gce": {
-        "network": ("ex_network", _text),
-        "subnet": ("ex_subnetwork", _text),
-        "preemptible": ("ex_preemptible", parse_bool),
-        "disk_size": ("ex_disk_size", int),
-        "service_account": ("ex_service_accounts", lambda v: [{"email": v, "scopes": ["cloud-platform"]}]),
-    },
-    "azure_arm": {
-        "resource_group": ("ex_resource_group", _text),
-        "storage_account": ("ex_storage_account", _text),
-        "blob_container": ("ex_blob_container", _text),
-        "network": ("ex_network", _text),
-        "subnet": ("ex_subnet", _text),
-        "user_name": ("ex_user_name", _text),
-        "user_data": ("ex_customdata", _text),
-        "ssh_key": ("auth", _text),
-        "use_managed_disks": ("ex_use_managed_disks", parse_bool),
-    },
-    "openstack": {
-        "key_name": ("ex_keyname", _text),
-        "user_data": ("ex_userdata", _text),
-        "availability_zone": ("ex_availability_zone", _text),
-        "security_groups": ("ex_security_groups", _list),
-        "networks": ("networks", _list),
-    },
-    "dummy": {},
-}
-
-# The create_node keywords that carry a boot script, and the placeholders filled in per node.
-_USER_DATA_KWARGS = ("ex_userdata", "ex_customdata")
-USER_DATA_PLACEHOLDERS = ("@NODE_NAME@", "@SIZE@", "@CLUSTER@")
-_USER_DATA_MAX = 16384  # bytes: EC2's limit for user data, the smallest of the clouds'
-
-# The create_node keyword that carries our tags, per provider (dummy: kept in node.extra).
-_TAGS_KWARG = {"ec2": "ex_metadata", "gce": "ex_metadata", "azure_arm": "ex_tags",
-               "openstack": "ex_metadata", "dummy": None}
-
-
-def node_tags(node: Node) -> dict[str, str]:
-    """A libcloud node's tags: ``extra['tags']`` (EC2, Azure, dummy) or metadata (GCE, OpenStack)."""
-    extra = node.extra or {}
-    tags: dict[str, str] = {}
-    meta = extra.get("metadata")
-    if isinstance(meta, Mapping):
-        items = meta.get("items")
-        if isinstance(items, list):  # GCE: {"items": [{"key": k, "value": v}], "fingerprint": ...}
-            tags.update({str(i.get("key")): str(i.get("value", "")) for i in items if isinstance(i, Mapping)})
-        else:
-            tags.update({str(k): str(v) for k, v in meta.items() if k != "fingerprint"})
-    raw = extra.get("tags")
-    if isinstance(raw, Mapping):
-        tags.update({str(k): str(v) for k, v in raw.items()})
-    return tags
-
-
-def _to_epoch(value: Any) -> float | None:
-    if isinstance(value, _dt.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=_dt.timezone.utc)
-        return value.timestamp()
-    if isinstance(value, str) and value:
-        try:
-            return _to_epoch(_dt.datetime.fromisoformat(value.replace("Z", "+00:00")))
-        except ValueError:
-            return None
-    return None
-
-
-@dataclass(frozen=True)
-class _Options:
-    provider: str
-    driver_kwargs: Mapping[str, Any]
-    image: str | None
-    location: str | None
-    create_kwargs: Mapping[str, Any]
-
-
-def _parse_options(settings: CloudSettings) -> _Options:
-    """Check and convert ``[Cloud]`` / ``[Cloud Create]`` options; ValueError names the option."""
-    provider = settings.driver
-    if provider not in PROVIDERS:
-        raise ValueError(f"[Cloud] driver: {provider!r} is not a libcloud driver this adapter supports "
-                         f"({', '.join(PROVIDERS)})")
-    kwargs: dict[str, Any] = {}
-    for name, value in settings.driver_args.items():
-        convert = _DRIVER_ARG_TYPES.get(name, _text)
-        try:
-            kwargs[name] = convert(value)
-        except ValueError as exc:
-            shown = "(hidden)" if _SECRET_WORDS.search(name) else repr(value)
-            raise ValueError(f"[Cloud] {name}: {shown} is not valid: {exc}") from None
-    if provider == "dummy":
-        kwargs.setdefault("creds", "0")
-    else:
-        kwargs.setdefault("timeout", _DEFAULT_TIMEOUT)
-    if provider == "ec2":
-        kwargs.setdefault("signature_version", "4")
-
-    known = CREATE_OPTIONS[provider]
-    create: dict[str, Any] = {}
-    image = location = None
-    for name, value in settings.create_args.items():
-        if name == "image":
-            image = value
-        elif name == "user_data_file" and "user_data" in known:
-            create[known["user_data"][0]] = _read_user_data(value)
-        elif name == "location":
-            location = value
-        elif name in known:
-            kw, convert = known[name]
-            try:
-                create[kw] = convert(value)
-            except ValueError as exc:
-                raise ValueError(f"[Cloud Create] {name}: {value!r} is not valid: {exc}") from None
-        else:
-            names = ", ".join(sorted(("image", "location", *known,
-                                      *(("user_data_file",) if "user_data" in known else ()))))
-            raise ValueError(f"[Cloud Create] {name}: not an option for driver {provider} "
-                             f"(known: {names})")
-    if provider == "azure_arm" and "ex_customdata" in create:
-        # libcloud 3.x base64-encodes it to bytes, which its JSON encoder then rejects
-        raise ValueError("[Cloud Create] user_data: libcloud's azure_arm driver cannot send custom "
-                         "data under Python 3; use a cloud-init image setting instead")
-    if image_required(provider) and not image:
-        raise ValueError(f"[Cloud Create] image: required for driver {provider}")
-    if provider == "ec2" and "ex_security_group_ids" in create and "ex_subnet" not in create:
-        raise ValueError("[Cloud Create] security_group_ids: needs subnet too (EC2 VPC launch)")
-    return _Options(provider, kwargs, image, location, create)
-
-
-def _read_user_data(path: str) -> str:
-    """The boot script in ``path`` (``[Cloud Create] user_data_file``); ValueError says why not."""
-    import os
-    import stat
-
-    where = f"[Cloud Create] user_data_file: {path}"
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not hang the start
-    except OSError as exc:
-        raise ValueError(f"{where}: {exc.strerror}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ValueError(f"{where}: not a regular file")
-        data = os.read(fd, _USER_DATA_MAX + 1)
-    finally:
-        os.close(fd)
-    if len(data) > _USER_DATA_MAX:
-        raise ValueError(f"{where}: over {_USER_DATA_MAX} bytes, EC2's limit for user data")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ValueError(f"{where}: not UTF-8 text") from None
-
-
-_CONNECTION_KWARGS = frozenset({"timeout", "retry_delay", "backoff", "proxy_url"})
-# Options a driver reads from **kwargs, which its signature does not show.
-_KWARGS_OPTIONS: Mapping[str, frozenset[str]] = {"azure_arm": frozenset({"cloud_environment"})}
-
-
-def _check_driver_args(provider: str, cls: type, kwargs: Mapping[str, Any]) -> None:
-    """libcloud drivers swallow unknown keyword arguments: name them before they are ignored."""
-    if provider == "dummy":
-        known = {"creds"}
-    else:
-        known = set(_CONNECTION_KWARGS | _KWARGS_OPTIONS.get(provider, frozenset()))
-        for klass in cls.__mro__:
-            init = klass.__dict__.get("__init__")
-            if init is not None:
-                known |= {n for n, p in inspect.signature(init).parameters.items()
-                          if n != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    for name in kwargs:
-        if name not in known:
-            raise ValueError(f"[Cloud] {name}: not an option of libcloud's {provider} driver "
-                             f"(known: {', '.join(sorted(known))})")
 
 
 _MUTATIONS = frozenset({"create_node", "destroy_node", "set_tags"})
@@ -300,15 +92,16 @@ class LibcloudCloud:
                  sleep: Callable[[float], None] = time.sleep,
                  wall_clock: Callable[[], float] = time.time, sizes: Sequence[Size] = ()) -> None:
         self._settings = settings
-        self._options = _parse_options(settings)
-        self._size_options: dict[tuple[tuple[str, str], ...], tuple[_Options, dict[str, str]]] = {}
+        self._options = parse_options(settings)
+        self._size_options: dict[tuple[tuple[str, str], ...], tuple[CloudOptions, dict[str, str]]] = {}
         for size in sizes:  # a size's bad image or boot script is an error before anything starts
             self._options_for(size)
-        self.provider = self._options.provider
+        self._provider = self._options.provider
+        self.provider = self._provider.name
         self.cluster = settings.cluster
         self._static_tags = dict(settings.tags)
         self._secrets = tuple(str(v) for k, v in settings.driver_args.items()
-                              if _SECRET_WORDS.search(k) and len(str(v)) >= 4)
+                              if SECRET_WORDS.search(k) and len(str(v)) >= 4)
         self._bucket = TokenBucket(settings.calls_per_second, clock=clock, sleep=sleep)
         # [HA]: raises to stop a create, destroy or tag write right before it is sent
         self.send_gate: Callable[[str], None] | None = None
@@ -317,9 +110,9 @@ class LibcloudCloud:
         self._raw: dict[str, Node] = {}
         self._first_seen: dict[str, float] = {}
         cls = get_driver(self.provider)
-        if self.provider == "ec2":
+        if self._provider.tolerant_driver:
             cls = tolerant_ec2_driver(cls)  # type: ignore[arg-type]  # mypy takes a class for unhashable (NodeDriver.__hash__); classes hash by identity
-        _check_driver_args(self.provider, cls, self._options.driver_kwargs)
+        check_driver_args(self._provider, cls, self._options.driver_kwargs)
         self._driver_cls = cls
         self._driver_obj: Any = None
         self.clock_skew: float | None = None
@@ -385,7 +178,7 @@ class LibcloudCloud:
 
     def list_nodes(self) -> list[CloudNode]:
         """This cluster's nodes, including terminated/terminating ones (with that state)."""
-        if self.provider == "ec2":
+        if self._provider.paged_listing:
             raw, token = [], None
             while True:  # one rate-limited call per page
                 page, token = self._call("list_nodes", self._driver.ex_list_nodes_page,
@@ -394,9 +187,7 @@ class LibcloudCloud:
                 if not token:
                     break
         else:
-            # GCE lists only [Cloud] datacenter's zone unless told "all"; [Create] location may differ
-            raw = self._call("list_nodes", self._driver.list_nodes,
-                             **({"ex_zone": "all"} if self.provider == "gce" else {}))
+            raw = self._call("list_nodes", self._driver.list_nodes, **self._provider.list_kwargs)
         nodes, cache = [], {}
         for item in raw:
             tags = node_tags(item)
@@ -411,8 +202,8 @@ class LibcloudCloud:
 
     def _state(self, node: Node) -> str:
         status = (node.extra or {}).get("status")
-        if self.provider == "ec2" and isinstance(status, str) and status:
-            return status  # EC2's own words, e.g. shutting-down (libcloud says "unknown")
+        if self._provider.own_state_words and isinstance(status, str) and status:
+            return status  # the cloud's own words, e.g. EC2's shutting-down (libcloud: "unknown")
         state = node.state
         return str(state.value if isinstance(state, NodeState) else state or "unknown")
 
@@ -420,7 +211,7 @@ class LibcloudCloud:
         extra = node.extra or {}
         for value in (node.created_at, extra.get("launch_time"), extra.get("creationTimestamp"),
                       extra.get("created"), (extra.get("properties") or {}).get("timeCreated")):
-            epoch = _to_epoch(value)
+            epoch = to_epoch(value)
             if epoch is not None:
                 return epoch
         # Last resort for a driver that reports no launch time: when this process first saw it.
@@ -438,11 +229,11 @@ class LibcloudCloud:
             reclaim_at=self._preempted_at(node))
 
     def _preempted_at(self, node: Node) -> float | None:
-        """When this process first listed a preemptible GCE VM stopped (TERMINATED; libcloud says
+        """When this process first listed a preemptible VM stopped (GCE: TERMINATED; libcloud says
         stopped, and gives no stop time): the reclaim is over, but the VM and its disks stay (and
         bill) until destroyed. None for any other VM."""
         extra = node.extra or {}
-        if self.provider != "gce" or not (extra.get("scheduling") or {}).get("preemptible"):
+        if not self._provider.stopped_preemptible or not (extra.get("scheduling") or {}).get("preemptible"):
             return None
         if extra.get("status") != "TERMINATED":
             return None
@@ -450,7 +241,7 @@ class LibcloudCloud:
 
     # --- create --------------------------------------------------------------------------------
 
-    def _options_for(self, size: Size) -> tuple[_Options, dict[str, str]]:
+    def _options_for(self, size: Size) -> tuple[CloudOptions, dict[str, str]]:
         """The create options and extra tags of ``size``: ``[Cloud Create]`` with the size's own
         ``image``/``user_data``/``user_data_file``/``tag_*`` over it; ValueError names the size."""
         if not size.create_args:
@@ -464,7 +255,7 @@ class LibcloudCloud:
             else:
                 base = dict(self._settings.create_args)
             try:
-                opts = _parse_options(replace(self._settings, create_args=frozen_map({**base, **own})))
+                opts = parse_options(replace(self._settings, create_args=frozen_map({**base, **own})))
             except ValueError as exc:
                 raise ValueError(f"[Size {size.name}] {str(exc).removeprefix('[Cloud Create] ')}") from None
             found = (opts, {k[4:]: v for k, v in size.create_args if k.startswith("tag_")})
@@ -486,70 +277,36 @@ class LibcloudCloud:
                 raise CloudError(ErrorKind.TRANSIENT, f"cloud returned {len(created)} nodes for one "
                                  f"create (request {request})", call="create_node")
             created = created[0]
-        if self.provider == "dummy":
+        if self._provider.in_process:
             self._stamp_dummy(created, name, all_tags)
         self._raw[str(created.id)] = created
         log.debug("cloud create: node %s name %s size %s request %s", created.id, name, size.name, request)
         return self._to_cloud_node(created, {**node_tags(created), **all_tags})
 
     def _create_kwargs(self, size: Size, name: str, tags: Mapping[str, str],
-                       request: str, opts: _Options) -> dict[str, Any]:
+                       request: str, opts: CloudOptions) -> dict[str, Any]:
         d = self._driver
-        if self.provider == "dummy":
+        if self._provider.in_process:
             return {"name": name, "size": None, "image": None}
         kwargs: dict[str, Any] = dict(opts.create_kwargs)
         kwargs.update(market_create_kwargs(self.provider, size))
         kwargs["name"] = name
-        for kw in _USER_DATA_KWARGS:
+        for kw in USER_DATA_KWARGS:
             if kw in kwargs:  # the VM learns the name it must join the scheduler as
                 kwargs[kw] = (kwargs[kw].replace("@NODE_NAME@", name).replace("@SIZE@", size.name)
                               .replace("@CLUSTER@", self.cluster))
-        tags_kwarg = _TAGS_KWARG[self.provider]
-        if tags_kwarg:
-            kwargs[tags_kwarg] = dict(tags)
-        location = None
-        if opts.location:
-            location = NodeLocation(id=opts.location, name=opts.location, country=None, driver=d)  # type: ignore[arg-type]  # libcloud annotates str; its drivers pass None
-        if self.provider == "gce":
-            kwargs.update(size=size.cloud_type, image=opts.image)
-            if opts.location:
-                kwargs["location"] = opts.location
-            return kwargs
+        if self._provider.tags_kwarg:
+            kwargs[self._provider.tags_kwarg] = dict(tags)
         kwargs["size"] = NodeSize(id=size.cloud_type, name=size.cloud_type, ram=size.ram_mb, disk=0,
                                   bandwidth=None, price=size.price, driver=d)
-        if location is not None:
-            kwargs["location"] = location
-        if self.provider == "ec2":
-            from libcloud.compute.drivers.ec2 import (EC2NetworkSubnet, EC2NodeLocation,
-                                                      ExEC2AvailabilityZone)
-            if opts.location:  # an availability zone of the driver's region
-                zone = ExEC2AvailabilityZone(opts.location, "available", d.region_name)
-                kwargs["location"] = EC2NodeLocation(opts.location, opts.location, None, d, zone)
-            kwargs["image"] = NodeImage(id=opts.image, name=None, driver=d)  # type: ignore[arg-type]  # libcloud annotates str; image is required here (image_required)
-            deployment = tags.get(TAG_DEPLOYMENT)
-            # one token per deployment, name and time window: a second controller of the
-            # deployment booting the same name gets the first one's VM, not a second VM
-            kwargs["ex_clienttoken"] = (client_token(deployment, name, self._wall_clock())
-                                        if deployment else request[:64])
-            if "ex_subnet" in kwargs:
-                kwargs["ex_subnet"] = EC2NetworkSubnet(kwargs["ex_subnet"], None, None)
-        elif self.provider == "azure_arm":
-            from libcloud.compute.base import NodeAuthSSHKey
-            from libcloud.compute.drivers.azure_arm import AzureImage
-            publisher, offer, sku, version = (str(opts.image).split(":") + ["", "", "", ""])[:4]
-            kwargs["image"] = AzureImage(version or "latest", sku, offer, publisher,
-                                         opts.location, d)
-            if "auth" in kwargs:
-                kwargs["auth"] = NodeAuthSSHKey(kwargs["auth"])
-        elif self.provider == "openstack":
-            from libcloud.compute.drivers.openstack import (OpenStackNetwork,
-                                                            OpenStackSecurityGroup)
-            kwargs["image"] = NodeImage(id=opts.image, name=None, driver=d)  # type: ignore[arg-type]  # libcloud annotates str; image is required here (image_required)
-            if "ex_security_groups" in kwargs:
-                kwargs["ex_security_groups"] = [OpenStackSecurityGroup(None, None, g, None, d)
-                                                for g in kwargs["ex_security_groups"]]
-            if "networks" in kwargs:
-                kwargs["networks"] = [OpenStackNetwork(n, None, None, d) for n in kwargs["networks"]]
+        if opts.location:
+            kwargs["location"] = NodeLocation(id=opts.location, name=opts.location, country=None, driver=d)  # type: ignore[arg-type]  # libcloud annotates str; its drivers pass None
+        # the provider's own objects: image, zone, subnet, security groups...
+        deployment = tags.get(TAG_DEPLOYMENT)
+        # EC2's idempotency token: one per deployment, name and time window, so a second controller
+        # of the deployment booting the same name gets the first one's VM, not a second VM
+        token = client_token(deployment, name, self._wall_clock()) if deployment else request
+        self._provider.build_create(d, kwargs, opts.image, opts.location, token)
         return kwargs
 
     def _stamp_dummy(self, node: Node, name: str, tags: Mapping[str, str]) -> None:
@@ -567,11 +324,10 @@ class LibcloudCloud:
         cached = self._raw.get(node.id)
         if cached is not None:
             return cached
-        # GCE calls need the node's zone, Azure's its NIC and disk ids: only the cloud knows them
-        if self.provider == "gce":
-            return self._call(call, self._driver.ex_get_node, node.name, "all")
-        if self.provider == "azure_arm":
-            return self._call(call, self._driver.ex_get_node, node.id)
+        # some calls need facts only the cloud has (GCE: the zone; Azure: NIC and disk ids)
+        if self._provider.fetch_node is not None:
+            fn, args = self._provider.fetch_node(self._driver, node)
+            return self._call(call, fn, *args)
         return Node(id=node.id, name=node.name, state=NodeState.UNKNOWN, public_ips=[],
                     private_ips=[node.private_ip] if node.private_ip else [], driver=self._driver,
                     extra={"tags": dict(node.tags)})
@@ -579,7 +335,7 @@ class LibcloudCloud:
     def destroy_node(self, node: CloudNode) -> None:
         """Destroy ``node``; a node the cloud no longer knows counts as destroyed."""
         try:
-            raw = (self._dummy_node(node.id) if self.provider == "dummy"
+            raw = (self._dummy_node(node.id) if self._provider.in_process
                    else self._raw_node(node, "destroy_node"))
             if raw is None:
                 return
@@ -601,13 +357,13 @@ class LibcloudCloud:
         drop = [k for k, v in tags.items() if v in ("", None)]
         if not put and not drop:
             return
-        if self.provider == "ec2":
+        if self._provider.tag_calls:
             if put:
                 self._call("set_tags", self._driver.ex_put_tags, node.id, put)
             if drop:
                 self._call("set_tags", self._driver.ex_remove_tags, node.id, drop)
         else:
-            raw = self._raw_node(node, "set_tags") if self.provider != "dummy" else self._dummy_node(node.id)
+            raw = self._dummy_node(node.id) if self._provider.in_process else self._raw_node(node, "set_tags")
             if raw is None:
                 raise CloudError(ErrorKind.NOT_FOUND, f"no node {node.id}", call="set_tags")
             merged = {**node_tags(raw), **put}
@@ -627,15 +383,10 @@ class LibcloudCloud:
             return next((n for n in self._driver.list_nodes() if str(n.id) == node_id), None)
 
     def _set_all_tags(self, raw: Node, merged: dict[str, str]) -> None:
-        d = self._driver
-        if self.provider == "dummy":
+        if self._provider.set_tags is not None:
+            self._call("set_tags", self._provider.set_tags(self._driver), raw, merged)
+        else:  # the in-process cloud keeps tags on its node
             self._call("set_tags", lambda: setattr(raw, "extra", {**(raw.extra or {}), "tags": merged}))
-        elif self.provider == "gce":
-            self._call("set_tags", d.ex_set_node_metadata, raw, merged)
-        elif self.provider == "azure_arm":
-            self._call("set_tags", d.ex_create_tags, raw, merged, replace=True)
-        elif self.provider == "openstack":
-            self._call("set_tags", d.ex_set_metadata, raw, merged)
 
     # --- preflight -----------------------------------------------------------------------------
 
@@ -644,7 +395,7 @@ class LibcloudCloud:
         changing anything (EC2: ``DryRun``), for ``size`` and, when given, an existing node of
         this cluster (EC2 checks tag and terminate rights against a real instance). Other clouds
         offer no such check: an empty list."""
-        if self.provider != "ec2":
+        if not self._provider.dry_run:
             return []
         boot = {"ImageId": str(self._options.image), "InstanceType": size.cloud_type,
                 "MinCount": "1", "MaxCount": "1"}

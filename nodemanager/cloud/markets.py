@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from nodemanager.cloud.port import CloudError, ErrorKind
+from nodemanager.cloud.providers import PROVIDER_TABLE
 from nodemanager.model import Size
 
 __all__ = ["ON_DEMAND", "SPOT", "MARKETS", "market_problem", "market_create_kwargs"]
@@ -20,26 +21,22 @@ __all__ = ["ON_DEMAND", "SPOT", "MARKETS", "market_problem", "market_create_kwar
 ON_DEMAND, SPOT = "on-demand", "spot"
 MARKETS = (ON_DEMAND, SPOT)
 
-_SPOT_DRIVERS = frozenset({"ec2", "gce", "simulated"})
-_MAX_PRICE_DRIVERS = frozenset({"ec2", "simulated"})
-_WHY_NOT = {
-    "azure_arm": "libcloud 3.9.1's azure_arm create_node cannot send priority/evictionPolicy, "
-                 "so it would boot an on-demand VM at the on-demand price",
-    "openstack": "OpenStack has no spot market",
-    "dummy": "libcloud's dummy driver has no spot market",
-}
+# the simulated cloud sells spot capacity with a max price; libcloud providers as their row says
+_SIMULATED = "simulated"
 
 
 def market_problem(driver: str, size: Size) -> tuple[str, str] | None:
     """(option, why) when ``[Cloud] driver`` cannot buy ``size`` as configured, else None."""
-    if size.market == SPOT and driver not in _SPOT_DRIVERS:
-        return "market", f"spot is not offered for driver {driver}: {_WHY_NOT.get(driver, 'unknown driver')}"
+    provider = PROVIDER_TABLE.get(driver)
+    if size.market == SPOT and driver != _SIMULATED and (provider is None or provider.spot_kwargs is None):
+        why = provider.no_spot if provider is not None else "unknown driver"
+        return "market", f"spot is not offered for driver {driver}: {why}"
     if size.interruptions_per_day and size.market != SPOT:
         return "interruptions_per_day", "only a spot size is interrupted"
     if size.max_price is not None:
         if size.market != SPOT:
             return "max_price", "only a spot size takes a max_price"
-        if driver not in _MAX_PRICE_DRIVERS:
+        if driver != _SIMULATED and (provider is None or not provider.spot_max_price):
             return "max_price", f"driver {driver} takes no max price for spot capacity"
     return None
 
@@ -48,10 +45,9 @@ def market_create_kwargs(provider: str, size: Size) -> dict[str, Any]:
     """The libcloud ``create_node`` keyword arguments that buy ``size`` on its market."""
     if size.market != SPOT:
         return {}
-    if provider == "ec2":
-        return {"ex_spot": True, "ex_spot_max_price": size.max_price}
-    if provider == "gce":
-        return {"ex_preemptible": True}
+    row = PROVIDER_TABLE.get(provider)
+    if row is not None and row.spot_kwargs is not None:
+        return row.spot_kwargs(size)
     # the config refuses this at start (market_problem); an adapter raises only CloudError
     raise CloudError(ErrorKind.PERMANENT, f"[Size {size.name}] market: spot is not offered for "
                      f"driver {provider}", call="create_node")

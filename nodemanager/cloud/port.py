@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 from typing import Mapping, Protocol, runtime_checkable
 
+from nodemanager.cloud.providers import PROVIDER_TABLE
 from nodemanager.model import CloudNode, Size
 from nodemanager.tags import (TAG_CLUSTER, TAG_DESTROY, TAG_DRAIN, TAG_FENCE, TAG_REQUEST,
                               TAG_SIZE)
@@ -17,12 +18,13 @@ __all__ = ["CloudDriver", "CloudError", "ErrorKind", "TAG_CLUSTER", "TAG_SIZE", 
            "TAG_DRAIN", "TAG_DESTROY", "TAG_FENCE", "PROVIDERS", "image_required"]
 
 # The libcloud providers the adapter supports (``[Cloud] driver``; ``simulated`` is the other choice).
-PROVIDERS = ("ec2", "gce", "azure_arm", "openstack", "dummy")
+PROVIDERS = tuple(PROVIDER_TABLE)
 
 
 def image_required(driver: str) -> bool:
     """Whether ``[Cloud Create] image`` must be set for this ``[Cloud] driver``."""
-    return driver in PROVIDERS and driver != "dummy"
+    provider = PROVIDER_TABLE.get(driver)
+    return provider is not None and provider.image_required
 
 
 

@@ -1,7 +1,7 @@
 """``nodemanager status [NODE]``, ``nodemanager why [NODE]`` and the admin verbs
 ``hold|release|drain|cancel NODE``, ``pause|resume``.
 
-They talk HTTP to a running daemon's status server (see ``nodemanager.status``). Where it is:
+They talk HTTP to a running daemon's status server (see ``nodemanager.console.status``). Where it is:
 ``--url``, else ``$NODEMANAGER_URL``, else ``[Manage] address/port`` of ``--config``, else
 ``http://127.0.0.1:8989``. The admin token: ``--token``, else ``$NODEMANAGER_TOKEN``, else
 ``[Manage] token`` of ``--config``.
@@ -79,7 +79,7 @@ def _manage_from_config(path: str | None) -> tuple[str | None, str | None]:
     """(url, token) from a config file's [Manage] section, or (None, None) without --config."""
     if not path:
         return None, None
-    from nodemanager.config import load
+    from nodemanager.configuration.config import load
     manage = load(path).manage
     host = "127.0.0.1" if manage.address in ("", "0.0.0.0") else \
         "::1" if manage.address == "::" else manage.address

@@ -79,10 +79,10 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None) ->
     from dataclasses import replace
 
     import policy_matrix
-    from nodemanager.actuate import Actuator
+    from nodemanager.cycle.actuate import Actuator
     from nodemanager.cloud import TAG_DRAIN
-    from nodemanager.config import loads
-    from nodemanager.controller import Controller
+    from nodemanager.configuration.config import loads
+    from nodemanager.cycle.controller import Controller
     from nodemanager.daemon import tune_gc
     from nodemanager.sim.baselines import default_size
     from nodemanager.sim.cloud import SimCloud
@@ -155,7 +155,7 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None) ->
 
     metrics = None
     try:
-        from nodemanager.metrics import Metrics
+        from nodemanager.console.metrics import Metrics
         metrics = Metrics(sizes=(size,))
     except ImportError:
         pass
@@ -225,7 +225,7 @@ def _run(args: argparse.Namespace) -> int:
     import multiprocessing
     import platform
 
-    from nodemanager.progress import progress_bar
+    from nodemanager.sim.progress import progress_bar
 
     try:
         sizes = [int(x) for x in args.nodes.split(",") if x.strip()]

@@ -51,7 +51,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     imp = verbs.add_parser("import-dict", help="print the matrix file for a seed-style Python dict",
                            description="FILE holds a dict literal {('busy', 'closed', 'boot exceeded', "
                                        "'idle exceeded'): None, ...} (optionally with other assignments, "
-                                       "as in seed 004). It is parsed, never evaluated.")
+                                       "as in the Arvados policy matrix page). It is parsed, never evaluated.")
     imp.add_argument("file", metavar="FILE")
     imp.add_argument("--compact", action="store_true", help="write a few wildcard rules instead of one per tuple")
     imp.set_defaults(func=_import_dict)

@@ -70,11 +70,11 @@ class _Unusable(Exception):
 def _inputs(args: argparse.Namespace) -> tuple:
     """(settings, matrix, escalation) from ``--config`` and ``--matrix``; raises _Unusable."""
     import policy_matrix
-    from nodemanager.settings import Settings
+    from nodemanager.configuration.settings import Settings
 
     settings = Settings()
     if args.config:
-        from nodemanager.config import ConfigError, load
+        from nodemanager.configuration.config import ConfigError, load
         try:
             settings = load(args.config)
         except ConfigError as e:

@@ -6,8 +6,8 @@ reloads the config and the matrix; SIGTERM (or Ctrl-C) stops cleanly. Exit codes
 be bound, or a state_dir that cannot be locked), 70 stopped by a fatal error, 75 another instance
 runs this cluster (the line names its pid, host and start).
 
-Start-up order: config, the instance lock (``nodemanager.lock``, in ``[Manage] state_dir``), the
-deployment record (``nodemanager.identity``: a renamed cluster whose old VMs remain is refused,
+Start-up order: config, the instance lock (``nodemanager.cycle.lock``, in ``[Manage] state_dir``), the
+deployment record (``nodemanager.cycle.deployment``: a renamed cluster whose old VMs remain is refused,
 exit 2), the status port, then the cloud and scheduler and the actors; so a second instance or a taken port
 stops before any cloud or scheduler call. A dry run takes no lock (it never acts, so it may run
 beside the real daemon to try a config or matrix: give it another ``[Manage] port`` or -1).
@@ -55,8 +55,8 @@ def _identity(args: argparse.Namespace, settings: Any, lock: Any) -> tuple[Any, 
     lives in this process: nothing of it outlives the process or is shared)."""
     from dataclasses import replace
 
-    from nodemanager.identity import start_identity
-    from nodemanager.journal import _IN_PROCESS_DRIVERS
+    from nodemanager.cycle.deployment import start_identity
+    from nodemanager.cycle.journal import _IN_PROCESS_DRIVERS
 
     if settings.cloud.driver in _IN_PROCESS_DRIVERS:
         return settings, None
@@ -71,10 +71,10 @@ def _identity(args: argparse.Namespace, settings: Any, lock: Any) -> tuple[Any, 
 
 def _run(args: argparse.Namespace) -> int:
     import policy_matrix
-    from nodemanager import config
+    from nodemanager.configuration import config
     from nodemanager.daemon import Daemon, tune_gc
-    from nodemanager.identity import IdentityError
-    from nodemanager.lock import InstanceLock, InstanceRunning, LockError
+    from nodemanager.cycle.deployment import IdentityError
+    from nodemanager.cycle.lock import InstanceLock, InstanceRunning, LockError
 
     try:
         settings = config.load(args.config, require_sizes=True, resolve=True)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from nodemanager.model import Size
-    from nodemanager.settings import Settings
+    from nodemanager.configuration.settings import Settings
     from nodemanager.model import Size
     from policy_matrix import Matrix
 
@@ -62,7 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="billing of the simulated cloud (default: the size's; embedded: per-second, "
                         "60 s minimum)")
     p.add_argument("--spot-price-factor", type=float, metavar="F",
-                   help="add a spot copy of each size at F x its price (issue 15; see docs/simulator.md)")
+                   help="add a spot copy of each size at F x its price (see docs/simulator.md)")
     p.add_argument("--spot-interruptions-per-day", type=float, default=0.0, metavar="R",
                    help="with --spot-price-factor: reclaims per spot VM-day (default 0)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -90,7 +90,7 @@ class _Bad(Exception):
 
 
 def _duration(option: str, text: str) -> float:
-    from nodemanager.config import parse_duration
+    from nodemanager.configuration.config import parse_duration
 
     try:
         return parse_duration(text)
@@ -116,7 +116,7 @@ def _sweeps(specs: list[str]) -> list[tuple[str, list[float]]]:
 def _settings(args: argparse.Namespace, profile: str | None = None):
     from dataclasses import replace
 
-    from nodemanager.config import ConfigError, load, loads
+    from nodemanager.configuration.config import ConfigError, load, loads
     from nodemanager.sim.baselines import default_size
 
     try:
@@ -209,7 +209,7 @@ def _matrices(args: argparse.Namespace, settings: Settings) -> list[tuple[str, M
 
 
 def _cost_policy(args: argparse.Namespace, settings: Settings):
-    """``nodemanager-cost``: the default policy under the cost profile (issue 18), on the same
+    """``nodemanager-cost``: the default policy under the cost profile, on the same
     sizes and node limits as ``settings``."""
     from dataclasses import replace
 
@@ -250,8 +250,8 @@ def _simulate(args: argparse.Namespace) -> int:
 
     from nodemanager.sim import baselines as B
     from nodemanager.sim.figures import figures_json, format_legend, format_table, lower_bounds, verdicts
-    from nodemanager.progress import progress_bar
-    from nodemanager.sim.replay import run_many
+    from nodemanager.sim.progress import progress_bar
+    from nodemanager.sim.replay_many import run_many
     from nodemanager.sim.swf import SwfError, read_jobs
 
     t_start = time.perf_counter()

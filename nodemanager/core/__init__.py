@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from nodemanager.classad_values import ad_number
+from nodemanager.classad.values import ad_number
 from nodemanager.core.billing import (Schedule, TimedValue, boot_grace_state, charged_between,
                                       idle_grace_state, late_give_back, paid_seconds_for,
                                       schedule_for, window_state)

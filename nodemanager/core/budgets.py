@@ -15,7 +15,7 @@ from nodemanager.core.consolidate import too_young
 from nodemanager.core.plan_node import Decision
 from nodemanager.core.victims import Estimator, order_victims
 from nodemanager.model import Blocked, ItemKind, Snapshot, VictimCost
-from nodemanager.settings import CoreSettings
+from nodemanager.configuration.settings import CoreSettings
 from policy_matrix.vocabulary import BOOT_EXCEEDED, UNPAIRED
 
 __all__ = ["Budgets", "budgets", "gate", "verb"]
@@ -101,7 +101,7 @@ def gate(decisions: list[Decision], snapshot: Snapshot, settings: CoreSettings, 
     for i in wanting:
         d = out[i]
         if d.want in (ItemKind.DRAIN, ItemKind.DESTROY) and d.cancellable and not d.forced:
-            young = too_young(d.facts, settings, snapshot.now)  # issue 18: no give-back right after a boot
+            young = too_young(d.facts, settings, snapshot.now)  # no give-back right after a boot
             if young is not None:
                 out[i] = d.held_back(Blocked.MIN_LIFETIME, f"{verb(d.want)} {young}; {d.reason}")
             elif d.needed:
@@ -121,7 +121,7 @@ def gate(decisions: list[Decision], snapshot: Snapshot, settings: CoreSettings, 
                    if (sz := out[i].facts.size) is not None}
         order = {nid: k for k, nid in enumerate(order_victims(costs, settings.victim_horizon, keeping))}
         candidates.sort(key=lambda i: order[out[i].facts.node.id])
-        chosen = "; other nodes cost more to give back (seed 003 victim order)"
+        chosen = "; other nodes cost more to give back (victim order)"
     else:
         chosen = ""
     for i in candidates:

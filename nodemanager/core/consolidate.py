@@ -1,9 +1,9 @@
-"""Consolidation and lifetimes (issue 18): which busy nodes the matrix sees as ``underused`` or
+"""Consolidation and lifetimes: which busy nodes the matrix sees as ``underused`` or
 ``expired``, and which nodes are too young to give back. Pure.
 
 * ``underused`` (``[Daemon] consolidate``): no job is queued and the nodes taking jobs have
   more free cores than ``consolidate_margin``; the busy node whose last job ends soonest
-  (SLURM's job end times, else seed 000/003's estimate), then the one holding the least work, is
+  (SLURM's job end times, else the draining design's estimate), then the one holding the least work, is
   relabelled, then the next, while the cores left free elsewhere still cover the margin.
   Drained gracefully (by a matrix that says so), it takes no new jobs and leaves when its last
   job ends; queued jobs that need its cores cancel the drain (placement's draining tier comes
@@ -11,7 +11,7 @@
 * ``expired``: a busy node older than ``max_lifetime`` (0: never), or booted with other size or
   image settings than configured now (its ``TAG_SETTINGS`` against ``size_digests``).
 * :func:`too_young`: a node younger than ``min_lifetime`` is not drained or destroyed by the
-  matrix (no destroy shortly after a boot: issue 18's "no thrash").
+  matrix (no destroy shortly after a boot: "no thrash").
 * :func:`rebuy_hold`: no boot within ``rebuy_hold`` of a destroy (no boot shortly after
   giving back a node that could have served the same demand; with several sizes, any size),
   for jobs queued less than ``rebuy_hold``.
@@ -26,7 +26,7 @@ from nodemanager.core.plan_node import NodeFacts
 from nodemanager.core.victims import Estimator
 from nodemanager.core.classify import Classification
 from nodemanager.model import BootRequest, Demand, StateTuple, Unmet
-from nodemanager.settings import CoreSettings
+from nodemanager.configuration.settings import CoreSettings
 from nodemanager.tags import TAG_SETTINGS
 from nodemanager.text import duration
 from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED
@@ -218,7 +218,7 @@ def apply_relabels(nodes: list[NodeFacts], labels: Mapping[str, Relabel], matrix
 
 def hold_boots(boots: list[BootRequest], hold: str | None, notes: list[str],
                unmet: list[Unmet]) -> list[BootRequest]:
-    """No boots while ``hold`` says why (issue 18, no thrash): they are unmet, with the reason."""
+    """No boots while ``hold`` says why (no thrash): they are unmet, with the reason."""
     if not hold or not boots:
         return boots
     unmet.extend(Unmet(f"{b.count} x {b.size}", 0, "backoff", f"boot {b.count} x {b.size} held "

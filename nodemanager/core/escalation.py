@@ -1,4 +1,5 @@
-"""Drain escalation as ClassAd expressions (seed 002: soft eviction first, hard kill if it takes too long).
+"""Drain escalation as ClassAd expressions (soft eviction first, hard kill if it
+takes too long: after HTCondor's eviction policy RFC).
 
 ``[Drain] escalate_quick`` / ``escalate_fast`` are ClassAd expressions evaluated by ``classad2``
 against the draining node's ad at the controller's (injected) time, e.g.::
@@ -25,9 +26,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from nodemanager.classad_eval import evaluate, is_true, parse
+from nodemanager.classad.expressions import evaluate, is_true, parse
 from nodemanager.model import InFlight, Worker
-from nodemanager.settings import DrainSettings
+from nodemanager.configuration.settings import DrainSettings
 
 __all__ = ["validate_expression", "make_escalation", "escalation_ad", "Escalation"]
 
@@ -61,7 +62,7 @@ _SCALARS = (str, int, float, bool)
 
 def escalation_ad(worker: Worker, flight: InFlight, now: float) -> dict[str, Any]:
     """The ad the escalation expressions see for ``worker`` draining since ``flight.since``."""
-    if worker.scheduler == "htcondor" and worker.ad:
+    if worker.native_ad and worker.ad:
         ad = {k: v for k, v in worker.ad.items() if v is not None}
     else:
         ad = {k: v for k, v in worker.ad.items() if isinstance(v, _SCALARS)}
@@ -87,7 +88,7 @@ def _nothing_left(worker: Worker, schedule: str) -> bool:
     """True if escalating to ``schedule`` would kill nothing (no jobs, or all already evicted so)."""
     if worker.running_jobs <= 0 and worker.cpus_busy <= 0:
         return True
-    acts = worker.ad.get("ChildActivity") if worker.scheduler == "htcondor" else None
+    acts = worker.ad.get("ChildActivity") if worker.native_ad else None
     if isinstance(acts, (list, tuple)) and acts:
         done = ("Killing",) if schedule == "fast" else ("Vacating", "Killing")
         return all(a in done for a in acts)

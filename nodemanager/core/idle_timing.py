@@ -1,4 +1,4 @@
-"""Break-even idle timing (issue 18 item 4): one size's idle grace from what a re-boot costs and
+"""Break-even idle timing: one size's idle grace from what a re-boot costs and
 how soon its idle nodes were re-used. Pure.
 
 Keeping an idle node costs its price per second; giving it back costs nothing until a job comes
@@ -12,7 +12,7 @@ two: no floor at one re-boot's time (ski rental's worst-case 2x bound), because 
 ``rebuy_hold`` keeping a boot from following a destroy, the shorter grace the history asks for paid
 less on both development traces (BENCHMARKS.md, "Break-even idle timing"). The configured value
 until there is enough history (:data:`MIN_PERIODS`, :data:`MIN_JOINS`).
-:class:`nodemanager.idle_memory.IdleMemory` keeps the history.
+:class:`nodemanager.cycle.idle_memory.IdleMemory` keeps the history.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Per-node work the plan may reuse from one cycle to the next (issue 18 item 9, replay speed).
+"""Per-node work the plan may reuse from one cycle to the next (replay speed).
 
-A :class:`NodeMemo` is owned by the caller (the :class:`~nodemanager.controller.Controller` keeps
+A :class:`NodeMemo` is owned by the caller (the :class:`~nodemanager.cycle.controller.Controller` keeps
 one) and handed to :func:`nodemanager.core.plan` as ``memo=``; ``None`` plans everything afresh.
 The plan stays a function of its arguments: a memo only ever returns what the plan would compute
 anyway, so a plan with a memo equals the plan without one, cycle after cycle.
@@ -35,7 +35,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from nodemanager.core.plan_node import NodeFacts
-from nodemanager.settings import CoreSettings
+from nodemanager.configuration.settings import CoreSettings
 
 __all__ = ["NodeMemo", "FactsEntry", "DerivedEntry"]
 

@@ -44,7 +44,7 @@ from nodemanager.core.reasons import REASONS, Context, Escalation, Reason, Stage
 from nodemanager.core.victims import Estimator, estimate
 from nodemanager.model import (Action, Blocked, Freeze, ItemKind, NodeExplanation, Plan, PlanItem, Snapshot,
                                Unmet)
-from nodemanager.settings import CoreSettings
+from nodemanager.configuration.settings import CoreSettings
 from nodemanager.tags import TAG_REQUEST
 from policy_matrix.vocabulary import BOOT_EXCEEDED, DOWN, UNPAIRED
 
@@ -69,7 +69,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     sizes = {s.name: s for s in settings.sizes}
     pairing = pair(snapshot.cloud_nodes, snapshot.workers)
     facts = node_facts(snapshot, settings, matrix, sizes, pairing, memo)
-    # issue 18: underused (consolidation) and expired busy nodes, as the matrix sees them
+    # underused (consolidation) and expired busy nodes, as the matrix sees them
     facts = lifetime_ends(apply_relabels(facts, relabel(facts, snapshot.demand, settings, now,
                                                         estimator or estimate), matrix, memo), settings, memo)
 

@@ -1,4 +1,4 @@
-"""What a size is expected to cost for a job, counting spot reclaims (issue 15). Pure.
+"""What a size is expected to cost for a job, counting spot reclaims. Pure.
 
 A spot size is cheaper per hour but may be taken back: a job on it is killed and runs again from
 the start elsewhere (work re-run), and each reclaim costs ``[Daemon] reclaim_penalty`` of node

@@ -1,4 +1,4 @@
-"""Protected mode for sizes whose VMs fail to join (issue 14 item 5). Pure.
+"""Protected mode for sizes whose VMs fail to join. Pure.
 
 A size whose booted VMs end their boot grace unpaired ``after`` times in a row (boot exceeded:
 they never joined the scheduler) is not booted for a back-off that doubles with each further

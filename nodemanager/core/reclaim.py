@@ -1,4 +1,4 @@
-"""Spot reclaim notices (issue 15): the cloud takes a spot VM back after a short notice.
+"""Spot reclaim notices: the cloud takes a spot VM back after a short notice.
 
 A notice reaches the core two ways. The worker relays the VM's own metadata notice and its
 scheduler adapter classifies the record ``reclaimed`` (HTCondor: the startd cron attribute

@@ -1,12 +1,12 @@
 """Boot reservations: the name, size and request token of a create, recorded durably before the
-create is sent (:mod:`nodemanager.journal` keeps the file), so that a process that dies right
+create is sent (:mod:`nodemanager.cycle.journal` keeps the file), so that a process that dies right
 after a create, and whose successor's first listing misses the new VM (EC2 lists a new instance
 only after a while), neither gives that name to a second VM nor boots again for the same demand.
 
 Everything here is pure. A reservation is *open* (its name taken, its boot in flight) until a
 listing shows its VM — by the request-id tag, which is also EC2's ``ClientToken``, or by name for a
 node that carries no request tag — or until it is older than the hold (the longest listing lag
-tolerated, :data:`nodemanager.actuate.BOOT_LISTING_TIMEOUT`).
+tolerated, :data:`nodemanager.cycle.actuate.BOOT_LISTING_TIMEOUT`).
 """
 
 from __future__ import annotations

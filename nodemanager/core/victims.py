@@ -2,7 +2,7 @@
 
 :func:`estimate` reads, in this order of preference:
 
-1. The pilot's ``.pilot.ad`` attributes (seed 003, propagated into the startd ad):
+1. The pilot's ``.pilot.ad`` attributes (Sfiligoi et al. on draining waste; in the startd ad):
    ``LAST_JOB_START`` (e), ``FIRST_EXP_JOB_END`` (h), ``LAST_EXP_JOB_END`` (g, good faith; else
    ``LAST_MAX_JOB_END``, the guaranteed maximum), ``USED_FRACTION1k`` (d×1024),
    ``ADD_UNCOM_TIME1k`` (f×1024), ``ADD_FINAL_EXP_WASTE1k`` (i×1024), ``PRIORITY_FACTOR`` (l) and
@@ -18,7 +18,7 @@
    ``CAN_POSTPONE_LAST_JOB = False`` (the pilot is already winding down) is preferred on ties.
 2. HTCondor's own estimates: time_to_go from ``ExpectedMachineGracefulDrainingCompletion``,
    drain_waste ``ExpectedMachineGracefulDrainingBadput``, kill_waste
-   ``ExpectedMachineQuickDrainingBadput`` (seed 000 calls it ``...FastDrainingBadput``; both read).
+   ``ExpectedMachineQuickDrainingBadput`` (the draining design calls it ``...FastDrainingBadput``; both read).
 3. SLURM job end times (``Worker.job_end_times``): time_to_go until the last job ends; drain waste
    is the cores left idle while waiting for it (jobs assumed to share the busy cores evenly); kill
    waste is the busy cores times the time since the node entered its state (a lower bound).
@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Iterable, Mapping
 
-from nodemanager.classad_values import ad_number
+from nodemanager.classad.values import ad_number
 from nodemanager.model import VictimCost, Worker
 
 __all__ = ["estimate", "order_victims", "Estimator", "PILOT_HEARTBEAT", "PILOT_HEARTBEAT_ATTR"]

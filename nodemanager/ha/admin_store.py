@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-from nodemanager.admin import AdminRefused
+from nodemanager.console.admin import AdminRefused
 from nodemanager.ha.etcd import EtcdClient, EtcdError
 from nodemanager.ha.local import HeadRecords
 
@@ -18,7 +18,7 @@ log = logging.getLogger("nodemanager.ha")
 
 
 class EtcdAdminStore:
-    """``read()``/``write(text)`` of one etcd key for :class:`nodemanager.admin.AdminState`.
+    """``read()``/``write(text)`` of one etcd key for :class:`nodemanager.console.admin.AdminState`.
 
     Only the acting leader writes (``acting()``): a change asked of a standby is refused with the
     leader's name, since the leader would overwrite it with its own state."""

@@ -29,7 +29,7 @@ from typing import Callable
 from nodemanager.ha import election as el
 from nodemanager.ha.etcd import EtcdClient, EtcdError, KeyValue
 from nodemanager.ha.local import HeadRecords
-from nodemanager.settings import HASettings
+from nodemanager.configuration.settings import HASettings
 
 __all__ = ["LeaderLease", "client_for"]
 

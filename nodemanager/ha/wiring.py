@@ -19,13 +19,13 @@ from typing import Any, Callable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from nodemanager.admin import AdminStateError
+from nodemanager.console.admin import AdminStateError
 from nodemanager.ha.admin_store import EtcdAdminStore
 from nodemanager.ha.etcd import EtcdClient
 from nodemanager.ha.gate import FencedCloud, FencedScheduler
 from nodemanager.ha.lease import LeaderLease, client_for
 from nodemanager.ha.local import HeadRecords
-from nodemanager.settings import HASettings
+from nodemanager.configuration.settings import HASettings
 
 __all__ = ["HighAvailability", "HACollector", "election_keys"]
 

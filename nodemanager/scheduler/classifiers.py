@@ -23,5 +23,6 @@ def classify_record(worker: Worker) -> Classified:
 
 def classified(worker: Worker) -> Worker:
     """``worker`` carrying its adapter's classification of its raw fields (see
-    :func:`classify_record`)."""
-    return replace(worker, classified=classify_record(worker))
+    :func:`classify_record`); an HTCondor record's ad is its machine ad (``native_ad``)."""
+    return replace(worker, classified=classify_record(worker),
+                   native_ad=worker.native_ad or worker.scheduler == "htcondor")

@@ -1,4 +1,4 @@
-"""One entry point that decides which sizes can run a demand item (issue 14).
+"""One entry point that decides which sizes can run a demand item.
 
 :func:`match_demand` fills ``Demand.sizes`` / ``Demand.unmatched`` from what the item asks beyond
 cores, memory and disk: ClassAd ``requirements`` (HTCondor: :mod:`.htcondor_match`), a SLURM

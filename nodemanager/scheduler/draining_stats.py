@@ -1,4 +1,5 @@
-"""Draining statistics (seed 000): what draining cost, per node and in total, for the metrics.
+"""Draining statistics (HTCondor's draining design): what draining cost, per
+node and in total, for the metrics.
 
 HTCondor startds publish ``TotalMachineDrainingBadput`` (core-seconds of jobs killed by drains)
 and ``TotalMachineDrainingUnclaimedTime`` (core-seconds left unclaimed while draining) since the

@@ -13,7 +13,7 @@ Hostile or broken values in ads (``RequestMemory = real("INF")``, ``Cpus = undef
 :mod:`nodemanager.scheduler.htcondor_ads`. The poll succeeds; each problem is warned about once an
 hour (:class:`~nodemanager.scheduler.records.ProblemLog`) and returned in ``SchedulerPoll.problems``.
 
-The drain transaction (seed 000, "Race Conditions"; docs/htcondor.md):
+The drain transaction (HTCondor's draining design, "Race Conditions"; docs/htcondor.md):
 
 1. :meth:`~HTCondorScheduler.drain` sends ``drainJobs`` with ``CompletionType.Nothing`` (a drained
    node takes no new jobs until it is destroyed), ``start_expr`` false, a reason that marks the drain
@@ -45,46 +45,25 @@ from nodemanager.scheduler.port import (DRAIN_REASON_PREFIX, Confirmation, Drain
                                         DrainTicket, SchedulerError, SchedulerPoll)
 from nodemanager.scheduler.htcondor_ads import (JOB_ATTRIBUTES, demand_from_jobs, machine_ad,
                                                 slot_problems, worker_from_ad)
+from nodemanager.scheduler.htcondor_attributes import (DEFAULT_CONSTRAINT, PILOT_ATTRIBUTES,
+                                                       SLOT_ATTRIBUTES)
 from nodemanager.scheduler.htcondor_bindings import Bindings, Htcondor2Bindings, plain_ad
 from nodemanager.scheduler.htcondor_match import WALLTIME_ATTRIBUTE, HTCondorMatcher
 from nodemanager.scheduler.htcondor_drain import (DRAIN_TIMEOUT, drain_check_expression, drain_reason,
                                                   cost_growth, graceful_evicts_at_once, is_our_drain,
                                                   jobs_on, number, pslot_of)
 from nodemanager.scheduler.records import ProblemLog, RecordProblem
-from nodemanager.settings import SchedulerSettings
+from nodemanager.configuration.settings import SchedulerSettings
 
 __all__ = ["HTCondorScheduler", "SLOT_ATTRIBUTES", "PILOT_ATTRIBUTES", "DEFAULT_CONSTRAINT",
            "worker_from_ad"]
 
 log = logging.getLogger(__name__)
 
-# Seed 003: what a pilot's .pilot.ad publishes into the slot ad (deploy/htcondor/pilot-ad-cron);
-# PilotAdUpdated is the file's modification time, its heartbeat.
-PILOT_ATTRIBUTES = ("LAST_JOB_START", "FIRST_EXP_JOB_END", "LAST_EXP_JOB_END", "LAST_MAX_JOB_END",
-                    "USED_FRACTION1k", "ADD_UNCOM_TIME1k", "ADD_FINAL_EXP_WASTE1k", "PRIORITY_FACTOR",
-                    "CAN_POSTPONE_LAST_JOB", "PilotAdUpdated", "PilotAdCount")
-
-SLOT_ATTRIBUTES = (
-    "MyAddress", "Name", "Machine", "State", "Activity", "SlotType", "PartitionableSlot", "DynamicSlot",
-    "Cpus", "TotalSlotCpus", "TotalCpus", "Memory", "TotalSlotMemory", "TotalMemory", "NumDynamicSlots",
-    "ChildState", "ChildActivity", "JobStarts", "Draining", "DrainReason", "DrainingRequestId",
-    "DaemonStartTime", "LastHeardFrom", "EnteredCurrentState", "EnteredCurrentActivity", "MyCurrentTime",
-    "MaxJobRetirementTime", "MachineMaxVacateTime",
-    "ReclaimNoticeDeadline",  # the spot reclaim notice relay's attribute (issue 15)
-    "ExpectedMachineGracefulDrainingCompletion", "ExpectedMachineQuickDrainingCompletion",
-    "ExpectedMachineGracefulDrainingBadput", "ExpectedMachineQuickDrainingBadput",
-    "ExpectedMachineFastDrainingCompletion", "ExpectedMachineFastDrainingBadput",   # seed 000's names
-    "TotalMachineDrainingBadput", "TotalMachineDrainingUnclaimedTime",
-    "LastDrainStartTime", "LastDrainStopTime",
-) + PILOT_ATTRIBUTES
-
-DEFAULT_CONSTRAINT = "PartitionableSlot =?= true"
-
-
 def _seconds(text: str | None) -> float | None:
     if not text or not text.strip():
         return None
-    from nodemanager.config import parse_duration
+    from nodemanager.configuration.config import parse_duration
     return float(parse_duration(text))
 
 
@@ -112,7 +91,7 @@ class HTCondorScheduler:
                  sizes: Sequence[Size] = (), machine_start: str | None = None,
                  walltime_attribute: str = WALLTIME_ATTRIBUTE) -> None:
         self.name = name
-        # with sizes, each idle job is matched to the sizes that can run it (issue 14)
+        # with sizes, each idle job is matched to the sizes that can run it
         self.matcher = HTCondorMatcher(sizes, machine_start, walltime_attribute) if sizes else None
         self._b = bindings
         self._clock = clock
@@ -157,7 +136,7 @@ class HTCondorScheduler:
                                          query_timeout=_seconds(o.get("query_timeout")))
         extra_check = (o.get("drain_check") or "").strip() or None
         if extra_check is not None:
-            from nodemanager.classad_eval import parse
+            from nodemanager.classad.expressions import parse
             parse(extra_check)
         return cls(bindings, clock=clock, id_attribute=o.get("cloud_id_attribute") or "CloudInstanceID",
                    constraint=o.get("constraint") or DEFAULT_CONSTRAINT, extra_check=extra_check,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Iterable, Mapping
 
-from nodemanager.classad_values import ad_number, ad_true
+from nodemanager.classad.values import ad_number, ad_true
 from nodemanager.model import Demand, Worker, frozen_map
 from nodemanager.scheduler.htcondor_classify import children_claimed, classify_htcondor, shown_state
 from nodemanager.scheduler.port import SchedulerError
@@ -116,6 +116,7 @@ def worker_from_ad(ad: Mapping[str, Any], *, id_attribute: str = "CloudInstanceI
                                    draining=fields.get("draining", False),
                                    drain_reason=fields.get("drain_reason"))
     return Worker(name=name, scheduler="htcondor", ad=frozen_map(ad), classified=classified,
+                  native_ad=True,
                   cloud_id=str(cloud_id) if cloud_id not in (None, "") else None, **fields)
 
 

@@ -119,7 +119,7 @@ def plain_ad(ad: Mapping[str, Any]) -> dict[str, Any]:
 
     if not isinstance(ad, classad2.ClassAd):
         return dict(ad)
-    from nodemanager.classad_eval import plain_value
+    from nodemanager.classad.expressions import plain_value
 
     out: dict[str, Any] = {}
     for key in ad.keys():

@@ -1,6 +1,7 @@
-"""HTCondor startd ads to the matrix's ``worker_state`` (seed 000): the HTCondor adapter's classifier.
+"""HTCondor startd ads to the matrix's ``worker_state`` (HTCondor's draining design):
+the HTCondor adapter's classifier.
 
-Partitionable-slot (p-slot) startds, following seed 000 and the draining notes:
+Partitionable-slot (p-slot) startds, following HTCondor's draining design and the draining notes:
 
 * Drained/Idle with no dynamic slots → ``down``: drained, ready to go.
 * any jobs (``NumDynamicSlots`` > 0, a ``Claimed`` child, a Claimed/Preempting/Matched static slot),
@@ -20,7 +21,7 @@ dynamic slots come and go, so ``EnteredCurrentState`` alone would be too old).
 A startd draining with a ``DrainReason`` without our prefix is drained by someone else.
 
 A startd whose ad has ``ReclaimNoticeDeadline`` (epoch seconds, set by the spot notice relay in
-deploy/htcondor) is ``reclaimed`` (issue 15); once our drain of it is done it is destroyed.
+deploy/htcondor) is ``reclaimed``; once our drain of it is done it is destroyed.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import functools
 import math
 from typing import Any, Mapping
 
-from nodemanager.classad_values import ad_number, ad_true
+from nodemanager.classad.values import ad_number, ad_true
 from nodemanager.core import foreign_reason
 from nodemanager.core.reclaim import RECLAIM_ATTRIBUTE, RECLAIMED, notice_words
 from nodemanager.model import Classified, Worker

@@ -19,14 +19,15 @@ DRAIN_TIMEOUT = 20.0
 
 
 def number(ad: Mapping[str, Any], key: str, default: float | None = None) -> float | None:
-    """A numeric attribute as float (see :func:`~nodemanager.classad_values.ad_number`), else ``default``."""
+    """A numeric attribute as float (see :func:`~nodemanager.classad.values.ad_number`), else ``default``."""
     v = ad_number(ad, key)
     return default if v is None else v
 
 
 def drain_check_expression(ad: Mapping[str, Any], schedule: DrainSchedule | str, *,
                            slack: float = 1200.0, factor: float = 1.25) -> str:
-    """The ``check_expr`` that makes the startd refuse a drain decided on stale state (seed 000).
+    """The ``check_expr`` that makes the startd refuse a drain decided on stale state
+    (HTCondor's draining design).
 
     * Node idle in the snapshot: refuse if any slot is a dynamic slot, the p-slot has dynamic slots,
       or a slot is claimed (``DynamicSlot =!= true`` is false on every dynamic slot ad).

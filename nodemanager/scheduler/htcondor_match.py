@@ -1,4 +1,4 @@
-"""HTCondor matchmaking against sizes not yet booted (issue 14 item 2).
+"""HTCondor matchmaking against sizes not yet booted.
 
 Each :class:`~nodemanager.model.Size` stands for the ad its VM's partitionable slot will advertise
 once booted (:func:`size_ad`): its resources all free, what condor_submit's default Requirements
@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from nodemanager.classad_eval import expanded_size
+from nodemanager.classad.expressions import expanded_size
 from nodemanager.model import Demand, Size
 from nodemanager.scheduler.htcondor_ads import JOB_ATTRIBUTES, job_name, job_request
 from nodemanager.scheduler.htcondor_projection import Wanted, grant
@@ -309,7 +309,7 @@ class HTCondorMatcher:
                 continue
             value = job.lookup(key) if isinstance(job, classad2.ClassAd) else job[key]
             if key.lower() == "requirements" and isinstance(value, str):
-                from nodemanager.classad_eval import parse
+                from nodemanager.classad.expressions import parse
                 value = parse(value)  # a plain dict's Requirements is expression text
             if value is not None:
                 ad[key] = value

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from nodemanager.classad_eval import references
+from nodemanager.classad.expressions import references
 from nodemanager.model import Size
 from nodemanager.scheduler.htcondor_projection import PER_OWNER, PER_SIGNATURE
 

@@ -1,7 +1,7 @@
 """The scheduler port: what the controller needs from HTCondor, SLURM or the simulated pool.
 
 One :meth:`Scheduler.poll` per cycle returns every worker and the queue demand. Drains are a
-transaction (seed 000): :meth:`Scheduler.drain` carries a guard so the scheduler refuses if the
+transaction (the draining design): :meth:`Scheduler.drain` carries a guard so the scheduler refuses if the
 node became busy since the snapshot, and :meth:`Scheduler.confirm_drained` re-reads fresh state
 before any destroy.
 """

@@ -4,7 +4,7 @@
 Every query is a *full* query (all nodes, all jobs), filtered here: ``sinfo -n NODE`` can return
 stale allocation data in 22.05. Commands run with a timeout and ``SLURM_CONF`` from the options.
 
-The drain transaction (seed 000, "Race Conditions"), as far as SLURM allows — it has no check
+The drain transaction (the draining design, "Race Conditions"), as far as SLURM allows — it has no check
 expression, so the guard is ours:
 
 1. :meth:`SlurmScheduler.drain` re-reads the node with a full query and refuses
@@ -33,23 +33,27 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 import os
 import secrets
 import subprocess
 import threading
 import time
-from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 from nodemanager.model import Size, Worker
-from nodemanager.settings import SchedulerSettings
+from nodemanager.configuration.settings import SchedulerSettings
 from nodemanager.scheduler.draining_stats import DrainingStats, NodeDrainingStats
 from nodemanager.scheduler.port import (DRAIN_REASON_PREFIX, Confirmation, DrainRefused, DrainSchedule,
                                         DrainTicket, SchedulerError, SchedulerPoll)
-from nodemanager.scheduler.records import ProblemLog, RecordProblem
+from nodemanager.scheduler.records import ProblemLog
 from nodemanager.scheduler.slurm_classify import classify_node
 from nodemanager.scheduler.slurm_demand import DEMAND_REASONS, demand_from_jobs
-from nodemanager.scheduler.slurm_json import (ACTIVE_JOB_STATES, RecordError, SlurmJob,
+from nodemanager.scheduler.slurm_options import OptionError, SlurmOptions
+from nodemanager.scheduler.slurm_poll import PollState as _State
+from nodemanager.scheduler.slurm_poll import Track as _Track
+from nodemanager.scheduler.slurm_poll import jobs_by_node as _jobs_by_node
+from nodemanager.scheduler.slurm_json import (RecordError, SlurmJob,
                                               SlurmNode, cloud_id_of, drain_reason,
                                               parse_jobs, parse_nodes, request_id_of)
 
@@ -61,107 +65,6 @@ DESTROYED_REASON = f"{DRAIN_REASON_PREFIX}: destroyed"
 # how long a node we resumed while it answered is not taken for silent when SLURM flags it not
 # responding (until its next ping: SlurmdTimeout / 3 apart; SlurmdTimeout is 300 s by default)
 RESUME_VERIFY = 300.0
-_DESTROYED_STATES = ("down", "future")
-_CLOUD_ID_FIELDS = ("comment", "extra", "features")
-
-
-@dataclass(frozen=True)
-class SlurmOptions:
-    """``[Scheduler]`` options for ``type = slurm`` (all optional; see ``docs/slurm.md``).
-
-    ``slurm_conf``: passed as ``SLURM_CONF`` (default: the inherited environment);
-    ``timeout``: per command (30s); ``mark_destroyed``: ``down`` or ``future``;
-    ``partition``: comma list — only nodes in and jobs for these partitions count (empty: all);
-    ``bin_dir``: where sinfo/squeue/scontrol/scancel live (default: PATH);
-    ``cloud_id_field``: node field holding ``instance-id=<id>``: ``comment``, ``extra`` or
-    ``features`` (default: all three, in that order).
-    """
-
-    slurm_conf: str | None = None
-    timeout: float = 30.0
-    mark_destroyed: str = "down"
-    partitions: frozenset[str] = frozenset()
-    bin_dir: str | None = None
-    cloud_id_fields: tuple[str, ...] = _CLOUD_ID_FIELDS
-
-    @classmethod
-    def from_mapping(cls, options: Mapping[str, str]) -> "SlurmOptions":
-        """Parse ``[Scheduler]`` options; a bad value raises :class:`OptionError` naming the option."""
-        from nodemanager.config import parse_duration
-
-        out = cls()
-        for key, raw in options.items():
-            value = str(raw).strip()
-            if key == "slurm_conf":
-                out = replace(out, slurm_conf=value or None)
-            elif key == "timeout":
-                try:
-                    timeout = parse_duration(value)
-                except ValueError:
-                    timeout = -1.0
-                if not timeout > 0:
-                    raise OptionError(key, f"expected a duration > 0 like 30s, got {value!r}")
-                out = replace(out, timeout=timeout)
-            elif key == "mark_destroyed":
-                value = (value or "down").lower()
-                if value not in _DESTROYED_STATES:
-                    raise OptionError(key, f"expected one of {', '.join(_DESTROYED_STATES)}, got {value!r}")
-                out = replace(out, mark_destroyed=value)
-            elif key == "partition":
-                out = replace(out, partitions=frozenset(p.strip() for p in value.split(",") if p.strip()))
-            elif key == "bin_dir":
-                out = replace(out, bin_dir=value or None)
-            elif key == "cloud_id_field":
-                if value and value.lower() not in _CLOUD_ID_FIELDS:
-                    raise OptionError(key, f"expected one of {', '.join(_CLOUD_ID_FIELDS)}, got {value!r}")
-                out = replace(out, cloud_id_fields=(value.lower(),) if value else _CLOUD_ID_FIELDS)
-            else:
-                raise OptionError(key, "not an option of type slurm")
-        return out
-
-
-class OptionError(ValueError):
-    """A bad ``[Scheduler]`` option value; ``str()`` reads ``[Scheduler] OPTION: message``."""
-
-    def __init__(self, option: str, message: str) -> None:
-        super().__init__(f"[Scheduler] {option}: {message}")
-        self.option = option
-        self.message = message
-
-
-@dataclass
-class _Track:
-    """A drain of ours being watched (for unclaimed time and completion counting)."""
-
-    request_id: str
-    last_sample: float
-    completed: bool = False
-
-
-@dataclass(frozen=True)
-class _State:
-    nodes: Mapping[str, SlurmNode]
-    jobs: tuple[SlurmJob, ...]
-    errors: tuple[RecordProblem, ...]
-    at: float
-    by_node: Mapping[str, tuple[SlurmJob, ...]]  # active jobs per node, in squeue order
-
-    def jobs_on(self, name: str) -> tuple[SlurmJob, ...]:
-        return self.by_node.get(name, ())
-
-
-def _jobs_by_node(jobs: Sequence[SlurmJob]) -> dict[str, tuple[SlurmJob, ...]]:
-    """Each node's active jobs, from one pass over the jobs (a poll stays linear in nodes + jobs)."""
-    out: dict[str, list[SlurmJob]] = {}
-    for job in jobs:
-        if job.state in ACTIVE_JOB_STATES:
-            for name in job.nodes:
-                on = out.get(name)
-                if on is None:
-                    out[name] = [job]
-                elif on[-1] is not job:  # a hostlist naming a node twice holds it once
-                    on.append(job)
-    return {name: tuple(js) for name, js in out.items()}
 
 
 class SlurmScheduler:
@@ -192,7 +95,7 @@ class SlurmScheduler:
                       source: str = "config", sizes: Sequence[Size] = ()) -> "SlurmScheduler":
         """Build from ``[Scheduler]`` options; a bad value raises ConfigError naming ``source``,
         section and option."""
-        from nodemanager.config import ConfigError, Problem
+        from nodemanager.configuration.config import ConfigError, Problem
 
         try:
             options = SlurmOptions.from_mapping(settings.options)

@@ -1,8 +1,9 @@
-"""SLURM node states to the matrix's ``worker_state`` (seed 004): the SLURM adapter's classifier.
+"""SLURM node states to the matrix's ``worker_state`` (the Arvados policy matrix page):
+the SLURM adapter's classifier.
 
 The table works on the ``sinfo %t`` name as (word, suffix marks): from a ``sinfo --json`` record
 via :func:`~nodemanager.scheduler.slurm_state.compact_state` (:func:`classify_node`), or from the
-text a snapshot file gives (:func:`classify_slurm`, long names accepted too). Exactly as seed 004:
+text a snapshot file gives (:func:`classify_slurm`, long names accepted too). As the Arvados page says:
 
 ==============================================  ============  =====================================
 raw state                                       worker_state  why
@@ -21,7 +22,7 @@ Suffix flags (checked first, in this order of precedence):
 
 * ``#`` powering up / being configured, ``^`` reboot issued: *starting* → ``unpaired``, so only an
   exceeded boot grace can get it shut down (a starting node is never classed ``down``).
-* ``*`` not responding: ``down`` (seed 004: any state with a trailing ``*``).
+* ``*`` not responding: ``down`` (the Arvados page: any state with a trailing ``*``).
 * ``~`` powered off, ``%`` powering down, ``!`` pending power down: ``down`` (cannot run jobs).
 * ``$`` in a maintenance reservation, ``-`` planned by the backfill scheduler: ``busy`` (the
   operators or the scheduler have a use for it).

@@ -22,7 +22,7 @@ from typing import Any, Mapping
 from nodemanager.scheduler.port import DRAIN_REASON_PREFIX
 from nodemanager.scheduler.records import MAX_COUNT, RecordProblem, number_problem
 from nodemanager.scheduler.slurm_hostlist import array_task_count, expand_hostlist
-from nodemanager.scheduler.slurm_match import gres_per_node
+from nodemanager.scheduler.slurm_gres import gres_per_node
 from nodemanager.scheduler.slurm_state import flag_names, short_state
 
 __all__ = [

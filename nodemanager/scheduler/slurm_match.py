@@ -1,4 +1,4 @@
-"""SLURM pending jobs matched to sizes (issue 14 item 3): partition, ``--constraint``, ``--gres``.
+"""SLURM pending jobs matched to sizes: partition, ``--constraint``, ``--gres``.
 
 A size serves a job when it is in one of the job's partitions (a size that names no
 ``partitions`` serves every partition), its ``features`` satisfy the job's constraint (``&``,
@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence, Union
 
 from nodemanager.model import Size
+from nodemanager.scheduler.slurm_gres import parse_gres
 
 if TYPE_CHECKING:
     from nodemanager.scheduler.slurm_json import SlurmJob
 
-__all__ = ["Constraint", "parse_constraint", "constraint_holds", "parse_gres", "gres_per_node", "SlurmMatcher"]
+__all__ = ["Constraint", "parse_constraint", "constraint_holds", "SlurmMatcher"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,42 +99,6 @@ def constraint_holds(tree: Constraint, features: frozenset[str]) -> bool:
     if tree.op == "|":
         return any(constraint_holds(a, features) for a in tree.args)
     return not constraint_holds(tree.args[0], features)
-
-
-def parse_gres(text: str) -> tuple[int, str, tuple[str, ...]]:
-    """(GPUs per node, GPU type or "", other GRES) of a job's ``tres_per_node``: 22.05 writes
-    ``gres:gpu:tesla:1``, 23.02+ ``gres/gpu:tesla:1``; a GPU without a count is one."""
-    gpus, gpu_type, other = 0, "", []
-    for item in (x.strip() for x in text.split(",")):
-        if not item:
-            continue
-        body = re.sub(r"^gres[:/]", "", item)
-        name, _, rest = body.partition(":")
-        if name != "gpu":
-            if body != item:  # another GRES (no size offers one); other TRES are not GRES
-                other.append(body)
-            continue
-        parts = [p for p in re.split(r"[:=]", rest) if p]
-        count = 1
-        if parts and parts[-1].isdigit():
-            count = int(parts.pop())
-        if parts:
-            gpu_type = parts[0]
-        gpus += count
-    return gpus, gpu_type, tuple(other)
-
-
-def gres_per_node(per_node: str, per_job: str, per_task: str, nodes: int, tasks: int) -> str:
-    """A pending job's GRES per node, in ``tres_per_node`` form: ``--gres``/``--gpus-per-node``
-    as given, else ``--gpus`` (``tres_per_job``) spread over its ``nodes`` (rounded up), else
-    ``--gpus-per-task`` (``tres_per_task``) times its tasks per node (rounded up)."""
-    if per_node or not (per_job or per_task):
-        return per_node
-    gpus, gpu_type, other = parse_gres(per_job or per_task)
-    nodes = max(nodes, 1)
-    n = -(-gpus // nodes) if per_job else gpus * -(-max(tasks, 1) // nodes)
-    items = [f"gres:{o}" for o in other] + ([f"gres:gpu:{gpu_type + ':' if gpu_type else ''}{n}"] if gpus else [])
-    return ",".join(items)
 
 
 @dataclass(frozen=True, slots=True)

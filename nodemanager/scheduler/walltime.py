@@ -1,4 +1,4 @@
-"""Requested walltimes grouped into a few buckets, so demand stays few items (issue 15 item 3).
+"""Requested walltimes grouped into a few buckets, so demand stays few items.
 
 A job's requested walltime (SLURM ``--time``, HTCondor ``allowed_job_duration`` or the attribute
 ``[Scheduler] walltime_attribute`` names) steers it between spot and on-demand sizes

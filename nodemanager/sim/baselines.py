@@ -10,7 +10,7 @@ documentation as summarised in ``../shared/notes/`` (see ``docs/simulator.md`` f
 
 * ``static``: the peak node count of the no-wait schedule kept up for the whole window
   (``min_nodes = max_nodes = peak``, nothing idle is ever drained).
-* ``arvados``: Arvados Node Manager's defaults: its final ``transitions`` table (not the seed's:
+* ``arvados``: Arvados Node Manager's defaults: its final ``transitions`` table (not the policy matrix page's:
   ``down`` in boot wait is shut down only while the window is open), ``poll_time`` 60 s,
   ``consecutive_idle_count`` 2 (idle is "exceeded" on the second consecutive idle poll, i.e. after
   one poll period of idleness: ``idle_grace = (2 - 1) x 60 s``), billing windows ``54, 5, 1``
@@ -41,7 +41,7 @@ from typing import Any, Mapping
 
 import policy_matrix
 from nodemanager.model import Size
-from nodemanager.settings import CoreSettings, PollSettings, Settings
+from nodemanager.configuration.settings import CoreSettings, PollSettings, Settings
 from policy_matrix import Matrix
 
 __all__ = ["Policy", "SimParams", "default_size", "ours", "static", "arvados", "cluster_autoscaler",

@@ -1,5 +1,5 @@
 """How far a policy that never moves or kills a running job can get below Slurm power saving: a
-clairvoyant packing of a trace (issue 18's cost target, measured rather than hoped for).
+clairvoyant packing of a trace (the cost target, measured rather than hoped for).
 
 The no-wait lower bound (:func:`nodemanager.sim.figures.lower_bounds`) repacks every running job
 onto the fewest nodes at every instant, which only migration can do. A node manager drains and

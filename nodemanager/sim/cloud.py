@@ -96,7 +96,7 @@ class SimCloud:
         self._faults: dict[str, list[CloudError]] = {}
         self._phantom_creates = 0
         self._listing: list[CloudNode] | None = None
-        # spot reclaims (issue 15): the model draws them; (time, seq, node id, deadline or None)
+        # spot reclaims: the model draws them; (time, seq, node id, deadline or None)
         self.spot = spot
         self.on_notice = on_notice
         self.on_reclaim = on_reclaim

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from nodemanager.classad_eval import bind_time, is_true
+from nodemanager.classad.expressions import bind_time, is_true
 from nodemanager.sim.startd import COMPLETIONS, DrainError, SimStartd
 
 __all__ = ["SimCondor", "COMMAND_TIMEOUT", "QUERY_TIMEOUT"]

@@ -1,4 +1,4 @@
-"""GPU and constrained jobs for replays (issue 14 item 7): a seeded fraction of a trace's jobs
+"""GPU and constrained jobs for replays: a seeded fraction of a trace's jobs
 made to need a GPU or a machine attribute, and the size that serves them.
 
 ``simulate --gpu-fraction F`` turns a fraction F of the trace's jobs into GPU jobs (each piece

@@ -136,7 +136,7 @@ class Figures:
     money: float = 0.0               # Σ each VM's paid seconds x its size's hourly price / 3600
     destroy_boot_60s: int = 0        # destroys followed within 60 s by a boot
     placement: str = "breadth"       # how the simulated pool placed jobs (breadth | depth)
-    # spot capacity (issue 15): spot VMs the cloud took back, kills split by cause
+    # spot capacity: spot VMs the cloud took back, kills split by cause
     reclaims: int = 0
     jobs_killed_by: dict[str, int] = field(default_factory=dict)
     badput_core_hours_by: dict[str, float] = field(default_factory=dict)

@@ -34,11 +34,11 @@ from typing import Any, Mapping
 
 from nodemanager.cloud import CloudDriver
 from nodemanager.core import stale_inputs
-from nodemanager.journal import ReservationJournal
+from nodemanager.cycle.journal import ReservationJournal
 from nodemanager.model import CloudNode, CycleReport, Size, Worker
 from nodemanager.scheduler import (Confirmation, DrainSchedule, DrainTicket, DrainingStats,
                                    Scheduler, SchedulerPoll)
-from nodemanager.settings import Settings
+from nodemanager.configuration.settings import Settings
 from nodemanager.sim.faults import Crash
 
 __all__ = ["Invariants", "AuditedCloud", "AuditedScheduler", "Call", "CheckedRun", "VirtualClock"]
@@ -323,9 +323,9 @@ class CheckedRun:
         self._fresh()
 
     def _fresh(self) -> None:
-        from nodemanager.actuate import Actuator
-        from nodemanager.admin import AdminState
-        from nodemanager.controller import Controller
+        from nodemanager.cycle.actuate import Actuator
+        from nodemanager.console.admin import AdminState
+        from nodemanager.cycle.controller import Controller
 
         self.nodes: list[CloudNode] | None = None
         self.cloud_at = 0.0

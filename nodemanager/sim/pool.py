@@ -62,7 +62,7 @@ def size_attributes(size: Size) -> dict[str, Any]:
     """The machine attributes a size's startds advertise (``[Size NAME] attributes``), as values."""
     if not size.attributes:
         return {}
-    from nodemanager.classad_eval import parse, plain_value
+    from nodemanager.classad.expressions import parse, plain_value
     return {name: plain_value(parse(expr)) for name, expr in size.attributes}
 
 
@@ -121,7 +121,7 @@ class _PoolBindings:
         now = self._pool.now
         if constraint == DEFAULT_CONSTRAINT:
             return [st.pslot_ad(now) for st in self._pool._joined.values() if st.alive]
-        from nodemanager.classad_eval import evaluate, is_true
+        from nodemanager.classad.expressions import evaluate, is_true
 
         return [ad for st in self._pool._joined.values() if st.alive for ad in st.slot_ads(now)
                 if is_true(evaluate(constraint, ad, now))]
@@ -503,7 +503,7 @@ class SimPool:
             return {}
         eligible = self._eligible.get((gpus, requirements))
         if eligible is None:
-            from nodemanager.classad_eval import evaluate, is_true
+            from nodemanager.classad.expressions import evaluate, is_true
             job_ad = {"RequestGPUs": gpus}
             eligible = self._eligible[(gpus, requirements)] = frozenset(
                 s.name for s in self.sizes if s.gpus >= gpus and is_true(evaluate(

@@ -3,8 +3,8 @@
 One replay wires, on a virtual clock:
 
 * :class:`~nodemanager.sim.cloud.SimCloud` (boot delay, billing) whose booted VMs start
-  :class:`~nodemanager.sim.pool.SimPool` startds (HTCondor partitionable slots, seed-000 drains);
-* :class:`~nodemanager.actuate.Actuator` and :class:`~nodemanager.controller.Controller`, the
+  :class:`~nodemanager.sim.pool.SimPool` startds (HTCondor partitionable slots, drains as HTCondor's draining design says);
+* :class:`~nodemanager.cycle.actuate.Actuator` and :class:`~nodemanager.cycle.controller.Controller`, the
   same synchronous cycle the daemon runs: list the cloud, poll the pool, plan with
   :func:`nodemanager.core.plan`, carry the plan out.
 
@@ -27,39 +27,27 @@ from __future__ import annotations
 
 import logging
 import math
-import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
-from nodemanager.actuate import Actuator
-from nodemanager.controller import Controller
-from nodemanager.controller_inputs import DESTROYED_KEPT
+from nodemanager.cycle.actuate import Actuator
+from nodemanager.cycle.controller import Controller
+from nodemanager.cycle.controller_inputs import DESTROYED_KEPT
 from nodemanager.model import ItemKind, Plan, PlanItem
 from nodemanager.sim.baseline_layer import layer_planner
 from nodemanager.sim.baselines import Policy, SimParams
-from nodemanager.sim.cloud import SimCloud
 from nodemanager.sim.constrained import constrain
-from nodemanager.sim.figures import HOUR, Bounds, Figures, Series, destroy_boot_pairs, percentile
-from nodemanager.sim.pool import Job, SimPool
-from nodemanager.sim.spot import SpotModel
-from nodemanager.sim.skip import (CycleWatch, booting_capacity, destroys_settle, settled_destroys,
-                                  settles, time_reads)
+from nodemanager.sim.figures import Bounds, Figures, Series
+from nodemanager.sim.replay_figures import replay_figures
+from nodemanager.sim.replay_jobs import MEMORY_QUANTUM, JobSplit, Piece, split_jobs
+from nodemanager.sim.replay_world import ReplayWorld
+from nodemanager.sim.skip import destroys_settle, settled_destroys, time_reads
 from nodemanager.sim.swf import SwfJob
 
 __all__ = ["ReplayResult", "Piece", "split_jobs", "replay", "MEMORY_QUANTUM"]
 
-MEMORY_QUANTUM = 256          # MB: job memory requests are rounded up to this
-MAX_RETIREMENT = 30 * 86400.0  # startds honour running jobs this long under a graceful drain
 _INF = math.inf
-
-
-@dataclass(frozen=True, slots=True)
-class Piece:
-    """One pool job: a whole trace job, or one node-sized piece of a wider one."""
-
-    index: int          # position of the trace job in the replayed list
-    job: Job
 
 
 @dataclass
@@ -67,40 +55,6 @@ class ReplayResult:
     figures: Figures
     series: Series | None = None
 
-
-@dataclass
-class _Split:
-    pieces: list[Piece]
-    wide_jobs: int = 0
-    memory_capped: int = 0
-
-
-def split_jobs(jobs: Sequence[SwfJob], cores_per_node: int, usable_ram_mb: int) -> _Split:
-    """Pool jobs for ``jobs``: one per job, or ceil(cores / cores_per_node) pieces for wider ones,
-    each asking for its share of the memory (rounded up to :data:`MEMORY_QUANTUM`, at most
-    ``usable_ram_mb``)."""
-    out: list[Piece] = []
-    wide = capped = 0
-    cap = max(MEMORY_QUANTUM, usable_ram_mb // MEMORY_QUANTUM * MEMORY_QUANTUM)
-    for i, j in enumerate(jobs):
-        n = -(-j.cores // cores_per_node)
-        if n > 1:
-            wide += 1
-        left = j.cores
-        for k in range(n):
-            cores = min(cores_per_node, left)
-            left -= cores
-            mem = 0
-            if j.mem_mb > 0:
-                mem = -(-int(math.ceil(j.mem_mb * cores / j.cores)) // MEMORY_QUANTUM) * MEMORY_QUANTUM
-                if mem > cap:
-                    mem = cap
-                    capped += 1
-            jid = f"{j.id}" if n == 1 else f"{j.id}.{k}"
-            out.append(Piece(i, Job(id=jid, cpus=cores, ram_mb=mem, runtime=j.runtime,
-                                    submit_time=j.submit,
-                                    walltime=j.requested_time if j.requested_time > 0 else None)))
-    return _Split(out, wide, capped)
 
 
 def _gated(delay: float, last_boot: list[float]) -> Callable[..., Plan]:
@@ -125,132 +79,9 @@ def _gated(delay: float, last_boot: list[float]) -> Callable[..., Plan]:
     return planner
 
 
-class _World:
-    """The cloud, the pool and the bookkeeping the figures need."""
-
-    def __init__(self, policy: Policy, sim: SimParams, t0: float) -> None:
-        self.now = t0
-        settings = policy.settings
-        self.pool = SimPool(self.clock, join_delay=sim.join_delay,
-                            negotiation_interval=sim.negotiation_interval,
-                            max_retirement=MAX_RETIREMENT, mem_scaling=settings.core.node_mem_scaling,
-                            sizes=settings.core.sizes, placement=sim.placement)
-        spot = SpotModel() if any(s.market == "spot" for s in settings.core.sizes) else None
-        self.cloud = SimCloud(clock=self.clock, sizes=settings.core.sizes, boot_delay=sim.boot_delay,
-                              on_running=self._running, on_terminated=self._terminated,
-                              cluster=settings.cloud.cluster, spot=spot,
-                              on_notice=self._notice, on_reclaim=self._reclaim)
-        self.reclaim_kills = [0, 0.0]             # jobs killed and their core-seconds, by reclaims
-        self.running: dict[str, float] = {}       # node id -> when its VM came up (live ones)
-        self.came_up: dict[str, float] = {}       # node id -> when its VM came up (all)
-        self.launched: dict[str, float] = {}      # node id -> launch time (every node ever)
-        self.gone: dict[str, float] = {}          # node id -> destroy time
-        self.last_busy: dict[str, float] = {}     # node id -> last time it was seen with a job
-        self.live: dict[str, None] = {}           # node ids launched and not destroyed
-        self.boot_times: list[float] = []         # every successful boot, for destroy->boot pairs
-        self.pool_changed = True
-        # consolidation and the karpenter/cobald baselines read free cores with nothing queued
-        self.watch = CycleWatch(self.pool, self.live, self.running, policy.matrix.vocabulary.core_state,
-                                free_matters=settings.core.consolidate or policy.watch_load,
-                                # a spot VM taken back unseen leaves its worker carried as last seen
-                                margin=settings.core.consolidate_margin
-                                if settings.core.consolidate and not policy.watch_load and spot is None
-                                else None,
-                                settles=None if policy.layer else settles(policy.matrix, settings.core),
-                                booting=booting_capacity(settings.core))
-        self._used: dict[str, int] = {}           # busy node id -> cores its jobs hold
-        self._used_sum = 0
-        self._load_at = t0                        # when load() last looked
-        self._unloaded: set[str] = set()          # nodes changed since load() last looked
-
-    def clock(self) -> float:
-        return self.now
-
-    def launch(self, node_id: str, t: float) -> None:
-        self.launched[node_id] = t
-        self.live[node_id] = None
-        self.changed(node_id)
-
-    def changed(self, node_id: str) -> None:
-        """``node_id``'s VM or startd changed (the cycle check and the load count look again)."""
-        self.watch.node_changed(node_id)
-        self._unloaded.add(node_id)
-
-    def sync(self) -> None:
-        """Pass on the nodes whose startd changed since the last call."""
-        touched = self.pool.touched
-        for nid in touched:
-            self.changed(nid)
-        touched.clear()
-
-    def _running(self, node, size) -> None:
-        self.running[node.id] = self.now
-        self.changed(node.id)
-        self.came_up[node.id] = self.now
-        self.pool.vm_started(node, size)
-
-    def _terminated(self, node_id: str) -> None:
-        self.running.pop(node_id, None)
-        self.gone[node_id] = self.now
-        self.live.pop(node_id, None)
-        self.changed(node_id)
-        self.pool.vm_stopped(node_id)
-        self.pool_changed = True
-
-    def _notice(self, node_id: str, deadline: float) -> None:
-        self.pool.reclaim_notice(node_id, deadline)
-        self.pool_changed = True
-
-    def _reclaim(self, node_id: str) -> None:
-        """The cloud takes a spot VM back now: what its termination kills is the cloud's doing."""
-        before = self.pool.stats
-        self.pool.vm_stopped(node_id)
-        after = self.pool.stats
-        self.reclaim_kills[0] += after.killed - before.killed
-        self.reclaim_kills[1] += after.badput - before.badput
-
-    @property
-    def up(self) -> int:
-        return len(self.launched) - len(self.gone)
-
-    def load(self) -> tuple[int, int]:
-        """(nodes running at least one job, cores in use), from the live startds; looks only at
-        the nodes that changed since the last call (the others hold what they held)."""
-        self.sync()
-        startd, used = self.pool.startd, self._used
-        for nid in self._unloaded:
-            st = startd(nid)
-            if st is not None and st.dslots and nid in self.running:
-                self._used_sum += st.cpus - st.free_cpus - used.get(nid, 0)
-                used[nid] = st.cpus - st.free_cpus
-            elif nid in used:
-                # a look follows every change at the time it happens: busy until now, however
-                # many cycles ran or were skipped since the look before
-                self._used_sum -= used.pop(nid)
-                self.last_busy[nid] = self.now
-        self._unloaded.clear()
-        self._load_at = self.now
-        return len(used), self._used_sum
-
-    def busy_until_now(self) -> None:
-        """Bring ``last_busy`` up to the last look for the nodes busy then (at the end)."""
-        for nid in self._used:
-            self.last_busy[nid] = self._load_at
-
-    def unchanged(self) -> bool:
-        """True if a cycle now may be skipped (:meth:`CycleWatch.unchanged`)."""
-        self.sync()
-        return self.watch.unchanged()
-
-    def mark(self, plan: Plan) -> None:
-        """A cycle ran and planned ``plan`` (:meth:`CycleWatch.mark`)."""
-        self.sync()
-        self.watch.mark(plan)
-
-
 def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bounds, *,
            trace: str = "", window: str = "", record_series: bool = True,
-           split: _Split | None = None, skip_cycles: bool = True,
+           split: JobSplit | None = None, skip_cycles: bool = True,
            progress: Callable[[int], None] | None = None) -> ReplayResult:
     """Replay ``jobs`` under ``policy``; returns the figures (and the nodes-over-time series).
 
@@ -273,7 +104,7 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
     interval = max(1.0, settings.poll.cycle_interval)
     first = pieces[0].job.submit_time if pieces else 0.0
     t0 = first - (sim.boot_delay + sim.join_delay + 2 * interval)
-    w = _World(policy, sim, t0)
+    w = ReplayWorld(policy, sim, t0)
     pool, cloud = w.pool, w.cloud
     seq = [0]
 
@@ -427,155 +258,7 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
     w.busy_until_now()
     if series is not None:
         series.add(end - first, w.up, busy, (running_cores + queued_cores) / cpn)
-    return ReplayResult(_figures(jobs, split, policy, bounds, w, counts, drained_at, end,
-                                 alive_s, busy_s, peak, trace, window, time.perf_counter() - wall0),
+    return ReplayResult(replay_figures(jobs, split, policy, bounds, w, counts, drained_at, end,
+                                       alive_s, busy_s, peak, trace, window,
+                                       time.perf_counter() - wall0),
                         series)
-
-
-def _figures(jobs: Sequence[SwfJob], split: _Split, policy: Policy, bounds: Bounds, w: _World,
-             counts: dict[str, int], drained_at: dict[str, float], end: float, alive_s: float,
-             busy_s: float, peak: int, trace: str, window: str, wall: float) -> Figures:
-    pool, cloud = w.pool, w.cloud
-    st = pool.stats
-    starts = pool.first_starts()
-    job_start: list[float] = [-_INF] * len(jobs)
-    started = [0] * len(jobs)
-    for p in split.pieces:
-        s = starts.get(p.job.id)
-        if s is not None:
-            started[p.index] += 1
-            if s > job_start[p.index]:
-                job_start[p.index] = s
-    need = [0] * len(jobs)
-    for p in split.pieces:
-        need[p.index] += 1
-    waits = sorted(job_start[k] - jobs[k].submit for k in range(len(jobs)) if started[k] == need[k])
-    unfinished = len(jobs) - len(waits)
-    paid = sum(cloud.billing_by_size(end).values())
-    booting = 0.0
-    for nid, launched in w.launched.items():
-        gone = w.gone.get(nid, end)
-        up_at = w.came_up.get(nid)
-        joined = _INF if up_at is None else up_at + w.pool.join_delay
-        booting += max(0.0, min(gone, joined) - launched)
-    draining = 0.0
-    for nid, t in drained_at.items():
-        ended = w.gone.get(nid)
-        if ended is not None:
-            draining += max(0.0, ended - max(t, w.last_busy.get(nid, t)))
-    idle = max(0.0, alive_s - busy_s - booting - draining)
-    waste = {"busy": busy_s / HOUR, "idle": idle / HOUR, "booting": booting / HOUR,
-             "draining": draining / HOUR, "billing": max(0.0, paid - alive_s) / HOUR}
-    paid_h = paid / HOUR
-    return Figures(
-        policy=policy.name, trace=trace, window=window, cores_per_node=bounds.cores_per_node,
-        paid_node_hours=paid_h, busy_node_hours=busy_s / HOUR,
-        idle_paid_node_hours=paid_h - busy_s / HOUR,
-        lower_bound_work_node_hours=bounds.work_node_hours,
-        lower_bound_nowait_node_hours=bounds.nowait_node_hours,
-        cost_ratio=paid_h / bounds.nowait_node_hours if bounds.nowait_node_hours else 0.0,
-        wait_p50=percentile(waits, 50), wait_p95=percentile(waits, 95),
-        wait_p99=percentile(waits, 99), wait_max=waits[-1] if waits else 0.0,
-        wait_mean=sum(waits) / len(waits) if waits else 0.0,
-        jobs_submitted=len(jobs), jobs_completed=len(jobs) - unfinished, jobs_killed=st.killed,
-        jobs_unfinished=unfinished, badput_core_hours=st.badput / HOUR,
-        boots=counts["boots"], drains=counts["drains"], drain_cancels=counts["drain_cancels"],
-        destroys=counts["destroys"], late_give_backs=cloud.late_give_backs(), peak_nodes=peak,
-        wall_seconds=wall,
-        wide_jobs_split=split.wide_jobs, pieces=len(split.pieces), cycles=counts["cycles"],
-        cycles_skipped=counts["skipped"], escalations=counts["escalations"], waste=waste,
-        params={**{k: v for k, v in policy.params.items()}, "baseline": policy.baseline,
-                "memory_capped": split.memory_capped},
-        **_spot_figures(w, end),
-        placement=w.pool.placement,
-        destroy_boot_60s=destroy_boot_pairs(list(w.gone.values()), w.boot_times),
-    )
-
-
-def _spot_figures(w: _World, end: float) -> dict[str, Any]:
-    """Money paid and the kills split by cause: the cloud's reclaims, or our own decisions."""
-    st = w.pool.stats
-    killed, badput = w.reclaim_kills
-    return dict(money=w.cloud.cost(end), reclaims=len(w.cloud.reclaimed),
-                jobs_killed_by={"by_reclaim": int(killed), "by_us": st.killed - int(killed)},
-                badput_core_hours_by={"by_reclaim": round(badput / HOUR, 4),
-                                      "by_us": round((st.badput - badput) / HOUR, 4)})
-
-
-
-# ---- many replays: policies, sweeps, in parallel ------------------------------------------------
-
-_SHARED: dict[str, Any] = {}
-
-
-def _run_one(k: int) -> tuple[int, ReplayResult]:
-    s = _SHARED
-    policy, record = s["runs"][k]
-    return k, replay(s["jobs"], policy, s["sim"], s["bounds"], trace=s["trace"], window=s["window"],
-                     record_series=record, split=s["split"], progress=s["progress"])
-
-
-def run_many(jobs: Sequence[SwfJob], runs: Sequence[tuple[Policy, bool]], sim: SimParams,
-             bounds: Bounds, *, trace: str = "", window: str = "", processes: int = 1,
-             progress: Any = None) -> list[ReplayResult]:
-    """Replay ``jobs`` once per ``(policy, record_series)``, in ``processes`` worker processes
-    (forked, so the trace is read once); results in the order of ``runs``.
-
-    ``progress``: a progress bar (``nodemanager.progress.progress_bar``): its ``total`` is set to
-    the number of replays, and it moves by each replay's share of job pieces submitted, in
-    whichever process.
-    """
-    sizes = runs[0][0].settings.core.sizes if runs else ()
-    big = max(sizes, key=lambda s: s.cores) if sizes else None
-    split = split_jobs(jobs, bounds.cores_per_node,
-                       int(big.ram_mb * runs[0][0].settings.core.node_mem_scaling) if big else 0)
-    split.pieces = constrain(split.pieces, sim.gpu_fraction, sim.constrained_fraction, sim.job_seed)
-    tasks = list(range(len(runs)))
-    parallel = processes > 1 and len(tasks) > 1
-    per_piece = 1.0 / max(1, len(split.pieces))  # the bar counts replays, moved piece by piece
-    if progress is not None:
-        progress.total = len(runs)
-        progress.refresh()
-    if not parallel:
-        _SHARED.update(progress=(lambda n: progress.update(n * per_piece)) if progress is not None else None)
-    # the workers are forked: they read the trace, the split and the policies from here
-    _SHARED.update(jobs=jobs, sim=sim, bounds=bounds, trace=trace, window=window, split=split,
-                   runs=list(runs))
-    out: list[ReplayResult | None] = [None] * len(tasks)
-    try:
-        if not parallel:
-            for task in tasks:
-                k, res = _run_one(task)
-                out[k] = res
-        else:
-            import multiprocessing
-
-            ctx = multiprocessing.get_context("fork")
-            ticks = ctx.SimpleQueue() if progress is not None else None
-            _SHARED.update(progress=ticks.put if ticks is not None else None)
-            relay = _relay(ticks, progress, per_piece) if ticks is not None else None
-            # longest first: cycle intervals differ, the 10 s ones take longest
-            order = sorted(tasks, key=lambda k: runs[k][0].settings.poll.cycle_interval)
-            try:
-                with ctx.Pool(processes) as pool:
-                    for k, res in pool.imap_unordered(_run_one, order):
-                        out[k] = res
-            finally:
-                if relay is not None and ticks is not None:
-                    ticks.put(None)
-                    relay.join()
-    finally:
-        _SHARED.clear()
-    return [r for r in out if r is not None]
-
-
-def _relay(ticks: Any, bar: Any, scale: float) -> threading.Thread:
-    """A thread that moves the workers' progress ticks (times ``scale``) onto ``bar`` until it
-    reads None."""
-    def run() -> None:
-        while (n := ticks.get()) is not None:
-            bar.update(n * scale)
-
-    thread = threading.Thread(target=run, name="replay-progress", daemon=True)
-    thread.start()
-    return thread

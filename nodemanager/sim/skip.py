@@ -62,7 +62,7 @@ class CycleWatch:
     :meth:`node_changed` for every node launched, started, stopped or whose startd changed
     (:attr:`SimPool.touched`), :meth:`mark` after every cycle that ran, and :meth:`unchanged`
     before a cycle to ask whether it may be skipped. ``free_matters``: the plan reads free cores
-    even with nothing queued (consolidation, issue 18): any change of them runs a cycle, unless
+    even with nothing queued (consolidation): any change of them runs a cycle, unless
     ``margin`` (consolidation's ``consolidate_margin``) is given and :meth:`quiet` holds both at L
     and now (consolidation relabels no node either time, see :func:`no_spare`)."""
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from nodemanager.model import Demand, ItemKind, Outcome, Plan
-from nodemanager.settings import CoreSettings
+from nodemanager.configuration.settings import CoreSettings
 from policy_matrix import Action, Matrix
 from policy_matrix.vocabulary import BUSY, IDLE, IDLE_WAIT, UNPAIRED
 

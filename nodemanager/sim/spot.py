@@ -1,4 +1,4 @@
-"""The simulator's spot market (issue 15): a cheaper copy of a size that the cloud takes back.
+"""The simulator's spot market: a cheaper copy of a size that the cloud takes back.
 
 Assumptions (documented in docs/simulator.md):
 

@@ -1,4 +1,4 @@
-"""A simulated HTCondor startd with one partitionable slot, following seed 000 and the draining notes.
+"""A simulated HTCondor startd with one partitionable slot, following HTCondor's draining design.
 
 It is a plain state machine on an injected time: every method takes ``now`` and first runs the
 startd forward to it (:meth:`SimStartd.advance`). Jobs run in dynamic slots carved out of the
@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from nodemanager.classad_eval import evaluate, is_true
+from nodemanager.classad.expressions import evaluate, is_true
 
 __all__ = [
     "Job", "JobEnd", "SimStartd", "DrainError", "COLLECTOR_ONLY",
@@ -160,7 +160,7 @@ class SimStartd:
         self.alive = True
         self.ended: list[JobEnd] = []
         self.jobs_killed_by_drain = 0
-        self.reclaim_deadline: float | None = None  # the spot notice relay's attribute (issue 15)
+        self.reclaim_deadline: float | None = None  # the spot notice relay's attribute
         self._boot(now)
 
     # ---------------------------------------------------------------- lifecycle
@@ -348,7 +348,7 @@ class SimStartd:
     def drain(self, now: float, how: str = GRACEFUL, *, on_completion: str = "nothing",
               check_expr: str | None = None, start_expr: str | None = None,
               reason: str | None = None) -> str:
-        """Start draining (seed 000); returns the request id. Raises :class:`DrainError` 10001 when a
+        """Start draining; returns the request id. Raises :class:`DrainError` 10001 when a
         drain is in progress and 10003 when ``check_expr`` is not true on every slot ad."""
         if how not in SCHEDULES:
             raise ValueError(f"unknown drain schedule {how!r}")

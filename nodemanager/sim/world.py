@@ -25,11 +25,11 @@ import threading
 from typing import Any, Callable, Mapping
 
 from nodemanager.cloud import CloudDriver
-from nodemanager.config import ConfigError, Problem, parse_duration
+from nodemanager.configuration.config import ConfigError, Problem, parse_duration
 from nodemanager.model import CloudNode, Size, Worker
 from nodemanager.scheduler import (Confirmation, DrainSchedule, DrainTicket, DrainingStats,
                                    Scheduler, SchedulerPoll)
-from nodemanager.settings import Settings
+from nodemanager.configuration.settings import Settings
 from nodemanager.sim.cloud import SimCloud
 from nodemanager.sim.pool import Job, SimPool
 

@@ -8,7 +8,7 @@ from typing import Callable, NamedTuple, Protocol, Sequence
 
 from nodemanager.core.plan_node import Decision
 from nodemanager.model import InFlight, Snapshot, Worker
-from nodemanager.settings import CoreSettings
+from nodemanager.configuration.settings import CoreSettings
 
 __all__ = ["Stage", "Context", "Reason", "Escalation"]
 

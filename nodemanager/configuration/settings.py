@@ -1,0 +1,140 @@
+"""Typed settings the controller runs with, as frozen dataclasses (parsed from INI by ``config``).
+
+``CoreSettings`` is all the pure core needs; the other classes belong to the daemon's shell.
+Defaults here are the documented defaults of ``config.example.ini``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from nodemanager.model import EMPTY_MAP, Size
+
+__all__ = ["CoreSettings", "CloudSettings", "SchedulerSettings", "DrainSettings",
+           "ManageSettings", "PollSettings", "HASettings", "Settings"]
+
+
+@dataclass(frozen=True)
+class CoreSettings:
+    """Options of ``[Daemon]`` that decisions depend on, plus the sizes. Durations in seconds."""
+
+    sizes: tuple[Size, ...] = ()
+    min_nodes: int = 0
+    max_nodes: int = 8
+    max_total_price: float = 0.0          # per hour; 0 = no limit
+    boot_grace: float = 1800.0
+    idle_grace: float = 300.0
+    node_stale_after: float = 600.0       # a worker not heard from for this long is "down"
+    poll_stale_after: float = 300.0       # an input older than this freezes drains and destroys
+    max_concurrent_drains: int = 10
+    max_destroys_per_hour: int = 0        # 0 = no limit
+    down_freeze_count: int = 3            # freeze when more than this many nodes are down at once...
+    down_freeze_fraction: float = 0.5     # ...and they are more than this fraction of paired nodes
+    node_mem_scaling: float = 0.95
+    victim_horizon: float = 7200.0        # prefer nodes that can go within this time (victim order)
+    clock_tolerance: float = 30.0         # timestamps this far in the future are believed
+    max_clock_skew: float = 300.0         # cloud clock off by more: drains/destroys frozen (0 = never)
+    reclaim_foreign_after: float = 0.0    # [Drain]: someone else's drain is reclaimed after; 0 = never
+    reclaim_penalty: float = 0.0          # seconds of node time a spot reclaim costs besides the re-run
+    # protected mode: a size whose VMs fail to join this many times in a row is not booted for a
+    # back-off doubling from protect_backoff up to protect_max_backoff (0 = never)
+    protect_after_failed_boots: int = 3
+    protect_backoff: float = 600.0
+    protect_max_backoff: float = 14400.0
+    # the cost profile: consolidation, lifetimes (nodemanager.core.consolidate)
+    consolidate: bool = False             # relabel busy nodes "underused" when capacity is spare
+    consolidate_margin: int = 8           # free cores kept beyond the queue's needs
+    min_lifetime: float = 0.0             # no drain/destroy by the matrix before this age; 0 = none
+    max_lifetime: float = 0.0             # busy nodes older than this are "expired"; 0 = never
+    rebuy_hold: float = 0.0               # no boot this long after a destroy; 0 = none
+    size_digests: tuple[tuple[str, str], ...] = ()  # size -> settings_digest, tagged at boot (drift)
+    idle_grace_mode: str = "fixed"        # fixed | break-even (nodemanager.core.idle_timing)
+
+    def size(self, name: str) -> Size | None:
+        for s in self.sizes:
+            if s.name == name:
+                return s
+        return None
+
+
+@dataclass(frozen=True)
+class DrainSettings:
+    """``[Drain]``: how drains are carried out and escalated (HTCondor's eviction policy RFC)."""
+
+    schedule: str = "graceful"                  # graceful | quick | fast
+    escalate_quick: str = ""                    # ClassAd expression: turn the drain quick
+    escalate_fast: str = ""                     # ClassAd expression: turn the drain fast (kill)
+    deadline: float = 0.0                       # seconds; 0 = never force (only the matrix kills)
+
+
+@dataclass(frozen=True)
+class CloudSettings:
+    driver: str = "simulated"                   # libcloud provider name (ec2, gce, ...) or simulated
+    driver_args: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
+    create_args: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
+    tags: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
+    cluster: str = "nodemanager"
+    node_name_template: str = "{cluster}-{size}-{seq}"
+    calls_per_second: float = 5.0
+    quota_backoff: float = 600.0
+    deployment_id: str = ""                     # set, or made at the first start (state_dir)
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    kind: str = "simulated"                      # htcondor | slurm | simulated
+    options: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
+
+
+@dataclass(frozen=True)
+class PollSettings:
+    cloud_interval: float = 60.0
+    scheduler_interval: float = 10.0
+    cycle_interval: float = 10.0
+    max_backoff: float = 300.0
+    watchdog: float = 600.0
+
+
+@dataclass(frozen=True)
+class ManageSettings:
+    address: str = "127.0.0.1"
+    port: int = 8989                            # -1 disables the status server
+    token: str = ""                             # admin API token; empty disables the admin API
+    state_file: str = ""                        # holds, forced drains, pause kept here; empty: memory only
+    state_dir: str = ""                         # lock and local records; config.load fills the default
+    allowed_hosts: tuple[str, ...] = ()         # Host names the status server answers to, besides its own
+
+
+@dataclass(frozen=True)
+class HASettings:
+    """``[HA]``: a leader lease on etcd; only the leader acts (docs/ha.md)."""
+
+    backend: str = "etcd"
+    endpoints: tuple[str, ...] = ("http://127.0.0.1:2379",)
+    ca_file: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+    user: str = ""
+    password: str = ""
+    lease_ttl: float = 15.0                     # seconds
+    stop_margin: float = 5.0                    # the leader stops acting this long before its lease can end
+    deployment: str = ""                        # the election's name; empty: recorded in state_dir at first start
+    election_key: str = ""                      # empty: /nodemanager/<deployment>/leader
+    admin_key: str = ""                         # empty: /nodemanager/<deployment>/admin
+    timeout: float = 2.0                        # one etcd request
+
+
+@dataclass(frozen=True)
+class Settings:
+    core: CoreSettings = CoreSettings()
+    drain: DrainSettings = DrainSettings()
+    cloud: CloudSettings = CloudSettings()
+    scheduler: SchedulerSettings = SchedulerSettings()
+    poll: PollSettings = PollSettings()
+    manage: ManageSettings = ManageSettings()
+    ha: HASettings | None = None                # None: no [HA] section, the single-host lock only
+    matrix_file: str = ""                       # empty = the default matrix shipped with the package
+    dry_run: bool = False
+    log_level: str = "INFO"
+    source: str = ""                            # the config file this came from

@@ -1,0 +1,149 @@
+"""The status document: what ``GET /status.json`` serves and the console shows, built from the
+daemon's published :class:`StatusView` (the last cycle, its counters, each node's history).
+
+Pure functions of a view and the time; the HTTP server (:mod:`nodemanager.console.status`) serves them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Iterable, Mapping
+
+from nodemanager.console.admin import AdminState
+from nodemanager.model import EMPTY_MAP, CycleReport
+from nodemanager.configuration.settings import CoreSettings
+from nodemanager.console.summary import pool_summary
+from nodemanager.tags import TAG_DEPLOYMENT
+from nodemanager.text import duration, short_rule
+
+__all__ = ["StatusView", "status_document", "when_text", "cycle_health"]
+
+
+@dataclass(frozen=True)
+class StatusView:
+    """What the daemon publishes for the status server: the last cycle and its counters.
+
+    ``last_cycle_at`` is the wall time the last cycle finished (None before the first);
+    ``counters`` are the daemon's own totals (cycles, errors...), shown as they are.
+    """
+
+    report: CycleReport | None = None
+    counters: Mapping[str, float] = field(default_factory=lambda: EMPTY_MAP)
+    started_at: float = 0.0
+    last_cycle_at: float | None = None
+    version: str = ""
+    ha: str | None = None           # [HA]: "leader (...)" or "standby; leader is host:pid since ..."
+    core: CoreSettings | None = None  # prices and caps for the summary (None: none shown)
+    history: Any = None             # nodemanager.console.history.NodeHistory: each node's last events
+    # (what, seconds since it last happened on the monotonic clock, limit): the last cycle and each
+    # input's last good poll; health fails on any past its limit (a wall-clock step moves no age)
+    ages: tuple[tuple[str, float, float], ...] = ()
+
+
+def when_text(at: float | None, what: str | None, now: float) -> str | None:
+    """``"idle grace ends 14:05:10 UTC (in 3m 20s)"``; the date is added when not today."""
+    if at is None:
+        return None
+    t = datetime.fromtimestamp(at, timezone.utc)
+    same_day = t.date() == datetime.fromtimestamp(now, timezone.utc).date()
+    stamp = t.strftime("%H:%M:%S UTC" if same_day else "%Y-%m-%d %H:%M:%S UTC")
+    delta = at - now
+    rel = f"in {duration(delta)}" if delta >= 0 else f"{duration(-delta)} ago"
+    return f"{what or 'changes'} {stamp} ({rel})"
+
+
+def cycle_health(view: StatusView, now: float, stale_after: float) -> tuple[bool, str]:
+    """(healthy, why): healthy when the last cycle finished within ``stale_after`` seconds and,
+    when the view gives ``ages``, each of them is within its limit."""
+    if view.last_cycle_at is None:
+        return False, f"no cycle has finished yet (up {duration(now - view.started_at)})"
+    ages = view.ages or (("cycle finished", now - view.last_cycle_at, stale_after),)
+    for what, age, limit in ages:
+        if age > limit:
+            return False, (f"last {what} {duration(age)} ago (limit {duration(limit)}): "
+                           + ("the controller is stuck or stopped" if what.startswith("cycle")
+                              else "its poller is stuck or failing"))
+    return True, "ok: " + ", ".join(f"last {what} {duration(age)} ago" for what, age, _ in ages)
+
+
+def status_document(view: StatusView, admin: AdminState | None, now: float, *,
+                    stale_after: float = 300.0, admin_enabled: bool = False) -> dict[str, Any]:
+    """The ``/status.json`` document (also what the HTML page shows)."""
+    healthy, health = cycle_health(view, now, stale_after)
+    doc: dict[str, Any] = {
+        "version": view.version, "now": now, "now_text": "generated " + datetime.fromtimestamp(now, timezone.utc).strftime(
+            "%Y-%m-%d %H:%M:%S UTC"),
+        "started_at": view.started_at, "last_cycle_at": view.last_cycle_at,
+        "healthy": healthy, "health": health, "counters": dict(view.counters), "ha": view.ha,
+        "admin": {"enabled": admin_enabled, **(admin.to_json() if admin else {})},
+    }
+    report = view.report
+    if report is None:
+        doc.update(nodes=[], unpaired_workers=[], outcomes=[], notes=[], frozen=None,
+                   paused=doc["admin"].get("paused"), why_not_demand=[], recent=[],
+                   matrix={"sha256": None, "error": None}, polls={}, summary={})
+        return doc
+    snap, plan = report.snapshot, report.plan
+    admin_json = doc["admin"]
+    held = set(snap.held) | set(admin_json.get("held", ()))
+    forced = set(snap.forced_drains) | set(admin_json.get("forced_drains", ()))
+    last_outcome = {o.node: o for o in report.outcomes}
+    in_flight = {f.node: f for f in snap.in_flight}
+    cloud = {c.id: c for c in snap.cloud_nodes}
+    history = view.history
+    why_not = report.why_not
+    recent = history.recent(now) if history is not None else []
+    nodes = []
+    for e in plan.nodes:
+        o = last_outcome.get(e.node_id) or last_outcome.get(e.name)
+        w = why_not.node(e)
+        f = in_flight.get(e.node_id)
+        c = cloud.get(e.node_id)
+        nodes.append({
+            "node_id": e.node_id, "name": e.name, "size": e.size, "worker": e.worker,
+            "raw_state": e.raw_state, "tuple": dict(zip(
+                ("worker_state", "window", "boot_grace", "idle_grace"), e.tuple.as_tuple())),
+            "tuple_text": str(e.tuple), "rule": e.rule, "rule_short": short_rule(e.rule),
+            "matrix_action": e.matrix_action.to_json(),
+            "planned_action": e.action.value if e.action else None,
+            "blocked_by": e.blocked_by, "why": e.reason,
+            "cause": {"reason": e.cause.reason, "by": e.cause.by} if e.cause else None,
+            "facts": {"lost": e.lost, "our_drain_since": e.our_drain_since, "drained": e.drained,
+                      "counted_up": e.up},
+            "next_change": e.next_change, "next_change_what": e.next_change_what,
+            "next_change_text": when_text(e.next_change, e.next_change_what, report.snapshot.now),
+            "held": e.node_id in held or e.name in held,
+            "forced_drain": e.node_id in forced or e.name in forced,
+            "in_flight": ({"action": f.action, "since": f.since,
+                           "for_seconds": round(snap.now - f.since, 1)} if f else None),
+            "launched_at": c.launched_at if c else None,
+            "last_outcome": f"{o.kind} {o.result}: {o.detail}" if o else None,
+            "why_not": w.to_json() if w else None,
+            "events": _events(history.events(e.node_id)) if history is not None else [],
+        })
+    paired = {e.worker for e in plan.nodes if e.worker}
+    doc.update(
+        cycle_at=snap.now, frozen=plan.frozen, frozen_by=plan.frozen_by, paused=snap.paused or admin_json.get("paused"),
+        matrix={"sha256": report.matrix_hash or None, "error": report.matrix_error},
+        polls={k: {"at": v, "age_seconds": round(now - v, 1)} for k, v in snap.polled_at.items()},
+        cloud_clock_skew=snap.cloud_clock_skew,
+        other_controller=report.other_controller,
+        foreign_vms=[{"node_id": n.id, "name": n.name, "state": n.state,
+                      "deployment": n.tags.get(TAG_DEPLOYMENT) or None} for n in report.foreign_nodes],
+        protected_sizes=dict(snap.protected_sizes),
+        summary=pool_summary(report, view.core, recent), notes=list(plan.notes),
+        why_not_demand=[w.to_json() for w in why_not.demand],
+        recent=[{**r, "events": _events(r["events"])} for r in recent],
+        nodes=nodes,
+        unpaired_workers=[{"name": w.name, "state": w.state, "draining": w.draining,
+                           "drain_reason": w.drain_reason}
+                          for w in snap.workers if w.name not in paired],
+        outcomes=[{"kind": o.kind, "node": o.node, "result": o.result, "detail": o.detail,
+                   "at": o.at, "size": o.size} for o in report.outcomes],
+    )
+    return doc
+
+
+def _events(events: Iterable[tuple[float, str, str]]) -> list[dict[str, Any]]:
+    return [{"at": at, "kind": kind, "text": text} for at, kind, text in events]

@@ -1,0 +1,95 @@
+"""The pool summary of ``/status.json`` (and the console's summary panel): nodes by worker state
+and by action, spend, the queue by job signature, and each cap or budget with what is used and
+whether it binds now. A pure function of one cycle's report and the settings.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable, Mapping
+
+from nodemanager.tags import TAG_REQUEST
+from nodemanager.core import charged_between
+from nodemanager.model import CycleReport
+from nodemanager.configuration.settings import CoreSettings
+
+__all__ = ["pool_summary", "local_midnight"]
+
+
+def _count(values: Iterable[str | None]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for v in values:
+        if v is not None:
+            out[v] = out.get(v, 0) + 1
+    return dict(sorted(out.items()))
+
+
+def local_midnight(now: float) -> float:
+    """The epoch of the last midnight in this machine's local zone (``today`` starts there)."""
+    t = time.localtime(now)
+    return time.mktime((t.tm_year, t.tm_mon, t.tm_mday, 0, 0, 0, 0, 0, -1))
+
+
+def pool_summary(report: CycleReport, core: CoreSettings | None,
+                 gone: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """The summary of ``report``; ``core`` gives prices and caps (None: no spend, no caps);
+    ``gone`` the recently destroyed nodes (``size``, ``launched_at``, ``gone_at``) for today's
+    spend."""
+    plan, snap = report.plan, report.snapshot
+    sizes = {s.name: s for s in core.sizes} if core else {}
+    why = report.why_not
+    spend_now = sum(sizes[n.size].price for n in snap.cloud_nodes if n.size in sizes)
+    midnight = local_midnight(snap.now)
+    seconds = [(sizes[n.size], n.launched_at, snap.now) for n in snap.cloud_nodes if n.size in sizes]
+    seconds += [(sizes[g["size"]], g["launched_at"], g["gone_at"]) for g in gone
+                if g.get("size") in sizes and g.get("launched_at") is not None
+                and g["gone_at"] > midnight]
+    today = sum(s.price * charged_between(s, launched, midnight, end) / 3600.0
+                for s, launched, end in seconds if end > launched)
+    queue: dict[tuple[int, int, str], int] = {}
+    for d in snap.demand:
+        key = (d.cpus, d.ram_mb, d.size or "")
+        queue[key] = queue.get(key, 0) + d.count
+    return {
+        "nodes": len(plan.nodes),
+        "by_worker_state": _count(e.tuple.worker_state for e in plan.nodes),
+        "by_matrix_action": _count(str(e.matrix_action) for e in plan.nodes),
+        "planned": _count(i.kind.value for i in plan.items),
+        "blocked": _count(e.blocked_by for e in plan.nodes),
+        "boots": [{"size": b.size, "count": b.count, "reason": b.reason} for b in plan.boots],
+        "demand": {"jobs": sum(d.count for d in snap.demand),
+                   "cpus": sum(d.count * d.cpus for d in snap.demand)},
+        "queue": [{"cpus": c, "ram_mb": r, "size": s or None, "jobs": n}
+                  for (c, r, s), n in sorted(queue.items(), key=lambda kv: (-kv[1], kv[0]))],
+        "spend": {"per_hour": round(spend_now, 4), "today": round(today, 4),
+                  "today_since": midnight},
+        "caps": _caps(report, core, spend_now, why.counts()) if core else [],
+    }
+
+
+def _caps(report: CycleReport, core: CoreSettings, spend_now: float,
+          counts: Mapping[tuple[str, str], int]) -> list[dict[str, Any]]:
+    """Each cap and budget: ``used`` of ``limit`` (None: no limit) and ``binds`` (it stops an
+    action or a boot this cycle)."""
+    snap, plan = report.snapshot, report.plan
+    listed = {n.tags.get(TAG_REQUEST) for n in snap.cloud_nodes if n.tags}
+    booting = sum(1 for f in snap.in_flight if f.action == "boot" and f.node not in listed)
+    drains = sum(1 for f in snap.in_flight if f.action == "drain")
+    budget = counts[("node", "budget")] > 0
+    caps = [
+        ("max_nodes", len(snap.cloud_nodes) + booting, core.max_nodes,
+         counts[("demand", "max_nodes")] > 0),
+        ("cloud quota", len(snap.cloud_nodes) + booting, snap.quota,
+         counts[("demand", "quota")] > 0),
+        ("max_total_price", round(spend_now, 4), core.max_total_price or None,
+         counts[("demand", "max_total_price")] > 0),
+        ("max_concurrent_drains", drains, core.max_concurrent_drains,
+         budget and drains >= core.max_concurrent_drains),
+        ("max_destroys_per_hour", len(snap.recent_destroys), core.max_destroys_per_hour or None,
+         budget and bool(core.max_destroys_per_hour)
+         and len(snap.recent_destroys) >= core.max_destroys_per_hour),
+        ("min_nodes", len(plan.nodes), core.min_nodes or None,
+         counts[("node", "min_nodes")] > 0),
+    ]
+    return [{"name": name, "used": used, "limit": limit, "binds": bool(binds)}
+            for name, used, limit, binds in caps if limit is not None or name == "max_nodes"]

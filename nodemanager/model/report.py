@@ -1,0 +1,41 @@
+"""One controller cycle as the logs, the metrics and the status page read it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from nodemanager.model.plan import Outcome, Plan
+from nodemanager.model.records import CloudNode, Snapshot
+from nodemanager.console.whynot import WhyNots, why_not
+from policy_matrix.vocabulary import Vocabulary
+
+__all__ = ["CycleReport"]
+
+
+@dataclass(frozen=True)
+class CycleReport:
+    """One controller cycle, for logs, metrics and the status page."""
+
+    snapshot: Snapshot
+    plan: Plan
+    outcomes: tuple[Outcome, ...] = ()
+    matrix_hash: str = ""
+    matrix_error: str | None = None
+    cpu_seconds: float = 0.0
+    vocabulary: Vocabulary | None = None   # the matrix's words: how an added worker_state is read
+    # VMs with our cluster name and another deployment's id: shown, never touched nor counted
+    foreign_nodes: tuple[CloudNode, ...] = ()
+    # why this process stopped acting: another controller of this deployment acts (None: it does not)
+    other_controller: str | None = None
+
+    def core_state(self, worker_state: str) -> str:
+        """The core's word for ``worker_state`` (busy, idle, down, unpaired): what everything
+        outside the matrix reads, so a state added ``like busy`` counts as busy."""
+        return self.vocabulary.core_state(worker_state) if self.vocabulary is not None else worker_state
+
+    @cached_property
+    def why_not(self) -> WhyNots:
+        """The binding reason for each node kept and each demand not booted for, computed once
+        per report, on first use."""
+        return why_not(self.snapshot, self.plan)
