@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
-from nodemanager.core.node_memo import NodeMemo
 from nodemanager.core.plan_node import NodeFacts
 from nodemanager.core.victims import Estimator
 from nodemanager.core.classify import Classification
@@ -134,26 +133,17 @@ def _why(n: NodeFacts, time_to_go: float, spare: int) -> str:
 LIFETIME_ENDS = "max_lifetime ends"
 
 
-def lifetime_ends(nodes: list[NodeFacts], settings: CoreSettings,
-                  memo: NodeMemo | None = None) -> list[NodeFacts]:
+def lifetime_ends(nodes: list[NodeFacts], settings: CoreSettings) -> list[NodeFacts]:
     """``nodes`` with each busy node's coming ``max_lifetime`` end as its next change by time
-    alone (it is relabelled ``expired`` then), when that comes before the tuple's own. ``memo``
-    (None: none) gives back last cycle's facts made from the very same facts object."""
+    alone (it is relabelled ``expired`` then), when that comes before the tuple's own."""
     if settings.max_lifetime <= 0:
         return nodes
-    last, kept = memo.begin_derived("lifetime") if memo is not None else ({}, {})
     out = []
     for n in nodes:
         if _candidate(n):
             end = n.node.launched_at + settings.max_lifetime
             if n.next_change is None or end < n.next_change:
-                m = last.get(n.node.id)
-                # the same facts object and max_lifetime: the same end
-                ended = m[2] if m is not None and m[0] is n and m[1] == settings.max_lifetime else (
-                    n._replace(next_change=end, next_what=LIFETIME_ENDS))
-                if memo is not None:
-                    kept[n.node.id] = (n, settings.max_lifetime, ended)
-                n = ended
+                n = n._replace(next_change=end, next_what=LIFETIME_ENDS)
         out.append(n)
     return out
 
@@ -183,13 +173,10 @@ def rebuy_hold(recent_destroys: Iterable[float], demand: Iterable[Demand], setti
             f"{duration(settings.rebuy_hold)}: no boot right after a destroy)")
 
 
-def apply_relabels(nodes: list[NodeFacts], labels: Mapping[str, Relabel], matrix: Any,
-                   memo: NodeMemo | None = None) -> list[NodeFacts]:
+def apply_relabels(nodes: list[NodeFacts], labels: Mapping[str, Relabel], matrix: Any) -> list[NodeFacts]:
     """``nodes`` with the relabelled ones given their new worker_state and the matrix's word on it
     (``matrix``: what :func:`nodemanager.core.plan` gets; a state its vocabulary lacks leaves the
-    node as it was). ``memo`` (None: none) gives back last cycle's relabelled facts of a node
-    whose facts are the very same object and whose relabel is equal (the same facts either way)."""
-    last, kept = memo.begin_derived("relabel") if memo is not None else ({}, {})
+    node as it was)."""
     if not labels:
         return nodes
     known = matrix.vocabulary.dimensions[0].values
@@ -200,19 +187,11 @@ def apply_relabels(nodes: list[NodeFacts], labels: Mapping[str, Relabel], matrix
         label = labels[n.node.id]
         if label.state not in known:
             continue
-        m = last.get(n.node.id)
-        if m is not None and m[0] is n and m[1] == label:
-            relabelled = m[2]
-        else:
-            st = StateTuple(label.state, n.tuple.window, n.tuple.boot_grace, n.tuple.idle_grace)
-            match = matrix.lookup(st)
-            relabelled = n._replace(cls=Classification(label.state, f"{label.why}; {n.cls.why}",
-                                                       n.cls.idle_since),
-                                    tuple=st, rule=match.rule.location, maction=match.action,
-                                    core_state=matrix.vocabulary.core_state(label.state))
-        if memo is not None:
-            kept[n.node.id] = (n, label, relabelled)
-        out[i] = relabelled
+        st = StateTuple(label.state, n.tuple.window, n.tuple.boot_grace, n.tuple.idle_grace)
+        match = matrix.lookup(st)
+        out[i] = n._replace(cls=Classification(label.state, f"{label.why}; {n.cls.why}", n.cls.idle_since),
+                            tuple=st, rule=match.rule.location, maction=match.action,
+                            core_state=matrix.vocabulary.core_state(label.state))
     return out
 
 

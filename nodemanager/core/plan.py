@@ -33,10 +33,9 @@ from nodemanager.core.consolidate import apply_relabels, hold_boots, lifetime_en
 from nodemanager.core.facts import RECLAIM_ENDS, MatrixLookup, node_facts
 from nodemanager.core.guards import guard
 from nodemanager.core.halts import mass_down, stale_inputs
-from nodemanager.core.node_memo import NodeMemo
 from nodemanager.core.pair import pair
 from nodemanager.core.placement import place_demand
-from nodemanager.core.plan_node import UNDECIDED, Decision, NodeFacts, reason_of
+from nodemanager.core.plan_node import Decision, NodeFacts, reason_of
 from nodemanager.core.reasons import REASONS, Context, Escalation, Reason, Stage
 from nodemanager.core.victims import Estimator, estimate
 from nodemanager.model import (Action, Blocked, Freeze, ItemKind, NodeExplanation, Plan, PlanItem, Snapshot,
@@ -52,23 +51,20 @@ _KIND_ORDER = {ItemKind.CANCEL_DRAIN: 0, ItemKind.DESTROY: 1, ItemKind.DRAIN: 2,
 
 
 def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, estimator: Estimator | None = None,
-         escalation: Escalation | None = None, reasons: Sequence[Reason] = REASONS,
-         memo: NodeMemo | None = None) -> Plan:
+         escalation: Escalation | None = None, reasons: Sequence[Reason] = REASONS) -> Plan:
     """Decide what to do now. ``matrix`` needs ``lookup(StateTuple) -> Match`` and the
     ``vocabulary`` its states come from (an added worker state is treated like its core state);
     ``estimator`` prices victims (default :func:`nodemanager.core.victims.estimate`);
     ``escalation`` may return ``"quick"`` or ``"fast"`` for a drain of ours that should be made
     harsher; ``reasons`` are the disruption reasons, in order (default
-    :data:`nodemanager.core.reasons.REASONS`); ``memo`` (None: none), kept by the caller across
-    cycles, saves recomputing nodes whose inputs did not change (:mod:`nodemanager.core.node_memo`:
-    the plan is the same with or without it)."""
+    :data:`nodemanager.core.reasons.REASONS`)."""
     now = snapshot.now
     sizes = {s.name: s for s in settings.sizes}
     pairing = pair(snapshot.cloud_nodes, snapshot.workers)
-    facts = node_facts(snapshot, settings, matrix, sizes, pairing, memo)
+    facts = node_facts(snapshot, settings, matrix, sizes, pairing)
     # issue 18: underused (consolidation) and expired busy nodes, as the matrix sees them
     facts = lifetime_ends(apply_relabels(facts, relabel(facts, snapshot.demand, settings, now,
-                                                        estimator or estimate), matrix, memo), settings, memo)
+                                                        estimator or estimate), matrix), settings)
 
     halt = (f"paused: {snapshot.paused}" if snapshot.paused else None) or stale_inputs(
         snapshot, settings.poll_stale_after, settings.clock_tolerance)
@@ -121,7 +117,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     if boots and any(i.kind is ItemKind.DESTROY for i in items):
         boots = hold_boots(boots, rebuy_hold((now,), snapshot.demand, settings, now), notes, unmet)
     return Plan(now=now, items=tuple(items), boots=tuple(boots),
-                nodes=_explain(decisions, memo), frozen=halt or freeze, notes=tuple(notes),
+                nodes=_explain(decisions), frozen=halt or freeze, notes=tuple(notes),
                 unmet=tuple(unmet), frozen_by=frozen_by)
 
 
@@ -137,7 +133,7 @@ def _wants(facts: list[NodeFacts], ctx: Context, reasons: Sequence[Reason]) -> l
         d = (guard(f, snapshot) if f.flights or f.held or f.foreign
              or (f.maction is shutdown and f.node.id in unconfirmed) else None)
         if d is None:
-            d = _new(Decision, (f,) + UNDECIDED)
+            d = Decision(facts=f)
             open_.append(d)
         out.append(d)
     claimed: dict[str, Decision] = {}
@@ -189,45 +185,31 @@ def _item(d: Decision) -> PlanItem:
                     request_id=d.request_id, schedule=d.schedule)
 
 
-def _explain(decisions: list[Decision], memo: NodeMemo | None = None) -> tuple[NodeExplanation, ...]:
+def _explain(decisions: list[Decision]) -> tuple[NodeExplanation, ...]:
     """Each node's explanation, in the decisions' order; empties ``decisions`` as it goes, so each
-    node's stage records are freed once its explanation exists (the cycle's peak memory). An
-    undecided node's explanation is ``memo``'s when made from the same facts, kept in the
-    node's facts entry (only nodes whose facts the memo keeps can come back with the same facts)."""
+    node's stage records are freed once its explanation exists (the cycle's peak memory)."""
     out: list[NodeExplanation] = []
-    append, new, explanation = out.append, _new, NodeExplanation
+    append, explanation = out.append, NodeExplanation
     # nodes no reason claimed that share a classification share one text (most busy nodes: less
     # to build now, less kept until the next plan)
     unclaimed: dict[str, str] = {}
-    entries = memo.entries() if memo is not None else {}
     decisions.reverse()
     take = decisions.pop
-    # one loop, no call per node; tuple.__new__ straight skips the named tuple's own __new__
     while decisions:
         d = take()
         f = d.facts
         node = f.node
-        # undecided: the explanation is the facts' alone, the memo's if made from these very facts
-        undecided = not d.reason and d.want is None and d.blocked is None and d.cause is None
-        m = entries.get(node.id) if undecided and entries else None
-        if m is not None and m[3] is f:
-            append(m[4])
-            continue
         w = f.worker
         drain = f.our_drain
         reason = d.reason
         if not reason:
             why = f.cls.why
             reason = unclaimed.get(why) or unclaimed.setdefault(why, reason_of(d))
-        e = new(explanation, (
-            node.id, node.name, node.size, f.tuple, f.rule, f.maction, d.want, d.blocked,
-            reason, w.name if w is not None else None,
-            w.state if w is not None else None, f.next_change, f.next_what, d.cause, f.lost, f.gone,
-            drain.since if drain is not None else None, f.drained, f.up))
-        append(e)
-        if m is not None:
-            m[3], m[4] = f, e
+        append(explanation(
+            node_id=node.id, name=node.name, size=node.size, tuple=f.tuple, rule=f.rule,
+            matrix_action=f.maction, action=d.want, blocked_by=d.blocked, reason=reason,
+            worker=w.name if w is not None else None, raw_state=w.state if w is not None else None,
+            next_change=f.next_change, next_change_what=f.next_what, cause=d.cause, lost=f.lost,
+            gone=f.gone, our_drain_since=drain.since if drain is not None else None, drained=f.drained,
+            up=f.up))
     return tuple(out)
-
-
-_new = tuple.__new__
