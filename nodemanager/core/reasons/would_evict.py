@@ -1,0 +1,48 @@
+"""A graceful drain of ours never ends by evicting jobs: a drain (the matrix's, for consolidation,
+``max_lifetime``, drift or any other cause; not an operator's) of a node whose running jobs are
+not all expected to end before its retirement ends is not started, and a drain of ours under
+way whose jobs would be evicted is cancelled before that (unless ``[Drain]`` escalation is set:
+then the site chose how our drains end). Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from nodemanager.core.facts import matches
+from nodemanager.core.plan_node import Decision
+from nodemanager.core.reasons.base import Context, Stage
+from nodemanager.core.retirement import would_evict
+from nodemanager.model import Blocked, Cause, ItemKind
+
+__all__ = ["WouldEvict"]
+
+
+@dataclass(frozen=True)
+class WouldEvict:
+    name: str = "would_evict"
+    stage: Stage = Stage.AFTER_DEMAND
+
+    def propose(self, candidates: Sequence[Decision], ctx: Context) -> list[Decision]:
+        snap = ctx.snapshot
+        now = snap.now
+        drain = ItemKind.DRAIN
+        out = []
+        for d in candidates:
+            w = d.facts.worker
+            if w is None or (w.running_jobs <= 0 and not w.job_end_times):
+                continue  # most nodes: nothing runs that a drain could evict
+            if d.want is drain and not d.forced:
+                why = would_evict(w, now)
+                if why:
+                    out.append(d.held_back(Blocked.WOULD_EVICT,
+                                           f"drain held back: a graceful drain would evict: {why}; {d.reason}"))
+            elif (d.drain is not None and d.want is None and ctx.escalation is None
+                  and not matches(d.facts.node, w, snap.forced_drains)):
+                why = would_evict(w, now)
+                if why:
+                    out.append(d._replace(want=ItemKind.CANCEL_DRAIN, cancellable=True, blocked=None,
+                                          request_id=d.drain.request_id, schedule=None,
+                                          cause=Cause(self.name, "retirement"),
+                                          reason=f"cancel our drain: it would evict: {why}"))
+        return out
