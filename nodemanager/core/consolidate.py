@@ -80,9 +80,11 @@ def relabelled(n: NodeFacts, state: str, why: str, matrix: MatrixLookup) -> Node
     vocabulary = matrix.vocabulary
     if state not in vocabulary.dimensions[0].values:
         return None
-    st = StateTuple(state, n.tuple.window, n.tuple.boot_grace, n.tuple.idle_grace)
+    st = StateTuple(worker_state=state, window=n.tuple.window, boot_grace=n.tuple.boot_grace,
+                    idle_grace=n.tuple.idle_grace)
     match = matrix.lookup(st)
-    return n._replace(cls=Classification(state, f"{why}; {n.cls.why}", n.cls.idle_since), tuple=st,
+    return n._replace(cls=Classification(state=state, why=f"{why}; {n.cls.why}", idle_since=n.cls.idle_since),
+                      tuple=st,
                       rule=match.rule.location, maction=match.action, core_state=vocabulary.core_state(state))
 
 

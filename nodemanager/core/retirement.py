@@ -14,11 +14,12 @@ __all__ = ["would_evict"]
 _NEVER = float("inf")
 
 
-def would_evict(worker: Worker, now: float) -> str | None:
+def would_evict(worker: Worker | None, now: float) -> str | None:
     """Why a graceful drain of ``worker`` (begun now, or under way) would evict a running job, in
-    words; None when it runs none, or each is expected to end before the retirement ends."""
-    jobs = max(worker.running_jobs, len(worker.job_end_times))
-    if jobs == 0:
+    words; None when it runs none (or there is no worker), or each is expected to end before the
+    retirement ends."""
+    jobs = max(worker.running_jobs, len(worker.job_end_times)) if worker is not None else 0
+    if worker is None or jobs == 0:
         return None
     end = worker.retirement_end
     if end == _NEVER:
