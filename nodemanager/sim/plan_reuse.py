@@ -21,10 +21,11 @@ cloud node id, and reused:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from operator import attrgetter
+from typing import Any, Callable, cast
 
 from nodemanager.core.facts import MatrixLookup, node_facts
-from nodemanager.core.pair import Pairing, by_id
+from nodemanager.core.pair import Pairing
 from nodemanager.core.plan import explain
 from nodemanager.core.plan_node import Decision, NodeFacts
 from nodemanager.model import CloudNode, NodeExplanation, Plan, Size, Snapshot, Worker
@@ -34,6 +35,7 @@ from policy_matrix.vocabulary import IDLE
 __all__ = ["ReusingStages", "KeptFacts", "KeptExplanation", "reusing"]
 
 _NEVER = float("inf")
+_BY_NODE_ID = attrgetter("node.id")  # the order node_facts gives: cloud nodes by id
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,35 +110,39 @@ class ReusingStages:
                     until = min(until, w.last_heard + stale_after)  # lost from then on
                 kept[n.id] = KeptFacts(node=n, worker=w, unpaired_why=reasons.get(n.id) if w is None else None,
                                        until=until, facts=f)
-            out.sort(key=lambda f: by_id(f.node))
+            out.sort(key=_BY_NODE_ID)
         self._facts = kept
         return out
 
     def explain(self, decisions: list[Decision]) -> tuple[NodeExplanation, ...]:
         last, kept = self._explained, {}
-        out: list[NodeExplanation | None] = []
+        out: list[NodeExplanation | None] = []  # None: made afresh below
+        append = out.append
         fresh: list[Decision] = []
         where: list[int] = []
         for d in decisions:
             f = d.facts
-            e = last.get(f.node.id) if _undecided(d) else None
-            if e is not None and e.facts is f:
+            e = last.get(f.node.id)
+            # an unclaimed node (no reason, want, block or cause) on the very same facts
+            if e is not None and e.facts is f and not d.reason and d.want is None and d.blocked is None and (
+                    d.cause is None):
                 kept[f.node.id] = e
-                out.append(e.explanation)
+                append(e.explanation)
             else:
                 where.append(len(out))
-                out.append(None)
+                append(None)
                 fresh.append(d)
-        facts_kept = self._facts
-        for i, d, x in zip(where, list(fresh), explain(fresh)):
-            out[i] = x
-            f = d.facts
-            # only facts kept for the next cycle can come back as the same object
-            if _undecided(d) and f.node.id in facts_kept and facts_kept[f.node.id].facts is f:
-                kept[f.node.id] = KeptExplanation(facts=f, explanation=x)
+        if fresh:
+            facts_kept = self._facts
+            for i, d, x in zip(where, list(fresh), explain(fresh)):
+                out[i] = x
+                f = d.facts
+                k = facts_kept.get(f.node.id)
+                # only facts kept for the next cycle can come back as the same object
+                if k is not None and k.facts is f and _undecided(d):
+                    kept[f.node.id] = KeptExplanation(facts=f, explanation=x)
         self._explained = kept
-        return tuple(x for x in out if x is not None)
-
+        return tuple(cast("list[NodeExplanation]", out))
 
 def reusing(inner: Callable[..., Plan] | None = None) -> Callable[..., Plan]:
     """``inner`` (default :func:`nodemanager.core.plan`; a planner with its signature that hands
