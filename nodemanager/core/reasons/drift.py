@@ -28,7 +28,9 @@ class Drift:
         for d in candidates:
             n = d.facts
             tags = n.node.tags
-            booted = tags.get(TAG_SETTINGS) if tags else None
+            if not tags:
+                continue  # no tags: nothing to compare
+            booted = tags.get(TAG_SETTINGS)
             if booted and booted != digests.get(n.node.size, booted) and relabel_candidate(n):
                 new = relabelled(n, EXPIRED, f"expired: booted with other [Size {n.node.size}] or [Cloud Create] "
                                              f"settings than configured now; replaced as demand needs", ctx.matrix)

@@ -29,17 +29,17 @@ class WouldEvict:
         drain = ItemKind.DRAIN
         out = []
         for d in candidates:
-            w = d.facts.worker
-            if w is None or (w.running_jobs <= 0 and not w.job_end_times):
-                continue  # most nodes: nothing runs that a drain could evict
-            if d.want is drain and not d.forced:
-                why = would_evict(w, now)
+            # most nodes: no drain wanted, none of ours under way
+            if d.want is drain:
+                if d.forced:
+                    continue
+                why = would_evict(d.facts.worker, now)
                 if why:
                     out.append(d.held_back(Blocked.WOULD_EVICT,
                                            f"drain held back: a graceful drain would evict: {why}; {d.reason}"))
             elif (d.drain is not None and d.want is None and ctx.escalation is None
-                  and not matches(d.facts.node, w, snap.forced_drains)):
-                why = would_evict(w, now)
+                  and not matches(d.facts.node, d.facts.worker, snap.forced_drains)):
+                why = would_evict(d.facts.worker, now)
                 if why:
                     out.append(d._replace(want=ItemKind.CANCEL_DRAIN, cancellable=True, blocked=None,
                                           request_id=d.drain.request_id, schedule=None,
