@@ -38,7 +38,7 @@ from nodemanager.core.guards import guard
 from nodemanager.core.halts import mass_down, stale_inputs
 from nodemanager.core.pair import Pairing, pair
 from nodemanager.core.placement import place_demand
-from nodemanager.core.plan_node import Decision, NodeFacts, reason_of, undecided
+from nodemanager.core.plan_node import UNDECIDED, Decision, NodeFacts, reason_of
 from nodemanager.core.reasons import REASONS, Context, Escalation, Reason, Stage
 from nodemanager.core.victims import Estimator, estimate
 from nodemanager.model import (Action, Blocked, Freeze, ItemKind, NodeExplanation, Plan, PlanItem, Snapshot,
@@ -98,7 +98,8 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     ctx = Context(snapshot=snapshot, settings=settings, frozen=False, escalation=escalation, matrix=matrix,
                   estimator=estimator or estimate)
     # stage LABELS: relabelled (consolidation, lifetimes, drift), as the matrix then sees them
-    decisions = _run(Stage.LABELS, [undecided(f) for f in stages.facts(snapshot, settings, matrix, sizes,
+    make = Decision._make  # Decision(facts=f) without the keyword binding (see UNDECIDED)
+    decisions = _run(Stage.LABELS, [make((f, *UNDECIDED)) for f in stages.facts(snapshot, settings, matrix, sizes,
                                                                                  pairing)], ctx, reasons)
     up_sizes = [d.facts.node.size for d in decisions if d.facts.up]
 

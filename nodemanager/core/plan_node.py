@@ -15,7 +15,7 @@ from typing import Mapping, NamedTuple
 from nodemanager.core.classify import Classification
 from nodemanager.model import Action, Cause, CloudNode, InFlight, ItemKind, Size, StateTuple, Worker
 
-__all__ = ["NodeFacts", "Decision", "undecided", "reason_of"]
+__all__ = ["NodeFacts", "Decision", "UNDECIDED", "reason_of"]
 
 
 class NodeFacts(NamedTuple):
@@ -74,13 +74,10 @@ class Decision(NamedTuple):
         return self._replace(reason=reason)
 
 
-_DEFAULTS = tuple(Decision._field_defaults[name] for name in Decision._fields[1:])
-
-
-def undecided(facts: NodeFacts) -> Decision:
-    """``Decision(facts=facts)``, without the named tuple's keyword binding (the plan makes one per
-    node per cycle); the other fields are the class's own defaults, so a new field needs no edit here."""
-    return Decision._make((facts, *_DEFAULTS))
+# the fields after ``facts`` of a node no reason looked at yet (``Decision._make((facts, *UNDECIDED))``
+# is ``Decision(facts=facts)`` without the keyword binding): the class's own defaults, so a new field
+# needs no edit here
+UNDECIDED = tuple(Decision._field_defaults[name] for name in Decision._fields[1:])
 
 
 def reason_of(d: Decision) -> str:
