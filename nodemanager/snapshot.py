@@ -8,7 +8,7 @@ The format (documented with an example in ``docs/plan.md``)::
      "workers": [{"name": S, "scheduler": "slurm"|"htcondor", "state"?: S, "ad"?: {...},
                   "cloud_id"?: S, "address"?: S, "last_heard"?: E, "state_since"?: E,
                   "registered_at"?: E, "cpus"?: N, "cpus_busy"?: N, "ram_mb"?: N,
-                  "running_jobs"?: N, "job_end_times"?: [E], "retirement_end"?: E, "draining"?: B,
+                  "running_jobs"?: N, "job_end_times"?: [E], "retirement_end"?: E|"never", "draining"?: B,
                   "drain_reason"?: S, "drain_request_id"?: S, "drain_since"?: E}],
      "demand": [{"cpus": N, "ram_mb": N, "count": N, "scratch_mb"?: N, "size"?: S,
                  "oldest_submit"?: E, "walltime"?: N, "gpus"?: N, "requirements"?: S, "features"?: S,
@@ -233,6 +233,14 @@ _WORKER_FIELDS = ("name", "scheduler", "state", "ad", "cloud_id", "address", "la
                   "drain_since")
 
 
+_NEVER = float("inf")
+
+
+def _retirement_end(x: Any, path: str) -> float:
+    """A time, or ``"never"`` (a drain that never evicts, as SLURM's)."""
+    return _NEVER if x == "never" else _number(x, path)
+
+
 def _worker(v: Any, path: str) -> Worker:
     f = _Fields(v, path, _WORKER_FIELDS)
     scheduler = f.req("scheduler", _str)
@@ -256,14 +264,12 @@ def _worker(v: Any, path: str) -> Worker:
         "drain_reason": f.opt("drain_reason", _str),
         "drain_request_id": f.opt("drain_request_id", _str),
         "drain_since": f.opt("drain_since", _number),
-        "retirement_end": f.opt("retirement_end", _number),
+        "retirement_end": f.opt("retirement_end", _retirement_end),
     }
     for key, val in list(values.items()):
         if val is None and key in derived:
             values[key] = derived[key]
     kwargs = {k: v for k, v in values.items() if v is not None}
-    if scheduler == "slurm":
-        kwargs.setdefault("retirement_end", float("inf"))  # a SLURM drain never evicts
     ends = f.opt("job_end_times", _list, [])
     kwargs["job_end_times"] = tuple(_number(t, f"{f.sub('job_end_times')}[{i}]")
                                     for i, t in enumerate(ends))
@@ -444,7 +450,7 @@ def to_json(s: Snapshot) -> dict[str, Any]:
             "state_since": w.state_since, "registered_at": w.registered_at, "cpus": w.cpus,
             "cpus_busy": w.cpus_busy, "ram_mb": w.ram_mb, "running_jobs": w.running_jobs,
             "job_end_times": list(w.job_end_times), "draining": w.draining,
-            "retirement_end": w.retirement_end if w.retirement_end != float("inf") else None,
+            "retirement_end": "never" if w.retirement_end == _NEVER else w.retirement_end,
             "drain_reason": w.drain_reason, "drain_request_id": w.drain_request_id,
             "drain_since": w.drain_since},
             _WORKER_DEFAULTS) for w in s.workers],

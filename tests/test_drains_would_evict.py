@@ -149,3 +149,12 @@ def test_nodemanager_plan_does_not_consolidate_a_node_whose_job_outlives_its_ret
         _startd("other", 1, now + 30 * 86400, [now + 5 * 3600]),
         _startd("full", 8, now + 7200, [now + 3600] * 8)])
     assert [(i["kind"], i["node"]) for i in out["items"]] == [("drain", "other")]
+
+
+def test_a_snapshots_retirement_end_round_trips_never_and_unknown():
+    from nodemanager import snapshot as sj
+
+    s = snap([node("a"), node("b")], [worker("a", "mix"), worker("b", "mix", retirement_end=None)])
+    back = sj.loads(json.dumps(sj.to_json(s)), "<test>")
+    assert [w.retirement_end for w in back.workers] == [float("inf"), None]
+    assert sj.to_json(s)["workers"][0]["retirement_end"] == "never"
