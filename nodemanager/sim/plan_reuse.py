@@ -20,9 +20,9 @@ cloud node id, and reused:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from operator import attrgetter
-from typing import Any, Callable, cast
+from typing import Any, Callable, NamedTuple, cast
 
 from nodemanager.core.facts import MatrixLookup, node_facts
 from nodemanager.core.pair import Pairing
@@ -38,8 +38,7 @@ _NEVER = float("inf")
 _BY_NODE_ID = attrgetter("node.id")  # the order node_facts gives: cloud nodes by id
 
 
-@dataclass(frozen=True, slots=True)
-class KeptFacts:
+class KeptFacts(NamedTuple):
     """A node's facts and the records they were made from, valid while ``now < until``."""
 
     node: CloudNode
@@ -49,8 +48,7 @@ class KeptFacts:
     facts: NodeFacts
 
 
-@dataclass(frozen=True, slots=True)
-class KeptExplanation:
+class KeptExplanation(NamedTuple):
     """The explanation of an unclaimed node, and the facts it was made from."""
 
     facts: NodeFacts
