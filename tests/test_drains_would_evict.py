@@ -158,3 +158,9 @@ def test_a_snapshots_retirement_end_round_trips_never_and_unknown():
     back = sj.loads(json.dumps(sj.to_json(s)), "<test>")
     assert [w.retirement_end for w in back.workers] == [float("inf"), None]
     assert sj.to_json(s)["workers"][0]["retirement_end"] == "never"
+
+
+def test_a_reclaim_notices_drain_is_not_held_back():
+    """The cloud takes the node back whatever we do: its drain keeps new jobs off it."""
+    p = plan(snap([node("a", reclaim_at=NOW + 100)], [condor("a", (90 * HOUR,))]), settings(), COST)
+    assert [(i.kind, i.node_id) for i in p.items] == [(ItemKind.DRAIN, "a")]

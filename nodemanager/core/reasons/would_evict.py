@@ -1,7 +1,7 @@
 """A graceful drain of ours never ends by evicting jobs: a drain (the matrix's, for consolidation,
-``max_lifetime``, drift or any other cause; not an operator's) of a node whose running jobs are
-not all expected to end before its retirement ends is not started, and a drain of ours under
-way whose jobs would be evicted is cancelled before that (unless ``[Drain]`` escalation is set:
+``max_lifetime``, drift or any other cause; not an operator's, nor of a node the cloud reclaims) of
+a busy node whose running jobs are not all expected to end before its retirement ends is not
+started, and a drain of ours under way whose jobs would be evicted is cancelled before that (unless ``[Drain]`` escalation is set:
 then the site chose how our drains end). Pure."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from nodemanager.core.plan_node import Decision
 from nodemanager.core.reasons.base import Context, Stage
 from nodemanager.core.retirement import would_evict
 from nodemanager.model import Blocked, Cause, ItemKind
+from policy_matrix.vocabulary import BUSY
 
 __all__ = ["WouldEvict"]
 
@@ -31,7 +32,9 @@ class WouldEvict:
         for d in candidates:
             # most nodes: no drain wanted, none of ours under way
             if d.want is drain:
-                if d.forced:
+                # a node like down (a cloud reclaim notice) goes whatever we do: its drain only
+                # keeps new jobs off it
+                if d.forced or d.facts.core_state != BUSY:
                     continue
                 why = would_evict(d.facts.worker, now)
                 if why:
