@@ -8,7 +8,7 @@ The format (documented with an example in ``docs/plan.md``)::
      "workers": [{"name": S, "scheduler": "slurm"|"htcondor", "state"?: S, "ad"?: {...},
                   "cloud_id"?: S, "address"?: S, "last_heard"?: E, "state_since"?: E,
                   "registered_at"?: E, "cpus"?: N, "cpus_busy"?: N, "ram_mb"?: N,
-                  "running_jobs"?: N, "job_end_times"?: [E], "draining"?: B,
+                  "running_jobs"?: N, "job_end_times"?: [E], "retirement_end"?: E|"never", "draining"?: B,
                   "drain_reason"?: S, "drain_request_id"?: S, "drain_since"?: E}],
      "demand": [{"cpus": N, "ram_mb": N, "count": N, "scratch_mb"?: N, "size"?: S,
                  "oldest_submit"?: E, "walltime"?: N, "gpus"?: N, "requirements"?: S, "features"?: S,
@@ -73,7 +73,16 @@ def _cloud_node(v: Any, path: str) -> CloudNode:
 
 _WORKER_FIELDS = ("name", "scheduler", "state", "ad", "cloud_id", "address", "last_heard",
                   "state_since", "registered_at", "cpus", "cpus_busy", "ram_mb", "running_jobs",
-                  "job_end_times", "draining", "drain_reason", "drain_request_id", "drain_since")
+                  "job_end_times", "retirement_end", "draining", "drain_reason", "drain_request_id",
+                  "drain_since")
+
+
+_NEVER = float("inf")
+
+
+def _retirement_end(x: Any, path: str) -> float:
+    """A time, or ``"never"`` (a drain that never evicts, as SLURM's)."""
+    return _NEVER if x == "never" else _number(x, path)
 
 
 def _worker(v: Any, path: str) -> Worker:
@@ -99,6 +108,7 @@ def _worker(v: Any, path: str) -> Worker:
         "drain_reason": f.opt("drain_reason", _str),
         "drain_request_id": f.opt("drain_request_id", _str),
         "drain_since": f.opt("drain_since", _number),
+        "retirement_end": f.opt("retirement_end", _retirement_end),
     }
     for key, val in list(values.items()):
         if val is None and key in derived:
@@ -284,6 +294,7 @@ def to_json(s: Snapshot) -> dict[str, Any]:
             "state_since": w.state_since, "registered_at": w.registered_at, "cpus": w.cpus,
             "cpus_busy": w.cpus_busy, "ram_mb": w.ram_mb, "running_jobs": w.running_jobs,
             "job_end_times": list(w.job_end_times), "draining": w.draining,
+            "retirement_end": "never" if w.retirement_end == _NEVER else w.retirement_end,
             "drain_reason": w.drain_reason, "drain_request_id": w.drain_request_id,
             "drain_since": w.drain_since},
             _WORKER_DEFAULTS) for w in s.workers],

@@ -27,8 +27,10 @@ def node(id: str, size: str = "small", age: float = 7200.0, **kw) -> CloudNode:
 
 
 def worker(name: str, state: str = "idle", idle_for: float = 1000.0, **kw) -> Worker:
+    # a SLURM drain never evicts (as the SLURM adapter says)
     base = dict(name=name, scheduler="slurm", state=state, last_heard=NOW - 10,
-                state_since=NOW - idle_for, registered_at=NOW - 7000, cpus=4, ram_mb=15200)
+                state_since=NOW - idle_for, registered_at=NOW - 7000, cpus=4, ram_mb=15200,
+                retirement_end=float("inf"))
     if state in ("alloc", "mix", "drng"):
         base.update(cpus_busy=4 if state != "mix" else 2, running_jobs=1)
     base.update(kw)

@@ -139,3 +139,25 @@ def test_the_facts_travel_in_the_explanation():
         "booting": (False, False, None, False, True),
         "leaving": (False, True, None, False, True),
     }
+
+
+def test_consolidation_lifetime_and_drift_are_reasons_the_plan_runs_from_the_list():
+    """Each way a busy node is given back is a reason object in ``REASONS``: a plan without it
+    leaves the node busy; with it, the matrix (here the cost matrix) drains the relabelled node."""
+    import os
+
+    cost = policy_matrix.load(os.path.join(os.path.dirname(policy_matrix.default_path()), "cost.matrix"))
+    names = [r.name for r in REASONS]
+    assert names[:3] == ["drift", "max_lifetime", "consolidate"]
+    assert all(r.stage is Stage.LABELS for r in REASONS[:3])
+    old = node("old", age=90000.0, tags={"nodemanager-settings": "was"})
+    busy = worker("old", "mix", cpus=4, cpus_busy=1, running_jobs=1, job_end_times=(NOW + 600,))
+    cases = {"drift": settings(size_digests=(("small", "now"),)), "max_lifetime": settings(max_lifetime=86400.0),
+             "consolidate": settings(consolidate=True, consolidate_margin=0)}
+    for name, st in cases.items():
+        others = tuple(r for r in REASONS if r.name not in cases or r.name == name)
+        p = plan(snap([old], [busy]), st, cost, reasons=others)
+        assert [(i.kind, i.node_id) for i in p.items] == [(ItemKind.DRAIN, "old")], name
+        without = tuple(r for r in REASONS if r.name != name)
+        p = plan(snap([old], [busy]), st, cost, reasons=without)
+        assert p.items == () and p.nodes[0].tuple.worker_state == "busy", name

@@ -30,3 +30,14 @@ def test_bench_progress_steps_add_up_to_its_bar():
     ticks = []
     measure(100, repeat=3, tick=lambda: ticks.append(1))
     assert len(ticks) == 3
+
+
+def test_bench_builds_fresh_records_by_default_and_the_same_records_plan_alike(capsys):
+    """Fresh records (what real adapters hand the controller every poll) are the default; with
+    ``--same-records`` the cycle decides the same actions."""
+    assert main(["bench", "--nodes", "200", "--repeat", "2", "--json"]) == 0
+    fresh = json.loads(capsys.readouterr().out)["rows"][0]
+    assert main(["bench", "--nodes", "200", "--repeat", "2", "--json", "--same-records"]) == 0
+    same = json.loads(capsys.readouterr().out)["rows"][0]
+    assert fresh["fresh_records"] is True and same["fresh_records"] is False
+    assert (fresh["actions"], fresh["boots"]) == (same["actions"], same["boots"])

@@ -11,7 +11,10 @@ the simulated cloud and the simulated HTCondor pool, with a realistic mix of nod
 Timed, with ``time.process_time`` (the best of ``--repeat`` cycles): the scheduler poll (ads to
 workers), then the controller cycle (snapshot, pairing, classification, matrix, planning, and the
 actuator carrying the plan out against the simulated ports), then the metrics update (and one
-Prometheus exposition). Calls are counted at the ports: what one cycle asks of the cloud and the
+Prometheus exposition). Each cycle's cloud listing and worker records are new objects, equal to
+the last cycle's where nothing changed, as a real adapter builds them every poll (the copying is
+not timed); ``--same-records`` hands back the very same objects instead, as the simulated pool
+does in a replay. Calls are counted at the ports: what one cycle asks of the cloud and the
 scheduler.
 """
 
@@ -35,6 +38,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--repeat", type=int, default=3, metavar="K",
                    help="cycles run per size: the first is reported, the rest averaged (default 3)")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
+    records = p.add_mutually_exclusive_group()
+    records.add_argument("--fresh-records", dest="fresh", action="store_true", default=True,
+                         help="each cycle's nodes and workers are new equal objects, as real "
+                              "adapters build them every poll (the default)")
+    records.add_argument("--same-records", dest="fresh", action="store_false",
+                         help="hand back the very same node and worker objects while unchanged, "
+                              "as the simulated pool does in a replay")
     p.set_defaults(func=_run)
 
 
@@ -72,9 +82,10 @@ def _rss_mb() -> float:
     return 0.0
 
 
-def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None) -> dict:
+def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None, fresh: bool = True) -> dict:
     """Build a pool of ``n`` nodes and time its controller cycles (see the module docstring).
-    ``tick`` is called once the pool is built and after each cycle (progress)."""
+    ``tick`` is called once the pool is built and after each cycle (progress); ``fresh``: each
+    cycle's records are new equal objects (else the simulated pool's own, reused while unchanged)."""
     import time
     from dataclasses import replace
 
@@ -174,6 +185,10 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None) ->
         t0 = time.process_time()
         nodes = c_cloud.list_nodes()
         poll = c_sched.poll()
+        t_poll = time.process_time()
+        if fresh:  # untimed: a real adapter builds its records while it parses
+            nodes = [replace(x) for x in nodes]
+            poll = replace(poll, workers=tuple(replace(w) for w in poll.workers))
         t1 = time.process_time()
         report, tasks = controller.prepare(nodes, clock[0], poll)
         t_plan = time.process_time()
@@ -191,10 +206,10 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None) ->
             generate_latest(metrics.registry)
             exposition = time.process_time() - t3
         rows.append({
-            "nodes": n, "poll_cpu_s": t1 - t0, "plan_cpu_s": t_plan - t1, "act_cpu_s": t2 - t_plan,
+            "nodes": n, "fresh_records": fresh, "poll_cpu_s": t_poll - t0, "plan_cpu_s": t_plan - t1, "act_cpu_s": t2 - t_plan,
             "cycle_cpu_s": t2 - t1,
             "metrics_cpu_s": t3 - t2, "exposition_cpu_s": exposition,
-            "total_cpu_s": (t3 - t0) + exposition,
+            "total_cpu_s": (t_poll - t0) + (t3 - t1) + exposition,
             "cloud_calls": c_cloud.total(), "scheduler_calls": c_sched.total(),
             "cloud_call_detail": dict(c_cloud.calls), "scheduler_call_detail": dict(c_sched.calls),
             "actions": len(report.plan.items), "boots": sum(b.count for b in report.plan.boots),
@@ -208,12 +223,12 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None) ->
     return best
 
 
-def _child(n: int, repeat: int, conn) -> None:
+def _child(n: int, repeat: int, conn, fresh: bool = True) -> None:
     import logging
 
     logging.getLogger("nodemanager").setLevel(logging.ERROR)  # this child process only: no decision log
     try:
-        conn.send(measure(n, repeat, tick=lambda: conn.send(None)))
+        conn.send(measure(n, repeat, tick=lambda: conn.send(None), fresh=fresh))
     except BaseException as exc:  # report, do not hang the parent
         conn.send({"nodes": n, "error": f"{type(exc).__name__}: {exc}"})
     finally:
@@ -241,7 +256,7 @@ def _run(args: argparse.Namespace) -> int:
     with progress_bar(len(sizes) * steps, "bench", enabled=not args.json, unit=" steps") as bar:
         for n in sizes:
             parent, child = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_child, args=(n, args.repeat, child))
+            proc = ctx.Process(target=_child, args=(n, args.repeat, child, args.fresh))
             proc.start()
             child.close()
             while (row := parent.recv()) is None:  # None: one step done
@@ -253,7 +268,8 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps({"machine": _machine(), "python": platform.python_version(), "rows": rows},
                          indent=2))
     else:
-        print(f"machine: {_machine()}, Python {platform.python_version()}")
+        print(f"machine: {_machine()}, Python {platform.python_version()}, "
+              f"{'fresh' if args.fresh else 'the same'} records every cycle")
         head = ("nodes", "poll s", "plan s", "act s", "metrics s", "scrape s", "total s",
                 "next s", "RSS MB", "cloud calls", "sched calls", "actions")
         print("  ".join(f"{h:>11}" for h in head))

@@ -1,17 +1,11 @@
-"""Consolidation and lifetimes: which busy nodes the matrix sees as ``underused`` or
-``expired``, and which nodes are too young to give back. Pure.
+"""What the reasons that give busy nodes back share (:mod:`nodemanager.core.reasons`: consolidation,
+``max_lifetime``, settings drift), and the no-thrash rules. Pure.
 
-* ``underused`` (``[Daemon] consolidate``): no job is queued and the nodes taking jobs have
-  more free cores than ``consolidate_margin``; the busy node whose last job ends soonest
-  (SLURM's job end times, else the draining design's estimate), then the one holding the least work, is
-  relabelled, then the next, while the cores left free elsewhere still cover the margin.
-  Drained gracefully (by a matrix that says so), it takes no new jobs and leaves when its last
-  job ends; queued jobs that need its cores cancel the drain (placement's draining tier comes
-  before new boots, so no VM is booted while it could take them).
-* ``expired``: a busy node older than ``max_lifetime`` (0: never), or booted with other size or
-  image settings than configured now (its ``TAG_SETTINGS`` against ``size_digests``).
+* :func:`relabel_candidate`: a busy worker of ours, not draining, which those reasons may relabel
+  ``underused`` or ``expired`` (:func:`relabelled`: the matrix then says what it gets).
+* :func:`free_cores` and :func:`last_end`: what consolidation weighs.
 * :func:`too_young`: a node younger than ``min_lifetime`` is not drained or destroyed by the
-  matrix (no destroy shortly after a boot: "no thrash").
+  matrix (no destroy shortly after a boot).
 * :func:`rebuy_hold`: no boot within ``rebuy_hold`` of a destroy (no boot shortly after
   giving back a node that could have served the same demand; with several sizes, any size),
   for jobs queued less than ``rebuy_hold``.
@@ -19,30 +13,22 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, NamedTuple, Sequence
+from typing import Iterable
 
-from nodemanager.core.node_memo import NodeMemo
+from nodemanager.core.facts import MatrixLookup
 from nodemanager.core.plan_node import NodeFacts
 from nodemanager.core.victims import Estimator
 from nodemanager.core.classify import Classification
 from nodemanager.model import BootRequest, Demand, StateTuple, Unmet
 from nodemanager.configuration.settings import CoreSettings
-from nodemanager.tags import TAG_SETTINGS
 from nodemanager.text import duration
 from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED
 
-__all__ = ["UNDERUSED", "EXPIRED", "Relabel", "relabel", "apply_relabels", "lifetime_ends", "too_young",
-           "rebuy_hold", "hold_boots", "free_cores"]
+__all__ = ["UNDERUSED", "EXPIRED", "relabel_candidate", "relabelled", "free_cores", "busy_cores", "last_end",
+           "consolidating_why", "too_young", "rebuy_hold", "hold_boots"]
 
 UNDERUSED = "underused"
 EXPIRED = "expired"
-
-
-class Relabel(NamedTuple):
-    """A node's new worker_state and why, in words (for the status page and the decision log)."""
-
-    state: str
-    why: str
 
 
 def free_cores(n: NodeFacts) -> int:
@@ -58,62 +44,18 @@ def free_cores(n: NodeFacts) -> int:
     return cpus if n.core_state == IDLE else max(cpus - w.cpus_busy, 0)
 
 
-def _candidate(n: NodeFacts) -> bool:
+def relabel_candidate(n: NodeFacts) -> bool:
     """A busy worker of ours, not draining, that consolidation or max_lifetime may relabel."""
     w = n.worker
     return (n.tuple.worker_state == BUSY and w is not None and not w.draining
             and n.theirs is None and "drain" not in n.flights)
 
 
-def relabel(nodes: Sequence[NodeFacts], demand: Iterable[Demand], settings: CoreSettings,
-            now: float, estimator: Estimator) -> Mapping[str, Relabel]:
-    """Node id -> its new worker_state (``expired`` first, then ``underused``) and why. A node
-    with a drain of ours under way is never relabelled (it is no capacity)."""
-    out: dict[str, Relabel] = {}
-    # consolidation only while no job is queued: with one, most cycles need no pass over the nodes
-    spare_wanted = settings.consolidate and not any(d.count > 0 for d in demand)
-    if not settings.size_digests and settings.max_lifetime <= 0 and not spare_wanted:
-        return out
-    # one pass picks the candidates: every later test needs one, and most nodes are none
-    candidates = [n for n in nodes if _candidate(n)]
-    if settings.size_digests:
-        digests = dict(settings.size_digests)
-        for n in candidates:
-            tags = n.node.tags
-            booted = tags.get(TAG_SETTINGS) if tags else None
-            if booted and booted != digests.get(n.node.size, booted):
-                out[n.node.id] = Relabel(EXPIRED, f"expired: booted with other [Size {n.node.size}] or "
-                                                  f"[Cloud Create] settings than configured now; "
-                                                  f"replaced as demand needs")
-    if settings.max_lifetime > 0:
-        for n in candidates:
-            age = now - n.node.launched_at
-            if age > settings.max_lifetime and n.node.id not in out:
-                out[n.node.id] = Relabel(EXPIRED, f"expired: up {duration(age)}, past max_lifetime "
-                                                  f"{duration(settings.max_lifetime)}; replaced as "
-                                                  f"demand needs")
-    if not spare_wanted:
-        return out  # queued jobs may need any free core: nothing is spare
-    # each candidate's free cores once; only busy nodes stay up anyway: an idle node's cores
-    # would keep it from being given back
-    free = {n.node.id: (n, free_cores(n)) for n in candidates if n.node.id not in out}
-    spare = sum(cores for _, cores in free.values())
-    ends = {node_id: _last_end(n, estimator, now) for node_id, (n, cores) in free.items() if cores > 0}
-    # soonest end first (it leaves soonest), then the fewest busy cores (the least work held)
-    for node_id in sorted(ends, key=lambda k: (ends[k], _busy(free[k][0]), k)):
-        n, cores = free[node_id]
-        if spare - cores < settings.consolidate_margin:
-            continue
-        spare -= cores
-        out[node_id] = Relabel(UNDERUSED, _why(n, ends[node_id] - now, spare))
-    return out
-
-
-def _busy(n: NodeFacts) -> int:
+def busy_cores(n: NodeFacts) -> int:
     return n.worker.cpus_busy if n.worker is not None else 0
 
 
-def _last_end(n: NodeFacts, estimator: Estimator, now: float) -> float:
+def last_end(n: NodeFacts, estimator: Estimator, now: float) -> float:
     """When the node's last job ends: the scheduler's job end times (SLURM's, or the jobs'
     requested times) when known, else the victim estimate's time to go (seeds 000/003)."""
     w = n.worker
@@ -124,38 +66,26 @@ def _last_end(n: NodeFacts, estimator: Estimator, now: float) -> float:
     return now + estimator(w, now).time_to_go
 
 
-def _why(n: NodeFacts, time_to_go: float, spare: int) -> str:
+def consolidating_why(n: NodeFacts, time_to_go: float, spare: int) -> str:
     w = n.worker
     jobs = (w.running_jobs or len(w.job_end_times)) if w is not None else 0
     ends = f"end within {duration(time_to_go)}" if time_to_go < float("inf") else "have no known end"
     return f"consolidating: its {jobs} job(s) {ends}, {spare} free cores elsewhere"
 
 
-LIFETIME_ENDS = "max_lifetime ends"
-
-
-def lifetime_ends(nodes: list[NodeFacts], settings: CoreSettings,
-                  memo: NodeMemo | None = None) -> list[NodeFacts]:
-    """``nodes`` with each busy node's coming ``max_lifetime`` end as its next change by time
-    alone (it is relabelled ``expired`` then), when that comes before the tuple's own. ``memo``
-    (None: none) gives back last cycle's facts made from the very same facts object."""
-    if settings.max_lifetime <= 0:
-        return nodes
-    last, kept = memo.begin_derived("lifetime") if memo is not None else ({}, {})
-    out = []
-    for n in nodes:
-        if _candidate(n):
-            end = n.node.launched_at + settings.max_lifetime
-            if n.next_change is None or end < n.next_change:
-                m = last.get(n.node.id)
-                # the same facts object and max_lifetime: the same end
-                ended = m[2] if m is not None and m[0] is n and m[1] == settings.max_lifetime else (
-                    n._replace(next_change=end, next_what=LIFETIME_ENDS))
-                if memo is not None:
-                    kept[n.node.id] = (n, settings.max_lifetime, ended)
-                n = ended
-        out.append(n)
-    return out
+def relabelled(n: NodeFacts, state: str, why: str, matrix: MatrixLookup) -> NodeFacts | None:
+    """``n`` with worker_state ``state`` (``why`` in words, before the old words) and the matrix's
+    word on the new tuple; None when the matrix's vocabulary lacks ``state`` (the node stays as
+    it was)."""
+    vocabulary = matrix.vocabulary
+    if state not in vocabulary.dimensions[0].values:
+        return None
+    st = StateTuple(worker_state=state, window=n.tuple.window, boot_grace=n.tuple.boot_grace,
+                    idle_grace=n.tuple.idle_grace)
+    match = matrix.lookup(st)
+    return n._replace(cls=Classification(state=state, why=f"{why}; {n.cls.why}", idle_since=n.cls.idle_since),
+                      tuple=st,
+                      rule=match.rule.location, maction=match.action, core_state=vocabulary.core_state(state))
 
 
 def too_young(n: NodeFacts, settings: CoreSettings, now: float) -> str | None:
@@ -181,39 +111,6 @@ def rebuy_hold(recent_destroys: Iterable[float], demand: Iterable[Demand], setti
         return None
     return (f"a node was given back {duration(now - last)} ago (rebuy_hold "
             f"{duration(settings.rebuy_hold)}: no boot right after a destroy)")
-
-
-def apply_relabels(nodes: list[NodeFacts], labels: Mapping[str, Relabel], matrix: Any,
-                   memo: NodeMemo | None = None) -> list[NodeFacts]:
-    """``nodes`` with the relabelled ones given their new worker_state and the matrix's word on it
-    (``matrix``: what :func:`nodemanager.core.plan` gets; a state its vocabulary lacks leaves the
-    node as it was). ``memo`` (None: none) gives back last cycle's relabelled facts of a node
-    whose facts are the very same object and whose relabel is equal (the same facts either way)."""
-    last, kept = memo.begin_derived("relabel") if memo is not None else ({}, {})
-    if not labels:
-        return nodes
-    known = matrix.vocabulary.dimensions[0].values
-    out = list(nodes)
-    # the few relabelled nodes' places found in one pass; only those are rebuilt
-    for i in [i for i, n in enumerate(nodes) if n.node.id in labels]:
-        n = nodes[i]
-        label = labels[n.node.id]
-        if label.state not in known:
-            continue
-        m = last.get(n.node.id)
-        if m is not None and m[0] is n and m[1] == label:
-            relabelled = m[2]
-        else:
-            st = StateTuple(label.state, n.tuple.window, n.tuple.boot_grace, n.tuple.idle_grace)
-            match = matrix.lookup(st)
-            relabelled = n._replace(cls=Classification(label.state, f"{label.why}; {n.cls.why}",
-                                                       n.cls.idle_since),
-                                    tuple=st, rule=match.rule.location, maction=match.action,
-                                    core_state=matrix.vocabulary.core_state(label.state))
-        if memo is not None:
-            kept[n.node.id] = (n, label, relabelled)
-        out[i] = relabelled
-    return out
 
 
 def hold_boots(boots: list[BootRequest], hold: str | None, notes: list[str],

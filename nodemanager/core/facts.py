@@ -11,7 +11,6 @@ from nodemanager.core.billing import (Schedule, _window, boot_grace_state, idle_
                                       schedule_for, window_state)
 from nodemanager.core.classify import Classification, classify_foreign, classify_worker, foreign_drain
 from nodemanager.core.idle_timing import fixed_note
-from nodemanager.core.node_memo import NodeMemo
 from nodemanager.core.pair import Pairing, by_id
 from nodemanager.core.reclaim import cloud_reclaim
 from nodemanager.core.plan_node import NodeFacts
@@ -24,8 +23,6 @@ __all__ = ["MatrixLookup", "node_facts", "matches", "is_lost", "RECLAIM_ENDS"]
 
 RECLAIM_ENDS = "reclaim_foreign_after ends"
 _NO_FLIGHTS: Mapping[str, InFlight] = {}
-_NEVER = float("inf")
-_new = tuple.__new__
 
 
 class MatrixLookup(Protocol):
@@ -58,10 +55,8 @@ def in_flight_by_node(snapshot: Snapshot) -> dict[str, dict[str, InFlight]]:
 
 
 def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, sizes: dict[str, Size],
-               pairing: Pairing, memo: NodeMemo | None = None) -> list[NodeFacts]:
-    """Every listed node's facts, in node id order; ``memo`` (None: none) gives back the facts of
-    nodes whose inputs did not change since an earlier cycle (:mod:`nodemanager.core.node_memo`;
-    it keys on ``settings``, so ``sizes`` must be its sizes by name, as :func:`plan` passes them)."""
+               pairing: Pairing) -> list[NodeFacts]:
+    """Every listed node's facts, in node id order (``sizes``: the settings' sizes by name)."""
     paired, reasons = pairing.paired, pairing.reasons
     now = snapshot.now
     flights = in_flight_by_node(snapshot)
@@ -76,28 +71,22 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
     core_state = vocabulary.core_state
     cores: dict[str, str] = {}  # worker_state -> core state, asked once per state
     always_open = window_state(None, 0.0, now)
-    # an adapter's verdict (most workers share one) -> its classification, for workers heard
+    # an adapter's words (most workers share them) -> one classification, for workers heard
     # lately whose verdict is not idle: then the classification is the verdict's alone
-    shared: dict[int, Classification] = {}
-    last, kept = memo.begin(settings, matrix, held) if memo is not None else ({}, {})
+    shared: dict[str, Classification] = {}
     for node in sorted(snapshot.cloud_nodes, key=by_id):
         nid = node.id
         worker = paired.get(nid)
         unpaired_why = reasons.get(nid) if worker is None else None
-        # the memo's test, inline (a call per node costs what it saves): see core/node_memo.py
-        if last and (e := last.get(nid)) is not None and (kf := e[2])[0] is node and kf[1] is worker and (
-                now < e[0]) and (worker is not None or e[1] == unpaired_why) and nid not in flights:
-            kept[nid] = e
-            out.append(kf)
-            continue
         lost = is_lost(worker, now, stale_after)
         if worker is None:
             c = Classification(UNPAIRED, f"unpaired: {'no worker' if unpaired_why is None else unpaired_why}")
         elif lost or (verdict := worker.classified) is None or verdict.state == IDLE:
             c = classify_worker(worker, now, stale_after)
         else:
-            c = shared.get(id(verdict)) or shared.setdefault(id(verdict),
-                                                              classify_worker(worker, now, stale_after))
+            c = shared.get(verdict.why) or shared.setdefault(verdict.why, classify_worker(worker, now, stale_after))
+            if c.state != verdict.state:  # the same words for another state: its own classification
+                c = classify_worker(worker, now, stale_after)
         theirs = foreign_drain(worker)
         foreign = False
         reclaim_at = None
@@ -152,21 +141,10 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
                    and not lost)
         up = not ours_draining and not foreign and not destroying and (
             ws in (IDLE, BUSY) or (ws == UNPAIRED and st.boot_grace != BOOT_EXCEEDED))
-        # tuple.__new__ straight: the named tuple's own __new__ adds a call per node
-        f = _new(NodeFacts, (node, worker, sizes.get(node.size), c, st, rule, maction, ws, nxt, what,
-                             theirs, foreign, mine, is_held, lost, node.state in GONE_STATES, ours,
-                             ours_draining, drained, up))
+        f = NodeFacts(node=node, worker=worker, size=sizes.get(node.size), cls=c, tuple=st, rule=rule,
+                      maction=maction, core_state=ws, next_change=nxt, next_what=what, theirs=theirs,
+                      foreign=foreign, flights=mine, held=is_held, lost=lost,
+                      gone=node.state in GONE_STATES, our_drain=ours, ours_draining=ours_draining,
+                      drained=drained, up=up)
         out.append(f)
-        # kept for the next cycle unless its words name now (idle for, a reclaim notice's
-        # countdown, a foreign drain's age) or an action of ours is under way; a lost worker's
-        # entry is past its validity already (not heard from for Ns)
-        if memo is not None and not (mine or core == IDLE or node.reclaim_at is not None
-                                     or (theirs is not None and not foreign)):
-            until = _NEVER if nxt is None else nxt
-            if worker is not None and worker.last_heard > 0:
-                # is_lost is false for every now before this sum, however it rounds
-                lost_at = worker.last_heard + stale_after
-                if lost_at < until:
-                    until = lost_at
-            kept[nid] = [until, unpaired_why, f, None, None]
     return out

@@ -21,27 +21,27 @@ def guard(f: NodeFacts, snapshot: Snapshot, ambiguous: frozenset[str] = frozense
     # a destroy this process sent is under way whatever holds the node; one known only from a
     # leftover tag is never resumed past a hold or an ambiguous pairing
     if destroy is not None and (f.node.id in snapshot.destroyed or not (f.held or unsure)):
-        return Decision(f, blocked=Blocked.IN_FLIGHT,
+        return Decision(facts=f, blocked=Blocked.IN_FLIGHT,
                         reason=f"destroy under way for {duration(snapshot.now - destroy.since)}")
     if f.held:
-        return Decision(f, blocked=Blocked.HELD, reason="held by an operator: no action")
+        return Decision(facts=f, blocked=Blocked.HELD, reason="held by an operator: no action")
     if unsure:
-        return Decision(f, blocked=Blocked.AMBIGUOUS, reason=(
+        return Decision(facts=f, blocked=Blocked.AMBIGUOUS, reason=(
             f"left alone (matrix says {f.maction}) until one worker matches it: {f.cls.why}"))
     if f.foreign:
         # theirs, whatever the matrix, our old drain tag or an operator's forced drain say
-        return Decision(f, blocked=Blocked.FOREIGN_DRAIN, reason=f"left alone (matrix says {f.maction}): {f.cls.why}")
+        return Decision(facts=f, blocked=Blocked.FOREIGN_DRAIN, reason=f"left alone (matrix says {f.maction}): {f.cls.why}")
     ws = f.core_state
     silent = ws == DOWN and f.lost
     if (f.maction is Action.START_SHUTDOWN and (ws == UNPAIRED or silent)
             and f.node.id in snapshot.unconfirmed):
         # a late or old ad is no proof the node is gone: this process's fresh polls must show it
         what = "silence of its worker" if silent else "missing scheduler record"
-        return Decision(f, blocked=Blocked.UNCONFIRMED, reason=(
+        return Decision(facts=f, blocked=Blocked.UNCONFIRMED, reason=(
             f"matrix says START_SHUTDOWN, but the {what} is not confirmed yet by this "
             f"process's fresh polls (node_stale_after): {f.cls.why}"))
     if mine and f.our_drain is None:
         cancel = mine.get("cancel_drain")
         if cancel is not None:
-            return Decision(f, reason=f"cancel of our drain under way for {duration(snapshot.now - cancel.since)}")
+            return Decision(facts=f, reason=f"cancel of our drain under way for {duration(snapshot.now - cancel.since)}")
     return None

@@ -4,7 +4,9 @@ a why for every node. Pure: no I/O, no clock (``snapshot.now`` is the time), det
 The pipeline, per cycle, each stage handing on new immutable records:
 
 1. Facts (:mod:`nodemanager.core.facts`): pair cloud nodes with workers, classify, build each
-   node's state tuple, look up the matrix; lost, gone, our drain, drained, counted as up.
+   node's state tuple, look up the matrix; lost, gone, our drain, drained, counted as up. The
+   reasons of stage ``LABELS`` (settings drift, ``max_lifetime``, consolidation) relabel some busy
+   nodes ``expired`` or ``underused``, and the matrix's word on the new state is the node's.
 2. Wants: the guards (:mod:`nodemanager.core.guards`: destroy under way, held, ambiguous
    pairing, someone else's drain, unconfirmed absence, cancel under way) stop some nodes; the disruption reasons of stage
    ``WANTS`` (:data:`nodemanager.core.reasons.REASONS`: finish our drain, operator drain, matrix
@@ -26,52 +28,83 @@ The pipeline, per cycle, each stage handing on new immutable records:
 
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Protocol, Sequence
 
 from nodemanager.core.budgets import gate, verb
 from nodemanager.core.classify import classify_worker
 from nodemanager.core.clocks import skew_freeze
-from nodemanager.core.consolidate import apply_relabels, hold_boots, lifetime_ends, rebuy_hold, relabel
+from nodemanager.core.consolidate import hold_boots, rebuy_hold
 from nodemanager.core.facts import RECLAIM_ENDS, MatrixLookup, node_facts
 from nodemanager.core.guards import guard
 from nodemanager.core.halts import mass_down, stale_inputs
 from nodemanager.core.leftovers import gone_vm_drains
-from nodemanager.core.node_memo import NodeMemo
-from nodemanager.core.pair import pair
+from nodemanager.core.pair import Pairing, pair
 from nodemanager.core.placement import place_demand
 from nodemanager.core.plan_node import UNDECIDED, Decision, NodeFacts, reason_of
 from nodemanager.core.reasons import REASONS, Context, Escalation, Reason, Stage
 from nodemanager.core.victims import Estimator, estimate
 from nodemanager.model import (Action, Blocked, Freeze, ItemKind, NodeExplanation, Plan, PlanItem, Snapshot,
-                               Unmet)
+                               Size, Unmet)
 from nodemanager.configuration.settings import CoreSettings
 from nodemanager.tags import TAG_REQUEST
 from policy_matrix.vocabulary import BOOT_EXCEEDED, DOWN, UNPAIRED
 
-__all__ = ["plan", "Escalation", "MatrixLookup", "RECLAIM_ENDS", "stale_inputs"]
+__all__ = ["plan", "Stages", "PlainStages", "explain", "Escalation", "MatrixLookup", "RECLAIM_ENDS", "stale_inputs"]
 
 _DOWN_LIKE = frozenset((DOWN, UNPAIRED))  # the core states :func:`_broken` may count
 _KIND_ORDER = {ItemKind.CANCEL_DRAIN: 0, ItemKind.DESTROY: 1, ItemKind.DRAIN: 2, ItemKind.ESCALATE: 3}
 
 
+class Stages(Protocol):
+    """The plan's two per-node stages, which a caller may replace with ones that give the same
+    answers (the simulator reuses last cycle's work where a node's inputs did not change)."""
+
+    def facts(self, snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, sizes: dict[str, Size],
+              pairing: Pairing) -> list[NodeFacts]:
+        """Every listed node's facts, in node id order (:func:`nodemanager.core.facts.node_facts`)."""
+        ...
+
+    def explain(self, decisions: list[Decision]) -> tuple[NodeExplanation, ...]:
+        """Each node's explanation, in the decisions' order (:func:`explain`); may empty ``decisions``."""
+        ...
+
+
+@dataclass(frozen=True)
+class PlainStages:
+    """Every node's facts and explanation computed afresh: the plan's default."""
+
+    def facts(self, snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, sizes: dict[str, Size],
+              pairing: Pairing) -> list[NodeFacts]:
+        return node_facts(snapshot, settings, matrix, sizes, pairing)
+
+    def explain(self, decisions: list[Decision]) -> tuple[NodeExplanation, ...]:
+        return explain(decisions)
+
+
+_PLAIN = PlainStages()
+
+
 def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, estimator: Estimator | None = None,
          escalation: Escalation | None = None, reasons: Sequence[Reason] = REASONS,
-         memo: NodeMemo | None = None) -> Plan:
+         stages: Stages = _PLAIN) -> Plan:
     """Decide what to do now. ``matrix`` needs ``lookup(StateTuple) -> Match`` and the
     ``vocabulary`` its states come from (an added worker state is treated like its core state);
     ``estimator`` prices victims (default :func:`nodemanager.core.victims.estimate`);
     ``escalation`` may return ``"quick"`` or ``"fast"`` for a drain of ours that should be made
     harsher; ``reasons`` are the disruption reasons, in order (default
-    :data:`nodemanager.core.reasons.REASONS`); ``memo`` (None: none), kept by the caller across
-    cycles, saves recomputing nodes whose inputs did not change (:mod:`nodemanager.core.node_memo`:
-    the plan is the same with or without it)."""
+    :data:`nodemanager.core.reasons.REASONS`); ``stages`` computes each node's facts and explanation
+    (default :class:`PlainStages`: afresh; another must give the same answers)."""
     now = snapshot.now
     sizes = {s.name: s for s in settings.sizes}
     pairing = pair(snapshot.cloud_nodes, snapshot.workers)
-    facts = node_facts(snapshot, settings, matrix, sizes, pairing, memo)
-    # underused (consolidation) and expired busy nodes, as the matrix sees them
-    facts = lifetime_ends(apply_relabels(facts, relabel(facts, snapshot.demand, settings, now,
-                                                        estimator or estimate), matrix, memo), settings, memo)
+    ctx = Context(snapshot=snapshot, settings=settings, frozen=False, escalation=escalation, matrix=matrix,
+                  estimator=estimator or estimate)
+    # stage LABELS: relabelled (consolidation, lifetimes, drift), as the matrix then sees them
+    make = Decision._make  # Decision(facts=f) without the keyword binding (see UNDECIDED)
+    decisions = _run(Stage.LABELS, [make((f, *UNDECIDED)) for f in stages.facts(snapshot, settings, matrix, sizes,
+                                                                                 pairing)], ctx, reasons)
+    up_sizes = [d.facts.node.size for d in decisions if d.facts.up]
 
     halt = (f"paused: {snapshot.paused}" if snapshot.paused else None) or stale_inputs(
         snapshot, settings.poll_stale_after, settings.clock_tolerance)
@@ -80,8 +113,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     if halt:
         frozen_by = Freeze.PAUSED if snapshot.paused else Freeze.STALE
 
-    ctx = Context(snapshot, settings, False, escalation)
-    decisions = _wants(facts, ctx, reasons, pairing.ambiguous)
+    decisions = _wants(decisions, ctx, reasons, pairing.ambiguous)
     skew = skew_freeze(snapshot.cloud_clock_skew, settings.max_clock_skew)
     freeze = skew or mass_down(sum(1 for d in decisions if d.facts.core_state in _DOWN_LIKE and _broken(d)),
                                len(decisions), settings)
@@ -97,8 +129,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
         boots_in_flight = [f for f in boots_in_flight if f.node not in listed_requests]
     in_flight = Blocked.IN_FLIGHT
     placed = place_demand(snapshot, settings, sizes, [d for d in decisions if d.blocked != in_flight],
-                          orphans, boots_in_flight, [f.node.size for f in facts if f.up])
-    del facts  # from here on each node's facts are reached through its decision only
+                          orphans, boots_in_flight, up_sizes)
     boots, notes, unmet, needed = placed.boots, placed.notes, placed.unmet, placed.needed
     boots = hold_boots(boots, rebuy_hold(snapshot.recent_destroys, snapshot.demand, settings, now),
                        notes, unmet)
@@ -126,11 +157,11 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     if boots and any(i.kind is ItemKind.DESTROY for i in items):
         boots = hold_boots(boots, rebuy_hold((now,), snapshot.demand, settings, now), notes, unmet)
     return Plan(now=now, items=tuple(items), boots=tuple(boots),
-                nodes=_explain(decisions, memo), frozen=halt or freeze, notes=tuple(notes),
+                nodes=stages.explain(decisions), frozen=halt or freeze, notes=tuple(notes),
                 unmet=tuple(unmet), frozen_by=frozen_by)
 
 
-def _wants(facts: list[NodeFacts], ctx: Context, reasons: Sequence[Reason],
+def _wants(undecided: list[Decision], ctx: Context, reasons: Sequence[Reason],
            ambiguous: frozenset[str]) -> list[Decision]:
     """Stage 2: each node's decision from the guards, then the ``WANTS`` reasons in order."""
     snapshot = ctx.snapshot
@@ -138,14 +169,16 @@ def _wants(facts: list[NodeFacts], ctx: Context, reasons: Sequence[Reason],
     open_: list[Decision] = []
     shutdown = Action.START_SHUTDOWN
     unconfirmed = snapshot.unconfirmed
-    for f in facts:
+    for d in undecided:
+        f = d.facts
         # most nodes have nothing a guard looks at (a shutdown is stopped only when unconfirmed)
-        d = (guard(f, snapshot, ambiguous) if f.flights or f.held or f.foreign
-             or (f.maction is shutdown and f.node.id in unconfirmed) or (ambiguous and f.node.id in ambiguous)
-             else None)
-        if d is None:
-            d = _new(Decision, (f,) + UNDECIDED)
+        stopped = (guard(f, snapshot, ambiguous) if f.flights or f.held or f.foreign
+                   or (f.maction is shutdown and f.node.id in unconfirmed)
+                   or (ambiguous and f.node.id in ambiguous) else None)
+        if stopped is None:
             open_.append(d)
+        else:
+            d = stopped
         out.append(d)
     claimed: dict[str, Decision] = {}
     # the last reason first, each overwriting those after it: the first to claim a node wins
@@ -196,45 +229,31 @@ def _item(d: Decision) -> PlanItem:
                     request_id=d.request_id, schedule=d.schedule)
 
 
-def _explain(decisions: list[Decision], memo: NodeMemo | None = None) -> tuple[NodeExplanation, ...]:
+def explain(decisions: list[Decision]) -> tuple[NodeExplanation, ...]:
     """Each node's explanation, in the decisions' order; empties ``decisions`` as it goes, so each
-    node's stage records are freed once its explanation exists (the cycle's peak memory). An
-    undecided node's explanation is ``memo``'s when made from the same facts, kept in the
-    node's facts entry (only nodes whose facts the memo keeps can come back with the same facts)."""
+    node's stage records are freed once its explanation exists (the cycle's peak memory)."""
     out: list[NodeExplanation] = []
-    append, new, explanation = out.append, _new, NodeExplanation
+    append, explanation = out.append, NodeExplanation
     # nodes no reason claimed that share a classification share one text (most busy nodes: less
     # to build now, less kept until the next plan)
     unclaimed: dict[str, str] = {}
-    entries = memo.entries() if memo is not None else {}
     decisions.reverse()
     take = decisions.pop
-    # one loop, no call per node; tuple.__new__ straight skips the named tuple's own __new__
     while decisions:
         d = take()
         f = d.facts
         node = f.node
-        # undecided: the explanation is the facts' alone, the memo's if made from these very facts
-        undecided = not d.reason and d.want is None and d.blocked is None and d.cause is None
-        m = entries.get(node.id) if undecided and entries else None
-        if m is not None and m[3] is f:
-            append(m[4])
-            continue
         w = f.worker
         drain = f.our_drain
         reason = d.reason
         if not reason:
             why = f.cls.why
             reason = unclaimed.get(why) or unclaimed.setdefault(why, reason_of(d))
-        e = new(explanation, (
-            node.id, node.name, node.size, f.tuple, f.rule, f.maction, d.want, d.blocked,
-            reason, w.name if w is not None else None,
-            w.state if w is not None else None, f.next_change, f.next_what, d.cause, f.lost, f.gone,
-            drain.since if drain is not None else None, f.drained, f.up))
-        append(e)
-        if m is not None:
-            m[3], m[4] = f, e
+        append(explanation(
+            node_id=node.id, name=node.name, size=node.size, tuple=f.tuple, rule=f.rule,
+            matrix_action=f.maction, action=d.want, blocked_by=d.blocked, reason=reason,
+            worker=w.name if w is not None else None, raw_state=w.state if w is not None else None,
+            next_change=f.next_change, next_change_what=f.next_what, cause=d.cause, lost=f.lost,
+            gone=f.gone, our_drain_since=drain.since if drain is not None else None, drained=f.drained,
+            up=f.up))
     return tuple(out)
-
-
-_new = tuple.__new__

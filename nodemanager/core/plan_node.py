@@ -4,7 +4,8 @@
 metrics and status read about the node is computed there once. :class:`Decision` is what the node
 gets (stages 2-4): the disruption reasons propose it, placement marks it needed, the gates block it;
 each stage hands on a new record (``_replace``), never edits one. Named tuples, not frozen
-dataclasses: :func:`~nodemanager.core.plan` builds two per node per cycle (50,000 nodes).
+dataclasses: :func:`~nodemanager.core.plan` builds two per node per cycle (50,000 nodes). Built
+by keyword; a stage changes one with ``_replace``.
 """
 
 from __future__ import annotations
@@ -60,28 +61,23 @@ class Decision(NamedTuple):
     request_id: str | None = None    # the scheduler's id of the drain the action is about
     schedule: str | None = None      # DRAIN/ESCALATE: graceful | quick | fast
 
-    # the common steps, built straight from the fields: ``_replace`` costs three times as much,
-    # and a cycle of 50,000 nodes takes tens of thousands of them
     def wanting(self, want: ItemKind, cause: Cause, reason: str, cancellable: bool = True) -> Decision:
         """This decision with ``want`` proposed by ``cause``."""
-        return _new(Decision, (self[0], want, cause, self[3], reason, cancellable, self[6], self[7], self[8],
-                               self[9], self[10]))
+        return self._replace(want=want, cause=cause, reason=reason, cancellable=cancellable)
 
     def held_back(self, blocked: str, reason: str) -> Decision:
         """This decision with no action: ``blocked`` says what stopped it, ``reason`` in words."""
-        return _new(Decision, (self[0], None, self[2], blocked, reason, self[5], self[6], self[7], self[8],
-                               self[9], self[10]))
+        return self._replace(want=None, blocked=blocked, reason=reason)
 
     def saying(self, reason: str) -> Decision:
         """This decision with only its words changed."""
-        return _new(Decision, (self[0], self[1], self[2], self[3], reason, self[5], self[6], self[7], self[8],
-                               self[9], self[10]))
+        return self._replace(reason=reason)
 
 
-_new = tuple.__new__
-# a Decision's fields before any reason looked at the node: ``tuple.__new__(Decision, (facts,) +
-# UNDECIDED)`` is ``Decision(facts)`` without the named tuple's own __new__ (a call per node)
-UNDECIDED = (None, None, None, "", True, False, None, None, None, None)
+# the fields after ``facts`` of a node no reason looked at yet (``Decision._make((facts, *UNDECIDED))``
+# is ``Decision(facts=facts)`` without the keyword binding): the class's own defaults, so a new field
+# needs no edit here
+UNDECIDED = tuple(Decision._field_defaults[name] for name in Decision._fields[1:])
 
 
 def reason_of(d: Decision) -> str:

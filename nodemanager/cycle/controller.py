@@ -39,7 +39,6 @@ from nodemanager.cycle.actuator_memory import ActuatorState
 from nodemanager.cycle.controller_inputs import InputMemory, build_in_flight
 from nodemanager.core.identity import (Identity, Ownership, another_controller, joined_our_pool,
                                        sort_by_owner)
-from nodemanager.core.node_memo import NodeMemo
 from nodemanager.core.protected import BootRecord, observe_boots, protected_sizes
 from nodemanager.console.decision_log import DecisionLog
 from nodemanager.cycle.idle_memory import IdleMemory
@@ -132,7 +131,6 @@ class Controller:
         self._held_back_logged: str | None = None
         self._boot_records: dict[str, BootRecord] = {}  # size -> failed joins in a row (protected mode)
         self.idle_memory = IdleMemory()  # idle_grace_mode = break-even: joins and idle periods per size
-        self.plan_memo = NodeMemo()  # the core's per-node work kept across cycles (replays, large pools)
         # whose VMs are ours (None: every VM of the cluster name, as in a replay or `plan`)
         self.identity: Identity | None = None
         self._owned: tuple[Sequence[CloudNode], Ownership] | None = None
@@ -231,14 +229,14 @@ class Controller:
         cancels = frozenset(self.admin.take_cancels() or ()) if hasattr(self.admin, "take_cancels") else frozenset()
         snap = self.snapshot(nodes, cloud_polled_at, poll, now, skew, cancels)
         plan = self.planner(snap, self.settings.core, self.matrix, estimator=self.estimator,
-                            escalation=self.escalation or None, memo=self.plan_memo)
+                            escalation=self.escalation or None)
         protect = self._watch_boots(plan, now)  # a size just entered protected mode: not booted now
         graces = self._watch_idle(snap, plan, now)  # a size's idle grace changed: used now
         if protect or graces is not None:
             snap = replace(snap, protected_sizes=frozen_map(protected_sizes(self._boot_records, now)),
                            idle_graces=snap.idle_graces if graces is None else graces)
             plan = self.planner(snap, self.settings.core, self.matrix, estimator=self.estimator,
-                                escalation=self.escalation or None, memo=self.plan_memo)
+                                escalation=self.escalation or None)
         if cancels:
             _log_ignored_cancels(cancels, plan)
         self._watch_suspects(plan, poll.polled_at, now)

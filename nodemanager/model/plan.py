@@ -78,6 +78,7 @@ class Blocked(enum.StrEnum):
     FOREIGN_DRAIN = "foreign_drain"  # someone else drains it
     AMBIGUOUS = "ambiguous"          # several workers or VMs match it: which runs jobs is unknown
     MIN_LIFETIME = "min_lifetime"    # younger than min_lifetime: not given back yet
+    WOULD_EVICT = "would_evict"      # a graceful drain would end by evicting its running jobs
 
 
 class Freeze(enum.StrEnum):

@@ -132,6 +132,8 @@ class Worker:
     ``registered_at`` is when this scheduler record began (daemon start / slurmd registration), used
     to refuse pairing a record older than the VM (a recycled hostname). ``drain_since`` is when the
     current drain began (SLURM: the reason's time; HTCondor: ``LastDrainStartTime``), 0: unknown.
+    ``job_end_times`` are the running jobs' expected ends, where known (a job not counted there
+    has no known end); ``retirement_end`` is when a graceful drain ends by evicting what still runs.
     ``classified`` is the adapter's classification of this record (see
     :func:`nodemanager.scheduler.classified`); the core leaves an unclassified worker alone (busy).
     ``native_ad`` says ``ad`` is the scheduler's own whole machine ad (HTCondor's p-slot ad): drain
@@ -152,6 +154,9 @@ class Worker:
     ram_mb: int = 0
     running_jobs: int = 0
     job_end_times: tuple[float, ...] = ()
+    # when a graceful drain (begun at this record's time, or under way) evicts jobs still running:
+    # HTCondor's ExpectedMachineGracefulDrainingCompletion; inf: never (SLURM); None: unknown
+    retirement_end: float | None = None
     draining: bool = False
     drain_reason: str | None = None
     drain_request_id: str | None = None

@@ -178,7 +178,8 @@ def htcondor_worker_fields(ad: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(ad.get(key), str):
             out[field] = ad[key]
     for key, field in (("LastHeardFrom", "last_heard"), ("EnteredCurrentState", "state_since"),
-                       ("DaemonStartTime", "registered_at"), ("LastDrainStartTime", "drain_since")):
+                       ("DaemonStartTime", "registered_at"), ("LastDrainStartTime", "drain_since"),
+                       ("ExpectedMachineGracefulDrainingCompletion", "retirement_end")):
         v = ad_number(ad, key)
         if v is not None:
             out[field] = v

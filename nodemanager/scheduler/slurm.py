@@ -205,6 +205,7 @@ class SlurmScheduler:
             ram_mb=node.real_memory,
             running_jobs=len(jobs),
             job_end_times=tuple(sorted(j.end_time for j in jobs if j.end_time)),
+            retirement_end=float("inf"),  # a SLURM drain never evicts: jobs run to their time limits
             draining=node.draining,
             drain_reason=node.reason or None,
             drain_request_id=request_id_of(node.reason) if node.draining else None,

@@ -558,11 +558,13 @@ class SimPool:
         """The worker of ``st``'s ad sent now. ``before``: its worker from the ad last sent, when
         the startd has not changed since: then only ``LastHeardFrom`` and the time-dependent
         estimates moved (none of which the adapter's fields or classification read but
-        ``last_heard``), so the new ad replaces the old one without parsing it again."""
+        ``last_heard`` and ``retirement_end``), so the new ad replaces the old one without parsing it again."""
         ad = st.pslot_ad(now)
         ad["LastHeardFrom"] = int(now)
         if before is not None:
-            return replace(before, ad=frozen_map(ad), last_heard=float(int(now)))
+            # the retirement end follows the time once the jobs' retirement has run out
+            return replace(before, ad=frozen_map(ad), last_heard=float(int(now)),
+                           retirement_end=float(ad["ExpectedMachineGracefulDrainingCompletion"]))
         return self._with_job_ends(worker_from_ad(ad, id_attribute=self.id_attribute), st)
 
     @staticmethod

@@ -36,6 +36,7 @@ from nodemanager.cycle.controller import Controller
 from nodemanager.cycle.controller_inputs import DESTROYED_KEPT
 from nodemanager.model import ItemKind, Plan, PlanItem
 from nodemanager.sim.baseline_layer import layer_planner
+from nodemanager.sim.plan_reuse import reusing
 from nodemanager.sim.baselines import Policy, SimParams
 from nodemanager.sim.constrained import constrain
 from nodemanager.sim.figures import Bounds, Figures, Series
@@ -119,7 +120,8 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
     last_boot = [-_INF]
     planner = layer_planner(policy, pool, _gated(delay, last_boot) if delay > 0 else None)
     actuator = Actuator(cloud, pool, settings, clock=w.clock, request_ids=request_id)
-    controller = Controller(settings, policy.matrix, actuator, clock=w.clock, planner=planner)
+    # the replay's records come back as the same objects while unchanged: last cycle's work is reused
+    controller = Controller(settings, policy.matrix, actuator, clock=w.clock, planner=reusing(planner))
 
     counts = dict(boots=0, drains=0, drain_cancels=0, destroys=0, escalations=0, cycles=0, skipped=0)
     drained_at: dict[str, float] = {}

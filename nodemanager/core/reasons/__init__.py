@@ -4,6 +4,10 @@ their :class:`Stage`. Each proposes decisions for its candidates and names, in `
 and the matrix rule, operator command or recovery rule behind it. Budgets (min_nodes, drains,
 destroys) are applied to what they propose by :mod:`nodemanager.core.budgets`.
 
+Every way a node is given back is one: the matrix's drain and shutdown, consolidation,
+``max_lifetime``, settings drift (these three relabel a busy node, and the matrix says what the new
+state gets), finishing and escalating our drains, operator commands, recovery.
+
 To add a reason: one module here with a class like :class:`MatrixDrain` (``name``, ``stage``,
 ``propose``), and one line in :data:`REASONS`.
 """
@@ -12,26 +16,35 @@ from __future__ import annotations
 
 from nodemanager.core.reasons.base import Context, Escalation, Reason, Stage
 from nodemanager.core.reasons.cancel_for_demand import CancelForDemand
+from nodemanager.core.reasons.consolidate import Consolidate
+from nodemanager.core.reasons.drift import Drift
 from nodemanager.core.reasons.escalate import Escalate
 from nodemanager.core.reasons.finish_drain import FinishOurDrain
 from nodemanager.core.reasons.inherited_drain import InheritedDrain
 from nodemanager.core.reasons.matrix_drain import MatrixDrain
+from nodemanager.core.reasons.max_lifetime import MaxLifetime
 from nodemanager.core.reasons.matrix_shutdown import MatrixShutdown
 from nodemanager.core.reasons.operator_cancel import OperatorCancel
 from nodemanager.core.reasons.operator_drain import OperatorDrain
 from nodemanager.core.reasons.resume_destroy import ResumeDestroy
+from nodemanager.core.reasons.would_evict import WouldEvict
 
 __all__ = ["REASONS", "Reason", "Stage", "Context", "Escalation"]
 
-# in order: within a stage, an earlier reason claims a node first (WANTS) or overrides it later (LAST)
+# in order: within a stage, an earlier reason relabels a node first (LABELS: a later one sees it
+# relabelled and passes it by), claims it first (WANTS) or overrides it later (LAST)
 REASONS: tuple[Reason, ...] = (
-    FinishOurDrain(),
-    OperatorDrain(),
-    MatrixShutdown(),
-    MatrixDrain(),
-    CancelForDemand(),
-    Escalate(),
-    InheritedDrain(),
-    ResumeDestroy(),
-    OperatorCancel(),
+    Drift(),            # LABELS: a node booted with old settings is replaced whatever its age or load
+    MaxLifetime(),      # LABELS: an old node is replaced before its free cores count as spare
+    Consolidate(),      # LABELS: last, so only nodes kept for their settings and age count as spare
+    FinishOurDrain(),   # WANTS: a drain of ours under way is carried through before anything new
+    OperatorDrain(),    # WANTS: an operator's forced drain wins over the matrix's word
+    MatrixShutdown(),   # WANTS: the matrix's destroy before its drain (nothing to drain first)
+    MatrixDrain(),      # WANTS: the matrix's drain (of relabelled nodes too), for nodes left
+    CancelForDemand(),  # AFTER_DEMAND: once demand is placed, a drain of ours that demand needs
+    WouldEvict(),       # AFTER_DEMAND: before the budgets, so a drain it stops takes no drain slot
+    Escalate(),         # AFTER_GATES: only drains the budgets let stand are made harsher
+    InheritedDrain(),   # LAST: a drain a new VM inherited from an older one of its name is cancelled
+    ResumeDestroy(),    # LAST: an interrupted destroy is finished whatever else was decided
+    OperatorCancel(),   # LAST: an operator's cancel overrides everything but a destroy it follows
 )

@@ -6,7 +6,9 @@ from __future__ import annotations
 import enum
 from typing import Callable, NamedTuple, Protocol, Sequence
 
+from nodemanager.core.facts import MatrixLookup
 from nodemanager.core.plan_node import Decision
+from nodemanager.core.victims import Estimator
 from nodemanager.model import InFlight, Snapshot, Worker
 from nodemanager.configuration.settings import CoreSettings
 
@@ -17,6 +19,12 @@ Escalation = Callable[[Worker, InFlight, float], "str | None"]
 
 class Stage(enum.Enum):
     """When in the plan a reason runs, and what its candidates are."""
+
+    # first, before the guards; candidates: every listed node, undecided. A reason here gives a
+    # node back through the matrix: it relabels the node's worker_state (the facts' tuple, rule and
+    # matrix action: :func:`nodemanager.core.consolidate.relabelled`) or names its next change,
+    # and the later stages act on what the matrix says of the new state
+    LABELS = "labels"
 
     # before demand is placed; candidates: nodes no guard stopped and no earlier reason claimed.
     # The first reason to return a decision for a node claims it (even with no action).
@@ -37,6 +45,8 @@ class Context(NamedTuple):
     settings: CoreSettings
     frozen: bool                     # drains and destroys are held back (halted or frozen)
     escalation: Escalation | None    # the drain escalation callback (None: none configured)
+    matrix: MatrixLookup             # the matrix the plan reads (a relabel looks its new tuple up)
+    estimator: Estimator             # prices victims (seeds 000/003)
 
 
 class Reason(Protocol):

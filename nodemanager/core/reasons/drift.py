@@ -1,0 +1,39 @@
+"""Settings drift: a busy node booted with other size or image settings than configured now (its
+``TAG_SETTINGS`` against ``size_digests``) is relabelled ``expired``; the matrix says what it gets
+(the cost matrix drains it, to be replaced as demand needs). Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from nodemanager.core.consolidate import EXPIRED, relabel_candidate, relabelled
+from nodemanager.core.plan_node import Decision
+from nodemanager.core.reasons.base import Context, Stage
+from nodemanager.tags import TAG_SETTINGS
+
+__all__ = ["Drift"]
+
+
+@dataclass(frozen=True)
+class Drift:
+    name: str = "drift"
+    stage: Stage = Stage.LABELS
+
+    def propose(self, candidates: Sequence[Decision], ctx: Context) -> list[Decision]:
+        if not ctx.settings.size_digests:
+            return []
+        digests = dict(ctx.settings.size_digests)
+        out = []
+        for d in candidates:
+            n = d.facts
+            tags = n.node.tags
+            if not tags:
+                continue  # no tags: nothing to compare
+            booted = tags.get(TAG_SETTINGS)
+            if booted and booted != digests.get(n.node.size, booted) and relabel_candidate(n):
+                new = relabelled(n, EXPIRED, f"expired: booted with other [Size {n.node.size}] or [Cloud Create] "
+                                             f"settings than configured now; replaced as demand needs", ctx.matrix)
+                if new is not None:
+                    out.append(d._replace(facts=new))
+        return out

@@ -1,0 +1,156 @@
+"""The replay's reuse of last cycle's per-node work: a :class:`~nodemanager.core.plan.Stages` for
+:func:`nodemanager.core.plan` that gives the plan's own answers, computing only nodes whose inputs
+changed.
+
+It pays in the simulator, whose pool hands back an unchanged record as the very same object cycle
+after cycle; real adapters build new records every poll, so the daemon plans afresh. Kept, per
+cloud node id, and reused:
+
+* the node's facts, while the listing holds the very same ``CloudNode`` object paired with the
+  very same ``Worker`` object (or with none, for the same pairing reason), the settings and the
+  matrix are the same objects and the held set is equal, no action of ours is under way on the
+  node now, ``now`` is before the facts' next change by time alone, and the worker is not lost
+  yet. Never kept: facts whose words name ``now`` (an idle node's "idle for", a reclaim notice's
+  countdown, a foreign drain past ``reclaim_foreign_after``) or made while an action of ours was
+  under way;
+* the explanation of a node no reason claimed, made from the very same facts object.
+
+``tests/test_plan_reuse.py`` holds it equal to the plain plan, cycle after cycle of a changing world.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from operator import attrgetter
+from typing import Any, Callable, NamedTuple, cast
+
+from nodemanager.core.facts import MatrixLookup, node_facts
+from nodemanager.core.pair import Pairing
+from nodemanager.core.plan import explain
+from nodemanager.core.plan_node import Decision, NodeFacts
+from nodemanager.model import CloudNode, NodeExplanation, Plan, Size, Snapshot, Worker
+from nodemanager.configuration.settings import CoreSettings
+from policy_matrix.vocabulary import IDLE
+
+__all__ = ["ReusingStages", "KeptFacts", "KeptExplanation", "reusing"]
+
+_NEVER = float("inf")
+_BY_NODE_ID = attrgetter("node.id")  # the order node_facts gives: cloud nodes by id
+
+
+class KeptFacts(NamedTuple):
+    """A node's facts and the records they were made from, valid while ``now < until``."""
+
+    node: CloudNode
+    worker: Worker | None
+    unpaired_why: str | None
+    until: float
+    facts: NodeFacts
+
+
+class KeptExplanation(NamedTuple):
+    """The explanation of an unclaimed node, and the facts it was made from."""
+
+    facts: NodeFacts
+    explanation: NodeExplanation
+
+
+def _undecided(d: Decision) -> bool:
+    """No reason claimed the node and nothing blocked it: its explanation is its facts' alone."""
+    return not d.reason and d.want is None and d.blocked is None and d.cause is None
+
+
+class ReusingStages:
+    """The plan's per-node stages with last cycle's work reused (see the module docstring). Not
+    thread-safe: one planner uses it at a time."""
+
+    def __init__(self) -> None:
+        self._settings: CoreSettings | None = None
+        self._matrix: MatrixLookup | None = None
+        self._held: frozenset[str] | None = None
+        self._facts: dict[str, KeptFacts] = {}
+        self._explained: dict[str, KeptExplanation] = {}
+        self.reused = 0  # facts reused over the planner's life (a test's check that it reuses)
+
+    def facts(self, snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, sizes: dict[str, Size],
+              pairing: Pairing) -> list[NodeFacts]:
+        if settings is not self._settings or matrix is not self._matrix or snapshot.held != self._held:
+            self._settings, self._matrix, self._held = settings, matrix, snapshot.held
+            self._facts, self._explained = {}, {}
+        now = snapshot.now
+        busy = {f.node for f in snapshot.in_flight}
+        paired, reasons = pairing.paired, pairing.reasons
+        last, kept = self._facts, {}
+        out: list[NodeFacts] = []
+        changed: list[CloudNode] = []
+        for node in snapshot.cloud_nodes:
+            nid = node.id
+            worker = paired.get(nid)
+            e = last.get(nid)
+            if (e is not None and e.node is node and e.worker is worker and now < e.until and nid not in busy
+                    and (worker is not None or e.unpaired_why == reasons.get(nid))):
+                kept[nid] = e
+                out.append(e.facts)
+            else:
+                changed.append(node)
+        self.reused += len(out)
+        if changed:
+            stale_after = settings.node_stale_after
+            for f in node_facts(replace(snapshot, cloud_nodes=tuple(changed)), settings, matrix, sizes, pairing):
+                out.append(f)
+                n, w = f.node, f.worker
+                # words that name now, or an action of ours under way: made afresh every cycle
+                if f.flights or f.core_state == IDLE or n.reclaim_at is not None or (
+                        f.theirs is not None and not f.foreign):
+                    continue
+                until = _NEVER if f.next_change is None else f.next_change
+                if w is not None and w.last_heard > 0:
+                    until = min(until, w.last_heard + stale_after)  # lost from then on
+                kept[n.id] = KeptFacts(node=n, worker=w, unpaired_why=reasons.get(n.id) if w is None else None,
+                                       until=until, facts=f)
+            out.sort(key=_BY_NODE_ID)
+        self._facts = kept
+        return out
+
+    def explain(self, decisions: list[Decision]) -> tuple[NodeExplanation, ...]:
+        last, kept = self._explained, {}
+        out: list[NodeExplanation | None] = []  # None: made afresh below
+        append = out.append
+        fresh: list[Decision] = []
+        where: list[int] = []
+        for d in decisions:
+            f = d.facts
+            e = last.get(f.node.id)
+            # an unclaimed node (no reason, want, block or cause) on the very same facts
+            if e is not None and e.facts is f and not d.reason and d.want is None and d.blocked is None and (
+                    d.cause is None):
+                kept[f.node.id] = e
+                append(e.explanation)
+            else:
+                where.append(len(out))
+                append(None)
+                fresh.append(d)
+        if fresh:
+            facts_kept = self._facts
+            for i, d, x in zip(where, list(fresh), explain(fresh)):
+                out[i] = x
+                f = d.facts
+                k = facts_kept.get(f.node.id)
+                # only facts kept for the next cycle can come back as the same object
+                if k is not None and k.facts is f and _undecided(d):
+                    kept[f.node.id] = KeptExplanation(facts=f, explanation=x)
+        self._explained = kept
+        return tuple(cast("list[NodeExplanation]", out))
+
+def reusing(inner: Callable[..., Plan] | None = None) -> Callable[..., Plan]:
+    """``inner`` (default :func:`nodemanager.core.plan`; a planner with its signature that hands
+    its keywords on to it) with one :class:`ReusingStages` kept across its calls."""
+    from nodemanager.core.plan import plan
+
+    stages = ReusingStages()
+    run = inner or plan
+
+    def planner(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, **kw: Any) -> Plan:
+        return run(snapshot, settings, matrix, stages=stages, **kw)
+
+    return planner
