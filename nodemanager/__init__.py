@@ -18,3 +18,15 @@ def lazy_names(package: str, homes: Mapping[str, str]) -> Callable[[str], Any]:
         return getattr(importlib.import_module(f"{package}.{module}"), name)
 
     return __getattr__
+
+
+DISTRIBUTION = "batch-nodemanager"  # the package index name (``nodemanager`` there is another project)
+
+
+def installed_version(default: str = "unknown") -> str:
+    """This installation's version, or ``default`` when run from a source tree never installed."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return default

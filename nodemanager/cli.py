@@ -11,6 +11,8 @@ import argparse
 import importlib
 import sys
 
+from nodemanager import installed_version
+
 __all__ = ["main", "COMMAND_MODULES"]
 
 COMMAND_MODULES: tuple[str, ...] = ("matrix", "admin", "plan", "check", "run", "simulate", "bench")
@@ -21,20 +23,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="nodemanager",
         description="Elastic cloud node manager for HTCondor and SLURM pools.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {installed_version('unknown (not installed)')}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(f"nodemanager.commands.{name}").register(sub)
     return parser
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("nodemanager")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown (not installed)"
 
 
 def main(argv: list[str] | None = None) -> int:

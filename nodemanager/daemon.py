@@ -54,6 +54,7 @@ from nodemanager.ports import Timed as _Timed
 from nodemanager.ports import build_ports
 from nodemanager.scheduler import Scheduler
 from nodemanager.configuration.settings import Settings
+from nodemanager import installed_version
 
 __all__ = ["Daemon", "POOL_SIZE", "EXIT_FATAL", "build_ports", "tune_gc"]
 
@@ -63,12 +64,6 @@ POOL_SIZE = 4          # actuator actors: enough to overlap slow cloud calls, ne
 EXIT_FATAL = 70        # EX_SOFTWARE: a fatal error stopped the daemon
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        return version("nodemanager")
-    except PackageNotFoundError:
-        return ""
 
 
 _RESTART_ONLY = (("cloud", "[Cloud]"), ("scheduler", "[Scheduler]"), ("manage", "[Manage]"),
@@ -229,7 +224,7 @@ class Daemon:
     def status_view(self) -> Any:
         from nodemanager.console.status_document import StatusView
         return StatusView(report=self.last_report, counters=dict(self.counters), started_at=self.started_at,
-                          last_cycle_at=self.last_cycle_at, version=_version(),
+                          last_cycle_at=self.last_cycle_at, version=installed_version(""),
                           ha=self.ha.describe() if self.ha is not None else None,
                           core=self.settings.core, history=self.history, ages=self._ages())
 

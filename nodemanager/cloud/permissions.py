@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from nodemanager.cloud.errors import error_codes, scrub
+from nodemanager.cloud.port import TAG_CLUSTER, TAG_DRAIN
 
 __all__ = ["EC2_ACTIONS", "Permission", "ec2_dry_run"]
 
@@ -32,6 +33,20 @@ class Permission:
     action: str
     allowed: bool | None
     detail: str
+
+
+def ec2_dry_run_calls(image: str, instance_type: str, subnet: str | None, node_id: str | None,
+                      cluster: str) -> tuple[tuple[str, dict[str, str]], ...]:
+    """The EC2 calls the adapter makes, as ``DryRun`` requests: boot ``instance_type`` from
+    ``image`` (in ``subnet``), tag, untag and terminate ``node_id`` (a made-up id when None)."""
+    boot = {"ImageId": image, "InstanceType": instance_type, "MinCount": "1", "MaxCount": "1"}
+    if subnet:
+        boot["SubnetId"] = subnet
+    target = {"ResourceId.1": node_id or "i-00000000000000000"}
+    return (("RunInstances", boot),
+            ("CreateTags", {**target, "Tag.1.Key": TAG_CLUSTER, "Tag.1.Value": cluster}),
+            ("DeleteTags", {**target, "Tag.1.Key": TAG_DRAIN}),
+            ("TerminateInstances", {"InstanceId.1": target["ResourceId.1"]}))
 
 
 def ec2_dry_run(connection: Any, action: str, params: Mapping[str, str],

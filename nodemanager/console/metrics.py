@@ -35,6 +35,7 @@ from nodemanager.console.metric_families import CycleCollector as _CycleCollecto
 from nodemanager.console.metric_families import CycleGauges as _CycleGauges
 from nodemanager.console.metric_families import label as _label
 from nodemanager.console.metric_families import unmatched as _unmatched
+from nodemanager import installed_version
 
 __all__ = ["Metrics", "PAID_STATES", "FROZEN_REASONS", "CALL_TARGETS", "TOP_SERIES", "paid_state",
            "frozen_reason"]
@@ -124,7 +125,7 @@ class Metrics:
                                        "and this one stopped every boot, drain and destroy.",
                                        registry=r)
         self._build = Info("nodemanager_build", "The nodemanager version.", registry=r)
-        self._build.info({"version": version or _version()})
+        self._build.info({"version": version or installed_version("unknown")})
         for result in ("ok", "error"):
             self._reloads.labels(result)
         for size in self._sizes:
@@ -334,9 +335,3 @@ def _our_drains(snap: Snapshot, nodes: Iterable[NodeExplanation]) -> dict[str, f
     return drains
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        return version("nodemanager")
-    except PackageNotFoundError:
-        return "unknown"

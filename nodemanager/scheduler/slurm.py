@@ -33,17 +33,16 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import replace
 import os
 import secrets
 import subprocess
 import threading
 import time
+from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 from nodemanager.model import Size, Worker
 from nodemanager.configuration.settings import SchedulerSettings
-from nodemanager.scheduler.draining_stats import DrainingStats, NodeDrainingStats
 from nodemanager.scheduler.port import (DRAIN_REASON_PREFIX, Confirmation, DrainRefused, DrainSchedule,
                                         DrainTicket, SchedulerError, SchedulerPoll)
 from nodemanager.scheduler.records import ProblemLog
@@ -51,6 +50,7 @@ from nodemanager.scheduler.slurm_classify import classify_node
 from nodemanager.scheduler.slurm_demand import DEMAND_REASONS, demand_from_jobs
 from nodemanager.scheduler.slurm_options import OptionError, SlurmOptions
 from nodemanager.scheduler.slurm_poll import PollState as _State
+from nodemanager.scheduler.slurm_stats import DrainStatistics
 from nodemanager.scheduler.slurm_poll import Track as _Track
 from nodemanager.scheduler.slurm_poll import jobs_by_node as _jobs_by_node
 from nodemanager.scheduler.slurm_json import (RecordError, SlurmJob,
@@ -67,7 +67,7 @@ DESTROYED_REASON = f"{DRAIN_REASON_PREFIX}: destroyed"
 RESUME_VERIFY = 300.0
 
 
-class SlurmScheduler:
+class SlurmScheduler(DrainStatistics):
     """:class:`nodemanager.scheduler.port.Scheduler` for SLURM (see the module doc)."""
 
     name = "slurm"
@@ -368,54 +368,6 @@ class SlurmScheduler:
             self._scontrol_update(name, "State=UNDRAIN")
         self._untrack(name)
         log.info("slurm node_destroyed %s: marked %s", name, self.options.mark_destroyed)
-
-    # ------------------------------------------------------------------ statistics
-    def draining_stats(self) -> DrainingStats:
-        """Draining statistics since this adapter started (see the module doc)."""
-        with self._lock:
-            names = sorted(set(self._seen) | set(self._badput) | set(self._unclaimed))
-            nodes = tuple(NodeDrainingStats(name=n, badput=self._badput.get(n, 0.0),
-                                            unclaimed=self._unclaimed.get(n, 0.0),
-                                            draining=self._seen.get(n, (False, None))[0],
-                                            drain_reason=self._seen.get(n, (False, None))[1])
-                          for n in names)
-            return DrainingStats(badput=sum(self._badput.values()),
-                                 unclaimed=sum(self._unclaimed.values()), nodes=nodes, **self._counts)
-
-    def _count(self, name: str, what: str | None = None, *, badput: float = 0.0,
-               unclaimed: float = 0.0) -> None:
-        with self._lock:
-            if what:
-                self._counts[what] += 1
-            if badput:
-                self._badput[name] = self._badput.get(name, 0.0) + badput
-            if unclaimed:
-                self._unclaimed[name] = self._unclaimed.get(name, 0.0) + unclaimed
-
-    def _untrack(self, name: str) -> None:
-        with self._lock:
-            self._tracks.pop(name, None)
-
-    def _sample(self, state: _State) -> None:
-        """Add unclaimed core-seconds for our drains; pick up our drains found after a restart."""
-        with self._lock:
-            self._seen = {n.name: (n.draining, n.reason or None) for n in state.nodes.values()}
-        for node in state.nodes.values():
-            rid = request_id_of(node.reason) if node.draining else None
-            with self._lock:
-                track = self._tracks.get(node.name)
-                if rid is None or (track is not None and track.request_id != rid):
-                    if track is not None:
-                        self._tracks.pop(node.name)
-                    continue
-                if track is None:
-                    self._tracks[node.name] = _Track(rid, node.reason_changed_at or state.at)
-                    continue
-                dt = max(state.at - track.last_sample, 0.0)
-                track.last_sample = state.at
-            free = max(node.cpus - node.alloc_cpus, 0)
-            if dt and free:
-                self._count(node.name, unclaimed=free * dt)
 
 
 def _ids(jobs: Sequence[SlurmJob]) -> str:

@@ -1,6 +1,6 @@
 """Consolidation (``[Daemon] consolidate``): while no job is queued and the nodes taking jobs have
 more free cores than ``consolidate_margin``, the busy node whose last job ends soonest (the
-scheduler's job end times, else seed 000/003's estimate), then the one holding the least work, is
+scheduler's job end times, else the draining design's estimate), then the one holding the least work, is
 relabelled ``underused``, then the next, while the cores left free elsewhere still cover the
 margin; a node whose graceful drain would evict a job (:mod:`nodemanager.core.retirement`) is
 passed by. The matrix says what it gets: drained gracefully (the cost matrix), it takes no new jobs
