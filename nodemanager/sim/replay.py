@@ -50,7 +50,6 @@ from nodemanager.sim.swf import SwfJob
 __all__ = ["ReplayResult", "Piece", "split_jobs", "replay", "MEMORY_QUANTUM"]
 
 MEMORY_QUANTUM = 256          # MB: job memory requests are rounded up to this
-MAX_RETIREMENT = 30 * 86400.0  # startds honour running jobs this long under a graceful drain
 _INF = math.inf
 
 
@@ -133,7 +132,7 @@ class _World:
         settings = policy.settings
         self.pool = SimPool(self.clock, join_delay=sim.join_delay,
                             negotiation_interval=sim.negotiation_interval,
-                            max_retirement=MAX_RETIREMENT, mem_scaling=settings.core.node_mem_scaling,
+                            max_retirement=sim.max_retirement, mem_scaling=settings.core.node_mem_scaling,
                             sizes=settings.core.sizes, placement=sim.placement)
         spot = SpotModel() if any(s.market == "spot" for s in settings.core.sizes) else None
         self.cloud = SimCloud(clock=self.clock, sizes=settings.core.sizes, boot_delay=sim.boot_delay,
@@ -206,7 +205,8 @@ class _World:
         before = self.pool.stats
         self.pool.vm_stopped(node_id)
         after = self.pool.stats
-        self.reclaim_kills[0] += after.killed - before.killed
+        # a job a drain was already evicting counts as evicted
+        self.reclaim_kills[0] += after.killed - before.killed - (after.evicted - before.evicted)
         self.reclaim_kills[1] += after.badput - before.badput
 
     @property
@@ -493,11 +493,13 @@ def _figures(jobs: Sequence[SwfJob], split: _Split, policy: Policy, bounds: Boun
 
 
 def _spot_figures(w: _World, end: float) -> dict[str, Any]:
-    """Money paid and the kills split by cause: the cloud's reclaims, or our own decisions."""
+    """Money paid and the kills split by cause: the cloud's reclaims, a graceful drain's
+    retirement running out (evictions), or our other decisions."""
     st = w.pool.stats
     killed, badput = w.reclaim_kills
-    return dict(money=w.cloud.cost(end), reclaims=len(w.cloud.reclaimed),
-                jobs_killed_by={"by_reclaim": int(killed), "by_us": st.killed - int(killed)},
+    return dict(money=w.cloud.cost(end), reclaims=len(w.cloud.reclaimed), jobs_evicted=st.evicted,
+                jobs_killed_by={"by_reclaim": int(killed), "by_eviction": st.evicted,
+                                "by_us": st.killed - int(killed) - st.evicted},
                 badput_core_hours_by={"by_reclaim": round(badput / HOUR, 4),
                                       "by_us": round((st.badput - badput) / HOUR, 4)})
 
