@@ -296,3 +296,29 @@ def test_a_restarted_startd_loses_our_drain_and_is_never_confirmed():
     c = pool.confirm_drained(ticket)
     assert not c.ok and "not ours" in c.reason
     assert pool.stats.killed_by_drain == 1                       # the fast drain's kill only
+
+
+def test_only_jobs_a_graceful_drain_evicts_at_its_retirement_end_count_as_evicted():
+    """Of four graceful drains on nodes whose jobs outlive the 2 h retirement (but the last's):
+    the one left alone evicts its job; one escalated and one destroyed kill theirs otherwise;
+    the last one's job ends first and is not killed."""
+    clock, pool = make_pool(negotiation_interval=0.0, join_delay=0.0, max_retirement=7200.0,
+                            vacate_time=60.0)
+    for i in (1, 2, 3, 4):
+        pool.vm_started(node(i), SIZE)
+    pool.advance(T0)
+    for jid, runtime in (("a", 9000.0), ("b", 9000.0), ("c", 9000.0), ("d", 3000.0)):
+        pool.submit(Job(jid, cpus=4, ram_mb=100, runtime=runtime, submit_time=T0))
+    pool.advance(T0)
+    w1, w2, w3, w4 = sorted(pool.poll().workers, key=lambda w: w.cloud_id)
+    clock.advance(100)
+    tickets = [pool.drain(w, DrainSchedule.GRACEFUL, "consolidate") for w in (w1, w2, w3, w4)]
+    clock.advance(100)
+    pool.escalate(tickets[1], DrainSchedule.FAST)
+    pool.vm_stopped("i-3")
+    run_until(clock, pool, T0 + 7200 - 61)
+    assert (pool.stats.evicted, pool.stats.killed) == (0, 2)     # the escalated and the destroyed
+    run_until(clock, pool, T0 + 8000)
+    s = pool.stats
+    assert (s.killed, s.evicted, s.completed) == (3, 1, 1)
+    assert pool.confirm_drained(tickets[0]).ok

@@ -46,7 +46,8 @@ def test_reclaims_kill_and_requeue_jobs_after_a_notice_that_drains_the_node(tmp_
     assert calm["money"] == pytest.approx(0.3 * on_demand["money"], abs=1e-3)
     # 12 reclaims per VM-day (mean 2 h): some one-hour jobs are killed, requeued and still finish
     assert harsh["reclaims"] >= 1 and harsh["jobs_unfinished"] == 0
-    assert harsh["jobs_killed_by"] == {"by_reclaim": harsh["jobs_killed"], "by_us": 0}
+    assert harsh["jobs_killed_by"] == {"by_reclaim": harsh["jobs_killed"], "by_eviction": 0,
+                                       "by_us": 0}
     assert harsh["jobs_killed"] >= 1
     assert harsh["badput_core_hours_by"]["by_us"] == 0.0
     assert harsh["badput_core_hours_by"]["by_reclaim"] == pytest.approx(harsh["badput_core_hours"], abs=1e-3)

@@ -58,6 +58,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="cloud: create to running (default 90)")
     p.add_argument("--join-delay", default="30", metavar="SECONDS",
                    help="pool: running to the worker joining (default 30)")
+    p.add_argument("--max-retirement", default="30d", metavar="DURATION",
+                   help="pool: every startd's MaxJobRetirementTime, how long a graceful drain lets a "
+                        "job run from its start before evicting it (default 30d)")
     p.add_argument("--billing", choices=("config", "per-second", "hourly"), default="config",
                    help="billing of the simulated cloud (default: the size's; embedded: per-second, "
                         "60 s minimum)")
@@ -262,7 +265,8 @@ def _simulate(args: argparse.Namespace) -> int:
                       join_delay=_duration("--join-delay", args.join_delay),
                       gpu_fraction=args.gpu_fraction, constrained_fraction=args.constrained_fraction,
                       job_seed=args.job_seed,
-                      placement=args.placement)
+                      placement=args.placement,
+                      max_retirement=_duration("--max-retirement", args.max_retirement))
     try:
         jobs, reader = read_jobs(args.trace, skip_days=args.skip_days, days=args.days)
     except (SwfError, ValueError) as exc:

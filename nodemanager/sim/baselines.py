@@ -66,7 +66,9 @@ class SimParams:
     the last job ends, how long the replay goes on letting policies give their nodes back (nodes
     still up then are paid until then); ``sample_every``: the nodes-over-time plot's resolution;
     ``placement``: how the pool's negotiator picks a startd for a job (``breadth`` or ``depth``,
-    see :class:`~nodemanager.sim.pool.SimPool`).
+    see :class:`~nodemanager.sim.pool.SimPool`); ``max_retirement``: every startd's
+    ``MaxJobRetirementTime``, how long a graceful drain lets a running job run from its start
+    before evicting it.
     """
 
     boot_delay: float = 90.0
@@ -79,6 +81,7 @@ class SimParams:
     constrained_fraction: float = 0.0
     job_seed: int = 1
     placement: str = "breadth"
+    max_retirement: float = 30 * 86400.0
 
 
 def default_size(cores: int = 8, *, billing_period: int = 0, min_charge: int = 60) -> Size:

@@ -139,6 +139,8 @@ class Figures:
     # spot capacity: spot VMs the cloud took back, kills split by cause
     reclaims: int = 0
     jobs_killed_by: dict[str, int] = field(default_factory=dict)
+    # pieces killed because a graceful drain's retirement ran out while they ran (in jobs_killed)
+    jobs_evicted: int = 0
     badput_core_hours_by: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
@@ -162,6 +164,7 @@ TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("max", "wait_max", "{:.0f}"),
     ("done", "jobs_completed", "{}"),
     ("killed", "jobs_killed", "{}"),
+    ("evicted", "jobs_evicted", "{}"),
     ("badput ch", "badput_core_hours", "{:.1f}"),
     ("boots", "boots", "{}"),
     ("drains", "drains", "{}"),
@@ -183,7 +186,8 @@ COLUMN_MEANINGS: dict[str, str] = {
     "wait p50": "job wait from submit to start, in seconds: median, 95th and 99th percentile, max",
     "p95": "", "p99": "", "max": "",
     "done": "jobs completed",
-    "killed": "jobs killed (0 unless a policy escalates a drain to a kill)",
+    "killed": "job pieces killed, for any cause (0 unless a policy escalates or a drain evicts)",
+    "evicted": "of those, pieces evicted when a graceful drain's retirement time ran out",
     "badput ch": "core-hours of work lost to killed or reclaimed jobs",
     "boots": "VMs booted",
     "drains": "drains started",

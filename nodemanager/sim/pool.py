@@ -81,6 +81,7 @@ class PoolStats:
     completed: int = 0
     killed: int = 0
     killed_by_drain: int = 0
+    evicted: int = 0                 # ... of which a graceful drain's retirement end evicted
     idle: int = 0
     running: int = 0
     wait_total: float = 0.0
@@ -212,7 +213,7 @@ class SimPool:
         self._idle_count = 0
         self._dirty = False
         self._neg_at: float | None = None
-        self._c = dict(submitted=0, started=0, completed=0, killed=0, killed_by_drain=0)
+        self._c = dict(submitted=0, started=0, completed=0, killed=0, killed_by_drain=0, evicted=0)
         self._badput = 0.0
         self._drain_badput = 0.0
         self._used = 0.0
@@ -386,6 +387,8 @@ class SimPool:
                 if e.by_drain:
                     self._c["killed_by_drain"] += 1
                     self._drain_badput += lost
+                if e.evicted:
+                    self._c["evicted"] += 1
                 if self.requeue_killed:
                     self._enqueue(e.job)
             else:
@@ -460,7 +463,8 @@ class SimPool:
         d = self.adapter.draining_stats()
         return PoolStats(
             submitted=self._c["submitted"], started=self._c["started"], completed=self._c["completed"],
-            killed=self._c["killed"], killed_by_drain=self._c["killed_by_drain"], idle=self._idle_count,
+            killed=self._c["killed"], killed_by_drain=self._c["killed_by_drain"],
+            evicted=self._c["evicted"], idle=self._idle_count,
             running=sum(len(st.dslots) for st in self._joined.values()),
             wait_total=self._wait_total, wait_max=self._wait_max, badput=self._badput,
             drain_badput=self._drain_badput, used=self._used, drains_started=d.started,

@@ -192,6 +192,7 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
             while i < n_pieces and pieces[i].job.submit_time <= t:
                 # after the pool reached t, so that its next negotiation is not before the submit
                 pool.submit(pieces[i].job)
+                w.watch.queue_changed()
                 queued_cores += pieces[i].job.cpus
                 i += 1
             if progress is not None and i - reported >= report_every:

@@ -78,10 +78,12 @@ def replay_figures(jobs: Sequence[SwfJob], split: JobSplit, policy: Policy, boun
 
 
 def _spot_figures(w: ReplayWorld, end: float) -> dict[str, Any]:
-    """Money paid and the kills split by cause: the cloud's reclaims, or our own decisions."""
+    """Money paid and the kills split by cause: the cloud's reclaims, a graceful drain's
+    retirement running out (evictions), or our other decisions."""
     st = w.pool.stats
     killed, badput = w.reclaim_kills
-    return dict(money=w.cloud.cost(end), reclaims=len(w.cloud.reclaimed),
-                jobs_killed_by={"by_reclaim": int(killed), "by_us": st.killed - int(killed)},
+    return dict(money=w.cloud.cost(end), reclaims=len(w.cloud.reclaimed), jobs_evicted=st.evicted,
+                jobs_killed_by={"by_reclaim": int(killed), "by_eviction": st.evicted,
+                                "by_us": st.killed - int(killed) - st.evicted},
                 badput_core_hours_by={"by_reclaim": round(badput / HOUR, 4),
                                       "by_us": round((st.badput - badput) / HOUR, 4)})

@@ -10,9 +10,8 @@ from nodemanager.sim.pool import SimPool
 from nodemanager.sim.spot import SpotModel
 from nodemanager.sim.skip import CycleWatch, booting_capacity, settles
 
-__all__ = ["ReplayWorld", "MAX_RETIREMENT"]
+__all__ = ["ReplayWorld"]
 
-MAX_RETIREMENT = 30 * 86400.0  # startds honour running jobs this long under a graceful drain
 
 
 class ReplayWorld:
@@ -23,7 +22,7 @@ class ReplayWorld:
         settings = policy.settings
         self.pool = SimPool(self.clock, join_delay=sim.join_delay,
                             negotiation_interval=sim.negotiation_interval,
-                            max_retirement=MAX_RETIREMENT, mem_scaling=settings.core.node_mem_scaling,
+                            max_retirement=sim.max_retirement, mem_scaling=settings.core.node_mem_scaling,
                             sizes=settings.core.sizes, placement=sim.placement)
         spot = SpotModel() if any(s.market == "spot" for s in settings.core.sizes) else None
         self.cloud = SimCloud(clock=self.clock, sizes=settings.core.sizes, boot_delay=sim.boot_delay,
@@ -96,7 +95,8 @@ class ReplayWorld:
         before = self.pool.stats
         self.pool.vm_stopped(node_id)
         after = self.pool.stats
-        self.reclaim_kills[0] += after.killed - before.killed
+        # a job a drain was already evicting counts as evicted
+        self.reclaim_kills[0] += after.killed - before.killed - (after.evicted - before.evicted)
         self.reclaim_kills[1] += after.badput - before.badput
 
     @property

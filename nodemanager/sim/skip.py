@@ -1,33 +1,37 @@
-"""Which controller cycles a replay may skip: those that cannot decide anything new.
+"""Which controller cycles a replay may skip: those at which the core would plan nothing.
 
-A cycle is skipped only when the previous cycle that ran (call it L) planned nothing (or only
-destroys that leave nothing to do: :func:`settled_destroys`, which the replay asks) and, since L:
+The base rule is the one Karpenter's consolidation uses (``IsConsolidated`` /
+``markConsolidated``): a counter that every input bumps (:attr:`CycleWatch.changes`: a VM
+launched, up or gone, as the cloud's listing shows it; a startd changed, as the pool's poll shows
+it: jobs started, ended or killed, drains; a job submitted, the queue; the replay has no admin
+state) is marked after a cycle L that planned nothing, and until it moves a cycle is skipped up to
+the earliest time the core itself says a node's tuple changes by time alone
+(:attr:`NodeExplanation.next_change`, from :mod:`nodemanager.core.facts`).
 
-1. every node's state as the plan reads it is the same: the same nodes, each booting / up without a
-   worker / busy / idle / draining / drained as at L (no node's tuple changes by time alone either:
-   the replay checks that with :attr:`NodeExplanation.next_change`); and
-2. either the queue and (while jobs queue) every node's free cores are as at L, or every queued
-   job is sure to fit on the free cores of nodes the plan left alone at L (see :meth:`fits`).
+A few finer rules let a cycle be skipped although an input changed. Each is kept because it pays
+(docs/simulator.md, "Skipping cycles", gives the measurements), names the core function it mirrors,
+and is checked against the core by ``tests/test_sim_skip_core.py``: at every cycle skipped, the
+policy's planner run on that moment's listing and poll plans no action and no boot.
 
-Demand reaches the plan only through :func:`nodemanager.core.placement.place_demand`: it boots
-for what existing capacity cannot hold, cancels our drains of nodes it needs and holds back a
-drain or destroy of a node it needs (``blocked_by`` ``demand``). When all queued jobs fit on busy
-and idle nodes the matrix leaves alone (its first two tiers), none of that happens, so the queue
-may change freely. Everything is kept up to date from the nodes the pool reports changed
-(:attr:`SimPool.touched`), so a check costs what changed, not the pool's size.
+* equal inputs: since L every node's state as the plan reads it (booting / up without a worker /
+  busy / idle / draining / drained) and, while jobs queue, the queue by shape and every node's
+  free cores are as at L (a change undone counts as none);
+* :meth:`CycleWatch.fits` (:func:`nodemanager.core.placement.place_demand`): every queued job is
+  sure to fit on the free cores of the busy, idle and booting nodes L left alone, so the queue
+  may change freely;
+* :func:`settles` (the matrix's lookup): a VM coming up, and a node's turn from busy to idle or
+  back that the matrix leaves alone (a node gone idle wakes the replay at its idle grace's end);
+* :func:`no_spare` (:func:`nodemanager.core.consolidate.relabel`): under consolidation, a
+  free-core change when consolidation relabels no node at L nor now;
+* :func:`settled_destroys`: a cycle that only destroyed nodes counts as one that planned nothing;
+* :func:`time_reads` with :meth:`CycleWatch.wake` (the matrix's lookup and
+  :func:`nodemanager.core.billing.boot_grace_state`): a node's tuple changing by time alone in a
+  dimension the plan does not read for its worker state (a busy node's billing window, a booting
+  node's window opening under the shipped matrix) wakes nothing.
 
-Exceptions, each exact (docs/simulator.md, "Skipping cycles"): a VM coming up, and a node's turn
-from busy to idle or back that the matrix leaves alone (:func:`settles`; a node gone idle wakes
-the replay at its idle grace's end); under consolidation a free-core change when consolidation
-relabels no node at L nor now (:func:`no_spare`). :meth:`fits` also counts the nodes booting
-at L (:func:`booting_capacity`). The pure rules live in :mod:`nodemanager.sim.skip_rules`.
-
-A node's tuple changing by time alone (:attr:`NodeExplanation.next_change`) wakes the replay only
-when the change can matter: a change of a time dimension (window, boot grace, idle grace) that
-the plan does not read for the node's worker state (:func:`time_reads`) is passed over: a busy
-node's, and a booting node's billing window opening under the shipped matrix (it then wakes when
-its boot grace ends). Its worker state changes only with a reported change, which makes a cycle
-run and look again.
+Everything is kept up to date from the nodes the pool reports changed (:attr:`SimPool.touched`),
+so a check costs what changed, not the pool's size. The pure rules live in
+:mod:`nodemanager.sim.skip_rules`.
 """
 
 from __future__ import annotations
@@ -60,9 +64,9 @@ class CycleWatch:
     ``live``: the nodes launched and not destroyed; ``running``: those whose VM is up;
     ``core_state``: the matrix vocabulary's core state of a worker state. Call
     :meth:`node_changed` for every node launched, started, stopped or whose startd changed
-    (:attr:`SimPool.touched`), :meth:`mark` after every cycle that ran, and :meth:`unchanged`
-    before a cycle to ask whether it may be skipped. ``free_matters``: the plan reads free cores
-    even with nothing queued (consolidation): any change of them runs a cycle, unless
+    (:attr:`SimPool.touched`), :meth:`queue_changed` for every job submitted, :meth:`mark` after
+    every cycle that ran, and :meth:`unchanged` before a cycle to ask whether it may be skipped. ``free_matters``: the plan reads free cores
+    even with nothing queued (consolidation, a baseline reading every node's load): any change of them runs a cycle, unless
     ``margin`` (consolidation's ``consolidate_margin``) is given and :meth:`quiet` holds both at L
     and now (consolidation relabels no node either time, see :func:`no_spare`)."""
 
@@ -71,6 +75,8 @@ class CycleWatch:
                  margin: int | None = None, settles: Settles | None = None,
                  booting: Mapping[str, Capacity] | None = None) -> None:
         self._pool = pool
+        self.changes = 0                                 # bumped by every input (see changed())
+        self._changes_at_mark = -1
         self._booting = booting or {}
         self._settles = settles
         self.soon = math.inf                             # a wake the skipped changes ask for
@@ -102,6 +108,11 @@ class CycleWatch:
     def node_changed(self, node_id: str) -> None:
         """``node_id`` was launched, its VM started or stopped, or its startd changed."""
         self._changed.add(node_id)
+        self.changes += 1
+
+    def queue_changed(self) -> None:
+        """A job was submitted (the other queue changes come with a node's: a start, an end, a kill)."""
+        self.changes += 1
 
     def mark(self, plan: Plan) -> None:
         """Cycle L ran and planned ``plan``: the state now is what later cycles compare with."""
@@ -118,6 +129,7 @@ class CycleWatch:
                 capnow.pop(nid, None)
         self._since_mark.clear()
         self._marked = True
+        self._changes_at_mark = self.changes
         self.soon = math.inf
         demand = self._pool.demand()
         self._demand0 = _shape(demand)
@@ -165,6 +177,8 @@ class CycleWatch:
         """True if a cycle now cannot plan anything that cycle L did not (so it may be skipped)."""
         if not self._marked:
             return False
+        if self.changes == self._changes_at_mark:
+            return True                                  # no input changed since L
         self._absorb()
         if self._differ and not self._settled():
             return False

@@ -88,7 +88,8 @@ class Job:
 
 @dataclass(frozen=True, slots=True)
 class JobEnd:
-    """A job left a startd at ``end``: finished (``killed`` False) or killed (``by_drain``: by a drain)."""
+    """A job left a startd at ``end``: finished (``killed`` False) or killed (``by_drain``: by a drain;
+    ``evicted``: soft-killed because a graceful drain's retirement ran out while it ran)."""
 
     job: Job
     node: str
@@ -96,13 +97,14 @@ class JobEnd:
     end: float
     killed: bool
     by_drain: bool = False
+    evicted: bool = False
 
 
 class _DSlot:
     """A dynamic slot running one job."""
 
     __slots__ = ("n", "job", "start", "end", "phase", "entered", "retire_end", "evict_at", "kill_at",
-                 "gone_at", "awd", "vacate", "event", "vacated")
+                 "gone_at", "awd", "vacate", "event", "vacated", "retired_out")
 
     def __init__(self, n: int, job: Job, start: float, mjrt: float, vacate: float) -> None:
         self.n = n
@@ -120,6 +122,7 @@ class _DSlot:
         self.vacate = vacate
         self.event = self.end
         self.vacated = False                    # hard-killed by condor_vacate, not by the drain
+        self.retired_out = False                # evicted at a graceful drain's retirement end
 
     def refresh(self) -> None:
         p = self.phase
@@ -238,6 +241,7 @@ class SimStartd:
         if p != _KILLING and s.end <= t and s.end <= s.event:
             self._remove(s, s.end, killed=False)
         elif p == _RETIRING:
+            s.retired_out = True
             self._evict(s, t)
         elif p == _VACATING:
             self._to_killing(s, t)
@@ -275,7 +279,8 @@ class SimStartd:
         if by_drain and not s.vacated:  # the real startd counts a vacate's kills as no drain's badput
             self.total_badput += s.job.cpus * (t - s.start)
             self.jobs_killed_by_drain += 1
-        self.ended.append(JobEnd(s.job, self.name, s.start, t, killed, by_drain))
+        self.ended.append(JobEnd(s.job, self.name, s.start, t, killed, by_drain,
+                                 killed and s.retired_out))
         if not self.dslots:
             self._estimate(t)
         if self.draining:
@@ -406,6 +411,7 @@ class SimStartd:
                 s.evict_at = max(now, self.graceful_end - s.vacate)
                 s.refresh()
                 if s.evict_at <= now and s.end > now:
+                    s.retired_out = True
                     self._evict(s, now)
 
     def _complete_drain(self, t: float) -> None:
