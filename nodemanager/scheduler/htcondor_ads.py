@@ -22,7 +22,7 @@ from nodemanager.scheduler.port import SchedulerError
 from nodemanager.scheduler.records import MAX_COUNT, RecordProblem, number_problem
 
 __all__ = ["JOB_ATTRIBUTES", "SLOT_COUNTS", "worker_from_ad", "htcondor_worker_fields", "machine_ad",
-           "demand_from_jobs", "slot_problems",
+           "demand_from_jobs", "slot_problems", "graceful_eviction_at",
            "job_request", "job_name"]
 
 JOB_ATTRIBUTES = ("RequestCpus", "RequestMemory", "RequestDisk", "QDate", "ClusterId", "ProcId")
@@ -164,6 +164,17 @@ def machine_ad(ads: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def graceful_eviction_at(ad: Mapping[str, Any]) -> float | None:
+    """When a graceful drain begun now starts evicting what still runs: the startd soft-kills a
+    retiring job once its remaining retirement is below ``MachineMaxVacateTime``, so its
+    ``ExpectedMachineGracefulDrainingCompletion`` (now + the longest of retirement and vacate
+    time) less that vacate time. None when the ad says nothing."""
+    completion = ad_number(ad, "ExpectedMachineGracefulDrainingCompletion")
+    if completion is None:
+        return None
+    return completion - max(0.0, ad_number(ad, "MachineMaxVacateTime") or 0.0)
+
+
 def htcondor_worker_fields(ad: Mapping[str, Any]) -> dict[str, Any]:
     """Worker fields an HTCondor p-slot ad implies (``Worker(**fields)`` minus name/scheduler).
 
@@ -178,11 +189,13 @@ def htcondor_worker_fields(ad: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(ad.get(key), str):
             out[field] = ad[key]
     for key, field in (("LastHeardFrom", "last_heard"), ("EnteredCurrentState", "state_since"),
-                       ("DaemonStartTime", "registered_at"), ("LastDrainStartTime", "drain_since"),
-                       ("ExpectedMachineGracefulDrainingCompletion", "retirement_end")):
+                       ("DaemonStartTime", "registered_at"), ("LastDrainStartTime", "drain_since")):
         v = ad_number(ad, key)
         if v is not None:
             out[field] = v
+    evicts_at = graceful_eviction_at(ad)
+    if evicts_at is not None:
+        out["retirement_end"] = evicts_at
     total = ad_number(ad, "TotalSlotCpus") or ad_number(ad, "TotalCpus")
     free = ad_number(ad, "Cpus")
     if total is not None:

@@ -53,6 +53,7 @@ from typing import Any, Callable, Mapping, Sequence
 from nodemanager.model import CloudNode, Demand, Size, Worker, frozen_map
 from nodemanager.scheduler import (Confirmation, DEFAULT_CONSTRAINT, DrainSchedule, DrainTicket,
                                    DrainingStats, HTCondorScheduler, SchedulerPoll, worker_from_ad)
+from nodemanager.scheduler.htcondor_ads import graceful_eviction_at
 from nodemanager.sim.startd import DrainError, Job, JobEnd, SimStartd
 
 __all__ = ["SimPool", "PoolStats", "Job", "JobEnd", "size_attributes", "PLACEMENTS"]
@@ -568,7 +569,7 @@ class SimPool:
         if before is not None:
             # the retirement end follows the time once the jobs' retirement has run out
             return replace(before, ad=frozen_map(ad), last_heard=float(int(now)),
-                           retirement_end=float(ad["ExpectedMachineGracefulDrainingCompletion"]))
+                           retirement_end=graceful_eviction_at(ad))
         return self._with_job_ends(worker_from_ad(ad, id_attribute=self.id_attribute), st)
 
     @staticmethod
