@@ -27,19 +27,20 @@ def _drained(look: Look) -> bool:
 
 
 def _busy(n: int) -> Callable[[Look], bool]:
-    return lambda look: look.running == n and look.dslots == ("Claimed/Busy",) * n
+    return lambda look: look.jobs.running == n and look.dslots == ("Claimed/Busy",) * n
 
 
 def _do(what: str, until: Callable[[Look], bool], do: Callable[[Driver, str], Any] = lambda d, vm: None,
-        limit: float = 45.0) -> Step:
-    return Step(what, lambda d, vm: do(d, vm), until, limit)
+        path: bool = True) -> Step:
+    return Step(what, lambda d, vm: do(d, vm), until, path=path)
 
 
 BOOT = _do("boot and join", _idle, lambda d, vm: d.boot(vm))
 
 
 def _submit(seconds: int, count: int = 1) -> Step:
-    return _do(f"submit {count} x {seconds} s", _busy(count), lambda d, vm: d.submit(vm, seconds, count))
+    return _do(f"submit {count} x {seconds} s", _busy(count), lambda d, vm: d.submit(vm, seconds, count),
+               path=False)
 
 
 def _drain(how: str, until: Callable[[Look], bool], check: Callable[[Driver, str], str] | None = None) -> Step:
@@ -47,14 +48,14 @@ def _drain(how: str, until: Callable[[Look], bool], check: Callable[[Driver, str
 
 
 def _drained_with(*, completed: int = 0, evicted: int = 0) -> Callable[[Look], bool]:
-    return lambda look: _drained(look) and (look.completed, look.evicted) == (completed, evicted)
+    return lambda look: _drained(look) and (look.jobs.completed, look.jobs.evicted) == (completed, evicted)
 
 
 SCENARIOS = (
     Scenario("jobs-start-and-end", Machine(), (
-        _do("submit 2 x 6 s before the VM", lambda look: look.idle == 2, lambda d, vm: d.submit(vm, 6, 2)),
-        _do("boot and join", _busy(2), lambda d, vm: d.boot(vm)),
-        _do("jobs end", lambda look: _idle(look) and look.completed == 2),
+        _do("submit 2 x 6 s before the VM", lambda look: look.jobs.idle == 2, lambda d, vm: d.submit(vm, 6, 2)),
+        _do("boot and join", _busy(2), lambda d, vm: d.boot(vm), path=False),
+        _do("jobs end", lambda look: _idle(look) and look.jobs.completed == 2),
     )),
     *(Scenario(f"{how}-idle", Machine(), (BOOT, _drain(how, _drained))) for how in ("graceful", "quick", "fast")),
     Scenario("graceful-busy", Machine(), (BOOT, _submit(SHORT), _drain("graceful", _drained_with(completed=1)))),
@@ -77,7 +78,7 @@ SCENARIOS = (
         BOOT, _submit(LONG), _drain("graceful", _drained_with(evicted=1)),
     )),
     Scenario("job-ends-while-vacating", Machine(vacate=30), (
-        BOOT, _submit(SHORT), _drain("quick", lambda look: _drained(look) and look.running == 0),
+        BOOT, _submit(SHORT), _drain("quick", lambda look: _drained(look) and look.jobs.running == 0),
     )),
     Scenario("startd-restart", Machine(), (
         BOOT, _submit(LONG),
