@@ -55,7 +55,7 @@ SCENARIOS = (
     Scenario("jobs-start-and-end", Machine(), (
         _do("submit 2 x 6 s before the VM", lambda look: look.jobs.idle == 2, lambda d, vm: d.submit(vm, 6, 2)),
         _do("boot and join", _busy(2), lambda d, vm: d.boot(vm), path=False),
-        _do("jobs end", lambda look: _idle(look) and look.jobs.completed == 2),
+        _do("jobs end", lambda look: _idle(look) and look.jobs.completed == 2, path=False),
     )),
     *(Scenario(f"{how}-idle", Machine(), (BOOT, _drain(how, _drained))) for how in ("graceful", "quick", "fast")),
     Scenario("graceful-busy", Machine(), (BOOT, _submit(SHORT), _drain("graceful", _drained_with(completed=1)))),
