@@ -10,9 +10,10 @@ from typing import Any, Callable
 
 import pytest
 
+from nodemanager.scheduler.htcondor_drain import drain_check_expression
 from tests.fixtures.condor_contract import real_pool  # noqa: F401 - fixture
 from tests.fixtures.faithful import (REASON, Driver, Look, Machine, RealDriver, Scenario, SimDriver, Step,
-                                     differences, idle_snapshot_check, normalise, run)
+                                     differences, normalise, run)
 
 LONG = 600          # a job that a drain ends
 SHORT = 8           # a job that ends on its own within a step
@@ -45,6 +46,11 @@ def _submit(seconds: int, count: int = 1) -> Step:
 
 def _drain(how: str, until: Callable[[Look], bool], check: Callable[[Driver, str], str] | None = None) -> Step:
     return _do(f"{how} drain", until, lambda d, vm: d.drain(vm, how, check(d, vm) if check else "true"))
+
+
+def idle_snapshot_check(driver: Driver, vm: str) -> str:
+    """The adapter's check expression for a graceful drain decided on the remembered look."""
+    return drain_check_expression(driver.remembered(vm), "graceful")
 
 
 def _drained_with(*, completed: int = 0, evicted: int = 0) -> Callable[[Look], bool]:
