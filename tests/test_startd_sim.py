@@ -118,6 +118,15 @@ def test_quick_drain_vacates_at_once_and_fast_drain_kills_at_once():
     assert fast.jobs_killed_by_drain == 1
 
 
+def test_a_job_that_exits_while_vacating_is_evicted_as_the_real_starter_reports_it():
+    st = startd()
+    st.start_job(job("a", runtime=150.0), T0)
+    st.drain(T0 + 100, "quick")                      # soft-killed; it exits on its own at T0 + 150
+    st.advance(T0 + 200)
+    assert [(e.job.id, e.end, e.killed, e.by_drain) for e in st.ended] == [("a", T0 + 150, True, True)]
+    assert st.pslot_ad(T0 + 200)["Activity"] == "Idle"
+
+
 def test_second_drain_is_refused_with_10001():
     st = startd()
     st.drain(T0, "graceful")

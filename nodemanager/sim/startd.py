@@ -9,7 +9,7 @@ those of ``ResMgr::compute_draining_attrs`` / ``publish_draining_attrs``.
 What the simulation assumes where HTCondor leaves it open (documented in docs/htcondor.md):
 
 * a soft-killed (vacating) job ignores SIGTERM: it runs on until the vacate time ends and is then
-  hard-killed, unless it finishes on its own first (the estimates make the same assumption);
+  hard-killed; one that exits on its own first is evicted all the same (as the real starter says);
 * a hard kill takes ``kill_time`` seconds (default 0: the dynamic slot is gone at once);
 * jobs are never suspended; a claim runs one job (no claim reuse: a finished job's dynamic slot is
   deleted and its resources go back to the p-slot);
@@ -239,7 +239,7 @@ class SimStartd:
     def _fire(self, s: _DSlot, t: float) -> None:
         p = s.phase
         if p != _KILLING and s.end <= t and s.end <= s.event:
-            self._remove(s, s.end, killed=False)
+            self._remove(s, s.end, killed=p == _VACATING)
         elif p == _RETIRING:
             s.retired_out = True
             self._evict(s, t)
