@@ -49,6 +49,7 @@ from nodemanager.scheduler.slurm_commands import run_command, run_json
 from nodemanager.scheduler.slurm_demand import DEMAND_REASONS, demand_from_jobs
 from nodemanager.scheduler.slurm_options import OptionError, SlurmOptions
 from nodemanager.scheduler.slurm_poll import PollState as _State
+from nodemanager.scheduler.slurm_rejected import RejectedNodes
 from nodemanager.scheduler.slurm_poll import Track as _Track
 from nodemanager.scheduler.slurm_poll import jobs_by_node as _jobs_by_node
 from nodemanager.scheduler.slurm_json import (RecordError, SlurmJob,
@@ -85,6 +86,7 @@ class SlurmScheduler:
         self._tracks: dict[str, _Track] = {}
         self._resumed: dict[str, float] = {}  # node -> when we resumed it while it answered
         self.problem_log = ProblemLog(log, "slurm poll", clock)
+        self._rejected = RejectedNodes(self.options, clock)
         # [HA]: raises (naming the node) to stop a command that changes the pool right before it runs
         self.send_gate: Callable[[str], None] | None = None
 
@@ -135,6 +137,7 @@ class SlurmScheduler:
         state = self._query()
         self.problem_log.report(state.errors)
         workers = tuple(self._worker(n, state) for n in state.nodes.values())
+        workers += self._rejected.workers(state.nodes)  # refused nodes sinfo hides, with SLURM's reason
         self._sample(state)
         demand = demand_from_jobs(state.jobs, self.options.partitions, self._demand_reasons, self.sizes)
         return SchedulerPoll(workers=workers, demand=demand, polled_at=state.at, problems=state.errors)
