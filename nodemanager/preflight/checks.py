@@ -77,6 +77,10 @@ def _checks(config_path: str, clock: Callable[[], float]) -> Iterator[Check]:
         from nodemanager.preflight.slurm import slurm_checks
 
         yield from slurm_checks(settings, scheduler.options, uses_conf_server(scripts))
+    elif settings.scheduler.kind == "htcondor":  # also after a failed poll: says which part failed
+        from nodemanager.preflight.htcondor import htcondor_checks
+
+        yield from htcondor_checks(settings)
 
 
 def _writable_dir(path: str) -> str | None:
