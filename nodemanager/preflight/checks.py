@@ -75,8 +75,11 @@ def _checks(config_path: str, clock: Callable[[], float]) -> Iterator[Check]:
     yield polled
     if polled.ok and settings.scheduler.kind == "slurm":
         from nodemanager.preflight.slurm import slurm_checks
+        from nodemanager.scheduler.slurm_options import SlurmOptions
 
-        yield from slurm_checks(settings, scheduler.options, uses_conf_server(scripts))
+        # built (and so checked) with the scheduler port above
+        options = SlurmOptions.from_mapping(settings.scheduler.options)
+        yield from slurm_checks(settings, options, uses_conf_server(scripts))
     elif settings.scheduler.kind == "htcondor":  # also after a failed poll: says which part failed
         from nodemanager.preflight.htcondor import htcondor_checks
 
@@ -153,7 +156,8 @@ def _port(settings: Settings) -> Check:
         except OSError as exc:
             busy = exc.errno == errno.EADDRINUSE
             answer = _healthz(address, port) if busy else None
-            who = f" (a nodemanager of another configuration answers /healthz: {answer[0]})" if answer else ""
+            who = (f" (/healthz answers {answer[0]} there: a nodemanager of another configuration?)"
+                   if answer else "")
             return Check("status port", False, f"{address}:{port}: {exc.strerror}{who}",
                          "another process (another nodemanager?) listens there: stop it or set "
                          "[Manage] port" if busy else "set [Manage] address/port to ones this user may bind")
@@ -178,15 +182,13 @@ def _healthz(address: str, port: int) -> tuple[int, str] | None:
 
 
 def _cloud(settings: Settings, cloud: Any) -> Iterator[Check]:
-    from nodemanager.cloud import CloudError
+    from nodemanager.cloud import CloudError, is_gone
 
     try:
         nodes = cloud.list_nodes()
     except CloudError as exc:
         yield Check("cloud listing", False, str(exc), _cloud_fix(settings, str(exc)))
         return
-    from nodemanager.cloud import is_gone
-
     gone = sum(map(is_gone, nodes))
     ended = f" (and {gone} terminated, not counted)" if gone else ""
     yield Check("cloud listing", True, f"{settings.cloud.driver}: {len(nodes) - gone} node(s) of cluster "

@@ -21,7 +21,9 @@ def htcondor_checks(settings: Settings, module: Any = None) -> Iterator[Check]:
     """The collector of ``[Scheduler] collector`` (else COLLECTOR_HOST) reached over TCP, then
     pinged for each of :data:`LEVELS`. ``module``: the ``htcondor2`` module."""
     if module is None:
-        import htcondor2 as module
+        import htcondor2
+
+        module = htcondor2
     where = settings.scheduler.options.get("collector") or str(module.param.get("COLLECTOR_HOST", ""))
     host, _, port = where.split(",")[0].strip().rpartition(":")
     if not port.isdigit():

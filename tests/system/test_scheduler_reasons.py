@@ -9,38 +9,17 @@ libcloud's EC2 driver on the local endpoint and a real slurmctld whose slurmd st
 
 from __future__ import annotations
 
-import pathlib
 import re
-import shutil
-import tempfile
 import time
-import uuid
 
 import pytest
 
 from tests.fixtures.moto import free_port
-from tests.system.test_closed_loop import (Hypervisor, VmSlurm, start_daemon, status, stop_daemon,
-                                           write_config)
+from tests.system.test_closed_loop import harness, start_daemon, status, stop_daemon, write_config
 
 pytestmark = [pytest.mark.slurm, pytest.mark.ec2]
 
 NODES = 2
-
-
-def _parts(moto_server, cpus: int = 2, future: bool = False):
-    import boto3
-
-    cluster = f"rs{uuid.uuid4().hex[:6]}"
-    workdir = pathlib.Path(tempfile.mkdtemp(prefix="nmrs-", dir="/tmp"))
-    names = [f"{cluster}-small-{i}" for i in range(1, NODES + 1)]
-    # future: the site's FUTURE lines (deploy/slurm/nodemanager.conf)
-    slurm = VmSlurm(workdir, names, cpus=cpus, node_extra={n: "State=FUTURE" for n in names if future})
-    ec2 = boto3.client("ec2", endpoint_url=moto_server.url, region_name="us-east-1",
-                       aws_access_key_id="AKIDCLOSEDLOOPTEST", aws_secret_access_key="x")
-    slurm.start()
-    hv = Hypervisor(ec2, slurm, cluster)
-    hv.start()
-    return cluster, slurm, hv, workdir
 
 
 def _run_until(tmp_path, moto_server, cluster, slurm, cores: int, found, what: str, timeout: float = 90,
@@ -70,14 +49,8 @@ def _run_until(tmp_path, moto_server, cluster, slurm, cores: int, found, what: s
 
 @pytest.fixture
 def parts(moto_server, request):
-    cluster, slurm, hv, workdir = _parts(moto_server, **request.param)
-    try:
-        yield cluster, slurm, hv
-    finally:
-        hv.done.set()
-        hv.join(5)
-        slurm.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+    # future: the site's FUTURE lines (deploy/slurm/nodemanager.conf)
+    yield from harness(moto_server, NODES, **request.param)
 
 
 REFUSED = "Low socket*core*thread count, Low CPUs"
