@@ -1,7 +1,7 @@
 """SLURM's own reason reaches the operator, against the real slurmctld: a VM whose slurmd registers
 with fewer CPUs than its FUTURE NodeName line is refused (FUTURE+DRAIN+INVALID_REG, hidden from
 `sinfo`, JSON and text); its VM's explanation says so in SLURM's words instead of "no scheduler
-worker advertises its cloud id, name or address"."""
+worker advertises its cloud id, name or address". A down node's words end with SLURM's reason."""
 
 from __future__ import annotations
 
@@ -66,3 +66,14 @@ def test_a_refused_vm_says_slurms_reason(refused):
     why = plan(snap, settings, policy_matrix.load_default()).nodes[0]
     assert why.tuple.worker_state == "unpaired" and why.worker == REFUSED
     assert "Low socket*core*thread count, Low CPUs" in why.reason
+
+
+def test_a_down_node_says_slurms_reason(refused):
+    refused.set_node("node1", "State=DOWN", "Reason=admin: cable pulled")
+    try:
+        poll = SlurmScheduler(SlurmOptions(slurm_conf=str(refused.conf))).poll()
+    finally:
+        refused.set_node("node1", "State=RESUME")
+    worker = next(w for w in poll.workers if w.name == "node1")
+    assert worker.classified is not None and worker.classified.state == "down"
+    assert worker.classified.why.endswith("; slurm reason: admin: cable pulled"), worker.classified.why
