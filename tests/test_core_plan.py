@@ -378,3 +378,26 @@ def test_our_drain_never_turns_a_late_ad_into_a_destroy():
     confirmed = plan(Snapshot(**{**snap.__dict__, "unconfirmed": frozenset()}), settings,
                      policy_matrix.load_default())
     assert [i.kind.value for i in confirmed.items] == ["destroy"]
+
+
+def test_an_unconfirmed_vm_past_boot_grace_still_serves_the_demand():
+    """After a restart, a VM past its boot grace without a worker yet is unconfirmed (it may
+    still join): it counts for the queued job as a booting VM does, so no replacement is bought
+    beside it; once its absence is confirmed it is shut down and the job gets a new VM."""
+    import policy_matrix
+    from nodemanager.core import plan
+    from nodemanager.model import CloudNode, Demand, Size, Snapshot
+    from nodemanager.configuration.settings import CoreSettings
+    now = 10_000.0
+    node = CloudNode(id="i-1", name="c-small-1", size="small", launched_at=now - 3600)
+    snap = Snapshot(now=now, polled_at={"cloud": now, "scheduler": now}, cloud_nodes=(node,),
+                    demand=(Demand(cpus=2, ram_mb=1000, count=1, oldest_submit=now - 60),),
+                    unconfirmed=frozenset({"i-1"}))
+    settings = CoreSettings(sizes=(Size("small", 4, 16000),), boot_grace=900.0)
+    result = plan(snap, settings, policy_matrix.load_default())
+    assert result.nodes[0].blocked_by == "unconfirmed"
+    assert result.boots == () and result.items == ()
+    confirmed = plan(Snapshot(**{**snap.__dict__, "unconfirmed": frozenset()}), settings,
+                     policy_matrix.load_default())
+    assert [i.kind.value for i in confirmed.items] == ["destroy"]
+    assert sum(b.count for b in confirmed.boots) == 1

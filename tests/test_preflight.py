@@ -3,10 +3,16 @@ default and against the local EC2 endpoint (libcloud's real EC2 driver, EC2's ow
 
 from __future__ import annotations
 
+import contextlib
 import json
 import pathlib
 import re
+import signal
 import socket
+import subprocess
+import sys
+import time
+from typing import Iterator
 
 import pytest
 
@@ -54,6 +60,24 @@ cores = 2
 ram_mb = 8192
 """)
     return path
+
+
+@contextlib.contextmanager
+def _running(config: pathlib.Path, log: pathlib.Path) -> Iterator[subprocess.Popen]:
+    """`nodemanager run --config CONFIG` (output in ``log``), from its "started" line until the
+    block ends; then SIGTERM."""
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "nodemanager", "run", "--config", str(config)],
+                                stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
+    try:
+        deadline = time.monotonic() + 60
+        while "nodemanager.daemon: started" not in log.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
+            time.sleep(0.2)
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
 
 
 def test_the_example_config_passes(tmp_path, capsys):
@@ -130,28 +154,55 @@ def test_run_logs_the_same_checks_before_its_actors_start(ec2_proxy, tmp_path):
     """`nodemanager run` asks EC2 the same DryRun questions at start: a refused permission is an
     ERROR line with the fix, and the daemon still starts (a cloud down at start must not keep it
     down)."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
     ec2_proxy.fail("RunInstances", 403, "UnauthorizedOperation",
                    message="You are not authorized to perform this operation.")
-    config = _ec2_config(tmp_path, ec2_proxy.port)
     log = tmp_path / "daemon.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "nodemanager", "run", "--config", str(config)],
-                                stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
-    try:
-        deadline = time.monotonic() + 60
-        while "nodemanager.daemon: started" not in log.read_text():
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-2000:]
-            time.sleep(0.2)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
+    with _running(_ec2_config(tmp_path, ec2_proxy.port), log):
+        pass
     text = log.read_text()
     assert re.search(r"ERROR nodemanager\.preflight: preflight cloud permission ec2:RunInstances: "
                      r"refused: .*UnauthorizedOperation.*; fix: grant ec2:RunInstances", text), text[-2000:]
     assert "INFO nodemanager.preflight: preflight cloud permission ec2:TerminateInstances: allowed" in text
     assert text.index("preflight cloud permission") < text.index("nodemanager.daemon: started")
+
+
+def test_a_missing_state_dir_is_said_to_be_missing(tmp_path, capsys):
+    """A state dir that does not exist is reported so (the daemon makes it at start), never
+    "writable"; a state file in a directory nothing creates fails."""
+    config = _example(tmp_path, state_file=str(tmp_path / "nowhere" / "admin.json"))
+    assert main(["check", "--config", str(config), "--format", "json"]) == 1
+    checks = {c["name"]: c for c in json.loads(capsys.readouterr().out)}
+    assert checks["state dir"]["ok"] is True
+    assert checks["state dir"]["detail"] == (f"{tmp_path / 'state'}: does not exist; the daemon creates "
+                                             "it at start (its parent is writable)")
+    assert checks["state file"]["ok"] is False
+    assert checks["state file"]["detail"] == (f"{tmp_path / 'nowhere' / 'admin.json'}: its directory "
+                                              f"{tmp_path / 'nowhere'} does not exist (and nothing creates it)")
+
+
+@pytest.mark.ec2
+def test_terminated_vms_are_not_counted_as_nodes(ec2_proxy, ec2_cloud, tmp_path, capsys):
+    cloud = ec2_cloud("preflight-gone")
+    cloud.destroy_node(cloud.create_node(Size("t3.large", cores=2, ram_mb=8192), "pf-gone-1", {}))
+    config = _ec2_config(tmp_path, ec2_proxy.port)
+    config.write_text(config.read_text().replace("cluster = preflight", "cluster = preflight-gone"))
+    main(["check", "--config", str(config), "--format", "json"])
+    listing = {c["name"]: c for c in json.loads(capsys.readouterr().out)}["cloud listing"]
+    assert listing["detail"] == "ec2: 0 node(s) of cluster 'preflight-gone' (and 1 terminated, not counted)"
+
+
+@pytest.mark.ec2
+def test_beside_its_running_daemon_check_reads_healthz(ec2_proxy, tmp_path, capsys):
+    """With the daemon of this configuration running here, its status port is taken by design:
+    `check` asks it /healthz instead of failing on the bind."""
+    from tests.fixtures.moto import free_port
+
+    port = free_port()
+    config = _ec2_config(tmp_path, ec2_proxy.port)
+    config.write_text(config.read_text().replace("port = -1", f"address = 127.0.0.1\nport = {port}"))
+    with _running(config, tmp_path / "daemon.log") as proc:
+        main(["check", "--config", str(config), "--format", "json"])
+    status = {c["name"]: c for c in json.loads(capsys.readouterr().out)}["status port"]
+    assert status["ok"] is not False, status
+    assert re.fullmatch(rf"127\.0\.0\.1:{port}: the daemon running here \(pid {proc.pid} .*\) answers "
+                        r"/healthz: (200|503) .+", status["detail"]), status

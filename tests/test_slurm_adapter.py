@@ -360,8 +360,9 @@ def test_killed_slurmd_goes_down_and_is_classified_down(slurm, sched):
 # -- hostile and large replies from canned sinfo/squeue commands ---------
 
 def _canned(tmp_path, sinfo: str, squeue: str) -> str:
-    """A bin_dir whose sinfo and squeue print these replies (the adapter runs them as the real ones)."""
-    for name, text in (("sinfo", sinfo), ("squeue", squeue)):
+    """A bin_dir whose sinfo and squeue print these replies (the adapter runs them as the real ones),
+    and whose scontrol shows no node (no refused node hidden from sinfo)."""
+    for name, text in (("sinfo", sinfo), ("squeue", squeue), ("scontrol", "")):
         (tmp_path / f"{name}.json").write_text(text)
         path = tmp_path / name
         path.write_text(f"#!/bin/sh\nexec cat {tmp_path / name}.json\n")

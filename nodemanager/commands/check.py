@@ -15,9 +15,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "check", help="preflight: validate config and matrix, call the cloud and scheduler read-only",
         description="Validate the configuration and the matrix, list the cloud's nodes and ask the "
-                    "cloud whether each call the daemon makes is permitted (EC2: DryRun), poll the "
-                    "scheduler, and check the status port, state file and state directory. Nothing "
-                    "is changed. Prints a checklist with the fix for each failure.")
+                    "cloud whether each call the daemon makes is permitted (EC2: DryRun), look for "
+                    "placeholders left in the boot scripts, poll the scheduler (SLURM: the running "
+                    "slurmctld's settings, node names and sizes; HTCondor: the collector and READ "
+                    "there), and check the status port (or the running daemon's /healthz), state "
+                    "file and state directory. Nothing is changed. Prints a checklist with the fix "
+                    "for each failure.")
     parser.add_argument("--config", required=True, metavar="FILE", help="the INI configuration file")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.set_defaults(func=_check)

@@ -25,6 +25,7 @@ from operator import attrgetter
 from typing import Any
 
 from nodemanager.core.placement import UNMATCHED
+from nodemanager.core.undersized import UNDERSIZED
 from nodemanager.model import CycleReport, NodeExplanation, Plan, Snapshot
 from nodemanager.text import short_rule
 
@@ -99,6 +100,7 @@ class DecisionLog:
         self.seen: dict[str, NodeExplanation] = {}
         self._last_summary: tuple[Any, ...] | None = None
         self._unmatched: dict[str, str] = {}  # signature of demand no size can run -> why logged
+        self._undersized: set[str] = set()  # the notes of workers smaller than their size, logged
 
     def decisions(self, plan: Plan, dry_run: bool, history: Any,
                   last_report: CycleReport | None) -> list[str]:
@@ -150,7 +152,15 @@ class DecisionLog:
             prefix = "dry-run: would " if dry_run else ""
             log.info("boot %s%d x %s [%s]", prefix, b.count, b.size, b.reason)
         self._log_unmatched(plan)
+        self._log_undersized(plan)
         return gone
+
+    def _log_undersized(self, plan: Plan) -> None:
+        """One warning per node whose worker is smaller than its size, when it is first noted."""
+        now = {n for n in plan.notes if UNDERSIZED in n}
+        for text in sorted(now - self._undersized):
+            log.warning("%s", text)
+        self._undersized = now
 
     def _log_unmatched(self, plan: Plan) -> None:
         """One line per signature no size can run, when it appears or its reason changes."""

@@ -22,7 +22,7 @@ from nodemanager.core.plan_node import Decision
 from nodemanager.core.pricing import expected_price
 from nodemanager.core.reclaim import RECLAIMED
 from nodemanager.core.size_choice import demand_signature, eligible, fits, per_node, pick
-from nodemanager.model import BootRequest, Demand, InFlight, Size, Snapshot, Unmet, Worker
+from nodemanager.model import Blocked, BootRequest, Demand, InFlight, Size, Snapshot, Unmet, Worker
 from nodemanager.configuration.settings import CoreSettings
 from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED
 
@@ -150,7 +150,10 @@ def _tier_of(n: Decision) -> Tier | None:
     if n.drain is not None:
         # a drained worker takes jobs again once the drain is cancelled; a lost one does not
         return DRAINING if f.drained or ws in (IDLE, BUSY) else None
-    if ws == UNPAIRED and f.tuple.boot_grace != BOOT_EXCEEDED and n.want is None:
+    # past its boot grace a VM still counts while its absence is unconfirmed (a restart): it may
+    # yet join and serve the demand, and booting its replacement now would buy two
+    if ws == UNPAIRED and n.want is None and (f.tuple.boot_grace != BOOT_EXCEEDED
+                                              or n.blocked == Blocked.UNCONFIRMED):
         return BOOTING
     if ws in (IDLE, BUSY) and f.theirs is None and not n.forced:
         if n.want is not None:

@@ -43,6 +43,7 @@ from nodemanager.core.pair import Pairing, pair
 from nodemanager.core.placement import place_demand
 from nodemanager.core.plan_node import UNDECIDED, Decision, NodeFacts, reason_of
 from nodemanager.core.reasons import REASONS, Context, Escalation, Reason, Stage
+from nodemanager.core.undersized import undersized
 from nodemanager.core.victims import Estimator, estimate
 from nodemanager.model import (Action, Blocked, Freeze, ItemKind, NodeExplanation, Plan, PlanItem, Snapshot,
                                Size, Unmet)
@@ -133,6 +134,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     boots, notes, unmet, needed = placed.boots, placed.notes, placed.unmet, placed.needed
     boots = hold_boots(boots, rebuy_hold(snapshot.recent_destroys, snapshot.demand, settings, now),
                        notes, unmet)
+    notes.extend(undersized(decisions))
     if needed:
         decisions = [d._replace(needed=needed[d.facts.node.id]) if d.facts.node.id in needed else d
                      for d in decisions]

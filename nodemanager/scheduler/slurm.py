@@ -31,11 +31,9 @@ keeps no such totals itself, so they count from this adapter's start.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import secrets
-import subprocess
 import threading
 import time
 from dataclasses import replace
@@ -47,10 +45,12 @@ from nodemanager.scheduler.port import (DRAIN_REASON_PREFIX, Confirmation, Drain
                                         DrainTicket, SchedulerError, SchedulerPoll)
 from nodemanager.scheduler.records import ProblemLog
 from nodemanager.scheduler.slurm_classify import classify_node
+from nodemanager.scheduler.slurm_commands import run_command, run_json
 from nodemanager.scheduler.slurm_demand import DEMAND_REASONS, demand_from_jobs
 from nodemanager.scheduler.slurm_options import OptionError, SlurmOptions
 from nodemanager.scheduler.slurm_poll import PollState as _State
 from nodemanager.scheduler.slurm_stats import DrainStatistics
+from nodemanager.scheduler.slurm_rejected import RejectedNodes
 from nodemanager.scheduler.slurm_poll import Track as _Track
 from nodemanager.scheduler.slurm_poll import jobs_by_node as _jobs_by_node
 from nodemanager.scheduler.slurm_json import (RecordError, SlurmJob,
@@ -87,6 +87,7 @@ class SlurmScheduler(DrainStatistics):
         self._tracks: dict[str, _Track] = {}
         self._resumed: dict[str, float] = {}  # node -> when we resumed it while it answered
         self.problem_log = ProblemLog(log, "slurm poll", clock)
+        self._rejected = RejectedNodes(self.options, clock)
         # [HA]: raises (naming the node) to stop a command that changes the pool right before it runs
         self.send_gate: Callable[[str], None] | None = None
 
@@ -104,44 +105,11 @@ class SlurmScheduler(DrainStatistics):
         return cls(options, clock=clock, sizes=sizes)
 
     # ------------------------------------------------------------------ commands
-    def _env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        if self.options.slurm_conf:
-            env["SLURM_CONF"] = self.options.slurm_conf
-        return env
-
     def _run(self, args: Sequence[str], *, node: str | None = None) -> str:
-        argv = list(args)
-        if self.options.bin_dir:
-            argv[0] = os.path.join(self.options.bin_dir, argv[0])
-        what = " ".join(args)
-        if self.send_gate is not None and (args[0] == "scancel" or args[:2] in (["scontrol", "update"],
-                                                                                   ["scontrol", "requeue"])):
-            self.send_gate(node or "")
-        try:
-            proc = subprocess.run(argv, env=self._env(), capture_output=True, text=True,
-                                  timeout=self.options.timeout, stdin=subprocess.DEVNULL)
-        except FileNotFoundError:
-            raise SchedulerError(f"{what}: command {argv[0]!r} not found", node=node,
-                                 transient=False) from None
-        except subprocess.TimeoutExpired:
-            raise SchedulerError(f"{what}: timed out after {self.options.timeout:g}s "
-                                 "(slurmctld unreachable?)", node=node) from None
-        if proc.returncode != 0:
-            detail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
-            raise SchedulerError(f"{what}: failed (exit {proc.returncode}): "
-                                 f"{detail[-1] if detail else 'no output'}", node=node)
-        return proc.stdout
+        return run_command(self.options, args, node=node, gate=self.send_gate)
 
     def _json(self, args: Sequence[str]) -> Any:
-        out = self._run(args)
-        try:
-            return json.loads(out)
-        except json.JSONDecodeError as exc:
-            raise SchedulerError(f"{' '.join(args)}: reply is not valid JSON "
-                                 f"(line {exc.lineno} column {exc.colno}: {exc.msg})") from None
-        except (ValueError, RecursionError) as exc:  # a 5,000-digit number, nesting too deep
-            raise SchedulerError(f"{' '.join(args)}: reply cannot be decoded ({exc})") from None
+        return run_json(self.options, args, self.send_gate)
 
     def _query(self) -> _State:
         """One full ``sinfo --json`` and one full ``squeue --json``, parsed."""
@@ -170,6 +138,7 @@ class SlurmScheduler(DrainStatistics):
         state = self._query()
         self.problem_log.report(state.errors)
         workers = tuple(self._worker(n, state) for n in state.nodes.values())
+        workers += self._rejected.workers(state.nodes)  # refused nodes sinfo hides, with SLURM's reason
         self._sample(state)
         demand = demand_from_jobs(state.jobs, self.options.partitions, self._demand_reasons, self.sizes)
         return SchedulerPoll(workers=workers, demand=demand, polled_at=state.at, problems=state.errors)

@@ -29,7 +29,8 @@ Suffix flags (checked first, in this order of precedence):
 * ``@`` pending reboot, ``+`` and unknown flags: the base state decides.
 
 An idle node is idle since its ``state_since`` (0: unknown). A node in a drain state (or with the
-DRAIN flag) whose reason lacks our prefix is drained by someone else (``foreign_drain``).
+DRAIN flag) whose reason lacks our prefix is drained by someone else (``foreign_drain``). A down
+node's words end with SLURM's reason for it, when it gives one.
 """
 
 from __future__ import annotations
@@ -132,6 +133,8 @@ def _verdict(c: Classified, word: str, state_since: float, draining: bool,
     theirs = foreign_reason(draining or bool(reason and word in _DRAIN_WORDS), reason)
     if c.state == IDLE or theirs is not None:
         return Classified(c.state, c.why, state_since if c.state == IDLE else None, theirs)
+    if c.state == DOWN and reason:  # SLURM's own words for it ("Not responding", an admin's DOWN)
+        return Classified(DOWN, f"{c.why}; slurm reason: {reason}")
     return c
 
 

@@ -177,13 +177,16 @@ def status(port: int) -> dict | None:
         return None
 
 
-@pytest.fixture
-def loop_parts(moto_server, tmp_path):
+def harness(moto_server, nodes: int = NODES, *, future: bool = False, **slurm_options):
+    """A cluster name, a :class:`VmSlurm` of ``nodes`` names ``<cluster>-small-N`` (``future``:
+    declared ``State=FUTURE``; ``slurm_options``: more :class:`SlurmCluster` arguments) and a
+    running :class:`Hypervisor`; for a fixture."""
     import boto3
     cluster = f"cl{uuid.uuid4().hex[:6]}"
     # slurmstepd's socket path (spool dir + node name + job id) must stay under 108 bytes
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="nmcl-", dir="/tmp"))
-    slurm = VmSlurm(workdir, [f"{cluster}-small-{i}" for i in range(1, NODES + 1)])
+    names = [f"{cluster}-small-{i}" for i in range(1, nodes + 1)]
+    slurm = VmSlurm(workdir, names, node_extra={n: "State=FUTURE" for n in names if future}, **slurm_options)
     ec2 = boto3.client("ec2", endpoint_url=moto_server.url, region_name="us-east-1",
                        aws_access_key_id="AKIDCLOSEDLOOPTEST", aws_secret_access_key="x")
     slurm.start()
@@ -196,6 +199,11 @@ def loop_parts(moto_server, tmp_path):
         hv.join(5)
         slurm.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture
+def loop_parts(moto_server, tmp_path):
+    yield from harness(moto_server)
 
 
 def submit_jobs(slurm: VmSlurm, count: int) -> dict[int, pathlib.Path]:

@@ -1,35 +1,26 @@
 """Preflight: everything ``nodemanager run`` needs, checked without changing anything.
 
 ``preflight(config_path)`` returns one :class:`Check` per item, in order: the configuration, the
-matrix, the state file and state directory, the status port, the cloud (one listing, then the
-provider's own permission check for every mutating call where it has one: EC2's ``DryRun``) and
-the scheduler (one poll). Each failed check carries the fix an operator should make. Checks that
-need what an earlier one failed to give are skipped, not failed twice.
-"""
+matrix, the state file and state directory, the status port (or, with the daemon of this
+configuration running here, its ``/healthz``), the cloud (one listing, then the provider's own
+permission check for every mutating call where it has one: EC2's ``DryRun``), the boot scripts
+(placeholders left in them), the scheduler (one poll) and, for SLURM, the running slurmctld's
+configuration and node declarations (:mod:`nodemanager.preflight.slurm`). Each failed check
+carries the fix an operator should make. Checks that need what an earlier one failed to give are
+skipped, not failed twice."""
 
 from __future__ import annotations
 
 import errno
-import logging
 import os
 import socket
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+from nodemanager.preflight.checklist import Check
 from nodemanager.configuration.settings import Settings
 
-__all__ = ["Check", "preflight", "render", "start_checks", "log_checks"]
-
-
-@dataclass(frozen=True)
-class Check:
-    """One line of the checklist. ``ok`` None: could not be decided (a warning, not a failure)."""
-
-    name: str
-    ok: bool | None
-    detail: str
-    fix: str = ""
+__all__ = ["preflight", "start_checks"]
 
 
 def preflight(config_path: str, *, clock: Callable[[], float] = time.time) -> list[Check]:
@@ -42,27 +33,6 @@ def start_checks(settings: Settings, cloud: Any, scheduler: Any) -> list[Check]:
     cloud listing and permissions and one scheduler poll (config, matrix, lock and port are
     checked by the start itself)."""
     return [*_cloud(settings, cloud), _scheduler(settings, scheduler)]
-
-
-def log_checks(checks: list[Check], logger: logging.Logger) -> None:
-    """One log line per check: INFO when it passed, WARNING undecided, ERROR failed (with the fix)."""
-    for c in checks:
-        level = {True: logging.INFO, None: logging.WARNING, False: logging.ERROR}[c.ok]
-        fix = f"; fix: {c.fix}" if c.fix and c.ok is not True else ""
-        logger.log(level, "preflight %s: %s%s", c.name, c.detail, fix)
-
-
-def render(checks: list[Check]) -> str:
-    """The checklist as an operator reads it: one line per check, its fix indented below."""
-    marks = {True: "ok  ", False: "FAIL", None: "warn"}
-    lines = []
-    for c in checks:
-        lines.append(f"[{marks[c.ok]}] {c.name}: {c.detail}")
-        if c.fix and c.ok is not True:
-            lines.append(f"       fix: {c.fix}")
-    failed = sum(c.ok is False for c in checks)
-    lines.append(f"{len(checks)} checks, {failed} failed" if failed else f"{len(checks)} checks passed")
-    return "\n".join(lines)
 
 
 def _checks(config_path: str, clock: Callable[[], float]) -> Iterator[Check]:
@@ -97,7 +67,23 @@ def _checks(config_path: str, clock: Callable[[], float]) -> Iterator[Check]:
         yield Check("cloud and scheduler", False, str(exc), _cloud_fix(settings, str(exc)))
         return
     yield from _cloud(settings, cloud)
-    yield _scheduler(settings, scheduler)
+    from nodemanager.preflight.boot import boot_scripts, placeholder_checks, uses_conf_server
+
+    scripts = boot_scripts(settings)
+    yield from placeholder_checks(scripts)
+    polled = _scheduler(settings, scheduler)
+    yield polled
+    if polled.ok and settings.scheduler.kind == "slurm":
+        from nodemanager.preflight.slurm import slurm_checks
+        from nodemanager.scheduler.slurm_options import SlurmOptions
+
+        # built (and so checked) with the scheduler port above
+        options = SlurmOptions.from_mapping(settings.scheduler.options)
+        yield from slurm_checks(settings, options, uses_conf_server(scripts))
+    elif settings.scheduler.kind == "htcondor":  # also after a failed poll: says which part failed
+        from nodemanager.preflight.htcondor import htcondor_checks
+
+        yield from htcondor_checks(settings)
 
 
 def _writable_dir(path: str) -> str | None:
@@ -117,6 +103,7 @@ def _local_files(settings: Settings) -> Iterator[Check]:
     from nodemanager.console.admin import AdminState, AdminStateError
 
     state_file = settings.manage.state_file
+    state_dir = settings.manage.state_dir
     if state_file:
         try:
             AdminState(path=state_file)
@@ -124,14 +111,21 @@ def _local_files(settings: Settings) -> Iterator[Check]:
             yield Check("state file", False, str(exc), "repair or remove the file (it holds holds, "
                         "forced drains and the pause); the daemon will not start without it")
         else:
-            problem = _writable_dir(os.path.dirname(os.path.abspath(state_file)))
-            yield Check("state file", problem is None, f"{state_file}: "
-                        + (problem or "readable, its directory writable"),
-                        "make its directory writable by the daemon's user")
-    state_dir = settings.manage.state_dir
+            folder = os.path.dirname(os.path.abspath(state_file))
+            made = os.path.abspath(state_dir) == folder  # the daemon makes its state_dir at start
+            problem = _writable_dir(folder)
+            if problem is None and not os.path.isdir(folder) and not made:
+                problem = f"its directory {folder} does not exist (and nothing creates it)"
+            found = "readable" if os.path.exists(state_file) else "not there yet"
+            where = ("its directory writable" if os.path.isdir(folder) else
+                     f"its directory {folder} does not exist yet (the daemon creates it at start)")
+            yield Check("state file", problem is None, f"{state_file}: {problem or f'{found}, {where}'}",
+                        f"create {folder} for the daemon's user, or set [Manage] state_file")
     problem = _writable_dir(state_dir)
-    exists = "writable" if os.path.isdir(state_dir) else "missing; the daemon will create it"
-    yield Check("state dir", problem is None, f"{state_dir}: {problem or exists}",
+    exists = ("exists, writable" if os.path.isdir(state_dir) else
+              "does not exist; the daemon creates it at start (its parent is writable)")
+    yield Check("state dir", problem is None, f"{state_dir}: " + (f"does not exist and cannot be "
+                f"created: {problem}" if problem and not os.path.isdir(state_dir) else problem or exists),
                 "create it for the daemon's user, or set [Manage] state_dir")
 
 
@@ -139,6 +133,16 @@ def _port(settings: Settings) -> Check:
     address, port = settings.manage.address, settings.manage.port
     if port == -1:
         return Check("status port", True, "disabled ([Manage] port = -1)")
+    holder = _running_here(settings)
+    if holder is not None:  # its own port is taken, by design: ask it how it is
+        answer = _healthz(address, port)
+        if answer is None:
+            return Check("status port", False, f"{address}:{port}: the daemon running here ({holder}) "
+                         "does not answer /healthz", "look at its log; restart it if it hangs")
+        status, text = answer
+        return Check("status port", True if status == 200 else None,
+                     f"{address}:{port}: the daemon running here ({holder}) answers /healthz: "
+                     f"{status} {text}", "" if status == 200 else "look at its log and status page")
     try:
         infos = socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
@@ -151,22 +155,44 @@ def _port(settings: Settings) -> Check:
             s.bind(where)
         except OSError as exc:
             busy = exc.errno == errno.EADDRINUSE
-            return Check("status port", False, f"{address}:{port}: {exc.strerror}",
+            answer = _healthz(address, port) if busy else None
+            who = (f" (/healthz answers {answer[0]} there: a nodemanager of another configuration?)"
+                   if answer else "")
+            return Check("status port", False, f"{address}:{port}: {exc.strerror}{who}",
                          "another process (another nodemanager?) listens there: stop it or set "
                          "[Manage] port" if busy else "set [Manage] address/port to ones this user may bind")
     return Check("status port", True, f"{address}:{port} is free")
 
 
+def _healthz(address: str, port: int) -> tuple[int, str] | None:
+    """The status and first line of ``GET /healthz`` on the status port, or None without an answer."""
+    import http.client
+
+    host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(address, address)
+    conn = http.client.HTTPConnection(host, port, timeout=5)
+    try:
+        conn.request("GET", "/healthz")
+        reply = conn.getresponse()
+        text = reply.read(500).decode("utf-8", "replace").strip()
+        return reply.status, text.splitlines()[0] if text else ""
+    except (OSError, http.client.HTTPException):
+        return None
+    finally:
+        conn.close()
+
+
 def _cloud(settings: Settings, cloud: Any) -> Iterator[Check]:
-    from nodemanager.cloud import CloudError
+    from nodemanager.cloud import CloudError, is_gone
 
     try:
         nodes = cloud.list_nodes()
     except CloudError as exc:
         yield Check("cloud listing", False, str(exc), _cloud_fix(settings, str(exc)))
         return
-    yield Check("cloud listing", True, f"{settings.cloud.driver}: {len(nodes)} node(s) of cluster "
-                                       f"{settings.cloud.cluster!r}")
+    gone = sum(map(is_gone, nodes))
+    ended = f" (and {gone} terminated, not counted)" if gone else ""
+    yield Check("cloud listing", True, f"{settings.cloud.driver}: {len(nodes) - gone} node(s) of cluster "
+                                       f"{settings.cloud.cluster!r}{ended}")
     yield from _owners(settings, nodes)
     check = getattr(cloud, "check_permissions", None)
     if check is None or not settings.core.sizes:
