@@ -88,7 +88,9 @@ SCENARIOS = (
     )),
     Scenario("startd-restart", Machine(), (
         BOOT, _submit(LONG),
-        _drain("graceful", lambda look: look.pslot.startswith("Drained/Retiring")),
+        # the p-slot's ad may reach the collector before its dynamic slot's turns Retiring
+        _drain("graceful", lambda look: look.pslot.startswith("Drained/Retiring") and look.dslots == (
+            "Claimed/Retiring",)),
         _do("startd restart", lambda look: look.pslot == "Unclaimed/Idle", lambda d, vm: d.restart(vm)),
     )),
 )
