@@ -202,8 +202,9 @@ PSLOT = _pslot_ad()
 @given(st.lists(mutated(PSLOT), min_size=1, max_size=3))
 def test_htcondor_ads_become_workers_or_are_skipped_never_raise(ads):
     from nodemanager.scheduler.htcondor import HTCondorScheduler
-    from nodemanager.sim.pool import _PoolBindings, SimPool
-    adapter = HTCondorScheduler(_PoolBindings(SimPool(lambda: 1000.0)), clock=lambda: 1000.0)
+    from nodemanager.sim.pool import SimPool
+    from nodemanager.sim.pool_bindings import PoolBindings
+    adapter = HTCondorScheduler(PoolBindings(SimPool(lambda: 1000.0)), clock=lambda: 1000.0)
     for w in adapter.workers_from_ads(ads):
         c = classify_worker(w, 1000.0, 600.0)
         assert c[0] in ("idle", "busy", "down", "unpaired")

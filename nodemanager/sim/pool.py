@@ -41,128 +41,31 @@ draining). ``placement="breadth"`` (the default) takes the first that fits in jo
 ``placement="depth"`` the fullest that fits (fewest free cores, then least free memory, then join
 order), as HTCondor's default ``NEGOTIATOR_PRE_JOB_RANK`` or ``NEGOTIATOR_DEPTH_FIRST`` pack
 partitionable slots. Jobs bigger than any node stay idle and show up as demand.
+
+The parts: the queue and matching in :mod:`nodemanager.sim.negotiator`, the collector's copy of the
+ads in :mod:`nodemanager.sim.collector_copy`, the in-process bindings in
+:mod:`nodemanager.sim.pool_bindings`; this module holds the VMs, the startds and time.
 """
 
 from __future__ import annotations
 
 import heapq
-import math
-from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
-from nodemanager.model import CloudNode, Demand, Size, Worker, frozen_map
-from nodemanager.scheduler import (Confirmation, DEFAULT_CONSTRAINT, DrainSchedule, DrainTicket,
-                                   DrainingStats, HTCondorScheduler, SchedulerPoll, worker_from_ad)
-from nodemanager.scheduler.htcondor_ads import graceful_eviction_at
-from nodemanager.sim.startd import DrainError, Job, JobEnd, SimStartd
+from nodemanager.model import CloudNode, Demand, Size, Worker
+from nodemanager.scheduler import Confirmation, DrainSchedule, DrainTicket, DrainingStats, HTCondorScheduler
+from nodemanager.sim.collector_copy import CollectorCopy
+from nodemanager.sim.negotiator import PLACEMENTS, Negotiator, size_attributes
+from nodemanager.sim.pool_bindings import PoolBindings
+from nodemanager.sim.pool_stats import PoolStats
+from nodemanager.sim.startd import Job, JobEnd, SimStartd
 
 __all__ = ["SimPool", "PoolStats", "Job", "JobEnd", "size_attributes", "PLACEMENTS"]
-
-
-def size_attributes(size: Size) -> dict[str, Any]:
-    """The machine attributes a size's startds advertise (``[Size NAME] attributes``), as values."""
-    if not size.attributes:
-        return {}
-    from nodemanager.classad.expressions import parse, plain_value
-    return {name: plain_value(parse(expr)) for name, expr in size.attributes}
-
-
-# breadth: first fit in join order (the default); depth: best fit, the fullest startd that fits
-PLACEMENTS = ("breadth", "depth")
 
 _INF = float("inf")
 
 
-@dataclass(frozen=True, slots=True)
-class PoolStats:
-    """What happened in the pool so far. Core-seconds are cores x seconds."""
-
-    submitted: int = 0
-    started: int = 0
-    completed: int = 0
-    killed: int = 0
-    killed_by_drain: int = 0
-    evicted: int = 0                 # ... of which a graceful drain's retirement end evicted
-    idle: int = 0
-    running: int = 0
-    wait_total: float = 0.0
-    wait_max: float = 0.0
-    badput: float = 0.0              # core-seconds of every killed job's lost run time
-    drain_badput: float = 0.0        # ... of jobs killed by drains (incl. escalations)
-    used: float = 0.0                # core-seconds of completed jobs
-    drains_started: int = 0
-    drains_refused: int = 0
-    drains_cancelled: int = 0
-    drains_completed: int = 0
-    drains_escalated: int = 0
-
-    @property
-    def wait_mean(self) -> float:
-        return self.wait_total / self.started if self.started else 0.0
-
-
-class _PoolBindings:
-    """The adapter's :class:`~nodemanager.scheduler.htcondor_bindings.Bindings`, answered by the pool's startds
-    with plain dict ads and the bindings' generic exceptions."""
-
-    def __init__(self, pool: "SimPool") -> None:
-        import htcondor2
-
-        self._pool = pool
-        self._exc = htcondor2.HTCondorException
-        self.error_types: tuple[type[BaseException], ...] = (htcondor2.HTCondorException, OSError)
-
-    def _startd(self, location: Mapping[str, Any], message: str) -> SimStartd:
-        address: Any = location.get("MyAddress")
-        st = self._pool._by_address.get(address)
-        if st is None or not st.alive:
-            raise self._exc(message)
-        return st
-
-    def query_slots(self, constraint: str, projection: Sequence[str]) -> list[Mapping[str, Any]]:
-        now = self._pool.now
-        if constraint == DEFAULT_CONSTRAINT:
-            return [st.pslot_ad(now) for st in self._pool._joined.values() if st.alive]
-        from nodemanager.classad.expressions import evaluate, is_true
-
-        return [ad for st in self._pool._joined.values() if st.alive for ad in st.slot_ads(now)
-                if is_true(evaluate(constraint, ad, now))]
-
-    def query_startd(self, location: Mapping[str, Any], projection: Sequence[str]) -> list[Mapping[str, Any]]:
-        return list(self._startd(location, "Failed communication with collector.").live_slot_ads(self._pool.now))
-
-    def query_idle_jobs(self, projection: Sequence[str]) -> list[Mapping[str, Any]]:
-        return [{"RequestCpus": j.cpus, "RequestMemory": j.ram_mb, "QDate": int(j.submit_time),
-                 **({"RequestGPUs": j.gpus} if j.gpus else {}),
-                 **({"Requirements": j.requirements} if j.requirements else {})}
-                for _, j in self._pool._idle_jobs()]
-
-    def drain_jobs(self, location: Mapping[str, Any], schedule: str, check_expr: str, start_expr: str,
-                   reason: str) -> str:
-        st = self._startd(location, "Startd failed to start draining jobs.")
-        try:
-            rid = st.drain(self._pool.now, schedule, on_completion="nothing", check_expr=check_expr,
-                           start_expr=start_expr, reason=reason)
-        except DrainError:
-            raise self._exc("Startd failed to start draining jobs.") from None
-        self._pool._touch(st)
-        return rid
-
-    def cancel_drain_jobs(self, location: Mapping[str, Any], request_id: str) -> None:
-        st = self._startd(location, "Startd failed to cancel draining jobs.")
-        try:
-            st.cancel(self._pool.now, request_id)
-        except DrainError:
-            raise self._exc("Startd failed to cancel draining jobs.") from None
-        self._pool._touch(st, freed=True)
-
-    def vacate(self, location: Mapping[str, Any], fast: bool) -> None:
-        st = self._startd(location, "Startd failed to vacate.")
-        st.vacate(self._pool.now, fast=fast)
-        self._pool._touch(st)
-
-
-class SimPool:
+class SimPool(Negotiator, CollectorCopy):
     """A simulated HTCondor pool (see the module doc for the API)."""
 
     def __init__(self, clock: Callable[[], float], *, join_delay: float = 60.0,
@@ -220,7 +123,7 @@ class SimPool:
         self._used = 0.0
         self._wait_total = 0.0
         self._wait_max = 0.0
-        self.adapter = HTCondorScheduler(_PoolBindings(self), clock=lambda: self.now, name=name,
+        self.adapter = HTCondorScheduler(PoolBindings(self), clock=lambda: self.now, name=name,
                                          id_attribute=id_attribute)
 
     # ---------------------------------------------------------------- inputs
@@ -233,12 +136,6 @@ class SimPool:
         self._order[job.id] = self._seq
         self._enqueue(job)
 
-    def _enqueue(self, job: Job) -> None:
-        shape = (job.cpus, job.ram_mb, job.gpus, job.requirements)
-        heapq.heappush(self._queue.setdefault(shape, []), (self._order[job.id], job))
-        self._demand = None
-        self._idle_count += 1
-        self._mark_dirty()
 
     def vm_started(self, node: CloudNode, size: Size) -> None:
         """``node`` (of ``size``) booted now; its startd joins the pool ``join_delay`` seconds later."""
@@ -398,65 +295,6 @@ class SimPool:
         if ended:
             self._mark_dirty()
 
-    def _mark_dirty(self) -> None:
-        self._dirty = True
-        if self._neg_at is None and self._idle_count and self.negotiation_interval > 0:
-            k = math.floor(self.now / self.negotiation_interval) + 1
-            self._neg_at = k * self.negotiation_interval
-
-    # ---------------------------------------------------------------- matching
-
-    def _negotiate(self) -> None:
-        self._dirty = False
-        if not self._idle_count:
-            return
-        now = self.now
-        nodes = [st for st in self._joined.values() if st.alive and st.free_cpus > 0 and
-                 (not st.draining or (st.start_expr or "false").strip().lower() not in ("false", "0"))]
-        if not nodes:
-            return
-        heads = [(q[0][0], shape) for shape, q in self._queue.items() if q]
-        heapq.heapify(heads)
-        while heads and nodes:
-            _, shape = heapq.heappop(heads)
-            q = self._queue[shape]
-            job = q[0][1]
-            target = None
-            for st in nodes:
-                if st.free_cpus >= job.cpus and st.free_memory >= job.ram_mb and st.accepts(job, now):
-                    if self.placement == "breadth":
-                        target = st
-                        break
-                    # depth: the fullest startd that fits (fewest free cores, then least memory)
-                    if target is None or (st.free_cpus, st.free_memory) < (target.free_cpus,
-                                                                            target.free_memory):
-                        target = st
-            if target is None:
-                continue
-            heapq.heappop(q)
-            self._demand = None
-            self._idle_count -= 1
-            target.start_job(job, now)
-            self._touch(target)
-            self._c["started"] += 1
-            if job.id not in self._first_start:
-                self._first_start[job.id] = now
-                wait = now - job.submit_time
-                self._waits.append(wait)
-                self._wait_total += wait
-                if wait > self._wait_max:
-                    self._wait_max = wait
-            if target.free_cpus <= 0:
-                nodes.remove(target)
-            if q:
-                heapq.heappush(heads, (q[0][0], shape))
-            else:
-                del self._queue[shape]
-        self._dirty = False
-
-    def _idle_jobs(self) -> list[tuple[int, Job]]:
-        return sorted(item for q in self._queue.values() for item in q)
-
     # ---------------------------------------------------------------- reporting
 
     @property
@@ -488,96 +326,8 @@ class SimPool:
         """The startd of a cloud node, once it joined (for tests and the demo)."""
         return self._joined.get(node_id)
 
-    def demand(self) -> tuple[Demand, ...]:
-        """Idle jobs grouped by (cpus, ram_mb, gpus, requirements), largest groups first; jobs with
-        requirements carry the sizes whose offline machine ad satisfies them (the scheduler side
-        decides), GPU jobs their GPU count (the core matches it to sizes' GPUs)."""
-        if self._demand is not None:
-            return self._demand
-        # the heap's head is the earliest queue place, which is the earliest submitted job
-        out = [Demand(cpus=c, ram_mb=m, count=len(q), oldest_submit=q[0][1].submit_time, gpus=g,
-                      requirements=r, **self._matched(g, r))
-               for (c, m, g, r), q in self._queue.items() if q]
-        out.sort(key=lambda d: (-d.count, d.cpus, d.ram_mb))
-        self._demand = tuple(out)
-        return self._demand
-
-    def _matched(self, gpus: int, requirements: str | None) -> dict[str, Any]:
-        """``sizes``/``unmatched`` for jobs with ``requirements`` (nothing for plain jobs)."""
-        if not requirements:
-            return {}
-        eligible = self._eligible.get((gpus, requirements))
-        if eligible is None:
-            from nodemanager.classad.expressions import evaluate, is_true
-            job_ad = {"RequestGPUs": gpus}
-            eligible = self._eligible[(gpus, requirements)] = frozenset(
-                s.name for s in self.sizes if s.gpus >= gpus and is_true(evaluate(
-                    requirements, job_ad, self.now, target={
-                        **size_attributes(s), "Cpus": s.cores, "GPUs": s.gpus,
-                        "Memory": int(s.ram_mb * self.mem_scaling)})))
-        return {"sizes": eligible,
-                "unmatched": None if eligible else f"no size's machine ad satisfies {requirements}"}
-
     # ---------------------------------------------------------------- the Scheduler port
-
-    def poll(self) -> SchedulerPoll:
-        """Workers as the collector has them: a startd's ad is sent again when its state changed or
-        ``update_interval`` seconds passed (HTCondor's UPDATE_INTERVAL), so ``LastHeardFrom`` and
-        the time-dependent estimates are up to ``update_interval`` old, state changes are not."""
-        self.advance(self._clock())
-        now = self.now
-        due, self._unrendered = self._unrendered, set()
-        resend, later = self._resend, []
-        # the heap's times are a hair early: the test that decides is the one below, as it always was
-        while resend and resend[0][0] <= now:
-            entry = heapq.heappop(resend)
-            nid, at = entry[1], entry[2]
-            cached = self._rendered.get(nid)
-            if cached is None or cached[1] != at or nid in due:
-                continue  # gone, or rendered again since (that render has its own entry)
-            if now - at >= self.update_interval:
-                due.add(nid)
-            else:
-                later.append(entry)
-        for item in later:
-            heapq.heappush(resend, item)
-        workers = self._workers
-        for nid in due:
-            st = self._joined.get(nid)
-            if st is None or not st.alive:
-                workers.pop(nid, None)
-                continue
-            version = self._version[nid]
-            cached = self._rendered.get(nid)
-            if cached is not None and cached[0] == version and now - cached[1] < self.update_interval:
-                continue  # the collector's copy is current
-            w = self.render(st, now, cached[2] if cached is not None and cached[0] == version else None)
-            self._rendered[nid] = (version, now, w)
-            workers[nid] = w
-            heapq.heappush(resend, (now + self.update_interval * (1 - 1e-12), nid, now))
-        out = tuple(w for w in workers.values() if w is not None)
-        self.adapter.observe(out)
-        return SchedulerPoll(workers=out, demand=self.demand(), polled_at=now)
-
-    def render(self, st: SimStartd, now: float, before: Worker | None = None) -> Worker:
-        """The worker of ``st``'s ad sent now. ``before``: its worker from the ad last sent, when
-        the startd has not changed since: then only ``LastHeardFrom`` and the time-dependent
-        estimates moved (none of which the adapter's fields or classification read but
-        ``last_heard`` and ``retirement_end``), so the new ad replaces the old one without parsing it again."""
-        ad = st.pslot_ad(now)
-        ad["LastHeardFrom"] = int(now)
-        if before is not None:
-            # the retirement end follows the time once the jobs' retirement has run out
-            return replace(before, ad=frozen_map(ad), last_heard=float(int(now)),
-                           retirement_end=graceful_eviction_at(ad))
-        return self._with_job_ends(worker_from_ad(ad, id_attribute=self.id_attribute), st)
-
-    @staticmethod
-    def _with_job_ends(w: Worker, st: SimStartd) -> Worker:
-        if not st.dslots:
-            return w
-        ends = tuple(sorted(start + job.walltime for job, start in st.running() if job.walltime))
-        return replace(w, job_end_times=ends) if ends else w
+    # poll() is the collector's copy (CollectorCopy); the drain calls are the adapter's own
 
     def drain(self, worker: Worker, schedule: DrainSchedule, reason: str) -> DrainTicket:
         self.advance(self._clock())

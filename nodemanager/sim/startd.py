@@ -4,7 +4,9 @@ It is a plain state machine on an injected time: every method takes ``now`` and 
 startd forward to it (:meth:`SimStartd.advance`). Jobs run in dynamic slots carved out of the
 partitionable slot (p-slot); a drain (graceful / quick / fast) retires, vacates and kills them on
 HTCondor's schedule; the ``ExpectedMachine*`` estimates and the ``TotalMachineDraining*`` totals are
-those of ``ResMgr::compute_draining_attrs`` / ``publish_draining_attrs``.
+those of ``ResMgr::compute_draining_attrs`` / ``publish_draining_attrs``. The ads themselves are
+rendered by :class:`~nodemanager.sim.slot_ads.SlotAds`; jobs, dynamic slots and the drain command's
+vocabulary live in ``sim/job.py``, ``sim/dynamic_slot.py`` and ``sim/drain_requests.py``.
 
 What the simulation assumes where HTCondor leaves it open (documented in docs/htcondor.md):
 
@@ -25,10 +27,15 @@ Refusals raise :class:`DrainError` with HTCondor's error codes; the simulated co
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from nodemanager.classad.expressions import evaluate, is_true
+from nodemanager.sim.drain_requests import (COMPLETIONS, DRAINING_ALREADY_IN_PROGRESS, DRAINING_CHECK_EXPR_FAILED,
+                                            DRAINING_NO_MATCHING_REQUEST_ID, FAST, GRACEFUL, QUICK, SCHEDULES,
+                                            DrainError)
+from nodemanager.sim.dynamic_slot import BUSY, KILLING, RETIRING, VACATING, DSlot
+from nodemanager.sim.job import Job, JobEnd
+from nodemanager.sim.slot_ads import COLLECTOR_ONLY, SlotAds
 
 __all__ = [
     "Job", "JobEnd", "SimStartd", "DrainError", "COLLECTOR_ONLY",
@@ -36,107 +43,10 @@ __all__ = [
     "DRAINING_ALREADY_IN_PROGRESS", "DRAINING_NO_MATCHING_REQUEST_ID", "DRAINING_CHECK_EXPR_FAILED",
 ]
 
-GRACEFUL, QUICK, FAST = "graceful", "quick", "fast"
-SCHEDULES = (GRACEFUL, QUICK, FAST)
-# CompletionType names, in the bindings' order (Nothing=0 ... Reconfig=4).
-COMPLETIONS = ("nothing", "resume", "exit", "restart", "reconfig")
-
-# condor_error_codes.h
-DRAINING_ALREADY_IN_PROGRESS = 10001
-DRAINING_NO_MATCHING_REQUEST_ID = 10002
-DRAINING_CHECK_EXPR_FAILED = 10003
-
 _INF = float("inf")
-# What the collector adds to a startd's ads; the startd's own slot ads lack it.
-COLLECTOR_ONLY = ("DaemonStartTime",)
-
-# Dynamic-slot phases: (State, Activity).
-_BUSY, _RETIRING, _VACATING, _KILLING = 0, 1, 2, 3
-_PHASE_STATE = {
-    _BUSY: ("Claimed", "Busy"),
-    _RETIRING: ("Claimed", "Retiring"),
-    _VACATING: ("Preempting", "Vacating"),
-    _KILLING: ("Preempting", "Killing"),
-}
 
 
-class DrainError(Exception):
-    """The startd refused a drain or cancel request (``code`` is HTCondor's error code)."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-@dataclass(frozen=True, slots=True)
-class Job:
-    """A batch job: ``runtime`` is how long it really runs; ``walltime`` the user's estimate (if any).
-
-    ``max_retirement`` is the job's own ``MaxJobRetirementTime``, which can only lower the machine's.
-    """
-
-    id: str
-    cpus: int = 1
-    ram_mb: int = 0
-    runtime: float = 0.0
-    submit_time: float = 0.0
-    walltime: float | None = None
-    max_retirement: float | None = None
-    gpus: int = 0                       # RequestGPUs
-    requirements: str | None = None     # the job's Requirements beyond resources (ClassAd, TARGET. = slot)
-
-
-@dataclass(frozen=True, slots=True)
-class JobEnd:
-    """A job left a startd at ``end``: finished (``killed`` False) or killed (``by_drain``: by a drain;
-    ``evicted``: soft-killed because a graceful drain's retirement ran out while it ran)."""
-
-    job: Job
-    node: str
-    start: float
-    end: float
-    killed: bool
-    by_drain: bool = False
-    evicted: bool = False
-
-
-class _DSlot:
-    """A dynamic slot running one job."""
-
-    __slots__ = ("n", "job", "start", "end", "phase", "entered", "retire_end", "evict_at", "kill_at",
-                 "gone_at", "awd", "vacate", "event", "vacated", "retired_out")
-
-    def __init__(self, n: int, job: Job, start: float, mjrt: float, vacate: float) -> None:
-        self.n = n
-        self.job = job
-        self.start = start
-        self.end = start + job.runtime          # natural completion
-        self.phase = _BUSY
-        self.entered = start
-        retire = mjrt if job.max_retirement is None else min(mjrt, job.max_retirement)
-        self.retire_end = start + max(0.0, retire)  # when its own retirement promise runs out
-        self.evict_at = _INF
-        self.kill_at = _INF
-        self.gone_at = _INF
-        self.awd = False                        # AcceptedWhileDraining
-        self.vacate = vacate
-        self.event = self.end
-        self.vacated = False                    # hard-killed by condor_vacate, not by the drain
-        self.retired_out = False                # evicted at a graceful drain's retirement end
-
-    def refresh(self) -> None:
-        p = self.phase
-        if p == _BUSY:
-            self.event = self.end
-        elif p == _RETIRING:
-            self.event = min(self.end, self.evict_at)
-        elif p == _VACATING:
-            self.event = min(self.end, self.kill_at)
-        else:
-            self.event = self.gone_at
-
-
-class SimStartd:
+class SimStartd(SlotAds):
     """One startd with a partitionable slot of ``cpus`` cores and ``memory`` MB.
 
     ``name`` is the machine name (``Machine``; the p-slot is ``slot1@name``). ``max_retirement`` and
@@ -175,7 +85,7 @@ class SimStartd:
         self.free_cpus = self.cpus
         self.free_memory = self.memory
         self.free_gpus = self.gpus
-        self.dslots: dict[int, _DSlot] = {}
+        self.dslots: dict[int, DSlot] = {}
         self._next_n = 1
         self.next_event = _INF
         self.state, self.activity = "Unclaimed", "Idle"
@@ -236,38 +146,38 @@ class SimStartd:
     def _refresh_next(self) -> None:
         self.next_event = min((s.event for s in self.dslots.values()), default=_INF)
 
-    def _fire(self, s: _DSlot, t: float) -> None:
+    def _fire(self, s: DSlot, t: float) -> None:
         p = s.phase
-        if p != _KILLING and s.end <= t and s.end <= s.event:
-            self._remove(s, s.end, killed=p == _VACATING)
-        elif p == _RETIRING:
+        if p != KILLING and s.end <= t and s.end <= s.event:
+            self._remove(s, s.end, killed=p == VACATING)
+        elif p == RETIRING:
             s.retired_out = True
             self._evict(s, t)
-        elif p == _VACATING:
+        elif p == VACATING:
             self._to_killing(s, t)
-        elif p == _KILLING:
+        elif p == KILLING:
             self._remove(s, t, killed=True)
 
-    def _evict(self, s: _DSlot, t: float) -> None:
+    def _evict(self, s: DSlot, t: float) -> None:
         """Soft-kill: Preempting/Vacating for the vacate time (hard-kill at once if it is 0)."""
         if s.vacate <= 0:
             self._to_killing(s, t)
             return
-        s.phase, s.entered = _VACATING, t
+        s.phase, s.entered = VACATING, t
         self.last_change = t
         s.kill_at = t + s.vacate
         s.refresh()
 
-    def _to_killing(self, s: _DSlot, t: float) -> None:
+    def _to_killing(self, s: DSlot, t: float) -> None:
         if self.kill_time <= 0:
             self._remove(s, t, killed=True)
             return
-        s.phase, s.entered = _KILLING, t
+        s.phase, s.entered = KILLING, t
         self.last_change = t
         s.gone_at = t + self.kill_time
         s.refresh()
 
-    def _remove(self, s: _DSlot, t: float, *, killed: bool) -> None:
+    def _remove(self, s: DSlot, t: float, *, killed: bool) -> None:
         self._estimate(t)                       # last recompute with the claim active (freeze rule)
         self._integrate(t)
         self.last_change = t
@@ -331,11 +241,11 @@ class SimStartd:
         self._integrate(now)
         n = self._next_n
         self._next_n += 1
-        s = _DSlot(n, job, now, self.max_retirement, self.vacate_time)
+        s = DSlot(n, job, now, self.max_retirement, self.vacate_time)
         if self.draining:
             s.awd = True                        # accepted while draining: no retirement of its own
             s.retire_end = now
-            s.phase = _RETIRING
+            s.phase = RETIRING
             s.evict_at = max(now, self.graceful_end - s.vacate)
             s.refresh()
         self.dslots[n] = s
@@ -386,7 +296,7 @@ class SimStartd:
         self.entered_state = self.entered_activity = now
         if how == GRACEFUL:
             for s in self.dslots.values():
-                s.phase, s.entered = _RETIRING, now
+                s.phase, s.entered = RETIRING, now
             self._recoordinate(now)
         else:
             for s in list(self.dslots.values()):
@@ -404,10 +314,10 @@ class SimStartd:
     def _recoordinate(self, now: float) -> None:
         """Graceful drains retire together: every job may run until the longest remaining retirement
         of the original jobs ends, and is soft-killed early enough to be gone by then."""
-        originals = [s.retire_end for s in self.dslots.values() if not s.awd and s.phase == _RETIRING]
+        originals = [s.retire_end for s in self.dslots.values() if not s.awd and s.phase == RETIRING]
         self.graceful_end = max([now, *originals])
         for s in list(self.dslots.values()):
-            if s.phase == _RETIRING and s.n in self.dslots:
+            if s.phase == RETIRING and s.n in self.dslots:
                 s.evict_at = max(now, self.graceful_end - s.vacate)
                 s.refresh()
                 if s.evict_at <= now and s.end > now:
@@ -451,8 +361,8 @@ class SimStartd:
         self.state, self.activity = "Unclaimed", "Idle"
         self.entered_state = self.entered_activity = now
         for s in self.dslots.values():
-            if s.phase == _RETIRING:
-                s.phase, s.entered, s.evict_at = _BUSY, now, _INF
+            if s.phase == RETIRING:
+                s.phase, s.entered, s.evict_at = BUSY, now, _INF
                 s.refresh()
         self._refresh_next()
 
@@ -465,173 +375,15 @@ class SimStartd:
         for s in list(self.dslots.values()):
             if s.n not in self.dslots:
                 continue
-            if fast and s.phase in (_BUSY, _RETIRING, _VACATING):
+            if fast and s.phase in (BUSY, RETIRING, VACATING):
                 s.vacated = True
                 self._to_killing(s, now)
-            elif not fast and s.phase == _BUSY:
-                s.phase, s.entered = _RETIRING, now
+            elif not fast and s.phase == BUSY:
+                s.phase, s.entered = RETIRING, now
                 s.evict_at = max(now, s.retire_end - s.vacate)
                 s.refresh()
                 if s.evict_at <= now and s.end > now:
                     self._evict(s, now)
         self._refresh_next()
 
-    # ---------------------------------------------------------------- estimates and ads
 
-    def _estimate(self, now: float) -> tuple[float, float]:
-        """``compute_draining_attrs``: returns (graceful badput, quick badput) and updates the
-        completion times (frozen at the idle-since time while no claim is active)."""
-        if not self.dslots:
-            if self._grace_done is None or self._grace_done > now:
-                self._grace_done = now
-            if self._quick_done is None or self._quick_done > now:
-                self._quick_done = now
-            return 0.0, 0.0
-        gb = qb = 0.0
-        gmax = qmax = 0.0
-        for s in self.dslots.values():
-            runtime = now - s.start
-            p = s.phase
-            if p == _BUSY or p == _RETIRING:
-                r = 0.0 if s.awd else max(0.0, s.retire_end - now)
-                v = s.vacate
-            elif p == _VACATING:
-                r, v = 0.0, max(0.0, s.kill_at - now)
-            else:
-                r = v = 0.0
-            c = s.job.cpus
-            qb += c * (runtime + v)
-            rv = r if r > v else v
-            gb += c * (runtime + rv)
-            if rv > gmax:
-                gmax = rv
-            if v > qmax:
-                qmax = v
-        self._grace_done = now + gmax
-        self._quick_done = now + qmax
-        return gb, qb
-
-    def pslot_ad(self, now: float) -> dict[str, Any]:
-        """The partitionable slot's ad as of ``now`` (the startd's live copy), as a plain dict."""
-        self.advance(now)
-        gb, qb = self._estimate(now)
-        unclaimed = self.total_unclaimed
-        if self.draining and now > self._unclaimed_mark:
-            unclaimed += self.free_cpus * (now - self._unclaimed_mark)
-        children = sorted(self.dslots.values(), key=lambda s: s.n) if self.dslots else ()
-        ad = self._static_ad()
-        ad["State"] = self.state
-        ad["Activity"] = self.activity
-        ad["EnteredCurrentState"] = int(self.entered_state)
-        ad["EnteredCurrentActivity"] = int(self.entered_activity)
-        ad["MyCurrentTime"] = int(now)
-        ad["DaemonStartTime"] = int(self.daemon_start)
-        ad["Cpus"] = self.free_cpus
-        ad["Memory"] = self.free_memory
-        if self.gpus:
-            ad["GPUs"] = self.free_gpus
-            ad["TotalSlotGPUs"] = self.gpus
-        ad["NumDynamicSlots"] = len(children)
-        ad["ChildState"] = [_PHASE_STATE[s.phase][0] for s in children]
-        ad["ChildActivity"] = [_PHASE_STATE[s.phase][1] for s in children]
-        ad["Start"] = self._start_value()
-        ad["JobStarts"] = self.job_starts
-        if self.reclaim_deadline is not None:
-            ad["ReclaimNoticeDeadline"] = int(self.reclaim_deadline)
-        ad["ExpectedMachineGracefulDrainingCompletion"] = int(self._grace_done or now)
-        ad["ExpectedMachineQuickDrainingCompletion"] = int(self._quick_done or now)
-        ad["ExpectedMachineGracefulDrainingBadput"] = int(gb)
-        ad["ExpectedMachineQuickDrainingBadput"] = int(qb)
-        if self.total_badput > 0:
-            ad["TotalMachineDrainingBadput"] = int(self.total_badput)
-        if unclaimed > 0:
-            ad["TotalMachineDrainingUnclaimedTime"] = int(unclaimed)
-        if self.last_drain_start is not None:
-            ad["LastDrainStartTime"] = int(self.last_drain_start)
-        if self.last_drain_stop is not None:
-            ad["LastDrainStopTime"] = int(self.last_drain_stop)
-        if self.draining:
-            ad["Draining"] = True
-            ad["DrainReason"] = self.drain_reason
-            ad["DrainingRequestId"] = self.drain_request
-        ad.update(self.attrs)
-        return ad
-
-    def _static_ad(self) -> dict[str, Any]:
-        """A fresh copy of the attributes that do not change while the startd runs."""
-        base = self.__dict__.get("_static")
-        if base is None:
-            base = self._static = {
-                "MyType": "Machine",
-                "Name": f"slot1@{self.name}",
-                "Machine": self.name,
-                "MyAddress": self.address,
-                "SlotID": 1,
-                "SlotType": "Partitionable",
-                "PartitionableSlot": True,
-                "TotalSlotCpus": self.cpus,
-                "TotalCpus": self.cpus,
-                "TotalSlotMemory": self.memory,
-                "TotalMemory": self.memory,
-                "MaxJobRetirementTime": int(self.max_retirement),
-                "MachineMaxVacateTime": int(self.vacate_time),
-            }
-        return base.copy()
-
-    def _start_value(self) -> Any:
-        if not self.draining:
-            return True
-        if self.drain_how == GRACEFUL and self.start_expr is not None and not self.drain_complete:
-            return self.start_expr
-        return False
-
-    def slot_ads(self, now: float) -> list[dict[str, Any]]:
-        """Every slot ad of this startd as of ``now``: the p-slot first, then each dynamic slot."""
-        p = self.pslot_ad(now)
-        out = [p]
-        shared = {k: p[k] for k in p if k.startswith(("ExpectedMachine", "TotalMachineDraining",
-                                                        "LastDrain", "Drain"))}
-        for s in sorted(self.dslots.values(), key=lambda s: s.n):
-            st, act = _PHASE_STATE[s.phase]
-            r = 0.0 if s.awd or s.phase not in (_BUSY, _RETIRING) else max(0.0, s.retire_end - now)
-            ad = {
-                "MyType": "Machine",
-                "Name": f"slot1_{s.n}@{self.name}",
-                "Machine": self.name,
-                "MyAddress": self.address,
-                "SlotID": 1,
-                "SlotType": "Dynamic",
-                "DynamicSlot": True,
-                "State": st,
-                "Activity": act,
-                "EnteredCurrentState": int(s.entered),
-                "MyCurrentTime": int(now),
-                "DaemonStartTime": int(self.daemon_start),
-                "Cpus": s.job.cpus,
-                "Memory": s.job.ram_mb,
-                "RemoteOwner": "user@sim",
-                "GlobalJobId": f"sim#{s.job.id}",
-                "JobStart": int(s.start),
-                "RetirementTimeRemaining": int(r),
-                "AcceptedWhileDraining": s.awd,
-                **shared,
-                **self.attrs,
-            }
-            out.append(ad)
-        return out
-
-    def live_slot_ads(self, now: float) -> list[dict[str, Any]]:
-        """:meth:`slot_ads` as the startd itself has them (a direct query, a drain's check
-        expression): without what only the collector's copy carries (:data:`COLLECTOR_ONLY`)."""
-        return [{k: v for k, v in ad.items() if k not in COLLECTOR_ONLY} for ad in self.slot_ads(now)]
-
-    @property
-    def idle_since(self) -> int:
-        """While no claim is active: the idle-since time its ad tells the classifier, in whole
-        seconds as advertised (the later of ``EnteredCurrentState`` and the frozen
-        ``ExpectedMachineGracefulDrainingCompletion``)."""
-        return max(int(self.entered_state), int(self._grace_done or self.entered_state))
-
-    def running(self) -> Iterable[tuple[Job, float]]:
-        """The jobs running now, with their start times."""
-        return ((s.job, s.start) for s in self.dslots.values())
