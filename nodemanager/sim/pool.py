@@ -50,6 +50,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
+from nodemanager.scheduler.walltime import walltime_bucket
 from nodemanager.model import CloudNode, Demand, Size, Worker, frozen_map
 from nodemanager.scheduler import (Confirmation, DEFAULT_CONSTRAINT, DrainSchedule, DrainTicket,
                                    DrainingStats, HTCondorScheduler, SchedulerPoll, worker_from_ad)
@@ -176,6 +177,8 @@ class SimPool:
             raise ValueError(f"placement {placement!r}: one of {', '.join(PLACEMENTS)}")
         self.name = name
         self.sizes = tuple(sizes)   # the offline machine ads jobs with requirements are matched to
+        # with spot sizes, demand carries the jobs' walltimes (the core prices reclaims with them)
+        self.walltimes = any(s.market == "spot" for s in sizes)
         self._eligible: dict[tuple[int, str], frozenset[str]] = {}
         self.placement = placement
         self._clock = clock
@@ -206,10 +209,11 @@ class SimPool:
         self._events: list[tuple[float, int, str]] = []             # (startd next event, seq, node id)
         self._seq = 0
         # shape (cpus, ram, gpus, requirements) -> heap of (order, job)
-        self._queue: dict[tuple[int, int, int, str | None], list[tuple[int, Job]]] = {}
+        self._queue: dict[tuple[int, int, int, str | None, float | None], list[tuple[int, Job]]] = {}
         self._demand: tuple[Demand, ...] | None = None   # demand() until the queue changes
         self._order: dict[str, int] = {}
         self._first_start: dict[str, float] = {}
+        self._done_at: dict[str, float] = {}     # job id -> when it completed (re-runs included)
         self._waits: list[float] = []
         self._idle_count = 0
         self._dirty = False
@@ -234,7 +238,8 @@ class SimPool:
         self._enqueue(job)
 
     def _enqueue(self, job: Job) -> None:
-        shape = (job.cpus, job.ram_mb, job.gpus, job.requirements)
+        shape = (job.cpus, job.ram_mb, job.gpus, job.requirements,
+                 walltime_bucket(job.walltime) if self.walltimes else None)
         heapq.heappush(self._queue.setdefault(shape, []), (self._order[job.id], job))
         self._demand = None
         self._idle_count += 1
@@ -395,6 +400,7 @@ class SimPool:
             else:
                 self._c["completed"] += 1
                 self._used += e.job.cpus * (e.end - e.start)
+                self._done_at[e.job.id] = e.end
         if ended:
             self._mark_dirty()
 
@@ -476,6 +482,10 @@ class SimPool:
         """Job id -> the time the job first started (a requeued job keeps its first start)."""
         return self._first_start
 
+    def completions(self) -> Mapping[str, float]:
+        """Job id -> the time the job completed (after any re-run)."""
+        return self._done_at
+
     def job_waits(self) -> list[float]:
         """Submit-to-first-start wait of every job started so far, in start order."""
         return list(self._waits)
@@ -496,8 +506,8 @@ class SimPool:
             return self._demand
         # the heap's head is the earliest queue place, which is the earliest submitted job
         out = [Demand(cpus=c, ram_mb=m, count=len(q), oldest_submit=q[0][1].submit_time, gpus=g,
-                      requirements=r, **self._matched(g, r))
-               for (c, m, g, r), q in self._queue.items() if q]
+                      requirements=r, walltime=wt, **self._matched(g, r))
+               for (c, m, g, r, wt), q in self._queue.items() if q]
         out.sort(key=lambda d: (-d.count, d.cpus, d.ram_mb))
         self._demand = tuple(out)
         return self._demand
