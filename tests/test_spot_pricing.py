@@ -3,6 +3,8 @@ makes run again, so long jobs (by requested walltime) boot on-demand and short o
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 import policy_matrix
@@ -18,8 +20,9 @@ ON_DEMAND = Size("od", cores=4, ram_mb=16000, price=0.20)
 SPOT = Size("spot", cores=4, ram_mb=16000, price=0.06, market="spot", interruptions_per_day=2.0)
 
 
-def boots(walltime: float | None, penalty: float = 0.0) -> list[tuple[str, int]]:
-    s = settings(sizes=(ON_DEMAND, SPOT), reclaim_penalty=penalty)
+def boots(walltime: float | None, penalty: float = 0.0, share: float = math.inf) -> list[tuple[str, int]]:
+    """The boots for 3 jobs; ``share``: max_rerun_share (inf: by expected price alone)."""
+    s = settings(sizes=(ON_DEMAND, SPOT), reclaim_penalty=penalty, max_rerun_share=share)
     p = plan(snap(demand=[Demand(cpus=4, count=3, walltime=walltime)]), s, MATRIX)
     return [(b.size, b.count) for b in p.boots]
 
@@ -29,6 +32,9 @@ def test_short_jobs_boot_spot_and_long_jobs_boot_on_demand():
     assert boots(24 * 3600.0) == [("spot", 3)]         # 1 day: (e^2 - 1) / 2 = 3.2 x 0.06 = 0.19
     assert boots(36 * 3600.0) == [("od", 3)]           # 36 h: (e^3 - 1) / 3 = 6.4 x 0.06 = 0.38
     assert boots(None) == [("spot", 3)]                # no walltime given: the short-job limit
+    # cheaper in money, but a day's job would be re-run 2.2 times its length: over 5 %
+    assert boots(24 * 3600.0, share=0.05) == [("od", 3)]
+    assert boots(3600.0, share=0.05) == [("spot", 3)]  # 4.3 % re-run
 
 
 def test_a_long_job_never_fills_the_spare_cores_of_a_spot_node_booted_for_a_short_one():

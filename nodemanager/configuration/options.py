@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 
 from nodemanager.configuration.values import (address, choice, nonneg, parse_attributes, parse_bool,
                                               parse_duration, parse_float, parse_host_names, parse_int,
-                                              parse_minutes, parse_names)
+                                              parse_minutes, parse_names, parse_share)
 
 __all__ = ["MAX_BYTES", "SECRET_OPTIONS", "SCHEDULER_OPTIONS", "CLOUD_OWN", "DAEMON", "DAEMON_SHELL",
            "POLL", "DRAIN", "MANAGE", "SIZE", "SIZE_CREATE_OPTIONS", "HA", "SECTIONS", "PROFILE_DIR",
@@ -58,6 +58,8 @@ DAEMON: dict[str, tuple[str, Callable[[str], Any]]] = {
     "clock_tolerance": ("clock_tolerance", parse_duration),
     "max_clock_skew": ("max_clock_skew", parse_duration),
     "reclaim_penalty": ("reclaim_penalty", parse_duration),
+    "max_rerun_share": ("max_rerun_share", parse_share),
+    "reclaim_prior": ("reclaim_prior", parse_duration),
     "protect_after_failed_boots": ("protect_after_failed_boots", nonneg(parse_int)),
     "protect_backoff": ("protect_backoff", parse_duration),
     "protect_max_backoff": ("protect_max_backoff", parse_duration),

@@ -37,6 +37,8 @@ class CoreSettings:
     max_clock_skew: float = 300.0         # cloud clock off by more: drains/destroys frozen (0 = never)
     reclaim_foreign_after: float = 0.0    # [Drain]: someone else's drain is reclaimed after; 0 = never
     reclaim_penalty: float = 0.0          # seconds of node time a spot reclaim costs besides the re-run
+    max_rerun_share: float = 0.05         # a spot market takes a job expected to lose at most this to re-runs
+    reclaim_prior: float = 2592000.0      # seconds of spot VM time the configured reclaim rate is worth
     # protected mode: a size whose VMs fail to join this many times in a row is not booted for a
     # back-off doubling from protect_backoff up to protect_max_backoff (0 = never)
     protect_after_failed_boots: int = 3

@@ -63,6 +63,15 @@ def parse_float(text: str) -> float:
         raise ValueError(_TOO_LARGE if str(exc) == _TOO_LARGE else "expected a number") from None
 
 
+def parse_share(text: str) -> float:
+    """A share of a whole: ``5%`` or ``0.05``, from 0 to 1."""
+    t = text.strip()
+    value = parse_float(t[:-1]) / 100.0 if t.endswith("%") else parse_float(t)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError("expected a share from 0 to 100%")
+    return value
+
+
 _HOST_NAME_RE = re.compile(r"\*|\.?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*\.?")
 
 

@@ -29,13 +29,20 @@ from nodemanager.core.undersized import UNDERSIZED
 from nodemanager.model import CycleReport, NodeExplanation, Plan, Snapshot
 from nodemanager.text import short_rule
 
-__all__ = ["DecisionLog", "decision_line", "decision_details", "LINE_WIDTH"]
+__all__ = ["DecisionLog", "decision_line", "decision_details", "log_ignored_cancels", "LINE_WIDTH"]
 
 log = logging.getLogger("nodemanager.decisions")
 
 
 LINE_WIDTH = 160  # a routine decision line at INFO; the whole explanation is in history and at DEBUG
 _WORKER_STATE = attrgetter("tuple.worker_state")
+
+
+def log_ignored_cancels(cancels: frozenset[str], plan: Plan) -> None:
+    """One line per operator cancel that found no drain of ours to cancel."""
+    done = {e.node_id for e in plan.nodes if e.cause is not None and e.cause.reason == "operator_cancel"}
+    for node_id in sorted(cancels - done):
+        log.info("node %s: operator cancel ignored: no drain of ours in progress", node_id)
 
 
 def decision_line(e: NodeExplanation, dry_run: bool = False, width: int | None = LINE_WIDTH) -> str:

@@ -103,6 +103,7 @@ class CycleGauges:
     clock_skew: float | None = None
     unmatched: Mapping[str, int] = field(default_factory=dict)
     protected: Mapping[str, int] = field(default_factory=dict)
+    spot_rates: Mapping[str, float] = field(default_factory=dict)
 
 
 def labelled(name: str, doc: str, labels: list[str],
@@ -148,6 +149,9 @@ class CycleCollector(Collector):
         yield labelled("nodemanager_size_protected",
                         "1 for each size not booted after its VMs failed to join (protected mode).",
                         ["size"], s.protected)
+        yield labelled("nodemanager_spot_reclaims_per_day",
+                        "Each spot size's reclaims per VM-day, as priced: the configured rate blended "
+                        "with the reclaims seen lately.", ["size"], s.spot_rates)
         yield GaugeMetricFamily("nodemanager_drains_in_progress",
                                 "Drains of ours under way.", value=s.drains)
         yield GaugeMetricFamily("nodemanager_drain_oldest_age_seconds",

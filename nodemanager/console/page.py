@@ -260,6 +260,11 @@ def render_html(doc: Mapping[str, Any]) -> str:
         parts.append("<ul id='protected'>" + "".join(
             f"<li>size {e(str(k))} {e(str(v))}</li>" for k, v in sorted(doc["protected_sizes"].items()))
             + "</ul>")
+    if doc.get("spot_markets"):
+        parts.append("<ul id='spot'>" + "".join(
+            f"<li>spot size {e(k)}: {e(v['why'])}; takes jobs of up to "
+            f"{e(duration(v['takes_walltime_up_to'])) if v['takes_walltime_up_to'] is not None else 'any'} walltime</li>"
+            for k, v in sorted(doc["spot_markets"].items())) + "</ul>")
     counters = doc.get("counters") or {}
     if counters:
         parts.append("<div class='summary' id='counters'>" + "".join(

@@ -6,12 +6,14 @@ Pure functions of a view and the time; the HTTP server (:mod:`nodemanager.consol
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
 from nodemanager.console.admin import AdminState
-from nodemanager.model import EMPTY_MAP, CycleReport
+from nodemanager.core.pricing import spot_limits
+from nodemanager.model import EMPTY_MAP, CycleReport, Snapshot
 from nodemanager.configuration.settings import CoreSettings
 from nodemanager.console.summary import pool_summary
 from nodemanager.tags import TAG_DEPLOYMENT
@@ -132,6 +134,7 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
         foreign_vms=[{"node_id": n.id, "name": n.name, "state": n.state,
                       "deployment": n.tags.get(TAG_DEPLOYMENT) or None} for n in report.foreign_nodes],
         protected_sizes=dict(snap.protected_sizes),
+        spot_markets=_spot_markets(snap, view.core),
         summary=pool_summary(report, view.core, recent), notes=list(plan.notes),
         why_not_demand=[w.to_json() for w in why_not.demand],
         recent=[{**r, "events": _events(r["events"])} for r in recent],
@@ -147,3 +150,13 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
 
 def _events(events: Iterable[tuple[float, str, str]]) -> list[dict[str, Any]]:
     return [{"at": at, "kind": kind, "text": text} for at, kind, text in events]
+
+
+def _spot_markets(snap: Snapshot, core: CoreSettings | None) -> dict[str, dict[str, Any]]:
+    """Each spot size's reclaim rate as priced, in words, and the longest walltime it takes."""
+    if core is None:
+        return {}
+    limits = spot_limits(core.sizes, snap.reclaim_rates, core.max_rerun_share, core.reclaim_penalty)
+    return {size: {"reclaims_per_day": round(rate * 24, 6), "why": words,
+                   "takes_walltime_up_to": None if math.isinf(limits[size]) else round(limits[size])}
+            for size, (rate, words) in snap.reclaim_rates.items() if size in limits}

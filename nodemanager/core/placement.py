@@ -19,9 +19,10 @@ from typing import Callable, Sequence
 
 from nodemanager.core.classify import foreign_drain
 from nodemanager.core.plan_node import Decision
-from nodemanager.core.pricing import expected_price
+from nodemanager.core.pricing import expected_price, reclaim_rate, spot_limits
 from nodemanager.core.reclaim import RECLAIMED
 from nodemanager.core.size_choice import demand_signature, eligible, fits, per_node, pick
+from nodemanager.text import duration
 from nodemanager.model import Blocked, BootRequest, Demand, InFlight, Size, Snapshot, Unmet, Worker
 from nodemanager.configuration.settings import CoreSettings
 from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED
@@ -255,6 +256,14 @@ class _Room:
         return k, None, kind
 
 
+def _spot_words(names: set[str], limits: dict[str, float]) -> str:
+    """Why the spot sizes ``names`` do not take a job: the walltime each takes at its rate."""
+    if not names:
+        return ""
+    return " (at their reclaim rates, " + ", ".join(
+        f"{n} takes jobs up to {duration(limits[n])}" for n in sorted(names)) + ")"
+
+
 def _blocked_why(name: str, snapshot: Snapshot) -> str:
     why = snapshot.protected_sizes.get(name)
     return f"{name}: {why}" if why else name
@@ -278,6 +287,8 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
     unmet: list[Unmet] = []
     scaling = settings.node_mem_scaling
     needed: dict[str, str] = {}
+    rates = {s.name: reclaim_rate(s, snapshot.reclaim_rates) for s in sizes.values()}
+    limits = spot_limits(sizes.values(), snapshot.reclaim_rates, settings.max_rerun_share, settings.reclaim_penalty)
 
     def taken(owner: str | None, d: Demand, k: int) -> None:
         if owner is not None and owner not in needed:
@@ -298,6 +309,9 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
             continue
         want = _size_name(sizes, d.size)
         allowed = eligible(d, want)
+        too_long = {n for n, limit in limits.items() if d.walltime is not None and d.walltime > limit}
+        if too_long:   # a spot market whose reclaims would re-run too much of these jobs
+            allowed = (allowed if allowed is not None else frozenset(sizes)) - too_long
         left = d.count
         for tier in TIERS:
             left -= bins[tier].place(d, allowed, left, taken)
@@ -313,14 +327,14 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
         choices = [s for s in usable if s in fitting]
         if not choices:
             names = sorted(s.name for s in fitting)
-            notes.append(f"{label}: no size fits" if not fitting else
+            notes.append(f"{label}: no size fits" + _spot_words(too_long, limits) if not fitting else
                          f"{label}: every fitting size is blocked ("
                          f"{', '.join(_blocked_why(n, snapshot) for n in names)})")
             unmet.append(Unmet(label, left, "backoff" if fitting else "no_size", notes[-1]))
             continue
         while left > 0:
             best, need = pick(choices, left, d, scaling,
-                              lambda s: expected_price(s, d.walltime, settings.reclaim_penalty))
+                              lambda s: expected_price(s, d.walltime, settings.reclaim_penalty, rates[s.name]))
             per = max(per_node(best, d, scaling), 1)
             got, cause, kind = room.boot(best, need)
             if got:

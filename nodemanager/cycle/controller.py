@@ -40,8 +40,9 @@ from nodemanager.cycle.controller_inputs import InputMemory, build_in_flight
 from nodemanager.core.identity import (Identity, Ownership, another_controller, joined_our_pool,
                                        sort_by_owner)
 from nodemanager.core.protected import BootRecord, observe_boots, protected_sizes
-from nodemanager.console.decision_log import DecisionLog
+from nodemanager.console.decision_log import DecisionLog, log_ignored_cancels
 from nodemanager.cycle.idle_memory import IdleMemory
+from nodemanager.cycle.reclaim_memory import ReclaimMemory
 from nodemanager.model import CloudNode, CycleReport, Outcome, Plan, Snapshot, frozen_map
 from nodemanager.scheduler import SchedulerPoll
 from nodemanager.configuration.settings import Settings
@@ -51,12 +52,6 @@ from policy_matrix.vocabulary import DOWN, UNPAIRED
 __all__ = ["Controller"]
 
 log = logging.getLogger("nodemanager.decisions")
-
-
-def _log_ignored_cancels(cancels: frozenset[str], plan: Plan) -> None:
-    done = {e.node_id for e in plan.nodes if e.cause is not None and e.cause.reason == "operator_cancel"}
-    for node_id in sorted(cancels - done):
-        log.info("node %s: operator cancel ignored: no drain of ours in progress", node_id)
 
 
 def _admin_view(admin: Any) -> tuple[frozenset[str], frozenset[str], str | None]:
@@ -131,6 +126,7 @@ class Controller:
         self._held_back_logged: str | None = None
         self._boot_records: dict[str, BootRecord] = {}  # size -> failed joins in a row (protected mode)
         self.idle_memory = IdleMemory()  # idle_grace_mode = break-even: joins and idle periods per size
+        self.reclaim_memory = ReclaimMemory()   # spot markets: VM time watched, reclaims seen
         # whose VMs are ours (None: every VM of the cluster name, as in a replay or `plan`)
         self.identity: Identity | None = None
         self._owned: tuple[Sequence[CloudNode], Ownership] | None = None
@@ -156,6 +152,7 @@ class Controller:
         """Start the input memory afresh from the next cycle, as a restart does (a new HA leader)."""
         self.inputs = InputMemory()
         self.idle_memory = IdleMemory()
+        self.reclaim_memory = ReclaimMemory()
 
     # -- the cycle ------------------------------------------------------------------------------
 
@@ -193,6 +190,7 @@ class Controller:
             cancel_drains=cancels,
             destroyed=frozenset(f.node for f in state.in_flight if f.action == "destroy"),
             idle_graces=self._idle_graces(),
+            reclaim_rates=frozen_map(self.reclaim_memory.rates(self.settings.core, now)),
         )
 
     def _idle_graces(self) -> Mapping[str, tuple[float, str]]:
@@ -232,13 +230,14 @@ class Controller:
                             escalation=self.escalation or None)
         protect = self._watch_boots(plan, now)  # a size just entered protected mode: not booted now
         graces = self._watch_idle(snap, plan, now)  # a size's idle grace changed: used now
+        self.reclaim_memory.observe(plan.nodes, self.settings.core.sizes, now)
         if protect or graces is not None:
             snap = replace(snap, protected_sizes=frozen_map(protected_sizes(self._boot_records, now)),
                            idle_graces=snap.idle_graces if graces is None else graces)
             plan = self.planner(snap, self.settings.core, self.matrix, estimator=self.estimator,
                                 escalation=self.escalation or None)
         if cancels:
-            _log_ignored_cancels(cancels, plan)
+            log_ignored_cancels(cancels, plan)
         self._watch_suspects(plan, poll.polled_at, now)
         gone = self._decisions.decisions(plan, self.dry_run, self.history, self.last_report)
         if gone and hasattr(self.admin, "forget"):

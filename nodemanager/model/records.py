@@ -257,3 +257,5 @@ class Snapshot:
     destroyed: frozenset[str] = frozenset()      # node ids this process destroyed, maybe still listed
     # idle_grace_mode = break-even: size -> (idle grace seconds, its words); a size not here: idle_grace
     idle_graces: Mapping[str, tuple[float, str]] = field(default_factory=lambda: EMPTY_MAP)
+    # spot size -> (reclaims per hour its market was seen to have lately, in words); absent: configured
+    reclaim_rates: Mapping[str, tuple[float, str]] = field(default_factory=lambda: EMPTY_MAP)

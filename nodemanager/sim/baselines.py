@@ -82,6 +82,7 @@ class SimParams:
     job_seed: int = 1
     placement: str = "breadth"
     max_retirement: float = 30 * 86400.0
+    spot_rate: float | None = None   # spot reclaims per VM-day the market has (None: as configured)
 
 
 def default_size(cores: int = 8, *, billing_period: int = 0, min_charge: int = 60) -> Size:

@@ -142,6 +142,9 @@ class Figures:
     # pieces killed because a graceful drain's retirement ran out while they ran (in jobs_killed)
     jobs_evicted: int = 0
     badput_core_hours_by: dict[str, float] = field(default_factory=dict)
+    # completion minus submit of each trace job (its last piece; re-runs included), seconds
+    turnaround_p50: float = 0.0
+    turnaround_p95: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -7,6 +7,7 @@ import heapq
 import math
 from typing import Any
 
+from nodemanager.scheduler.walltime import walltime_bucket
 from nodemanager.model import Demand, Size
 from nodemanager.sim.job import Job
 from nodemanager.sim.startd import SimStartd
@@ -36,7 +37,8 @@ class Negotiator:
     negotiation_interval: float
     _joined: dict[str, SimStartd]
     # shape (cpus, ram, gpus, requirements) -> heap of (order, job)
-    _queue: dict[tuple[int, int, int, str | None], list[tuple[int, Job]]]
+    _queue: dict[tuple[int, int, int, str | None, float | None], list[tuple[int, Job]]]
+    walltimes: bool
     _demand: tuple[Demand, ...] | None    # demand() until the queue changes
     _eligible: dict[tuple[int, str], frozenset[str]]
     _order: dict[str, int]
@@ -54,7 +56,8 @@ class Negotiator:
         raise NotImplementedError
 
     def _enqueue(self, job: Job) -> None:
-        shape = (job.cpus, job.ram_mb, job.gpus, job.requirements)
+        shape = (job.cpus, job.ram_mb, job.gpus, job.requirements,
+                 walltime_bucket(job.walltime) if self.walltimes else None)
         heapq.heappush(self._queue.setdefault(shape, []), (self._order[job.id], job))
         self._demand = None
         self._idle_count += 1
@@ -120,15 +123,16 @@ class Negotiator:
         return sorted(item for q in self._queue.values() for item in q)
 
     def demand(self) -> tuple[Demand, ...]:
-        """Idle jobs grouped by (cpus, ram_mb, gpus, requirements), largest groups first; jobs with
+        """Idle jobs grouped by (cpus, ram_mb, gpus, requirements, and the walltime's bucket where a
+        spot size prices it), largest groups first; jobs with
         requirements carry the sizes whose offline machine ad satisfies them (the scheduler side
         decides), GPU jobs their GPU count (the core matches it to sizes' GPUs)."""
         if self._demand is not None:
             return self._demand
         # the heap's head is the earliest queue place, which is the earliest submitted job
         out = [Demand(cpus=c, ram_mb=m, count=len(q), oldest_submit=q[0][1].submit_time, gpus=g,
-                      requirements=r, **self._matched(g, r))
-               for (c, m, g, r), q in self._queue.items() if q]
+                      requirements=r, walltime=wt, **self._matched(g, r))
+               for (c, m, g, r, wt), q in self._queue.items() if q]
         out.sort(key=lambda d: (-d.count, d.cpus, d.ram_mb))
         self._demand = tuple(out)
         return self._demand

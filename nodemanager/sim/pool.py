@@ -79,6 +79,8 @@ class SimPool(Negotiator, CollectorCopy):
             raise ValueError(f"placement {placement!r}: one of {', '.join(PLACEMENTS)}")
         self.name = name
         self.sizes = tuple(sizes)   # the offline machine ads jobs with requirements are matched to
+        # with spot sizes, demand carries the jobs' walltimes (the core prices reclaims with them)
+        self.walltimes = any(s.market == "spot" for s in sizes)
         self._eligible: dict[tuple[int, str], frozenset[str]] = {}
         self.placement = placement
         self._clock = clock
@@ -109,10 +111,11 @@ class SimPool(Negotiator, CollectorCopy):
         self._events: list[tuple[float, int, str]] = []             # (startd next event, seq, node id)
         self._seq = 0
         # shape (cpus, ram, gpus, requirements) -> heap of (order, job)
-        self._queue: dict[tuple[int, int, int, str | None], list[tuple[int, Job]]] = {}
+        self._queue: dict[tuple[int, int, int, str | None, float | None], list[tuple[int, Job]]] = {}
         self._demand: tuple[Demand, ...] | None = None   # demand() until the queue changes
         self._order: dict[str, int] = {}
         self._first_start: dict[str, float] = {}
+        self._done_at: dict[str, float] = {}     # job id -> when it completed (re-runs included)
         self._waits: list[float] = []
         self._idle_count = 0
         self._dirty = False
@@ -292,6 +295,7 @@ class SimPool(Negotiator, CollectorCopy):
             else:
                 self._c["completed"] += 1
                 self._used += e.job.cpus * (e.end - e.start)
+                self._done_at[e.job.id] = e.end
         if ended:
             self._mark_dirty()
 
@@ -313,6 +317,10 @@ class SimPool(Negotiator, CollectorCopy):
     def first_starts(self) -> Mapping[str, float]:
         """Job id -> the time the job first started (a requeued job keeps its first start)."""
         return self._first_start
+
+    def completions(self) -> Mapping[str, float]:
+        """Job id -> the time the job completed (after any re-run)."""
+        return self._done_at
 
     def job_waits(self) -> list[float]:
         """Submit-to-first-start wait of every job started so far, in start order."""

@@ -35,6 +35,7 @@ def replay_figures(jobs: Sequence[SwfJob], split: JobSplit, policy: Policy, boun
     for p in split.pieces:
         need[p.index] += 1
     waits = sorted(job_start[k] - jobs[k].submit for k in range(len(jobs)) if started[k] == need[k])
+    turnarounds = _turnarounds(jobs, split, pool.completions(), need)
     unfinished = len(jobs) - len(waits)
     paid = sum(cloud.billing_by_size(end).values())
     booting = 0.0
@@ -72,6 +73,7 @@ def replay_figures(jobs: Sequence[SwfJob], split: JobSplit, policy: Policy, boun
         params={**{k: v for k, v in policy.params.items()}, "baseline": policy.baseline,
                 "memory_capped": split.memory_capped},
         **_spot_figures(w, end),
+        turnaround_p50=percentile(turnarounds, 50), turnaround_p95=percentile(turnarounds, 95),
         placement=w.pool.placement,
         destroy_boot_60s=destroy_boot_pairs(list(w.gone.values()), w.boot_times),
     )
@@ -87,3 +89,15 @@ def _spot_figures(w: ReplayWorld, end: float) -> dict[str, Any]:
                                 "by_us": st.killed - int(killed) - st.evicted},
                 badput_core_hours_by={"by_reclaim": round(badput / HOUR, 4),
                                       "by_us": round((st.badput - badput) / HOUR, 4)})
+
+
+def _turnarounds(jobs: Sequence[SwfJob], split: JobSplit, done: Any, need: Sequence[int]) -> list[float]:
+    """Completion minus submit of each trace job whose pieces all completed, sorted."""
+    last = [-_INF] * len(jobs)
+    count = [0] * len(jobs)
+    for p in split.pieces:
+        t = done.get(p.job.id)
+        if t is not None:
+            count[p.index] += 1
+            last[p.index] = max(last[p.index], t)
+    return sorted(last[k] - jobs[k].submit for k in range(len(jobs)) if count[k] == need[k])

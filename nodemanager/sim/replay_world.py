@@ -24,7 +24,7 @@ class ReplayWorld:
                             negotiation_interval=sim.negotiation_interval,
                             max_retirement=sim.max_retirement, mem_scaling=settings.core.node_mem_scaling,
                             sizes=settings.core.sizes, placement=sim.placement)
-        spot = SpotModel() if any(s.market == "spot" for s in settings.core.sizes) else None
+        spot = SpotModel(rate_per_day=sim.spot_rate) if any(s.market == "spot" for s in settings.core.sizes) else None
         self.cloud = SimCloud(clock=self.clock, sizes=settings.core.sizes, boot_delay=sim.boot_delay,
                               on_running=self._running, on_terminated=self._terminated,
                               cluster=settings.cloud.cluster, spot=spot,

@@ -37,15 +37,17 @@ def spot_size(base: Size, price_factor: float, interruptions_per_day: float) -> 
 class SpotModel:
     """When the cloud gives notice and reclaims each spot VM (see the module doc)."""
 
-    def __init__(self, *, seed: int = 1, notice: float = NOTICE) -> None:
+    def __init__(self, *, seed: int = 1, notice: float = NOTICE, rate_per_day: float | None = None) -> None:
         self.seed = seed
         self.notice = notice
+        self.rate_per_day = rate_per_day   # the market's own rate (None: what each size is configured with)
 
     def events(self, node_id: str, size: Size, running_at: float) -> list[tuple[float, float | None]]:
         """``[(notice time, deadline), (reclaim time, None)]`` for a VM of ``size`` running
         since ``running_at``; nothing for an on-demand size or a zero rate."""
-        if size.market != "spot" or size.interruptions_per_day <= 0:
+        rate = size.interruptions_per_day if self.rate_per_day is None else self.rate_per_day
+        if size.market != "spot" or rate <= 0:
             return []
         rng = random.Random(f"{self.seed}:{node_id}")
-        at = running_at + rng.expovariate(size.interruptions_per_day / _DAY)
+        at = running_at + rng.expovariate(rate / _DAY)
         return [(max(running_at, at - self.notice), at), (at, None)]
