@@ -201,18 +201,21 @@ def test_htcondor_snippet_gives_graceful_drains_pairing_and_pilot_cron(tmp_path)
 @pytest.mark.parametrize("request_cpus, cpus, seconds_since_drain, matches", [
     (1, 16, 30, False),    # just drained: a single-core job may not take the slot
     (4, 16, 30, True),     # a multicore job may
-    (1, 16, 500, True),    # two negotiation cycles later anyone may
+    (1, 16, 500, True),    # the interval (120 s by default) later anyone may
     (1, 2, 30, True),      # fewer than 4 cores left: single-core jobs fit again
+    (1, 16, None, True),   # never drained (a fresh VM): any job at once
 ])
 def test_htcondor_start_policy_prefers_multicore_after_a_drain(
-        tmp_path, request_cpus: int, cpus: int, seconds_since_drain: int, matches: bool) -> None:
+        tmp_path, request_cpus: int, cpus: int, seconds_since_drain: int | None, matches: bool) -> None:
     import classad2
     start = _condor_param(tmp_path, "START")["START"]
     slot = classad2.ClassAd({"PartitionableSlot": True, "State": "Unclaimed", "Cpus": cpus,
-                             "EnteredCurrentState": 1_000_000 - seconds_since_drain})
+                             "EnteredCurrentState": 1_000_000 - 5})   # a state change is no drain
+    if seconds_since_drain is not None:
+        slot["LastDrainStopTime"] = 1_000_000 - seconds_since_drain
     job = classad2.ClassAd({"RequestCpus": request_cpus})
-    # StateTimer is time() - EnteredCurrentState: pin time(). The negotiator looks RequestCpus up
-    # in the job when the slot lacks it; classad2's evaluation needs the TARGET scope spelled out.
+    # pin time(). The negotiator looks RequestCpus up in the job when the slot lacks it;
+    # classad2's evaluation needs the TARGET scope spelled out.
     expr = classad2.ExprTree(re.sub(r"\bRequestCpus\b", "TARGET.RequestCpus",
                                     start.replace("time()", "1000000")))
     assert expr.eval(slot, job) is matches
