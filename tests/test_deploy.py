@@ -189,13 +189,15 @@ def _condor_param(tmp_path, *names: str) -> dict[str, str]:
 
 def test_htcondor_snippet_gives_graceful_drains_pairing_and_pilot_cron(tmp_path) -> None:
     p = _condor_param(tmp_path, "MAXJOBRETIREMENTTIME", "STARTD_CRON_JOBLIST",
-                      "STARTD_CRON_PILOTAD_EXECUTABLE", "STARTD_CRON_PILOTAD_ARGS", "STARTD_ATTRS")
+                      "STARTD_CRON_PILOTAD_EXECUTABLE", "STARTD_CRON_PILOTAD_ARGS", "STARTD_ATTRS",
+                      "JOB_EXECDIR_PERMISSIONS")
     assert eval(p["MAXJOBRETIREMENTTIME"]) > 0  # an arithmetic literal like 6 * 3600
     jobs = p["STARTD_CRON_JOBLIST"].split()
     assert "PILOTAD" in jobs and len(jobs) > 1  # the cloud attributes feature adds its own job
     assert p["STARTD_CRON_PILOTAD_EXECUTABLE"] == "/usr/libexec/condor/nodemanager-pilot-ad"
     assert p["STARTD_CRON_PILOTAD_ARGS"] == f"{tmp_path}/execute"
     assert "NodeManagerCluster" in p["STARTD_ATTRS"]
+    assert p["JOB_EXECDIR_PERMISSIONS"] == "group"   # the cron runs as condor, in the pilots' groups
 
 
 @pytest.mark.parametrize("request_cpus, cpus, seconds_since_drain, matches", [

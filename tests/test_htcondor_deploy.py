@@ -165,4 +165,3 @@ def test_pilot_ads_reach_the_collector_through_the_startd_cron_and_drive_victim_
     assert costs[soon].time_to_go == pytest.approx(ads[soon]["LAST_MAX_JOB_END"] - now, abs=1)
     assert costs[late].time_to_go > 70000 and not costs[late].stuck and costs[late].winding_down
     assert order_victims(costs.items(), horizon=3600) == [soon, late]
-    assert "SPOTNOTICE" not in _start_log(pool, soon)
