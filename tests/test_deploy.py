@@ -167,11 +167,11 @@ def test_systemd_unit_is_valid_and_hardened(tmp_path) -> None:
     assert re.search(r"^u nodemanager ", sysusers, re.M)
 
 
-def _condor_param(tmp_path, *names: str) -> dict[str, str]:
+def _condor_param(tmp_path, *names: str, before: str = "") -> dict[str, str]:
     """The values HTCondor itself computes for the execute-node snippet (in a child process, so the
     bindings' global configuration of this test process is untouched)."""
     config = tmp_path / "condor_config"
-    config.write_text(textwrap.dedent(f"""\
+    config.write_text(before + textwrap.dedent(f"""\
         NEGOTIATOR_INTERVAL = 60
         LIBEXEC = /usr/libexec/condor
         EXECUTE = {tmp_path}/execute
@@ -190,7 +190,7 @@ def _condor_param(tmp_path, *names: str) -> dict[str, str]:
 def test_htcondor_snippet_gives_graceful_drains_pairing_and_pilot_cron(tmp_path) -> None:
     p = _condor_param(tmp_path, "MAXJOBRETIREMENTTIME", "STARTD_CRON_JOBLIST",
                       "STARTD_CRON_PILOTAD_EXECUTABLE", "STARTD_CRON_PILOTAD_ARGS", "STARTD_ATTRS",
-                      "JOB_EXECDIR_PERMISSIONS")
+                      "JOB_EXECDIR_PERMISSIONS", "START")
     assert eval(p["MAXJOBRETIREMENTTIME"]) > 0  # an arithmetic literal like 6 * 3600
     jobs = p["STARTD_CRON_JOBLIST"].split()
     assert "PILOTAD" in jobs and len(jobs) > 1  # the cloud attributes feature adds its own job
@@ -198,6 +198,13 @@ def test_htcondor_snippet_gives_graceful_drains_pairing_and_pilot_cron(tmp_path)
     assert p["STARTD_CRON_PILOTAD_ARGS"] == f"{tmp_path}/execute"
     assert "NodeManagerCluster" in p["STARTD_ATTRS"]
     assert p["JOB_EXECDIR_PERMISSIONS"] == "group"   # the cron runs as condor, in the pilots' groups
+    assert "SPOTNOTICE" not in jobs and "ReclaimNoticeDeadline" not in p["START"]   # spot: opt-in
+
+
+def test_htcondor_spot_relay_runs_only_where_the_image_turns_it_on(tmp_path) -> None:
+    p = _condor_param(tmp_path, "STARTD_CRON_JOBLIST", "START", before="NODEMANAGER_SPOT = true\n")
+    assert "SPOTNOTICE" in p["STARTD_CRON_JOBLIST"].split()
+    assert "ReclaimNoticeDeadline =?= undefined" in p["START"]
 
 
 @pytest.mark.parametrize("request_cpus, cpus, seconds_since_drain, matches", [

@@ -16,6 +16,7 @@ from typing import Iterator
 import pytest
 
 from nodemanager.core.victims import estimate, order_victims
+from nodemanager.model import Size
 from nodemanager.scheduler.htcondor import HTCondorScheduler
 from nodemanager.scheduler.htcondor_bindings import Htcondor2Bindings
 from tests.fixtures.condor_pool import CondorPool, require_condor
@@ -125,6 +126,11 @@ def test_after_a_drain_only_multicore_jobs_match_for_the_interval_and_a_fresh_vm
     assert _job(pool, single)["JobStatus"] == 1 and time.time() < window_ends   # held back inside the window
     pool.wait_running(single, timeout=MULTICORE_INTERVAL + 30)
     assert _job(pool, single)["JobCurrentStartDate"] >= window_ends
+    # the spot relay is off unless the image turns it on: no cron job failing every few seconds
+    assert "SPOTNOTICE" not in _start_log(pool, name)
+    # docs/htcondor.md's check of the drain right names the startd's daemon name
+    assert "DRAIN_JOBS command using" in pool.run("condor_ping", "-pool", pool.collector, "-type", "startd",
+                                                  "-name", f"{name}@{name}", "DRAIN_JOBS")
 
 
 PILOT = """#!/bin/sh
@@ -165,3 +171,25 @@ def test_pilot_ads_reach_the_collector_through_the_startd_cron_and_drive_victim_
     assert costs[soon].time_to_go == pytest.approx(ads[soon]["LAST_MAX_JOB_END"] - now, abs=1)
     assert costs[late].time_to_go > 70000 and not costs[late].stuck and costs[late].winding_down
     assert order_victims(costs.items(), horizon=3600) == [soon, late]
+
+
+def test_a_job_without_file_transfer_runs_on_no_size_but_one_that_mounts_its_file_system(site_pool):
+    """condor_submit requires ``TARGET.FileSystemDomain == MY.FileSystemDomain`` of a job with
+    ``should_transfer_files = NO``: a size that declares no FileSystemDomain boots nothing for it
+    and the reason says what to declare; a size whose VMs mount that file system takes it."""
+    pool = site_pool
+    cluster = pool.submit(600, extra="should_transfer_files = NO\nwhen_to_transfer_output =\n"
+                                     '+FileSystemDomain = "shared.example.org"')   # no fixture VM mounts it
+
+    def demand(*attributes: tuple[str, str]) -> list:
+        size = Size("small", cores=2, ram_mb=2048, price=0.1, instance_type="t3.small", attributes=attributes)
+        return [d for d in HTCondorScheduler(Htcondor2Bindings(pool.collector), sizes=(size,)).poll().demand]
+
+    try:
+        [plain] = pool.wait_for(demand, 30, "the job in the schedd")
+        assert plain.sizes == frozenset() and "no size defines FileSystemDomain" in plain.unmatched
+        assert "should_transfer_files = NO" in plain.unmatched and "FILESYSTEM_DOMAIN" in plain.unmatched
+        [mounted] = demand(("FileSystemDomain", '"shared.example.org"'))
+        assert mounted.sizes == frozenset({"small"}) and mounted.unmatched is None
+    finally:
+        pool.run("condor_rm", "-pool", pool.collector, "-name", "nm-schedd@nm-central", str(cluster))
