@@ -105,7 +105,7 @@ def test_after_a_drain_only_multicore_jobs_match_for_the_interval_and_a_fresh_vm
     pool.wait_running(first, timeout=60)
     ad = _job(pool, first)
     assert ad["JobCurrentStartDate"] - ad["QDate"] < MULTICORE_INTERVAL
-    assert "LastDrainStopTime" not in _pslot(pool, name)
+    assert "LastDrainStopTime" not in _pslot(pool, name)     # what the policy keys on: no drain yet
 
     # the job goes; a drain (as the defrag daemon's, resuming on completion) completes
     pool.run("condor_rm", "-pool", pool.collector, "-name", "nm-schedd@nm-central", str(first))
@@ -123,9 +123,8 @@ def test_after_a_drain_only_multicore_jobs_match_for_the_interval_and_a_fresh_vm
     multi = pool.submit(600, cpus=4, extra=here)
     pool.wait_running(multi, timeout=MULTICORE_INTERVAL)
     assert _job(pool, multi)["JobCurrentStartDate"] < window_ends
-    assert _job(pool, single)["JobStatus"] == 1 and time.time() < window_ends   # held back inside the window
     pool.wait_running(single, timeout=MULTICORE_INTERVAL + 30)
-    assert _job(pool, single)["JobCurrentStartDate"] >= window_ends
+    assert _job(pool, single)["JobCurrentStartDate"] >= window_ends     # held back for the whole window
     # the spot relay is off unless the image turns it on: no cron job failing every few seconds
     assert "SPOTNOTICE" not in _start_log(pool, name)
     # docs/htcondor.md's check of the drain right names the startd's daemon name
@@ -152,7 +151,7 @@ def test_pilot_ads_reach_the_collector_through_the_startd_cron_and_drive_victim_
         _start_vm(pool, name, cpus=2)
     for name in (soon, late):
         _ready(pool, name)
-    # the pilot that ends soon starts first: HTCondor's own estimates would give the other back first
+    # the pilot that ends soon starts first: by HTCondor's own estimates (badput so far) it is the dearer to stop
     for name, lease in ((soon, 600), (late, 72000)):
         cluster = pool.submit(0, cpus=2, extra=f'requirements = Machine == "{name}"\n'
                                                f"executable = {pool._inner(script)}\narguments = {lease}")
