@@ -167,11 +167,11 @@ def test_systemd_unit_is_valid_and_hardened(tmp_path) -> None:
     assert re.search(r"^u nodemanager ", sysusers, re.M)
 
 
-def _condor_param(tmp_path, *names: str) -> dict[str, str]:
+def _condor_param(tmp_path, *names: str, before: str = "") -> dict[str, str]:
     """The values HTCondor itself computes for the execute-node snippet (in a child process, so the
     bindings' global configuration of this test process is untouched)."""
     config = tmp_path / "condor_config"
-    config.write_text(textwrap.dedent(f"""\
+    config.write_text(before + textwrap.dedent(f"""\
         NEGOTIATOR_INTERVAL = 60
         LIBEXEC = /usr/libexec/condor
         EXECUTE = {tmp_path}/execute
@@ -189,30 +189,42 @@ def _condor_param(tmp_path, *names: str) -> dict[str, str]:
 
 def test_htcondor_snippet_gives_graceful_drains_pairing_and_pilot_cron(tmp_path) -> None:
     p = _condor_param(tmp_path, "MAXJOBRETIREMENTTIME", "STARTD_CRON_JOBLIST",
-                      "STARTD_CRON_PILOTAD_EXECUTABLE", "STARTD_CRON_PILOTAD_ARGS", "STARTD_ATTRS")
+                      "STARTD_CRON_PILOTAD_EXECUTABLE", "STARTD_CRON_PILOTAD_ARGS", "STARTD_ATTRS",
+                      "JOB_EXECDIR_PERMISSIONS", "START")
     assert eval(p["MAXJOBRETIREMENTTIME"]) > 0  # an arithmetic literal like 6 * 3600
     jobs = p["STARTD_CRON_JOBLIST"].split()
     assert "PILOTAD" in jobs and len(jobs) > 1  # the cloud attributes feature adds its own job
     assert p["STARTD_CRON_PILOTAD_EXECUTABLE"] == "/usr/libexec/condor/nodemanager-pilot-ad"
     assert p["STARTD_CRON_PILOTAD_ARGS"] == f"{tmp_path}/execute"
     assert "NodeManagerCluster" in p["STARTD_ATTRS"]
+    assert p["JOB_EXECDIR_PERMISSIONS"] == "group"   # the cron runs as condor, in the pilots' groups
+    assert "SPOTNOTICE" not in jobs and "ReclaimNoticeDeadline" not in p["START"]   # spot: opt-in
+
+
+def test_htcondor_spot_relay_runs_only_where_the_image_turns_it_on(tmp_path) -> None:
+    p = _condor_param(tmp_path, "STARTD_CRON_JOBLIST", "START", before="NODEMANAGER_SPOT = true\n")
+    assert "SPOTNOTICE" in p["STARTD_CRON_JOBLIST"].split()
+    assert "ReclaimNoticeDeadline =?= undefined" in p["START"]
 
 
 @pytest.mark.parametrize("request_cpus, cpus, seconds_since_drain, matches", [
     (1, 16, 30, False),    # just drained: a single-core job may not take the slot
     (4, 16, 30, True),     # a multicore job may
-    (1, 16, 500, True),    # two negotiation cycles later anyone may
+    (1, 16, 500, True),    # the interval (120 s by default) later anyone may
     (1, 2, 30, True),      # fewer than 4 cores left: single-core jobs fit again
+    (1, 16, None, True),   # never drained (a fresh VM): any job at once
 ])
 def test_htcondor_start_policy_prefers_multicore_after_a_drain(
-        tmp_path, request_cpus: int, cpus: int, seconds_since_drain: int, matches: bool) -> None:
+        tmp_path, request_cpus: int, cpus: int, seconds_since_drain: int | None, matches: bool) -> None:
     import classad2
     start = _condor_param(tmp_path, "START")["START"]
     slot = classad2.ClassAd({"PartitionableSlot": True, "State": "Unclaimed", "Cpus": cpus,
-                             "EnteredCurrentState": 1_000_000 - seconds_since_drain})
+                             "EnteredCurrentState": 1_000_000 - 5})   # a state change is no drain
+    if seconds_since_drain is not None:
+        slot["LastDrainStopTime"] = 1_000_000 - seconds_since_drain
     job = classad2.ClassAd({"RequestCpus": request_cpus})
-    # StateTimer is time() - EnteredCurrentState: pin time(). The negotiator looks RequestCpus up
-    # in the job when the slot lacks it; classad2's evaluation needs the TARGET scope spelled out.
+    # pin time(). The negotiator looks RequestCpus up in the job when the slot lacks it;
+    # classad2's evaluation needs the TARGET scope spelled out.
     expr = classad2.ExprTree(re.sub(r"\bRequestCpus\b", "TARGET.RequestCpus",
                                     start.replace("time()", "1000000")))
     assert expr.eval(slot, job) is matches

@@ -90,3 +90,21 @@ def test_gce_and_azure_notices(metadata):
     metadata.replies = {"/metadata/scheduledevents?api-version=2020-07-01": (200, json.dumps(events))}
     assert cron(metadata, "azure")["ReclaimNoticeDeadline"] == 1795482123
     assert {k.lower(): v for k, v in metadata.seen[-1][2].items()}["metadata"] == "true"
+
+
+def test_without_a_metadata_service_the_cron_says_nothing_and_an_answering_error_is_reported(metadata):
+    """A VM with no metadata service (not a cloud, or not reachable) publishes no notice and
+    writes nothing a startd would log every few seconds; a service that answers badly is named."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}"   # nothing listens once closed
+    for cloud in ("ec2", "gce", "azure"):
+        done = subprocess.run([sys.executable, str(SCRIPT), "htcondor", "--cloud", cloud], capture_output=True,
+                              text=True, timeout=30, env={**os.environ, "NODEMANAGER_METADATA_URL": closed})
+        assert (done.returncode, done.stderr) == (0, ""), cloud
+        assert done.stdout.splitlines() == ["ReclaimNoticeDeadline = undefined", "- update:true"]
+    metadata.replies = {"/computeMetadata/v1/instance/preempted": (500, "broken")}
+    done = subprocess.run([sys.executable, str(SCRIPT), "htcondor", "--cloud", "gce"], capture_output=True,
+                          text=True, timeout=30, env={**os.environ, "NODEMANAGER_METADATA_URL": metadata.url})
+    assert done.returncode == 0 and "gce metadata: HTTP Error 500" in done.stderr

@@ -25,6 +25,10 @@ WITHIN_RESOURCE_LIMITS = (
     " && (TARGET.RequestGPUs =?= undefined || MY.GPUs >= TARGET.RequestGPUs)")
 # What a Linux x86_64 execute node advertises that condor_submit's default Requirements test.
 _PLATFORM = (("OpSys", '"LINUX"'), ("Arch", '"X86_64"'), ("HasFileTransfer", "true"))
+# condor_submit requires TARGET.FileSystemDomain == MY.FileSystemDomain of jobs that transfer no files
+_SHARED_FS_HINT = ("; a job without file transfer (should_transfer_files = NO) runs only where the "
+                   "submit host's file system is mounted: give the sizes whose VMs mount it "
+                   "FileSystemDomain (their FILESYSTEM_DOMAIN) in their attributes")
 _NO_DISK_KB = 2**40  # a size without scratch_mb: any disk request fits, as the core assumes
 
 
@@ -112,8 +116,10 @@ class Refusal:
             else:
                 continue
             sides.setdefault(side, []).append(name)
+        hint = (_SHARED_FS_HINT if any(n.lower() == "filesystemdomain" for side, names in sides.items()
+                                       if not side.startswith("not fetched") for n in names) else "")
         return "".join(f"; {', '.join(names)} {side}" if side.startswith("not fetched") else f"; {side} {', '.join(names)}"
-                       for side, names in sides.items())
+                       for side, names in sides.items()) + hint
 
 
 def _short(text: str, limit: int = 160) -> str:
