@@ -1,0 +1,78 @@
+"""Placement steering on a real slurmctld: the real Controller and Actuator with ``[Daemon]
+steering = yes``, the real SLURM adapter, two VMs of ours on libcloud's EC2 driver against
+moto_server. Of two nodes with a free core each, the one whose job runs for hours (kept) gets the
+lower weight, the one whose job ends in minutes the higher; unchanged ranks make no call; switched
+off, the nodes get the site's weight back.
+
+SLURM 22.05 here did not place a new job by weights set with ``scontrol`` while the nodes ran
+jobs (it took the first node by name either way; weights set while the nodes were idle were
+followed): what is checked is the weights, not the placement."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import policy_matrix
+import pytest
+
+from nodemanager.cycle.actuate import Actuator
+from nodemanager.cycle.controller import Controller
+from nodemanager.model import Size
+from nodemanager.scheduler.slurm import SlurmScheduler
+from nodemanager.scheduler.slurm_steer import WEIGHT_BASE
+from nodemanager.configuration.settings import CoreSettings, SchedulerSettings, Settings
+from tests.fixtures.daemon import Time
+
+pytestmark = [pytest.mark.slurm, pytest.mark.ec2]
+
+SIZE = Size("small", cores=2, ram_mb=1000, price=0.1, instance_type="t3.small")
+OURS = ("node5", "node6")
+
+
+def weights(slurm) -> dict[str, int]:
+    doc = json.loads(slurm.run("sinfo", "--json").stdout)
+    return {n["name"]: n["weight"] for n in doc["nodes"] if n["name"] in OURS}
+
+
+@pytest.fixture
+def ours(slurm):
+    yield slurm
+    for name in OURS:
+        slurm.set_node(name, "Comment=", "Weight=1")
+
+
+def test_the_node_we_keep_gets_the_lower_weight_and_weights_are_given_back(ours, ec2_cloud):
+    slurm = ours
+    clock = Time(time.time())            # moto and slurmctld stamp times with the real clock
+    settings = Settings(core=CoreSettings(sizes=(SIZE,), boot_grace=600.0, idle_grace=3600.0,
+                                          poll_stale_after=3600.0, node_stale_after=3600.0,
+                                          steering=True))
+    cloud = ec2_cloud(clock=clock)
+    sched = SlurmScheduler.from_settings(SchedulerSettings("slurm", slurm.scheduler_options))
+    ctl = Controller(settings, policy_matrix.load_default(),
+                     Actuator(cloud, sched, settings, clock=clock), clock=clock)
+    for name in OURS:
+        vm = cloud.create_node(SIZE, name, {})
+        slurm.set_node(name, f"Comment=instance-id={vm.id}")   # pairs SLURM node and VM
+    assert weights(slurm) == {"node5": 1, "node6": 1}
+    short = slurm.sbatch("-w", "node5", "-c1", "-t", "5")       # ends within minutes
+    long = slurm.sbatch("-w", "node6", "-c1", "-t", "600")      # runs for hours: node6 is kept
+    for job in (short, long):
+        slurm.wait_job(job, "RUNNING")
+    slurm.wait_states({"node5": {"mix"}, "node6": {"mix"}})
+
+    report = ctl.cycle(cloud.list_nodes(), clock.now, sched.poll())
+    steer = [o for o in report.outcomes if o.kind == "steer"]
+    assert [o.result for o in steer] == ["ok"], steer
+    assert weights(slurm) == {"node5": WEIGHT_BASE + 2, "node6": WEIGHT_BASE + 1}
+    clock.advance(10)
+    report = ctl.cycle(cloud.list_nodes(), clock.now, sched.poll())
+    assert not [o for o in report.outcomes if o.kind == "steer"]     # unchanged ranks: no call
+
+    ctl.update_settings(Settings(core=CoreSettings(sizes=(SIZE,), boot_grace=600.0, idle_grace=3600.0,
+                                                   poll_stale_after=3600.0, node_stale_after=3600.0)))
+    clock.advance(10)
+    report = ctl.cycle(cloud.list_nodes(), clock.now, sched.poll())
+    assert [o.result for o in report.outcomes if o.kind == "steer"] == ["ok"]
+    assert weights(slurm) == {"node5": 1, "node6": 1}
