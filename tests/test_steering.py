@@ -64,3 +64,57 @@ def test_the_cycle_sends_only_changes_and_releases_when_switched_off():
                                                                                   ("c", None)}
     assert steering.request(p, s, off) is None
     assert Steering().request(p, s, off) is None              # off and never on: no call at all
+
+
+def test_the_simulated_negotiator_puts_a_job_on_the_lowest_rank_with_room():
+    from nodemanager.actors.clock import ManualClock
+    from nodemanager.model import CloudNode, Size
+    from nodemanager.sim.pool import Job, SimPool
+
+    size = Size("m4", cores=4, ram_mb=8000)
+    t0 = 1_200_000.0
+
+    def landed(placement: str, steer: bool) -> list[str]:
+        clock = ManualClock(t0)
+        pool = SimPool(clock, join_delay=0.0, negotiation_interval=0.0, placement=placement)
+        for i in (1, 2, 3):
+            pool.vm_started(CloudNode(f"i-{i}", f"n{i}", size.name, t0, private_ip=f"10.0.0.{i}"), size)
+        pool.advance(t0)
+        if steer:
+            by_id = {w.cloud_id: w for w in pool.poll().workers}
+            assert pool.steer([(by_id["i-2"], 2), (by_id["i-3"], 1)]) == 2
+        pool.submit(Job("a", cpus=1, ram_mb=100, runtime=1000.0, submit_time=t0))
+        pool.advance(t0)
+        return [nid for nid in ("i-1", "i-2", "i-3") if pool.startd(nid).dslots]
+
+    assert landed("breadth", steer=True) == ["i-1"]     # breadth ignores ranks
+    assert landed("steered", steer=False) == ["i-1"]    # nothing ranked: join order
+    # i-1 carries no rank (a node not ours, or not ranked yet): it comes first, as with the
+    # negotiator snippet; among ranked ones the lowest
+    assert landed("steered", steer=True) == ["i-1"]
+
+
+def test_the_simulated_negotiator_prefers_rank_1_among_ranked_nodes():
+    from nodemanager.actors.clock import ManualClock
+    from nodemanager.model import CloudNode, Size
+    from nodemanager.sim.pool import Job, SimPool
+
+    size = Size("m4", cores=4, ram_mb=8000)
+    t0 = 1_200_000.0
+    clock = ManualClock(t0)
+    pool = SimPool(clock, join_delay=0.0, negotiation_interval=0.0, placement="steered")
+    for i in (1, 2, 3):
+        pool.vm_started(CloudNode(f"i-{i}", f"n{i}", size.name, t0, private_ip=f"10.0.0.{i}"), size)
+    pool.advance(t0)
+    by_id = {w.cloud_id: w for w in pool.poll().workers}
+    assert pool.steer([(by_id["i-1"], 3), (by_id["i-2"], 2), (by_id["i-3"], 1)]) == 3
+    ranked = {w.cloud_id: w.ad.get("NodeManagerKeepRank") for w in pool.poll().workers}
+    assert ranked == {"i-1": 3, "i-2": 2, "i-3": 1}
+    assert pool.steer([(w, {"i-1": 3, "i-2": 2, "i-3": 1}[w.cloud_id]) for w in pool.poll().workers]) == 0
+    for k in range(5):
+        pool.submit(Job(f"j{k}", cpus=1, ram_mb=100, runtime=1000.0, submit_time=t0))
+    pool.advance(t0)
+    assert [len(pool.startd(f"i-{i}").dslots) for i in (1, 2, 3)] == [0, 1, 4]
+    by_id = {w.cloud_id: w for w in pool.poll().workers}
+    assert pool.steer([(by_id["i-3"], None)]) == 1        # released: the attribute goes
+    assert "NodeManagerKeepRank" not in pool.startd("i-3").attrs

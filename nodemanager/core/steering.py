@@ -4,6 +4,9 @@
 expects to keep them: the reverse of the victim order (:func:`nodemanager.core.victims.order_victims`,
 the order nodes are given back in), so the node given back last is rank 1 and the nodes being
 given back now (a drain of ours under way, or a drain or destroy planned this cycle) come last.
+Nodes are ranked first by when their last job is expected to end (latest first: the scheduler's
+job end times, else the victim estimate's time to go, as consolidation reads them), then in the
+victim order reversed.
 The adapters turn ranks into what their scheduler prefers (SLURM: a lower node ``Weight``;
 HTCondor: a machine attribute the negotiator's ``NEGOTIATOR_PRE_JOB_RANK`` prefers low).
 A worker not ranked (another's node, down, lost, booting) keeps the site's own setting.
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from nodemanager.core.consolidate import worker_last_end
 from nodemanager.core.victims import Estimator, order_victims
 from nodemanager.model import ItemKind, Plan, Snapshot, VictimCost
 
@@ -29,6 +33,7 @@ def keep_ranks(plan: Plan, snapshot: Snapshot, horizon: float, estimator: Estima
     workers = {w.name: w for w in snapshot.workers}
     now = plan.now
     staying: list[tuple[str, VictimCost]] = []
+    ends: dict[str, float] = {}
     keeping: dict[str, tuple[float, int]] = {}
     leaving: list[str] = []
     for e in plan.nodes:
@@ -39,8 +44,10 @@ def keep_ranks(plan: Plan, snapshot: Snapshot, horizon: float, estimator: Estima
             leaving.append(w.name)
         elif e.up:
             staying.append((w.name, estimator(w, now)))
+            ends[w.name] = worker_last_end(w, estimator, now)
             if prices is not None and e.size in prices:
                 keeping[w.name] = prices[e.size]
-    kept_longest = order_victims(staying, horizon, keeping)[::-1]
+    # the victim order reversed, then (a stable sort) the latest expected end first
+    kept_longest = sorted(order_victims(staying, horizon, keeping)[::-1], key=lambda name: -ends[name])
     order = kept_longest + sorted(leaving)
     return {name: k for k, name in enumerate(order, start=1)}

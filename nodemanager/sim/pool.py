@@ -67,8 +67,9 @@ def size_attributes(size: Size) -> dict[str, Any]:
     return {name: plain_value(parse(expr)) for name, expr in size.attributes}
 
 
-# breadth: first fit in join order (the default); depth: best fit, the fullest startd that fits
-PLACEMENTS = ("breadth", "depth")
+# breadth: first fit in join order (the default); depth: best fit, the fullest startd that fits;
+# steered: the lowest NodeManagerKeepRank that fits (none: 0), as deploy/htcondor/steering.config
+PLACEMENTS = ("breadth", "depth", "steered")
 
 _INF = float("inf")
 
@@ -155,6 +156,13 @@ class _PoolBindings:
         except DrainError:
             raise self._exc("Startd failed to cancel draining jobs.") from None
         self._pool._touch(st, freed=True)
+
+    def update_machine_ad(self, location: Mapping[str, Any], attributes: Mapping[str, str]) -> None:
+        st = self._startd(location, "Failed to update the machine ad.")
+        st.attrs.update({k: int(v) for k, v in attributes.items() if v != "undefined"})
+        for k in [k for k, v in attributes.items() if v == "undefined"]:
+            st.attrs.pop(k, None)
+        self._pool._touch(st)
 
     def vacate(self, location: Mapping[str, Any], fast: bool) -> None:
         st = self._startd(location, "Startd failed to vacate.")
@@ -427,6 +435,11 @@ class SimPool:
                     if self.placement == "breadth":
                         target = st
                         break
+                    if self.placement == "steered":
+                        if target is None or st.attrs.get("NodeManagerKeepRank", 0) < target.attrs.get(
+                                "NodeManagerKeepRank", 0):
+                            target = st
+                        continue
                     # depth: the fullest startd that fits (fewest free cores, then least memory)
                     if target is None or (st.free_cpus, st.free_memory) < (target.free_cpus,
                                                                             target.free_memory):
@@ -599,3 +612,6 @@ class SimPool:
 
     def node_destroyed(self, worker_name: str) -> None:
         self.adapter.node_destroyed(worker_name)
+
+    def steer(self, ranks: Sequence[tuple[Worker, int | None]]) -> int:
+        return self.adapter.steer(ranks)

@@ -91,6 +91,8 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
     call, about every 1 % of them (a progress bar's ``update``)."""
     wall0 = time.perf_counter()
     settings = policy.settings
+    if sim.placement == "steered" and policy.baseline.startswith("nodemanager"):
+        settings = replace(settings, core=replace(settings.core, steering=True))
     # max_lifetime's relabel is not yet proven exact under skipping (tests/test_sim_skip.py)
     skip_cycles = skip_cycles and settings.core.max_lifetime <= 0
     sizes = settings.core.sizes
