@@ -1,12 +1,9 @@
 """Placement steering on a real slurmctld: the real Controller and Actuator with ``[Daemon]
 steering = yes``, the real SLURM adapter, two VMs of ours on libcloud's EC2 driver against
-moto_server. Of two nodes with a free core each, the one whose job runs for hours (kept) gets the
-lower weight, the one whose job ends in minutes the higher; unchanged ranks make no call; switched
-off, the nodes get the site's weight back.
-
-SLURM 22.05 here did not place a new job by weights set with ``scontrol`` while the nodes ran
-jobs (it took the first node by name either way; weights set while the nodes were idle were
-followed): what is checked is the weights, not the placement."""
+moto_server. A job submitted while both nodes have a free core lands on the node the controller
+keeps (whose job runs for hours), not on the one SLURM would pick by itself (the first by name,
+whose job ends in minutes); unchanged ranks make no call; switched off, the nodes get the site's
+weight back."""
 
 from __future__ import annotations
 
@@ -28,6 +25,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.ec2]
 
 SIZE = Size("small", cores=2, ram_mb=1000, price=0.1, instance_type="t3.small")
 OURS = ("node5", "node6")
+OTHERS = "node1,node2,node3,node4"
 
 
 def weights(slurm) -> dict[str, int]:
@@ -42,7 +40,7 @@ def ours(slurm):
         slurm.set_node(name, "Comment=", "Weight=1")
 
 
-def test_the_node_we_keep_gets_the_lower_weight_and_weights_are_given_back(ours, ec2_cloud):
+def test_a_new_job_lands_on_the_node_we_keep_and_weights_are_given_back(ours, ec2_cloud):
     slurm = ours
     clock = Time(time.time())            # moto and slurmctld stamp times with the real clock
     settings = Settings(core=CoreSettings(sizes=(SIZE,), boot_grace=600.0, idle_grace=3600.0,
@@ -69,6 +67,11 @@ def test_the_node_we_keep_gets_the_lower_weight_and_weights_are_given_back(ours,
     clock.advance(10)
     report = ctl.cycle(cloud.list_nodes(), clock.now, sched.poll())
     assert not [o for o in report.outcomes if o.kind == "steer"]     # unchanged ranks: no call
+
+    new = slurm.sbatch("-x", OTHERS, "-c1")
+    slurm.wait_job(new, "RUNNING")
+    jobs = json.loads(slurm.run("squeue", "--json").stdout)["jobs"]   # 22.05 --json ignores -j
+    assert [j["nodes"] for j in jobs if j["job_id"] == new] == ["node6"]
 
     ctl.update_settings(Settings(core=CoreSettings(sizes=(SIZE,), boot_grace=600.0, idle_grace=3600.0,
                                                    poll_stale_after=3600.0, node_stale_after=3600.0)))
