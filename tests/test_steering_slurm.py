@@ -8,22 +8,15 @@ weight back."""
 from __future__ import annotations
 
 import json
-import time
+from dataclasses import replace
 
-import policy_matrix
 import pytest
 
-from nodemanager.cycle.actuate import Actuator
-from nodemanager.cycle.controller import Controller
-from nodemanager.model import Size
-from nodemanager.scheduler.slurm import SlurmScheduler
 from nodemanager.scheduler.slurm_steer import WEIGHT_BASE
-from nodemanager.configuration.settings import CoreSettings, SchedulerSettings, Settings
-from tests.fixtures.daemon import Time
+from tests.test_foreign_drain_slurm import two_vms
 
 pytestmark = [pytest.mark.slurm, pytest.mark.ec2]
 
-SIZE = Size("small", cores=2, ram_mb=1000, price=0.1, instance_type="t3.small")
 OURS = ("node5", "node6")
 OTHERS = "node1,node2,node3,node4"
 
@@ -42,17 +35,7 @@ def ours(slurm):
 
 def test_a_new_job_lands_on_the_node_we_keep_and_weights_are_given_back(ours, ec2_cloud):
     slurm = ours
-    clock = Time(time.time())            # moto and slurmctld stamp times with the real clock
-    settings = Settings(core=CoreSettings(sizes=(SIZE,), boot_grace=600.0, idle_grace=3600.0,
-                                          poll_stale_after=3600.0, node_stale_after=3600.0,
-                                          steering=True))
-    cloud = ec2_cloud(clock=clock)
-    sched = SlurmScheduler.from_settings(SchedulerSettings("slurm", slurm.scheduler_options))
-    ctl = Controller(settings, policy_matrix.load_default(),
-                     Actuator(cloud, sched, settings, clock=clock), clock=clock)
-    for name in OURS:
-        vm = cloud.create_node(SIZE, name, {})
-        slurm.set_node(name, f"Comment=instance-id={vm.id}")   # pairs SLURM node and VM
+    clock, ctl, cloud, sched = two_vms(slurm, ec2_cloud, idle_grace=3600.0, steering=True)
     assert weights(slurm) == {"node5": 1, "node6": 1}
     short = slurm.sbatch("-w", "node5", "-c1", "-t", "5")       # ends within minutes
     long = slurm.sbatch("-w", "node6", "-c1", "-t", "600")      # runs for hours: node6 is kept
@@ -73,8 +56,7 @@ def test_a_new_job_lands_on_the_node_we_keep_and_weights_are_given_back(ours, ec
     jobs = json.loads(slurm.run("squeue", "--json").stdout)["jobs"]   # 22.05 --json ignores -j
     assert [j["nodes"] for j in jobs if j["job_id"] == new] == ["node6"]
 
-    ctl.update_settings(Settings(core=CoreSettings(sizes=(SIZE,), boot_grace=600.0, idle_grace=3600.0,
-                                                   poll_stale_after=3600.0, node_stale_after=3600.0)))
+    ctl.update_settings(replace(ctl.settings, core=replace(ctl.settings.core, steering=False)))
     clock.advance(10)
     report = ctl.cycle(cloud.list_nodes(), clock.now, sched.poll())
     assert [o.result for o in report.outcomes if o.kind == "steer"] == ["ok"]
