@@ -54,14 +54,17 @@ def test_the_cycle_sends_only_changes_and_releases_when_switched_off():
     steering = Steering()
     first = steering.request(p, s, on)
     assert first is not None and {(w.name, r) for w, r in first.ranks} == {("b", 1), ("a", 2), ("c", 3)}
-    assert steering.request(p, s, on) is None                 # unchanged: nothing to send
+    assert steering.request(p, s, on) is None                 # one request out at a time
     steering.observe(Outcome("steer", "placement", "failed", "timed out", NOW))
     again = steering.request(p, s, on)
-    assert again is not None and len(again.ranks) == 3        # a failed request is sent whole again
+    assert again is not None and len(again.ranks) == 3        # a failed request is sent again
+    steering.observe(Outcome("steer", "placement", "ok", "3 ranked", NOW))
+    assert steering.request(p, s, on) is None                 # taken, unchanged: nothing to send
     off = settings(idle_grace=3600.0)
     released = steering.request(p, s, off)
     assert released is not None and {(w.name, r) for w, r in released.ranks} == {("b", None), ("a", None),
                                                                                   ("c", None)}
+    steering.observe(Outcome("steer", "placement", "ok", "3 released", NOW))
     assert steering.request(p, s, off) is None
     assert Steering().request(p, s, off) is None              # off and never on: no call at all
 
