@@ -69,6 +69,20 @@ def test_the_cycle_sends_only_changes_and_releases_when_switched_off():
     assert Steering().request(p, s, off) is None              # off and never on: no call at all
 
 
+def test_a_request_without_an_outcome_is_sent_again_after_the_pending_timeout():
+    from nodemanager.cycle.steering import PENDING_TIMEOUT
+
+    nodes, workers = world()
+    s = snap(nodes, workers)
+    on = settings(idle_grace=3600.0, steering=True)
+    p = plan(s, on, DEFAULT)
+    steering = Steering()
+    assert steering.request(p, s, on) is not None          # handed out; its actuator is lost
+    assert steering.request(replace(p, now=NOW + PENDING_TIMEOUT - 1), s, on) is None
+    again = steering.request(replace(p, now=NOW + PENDING_TIMEOUT), s, on)
+    assert again is not None and len(again.ranks) == 3
+
+
 def test_the_simulated_negotiator_puts_a_job_on_the_lowest_rank_with_room():
     from nodemanager.actors.clock import ManualClock
     from nodemanager.model import CloudNode, Size
