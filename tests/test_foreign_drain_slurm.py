@@ -26,20 +26,27 @@ ADMIN = "admin: bad dimm, do not touch"
 CYCLES = 8
 
 
-def _loop(slurm, ec2_cloud, reclaim_after: float = 0.0):
+def two_vms(slurm, ec2_cloud, **core):
+    """The real Controller and Actuator on the real SLURM adapter and EC2 on moto, with VMs of
+    ours paired with node5 and node6; ``core``: CoreSettings fields. -> (clock, controller, cloud,
+    scheduler)"""
     clock = Time(time.time())            # moto and slurmctld stamp times with the real clock
     # the clock runs ahead of the real inputs' poll times: only the graces decide here
-    settings = Settings(core=CoreSettings(sizes=(SIZE,), boot_grace=60.0, idle_grace=30.0,
-                                          poll_stale_after=3600.0, node_stale_after=3600.0,
-                                          reclaim_foreign_after=reclaim_after))
+    core = {"boot_grace": 60.0, "idle_grace": 30.0, **core}
+    settings = Settings(core=CoreSettings(sizes=(SIZE,), poll_stale_after=3600.0, node_stale_after=3600.0,
+                                          **core))
     cloud = ec2_cloud(clock=clock)
     sched = SlurmScheduler.from_settings(SchedulerSettings("slurm", slurm.scheduler_options))
     ctl = Controller(settings, policy_matrix.load_default(),
                      Actuator(cloud, sched, settings, clock=clock), clock=clock)
-    vms = {}
     for name in ("node5", "node6"):
-        vms[name] = cloud.create_node(SIZE, name, {})
-        slurm.set_node(name, f"Comment=instance-id={vms[name].id}")   # pairs SLURM node and VM
+        vm = cloud.create_node(SIZE, name, {})
+        slurm.set_node(name, f"Comment=instance-id={vm.id}")   # pairs SLURM node and VM
+    return clock, ctl, cloud, sched
+
+
+def _loop(slurm, ec2_cloud, reclaim_after: float = 0.0):
+    clock, ctl, cloud, sched = two_vms(slurm, ec2_cloud, reclaim_foreign_after=reclaim_after)
 
     def cycles(n: int, step: float = 10.0) -> list:
         reports = []

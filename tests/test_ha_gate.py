@@ -65,6 +65,8 @@ def test_a_standby_drains_nothing_in_the_pool(etcd) -> None:
     worker = Worker(name="w1", scheduler="sim", state="idle")
     with pytest.raises(SchedulerError, match=re.escape(NOT_LEADER)):
         scheduler.drain(worker, DrainSchedule.GRACEFUL, "test")
+    with pytest.raises(SchedulerError, match=re.escape(NOT_LEADER)):    # nor steers its placement
+        scheduler.steer([(worker, 1)])
 
 
 def test_holds_drains_and_a_pause_survive_a_failover_and_a_standby_refuses_changes(etcd) -> None:

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from nodemanager.actors.system import ActorSystem, BaseActor, is_fatal
 from nodemanager.cycle.actuate import Actuator, Task
+from nodemanager.cycle.steering import SteerRequest
 from nodemanager.cycle.controller import Controller
 from nodemanager.model import BootRequest, CycleReport, Outcome
 
@@ -190,8 +191,11 @@ class ActuatorActor(BaseActor):
     def run(self, task: Task) -> None:
         if self.system.stopping:
             item = task.item
-            node = item.size if isinstance(item, BootRequest) else item.node_id
-            kind = "boot" if isinstance(item, BootRequest) else item.kind.value
+            if isinstance(item, SteerRequest):
+                kind, node = "steer", "placement"
+            else:
+                node = item.size if isinstance(item, BootRequest) else item.node_id
+                kind = "boot" if isinstance(item, BootRequest) else item.kind.value
             outcomes = [Outcome(kind, node, "skipped", "daemon stopping: not started", self.clock())]
         else:
             outcomes = self.actuator.run(task)

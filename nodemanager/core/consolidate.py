@@ -19,13 +19,13 @@ from nodemanager.core.facts import MatrixLookup
 from nodemanager.core.plan_node import NodeFacts
 from nodemanager.core.victims import Estimator
 from nodemanager.core.classify import Classification
-from nodemanager.model import BootRequest, Demand, StateTuple, Unmet
+from nodemanager.model import BootRequest, Demand, StateTuple, Unmet, Worker
 from nodemanager.configuration.settings import CoreSettings
 from nodemanager.text import duration
 from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED
 
 __all__ = ["UNDERUSED", "EXPIRED", "relabel_candidate", "relabelled", "free_cores", "busy_cores", "last_end",
-           "consolidating_why", "too_young", "rebuy_hold", "hold_boots"]
+           "consolidating_why", "too_young", "rebuy_hold", "hold_boots", "worker_last_end"]
 
 UNDERUSED = "underused"
 EXPIRED = "expired"
@@ -58,9 +58,11 @@ def busy_cores(n: NodeFacts) -> int:
 def last_end(n: NodeFacts, estimator: Estimator, now: float) -> float:
     """When the node's last job ends: the scheduler's job end times (SLURM's, or the jobs'
     requested times) when known, else the victim estimate's time to go (seeds 000/003)."""
-    w = n.worker
-    if w is None:
-        return now
+    return now if n.worker is None else worker_last_end(n.worker, estimator, now)
+
+
+def worker_last_end(w: Worker, estimator: Estimator, now: float) -> float:
+    """:func:`last_end` of a worker."""
     if w.job_end_times:
         return max(max(w.job_end_times), now)
     return now + estimator(w, now).time_to_go

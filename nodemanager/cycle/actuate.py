@@ -49,6 +49,7 @@ from nodemanager.core.leftovers import NO_VM
 from nodemanager.core.pair import candidates
 from nodemanager.tags import TAG_CONTROLLER, TAG_DEPLOYMENT, TAG_SETTINGS
 from nodemanager.cycle.drain_tickets import drain_tag, ticket_for, worker_is_busy
+from nodemanager.cycle.steering import SteerRequest
 from nodemanager.model import BootRequest, CloudNode, InFlight, ItemKind, Outcome, PlanItem, Worker
 from nodemanager.scheduler import DrainRefused, DrainSchedule, SchedulerError
 
@@ -60,7 +61,7 @@ class Task:
     """One piece of actuator work: a plan item with the node and worker it is about (from the
     snapshot it was planned on), or a boot request."""
 
-    item: PlanItem | BootRequest
+    item: PlanItem | BootRequest | SteerRequest
     node: CloudNode | None = None
     worker: Worker | None = None
 
@@ -69,6 +70,8 @@ class Task:
         """What the task is about, so two tasks on the same node are never run at once."""
         if isinstance(self.item, BootRequest):
             return f"boot:{self.item.size}"
+        if isinstance(self.item, SteerRequest):
+            return "steer"
         return self.item.node_id
 
 
@@ -101,6 +104,8 @@ class Actuator(ActuatorMemory):
         item = task.item
         if isinstance(item, BootRequest):
             return self.boot(item)
+        if isinstance(item, SteerRequest):
+            return [self.steer(item)]
         handler = {ItemKind.DRAIN: self._drain, ItemKind.CANCEL_DRAIN: self._cancel_drain,
                    ItemKind.DESTROY: self._destroy, ItemKind.ESCALATE: self._escalate}[ItemKind(item.kind)]
         return [handler(item, task.node, task.worker)]
@@ -307,6 +312,19 @@ class Actuator(ActuatorMemory):
                 self._destroying[node.id] = node
             return Outcome("destroy", node.id, FAILED, self._cloud_error(err, key), now, node.size)
         return self._destroyed(node, worker_name, now, f"{why}; {item.reason}")
+
+    def steer(self, req: SteerRequest) -> Outcome:
+        """Hand new placement ranks to the scheduler (its ``steer``: SLURM weights, HTCondor
+        machine attributes)."""
+        now = self.clock()
+        steer = getattr(self.scheduler, "steer", None)
+        if steer is None:
+            return Outcome("steer", "placement", FAILED, f"scheduler {self.scheduler.name} cannot steer", now)
+        try:
+            calls = steer(req.ranks)
+        except SchedulerError as err:
+            return Outcome("steer", "placement", FAILED, f"{req.size}: {err}", now)
+        return Outcome("steer", "placement", OK, f"{req.size} ({calls} scheduler call(s))", now)
 
     def _give_back(self, item: PlanItem, now: float) -> Outcome:
         """The scheduler's "node destroyed" step alone, for a name we drained whose VM is gone."""

@@ -43,6 +43,7 @@ from nodemanager.core.protected import BootRecord, observe_boots, protected_size
 from nodemanager.console.decision_log import DecisionLog, log_ignored_cancels
 from nodemanager.cycle.idle_memory import IdleMemory
 from nodemanager.cycle.reclaim_memory import ReclaimMemory
+from nodemanager.cycle.steering import Steering
 from nodemanager.model import CloudNode, CycleReport, Outcome, Plan, Snapshot, frozen_map
 from nodemanager.scheduler import SchedulerPoll
 from nodemanager.configuration.settings import Settings
@@ -127,6 +128,7 @@ class Controller:
         self._boot_records: dict[str, BootRecord] = {}  # size -> failed joins in a row (protected mode)
         self.idle_memory = IdleMemory()  # idle_grace_mode = break-even: joins and idle periods per size
         self.reclaim_memory = ReclaimMemory()   # spot markets: VM time watched, reclaims seen
+        self.steering = Steering()  # [Daemon] steering: the placement ranks sent to the scheduler
         # whose VMs are ours (None: every VM of the cluster name, as in a replay or `plan`)
         self.identity: Identity | None = None
         self._owned: tuple[Sequence[CloudNode], Ownership] | None = None
@@ -215,8 +217,7 @@ class Controller:
         owned = self._ownership(nodes)
         nodes = owned.ours if self.identity is not None else nodes
         settled = self.actuator.observe_listing(nodes, cloud_polled_at) if self.actuator is not None else []
-        if settled:
-            self.record(settled)
+        self.record(settled)
         skew = self.clock_skew() if self.clock_skew is not None else None
         nodes = self.inputs.nodes(nodes, cloud_polled_at, poll, skew, self.settings.core.clock_tolerance)
         poll = self.inputs.poll(poll, nodes, self.settings.core.node_stale_after)
@@ -376,6 +377,7 @@ class Controller:
         """Log actuator outcomes (one line each) and keep them for the next report."""
         for o in outcomes:
             self._pending_outcomes.append(o)
+            self.steering.observe(o)
             if o.kind == "destroy" and o.result == "ok":
                 self.inputs.destroyed[o.node] = o.at
             if self.history is not None and o.node in self._decisions.seen:
@@ -387,11 +389,11 @@ class Controller:
     # -- helpers --------------------------------------------------------------------------------
 
     def _tasks(self, snap: Snapshot, plan: Plan) -> list[Task]:
+        steer = self.steering.request(plan, snap, self.settings.core, self.estimator)
+        tasks = [Task(b) for b in plan.boots] + ([Task(steer)] if steer is not None else [])
         if not plan.items:
-            return [Task(b) for b in plan.boots]
+            return tasks
         nodes = {n.id: n for n in snap.cloud_nodes}
         workers = {w.name: w for w in snap.workers}
-        tasks = [Task(item, nodes.get(item.node_id), workers.get(item.worker) if item.worker else None)
-                 for item in plan.items]
-        tasks.extend(Task(b) for b in plan.boots)
-        return tasks
+        return [Task(item, nodes.get(item.node_id), workers.get(item.worker) if item.worker else None)
+                for item in plan.items] + tasks

@@ -110,3 +110,8 @@ class FencedScheduler(_Gated):
     def node_destroyed(self, worker_name: str) -> None:
         self._check(worker_name)
         self._inner.node_destroyed(worker_name)
+
+    def steer(self, ranks: Any) -> int:
+        for worker, _ in ranks:
+            self._check(worker.name)
+        return int(self._inner.steer(ranks))

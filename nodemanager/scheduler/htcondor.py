@@ -33,6 +33,7 @@ from nodemanager.scheduler.htcondor_attributes import (DEFAULT_CONSTRAINT, PILOT
                                                        SLOT_ATTRIBUTES)
 from nodemanager.scheduler.htcondor_bindings import Bindings, Htcondor2Bindings, plain_ad
 from nodemanager.scheduler.htcondor_match import WALLTIME_ATTRIBUTE, HTCondorMatcher
+from nodemanager.scheduler.htcondor_steer import HTCondorSteering
 from nodemanager.scheduler.htcondor_transaction import DrainTransaction
 from nodemanager.scheduler.htcondor_drain import DRAIN_TIMEOUT
 from nodemanager.scheduler.records import ProblemLog, RecordProblem
@@ -198,6 +199,13 @@ class HTCondorScheduler(DrainTransaction):
         """Draining badput/unclaimed time per node and in total, and counts of our drain actions."""
         with self._lock:
             return self.recorder.stats()
+
+    def steer(self, ranks: Sequence[tuple[Worker, int | None]]) -> int:
+        """Placement steering: a machine attribute (:mod:`nodemanager.scheduler.htcondor_steer`)."""
+        if self.send_gate is not None:
+            for worker, _ in ranks:
+                self.send_gate(worker.name)
+        return HTCondorSteering(self._b).steer(ranks)
 
     def node_destroyed(self, worker_name: str) -> None:
         """Nothing to tell HTCondor (the startd's ads go with the VM); forget its address."""

@@ -18,6 +18,7 @@ SLOT_ATTRIBUTES = (
     "DaemonStartTime", "LastHeardFrom", "EnteredCurrentState", "EnteredCurrentActivity", "MyCurrentTime",
     "MaxJobRetirementTime", "MachineMaxVacateTime",
     "ReclaimNoticeDeadline",  # the spot reclaim notice relay's attribute
+    "NodeManagerKeepRank",    # placement steering's rank (scheduler/htcondor_steer.py)
     "ExpectedMachineGracefulDrainingCompletion", "ExpectedMachineQuickDrainingCompletion",
     "ExpectedMachineGracefulDrainingBadput", "ExpectedMachineQuickDrainingBadput",
     "ExpectedMachineFastDrainingCompletion", "ExpectedMachineFastDrainingBadput",   # the design's names

@@ -42,6 +42,10 @@ class Bindings(Protocol):
     def vacate(self, location: Mapping[str, Any], fast: bool) -> None:
         """``Startd.vacate``: soft-kill (graceful) or hard-kill (fast) every claim."""
 
+    def update_machine_ad(self, location: Mapping[str, Any], attributes: Mapping[str, str]) -> None:
+        """``condor_update_machine_ad``: attributes (name -> ClassAd expression) added to every
+        ad of the startd of the slot ``location``, kept across its later updates."""
+
 
 class Htcondor2Bindings:
     """:class:`Bindings` on the official ``htcondor2`` bindings (or anything with its API).
@@ -53,7 +57,8 @@ class Htcondor2Bindings:
     """
 
     def __init__(self, pool: str | None = None, schedds: Iterable[str] = (), *, module: Any = None,
-                 query_timeout: float | None = None) -> None:
+                 query_timeout: float | None = None,
+                 update_tool: Sequence[str] = ("condor_update_machine_ad",)) -> None:
         if module is None:
             import htcondor2
             module = htcondor2
@@ -62,6 +67,7 @@ class Htcondor2Bindings:
             module.param["QUERY_TIMEOUT"] = str(int(query_timeout))
         self._pool = pool
         self._schedds = tuple(schedds)
+        self._update_tool = tuple(update_tool)
         # socket.gaierror (an OSError) comes out of locate() for unresolvable names.
         self.error_types: tuple[type[BaseException], ...] = (module.HTCondorException, OSError)
 
@@ -111,6 +117,23 @@ class Htcondor2Bindings:
     def vacate(self, location: Mapping[str, Any], fast: bool) -> None:
         htc = self._htc
         htc.Startd(self._location(location)).vacate(htc.VacateType.Fast if fast else htc.VacateType.Graceful)
+
+
+    def update_machine_ad(self, location: Mapping[str, Any], attributes: Mapping[str, str]) -> None:
+        import subprocess
+
+        # a slot's Name is slotN@<startd name>; the tool asks the startd by that name
+        startd = str(location.get("Name", "")).split("@", 1)[-1]
+        pool = ["-pool", self._pool] if self._pool else []
+        text = "".join(f"{k} = {v}\n" for k, v in attributes.items())
+        try:
+            p = subprocess.run([*self._update_tool, *pool, "-name", startd, "/dev/stdin"], input=text,
+                               capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            raise OSError(f"condor_update_machine_ad -name {startd}: timed out") from None
+        if p.returncode != 0:
+            raise OSError(f"condor_update_machine_ad -name {startd}: exit {p.returncode}: "
+                          f"{(p.stderr or p.stdout).strip()}")
 
 
 def plain_ad(ad: Mapping[str, Any]) -> dict[str, Any]:

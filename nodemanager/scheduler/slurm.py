@@ -50,6 +50,7 @@ from nodemanager.scheduler.slurm_demand import DEMAND_REASONS, demand_from_jobs
 from nodemanager.scheduler.slurm_options import OptionError, SlurmOptions
 from nodemanager.scheduler.slurm_poll import PollState as _State
 from nodemanager.scheduler.slurm_stats import DrainStatistics
+from nodemanager.scheduler.slurm_steer import SlurmSteering
 from nodemanager.scheduler.slurm_rejected import RejectedNodes
 from nodemanager.scheduler.slurm_poll import Track as _Track
 from nodemanager.scheduler.slurm_poll import jobs_by_node as _jobs_by_node
@@ -90,6 +91,8 @@ class SlurmScheduler(DrainStatistics):
         self._rejected = RejectedNodes(self.options, clock)
         # [HA]: raises (naming the node) to stop a command that changes the pool right before it runs
         self.send_gate: Callable[[str], None] | None = None
+        self._steering = SlurmSteering(lambda: self._json(["sinfo", "--json"]),
+                                       lambda nodes, w: self._scontrol_update(nodes, f"Weight={w}"))
 
     @classmethod
     def from_settings(cls, settings: SchedulerSettings, *, clock: Callable[[], float] = time.time,
@@ -325,6 +328,10 @@ class SlurmScheduler(DrainStatistics):
         kept = [j for j in jobs if j not in requeue and j not in cancel]
         log.info("slurm escalate %s: %s drain, request %s: requeued %s, cancelled %s, left running %s",
                  name, schedule, ticket.request_id, _ids(requeue), _ids(cancel), _ids(kept))
+
+    def steer(self, ranks: Sequence[tuple[Worker, int | None]]) -> int:
+        """Placement steering: node weights (:mod:`nodemanager.scheduler.slurm_steer`)."""
+        return self._steering.steer(ranks)
 
     def node_destroyed(self, worker_name: str) -> None:
         """Mark the node DOWN (drain flag cleared) or FUTURE, as ``mark_destroyed`` says."""

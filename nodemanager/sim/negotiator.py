@@ -23,8 +23,9 @@ def size_attributes(size: Size) -> dict[str, Any]:
     return {name: plain_value(parse(expr)) for name, expr in size.attributes}
 
 
-# breadth: first fit in join order (the default); depth: best fit, the fullest startd that fits
-PLACEMENTS = ("breadth", "depth")
+# breadth: first fit in join order (the default); depth: best fit, the fullest startd that fits;
+# steered: the lowest NodeManagerKeepRank that fits (none: 0), as deploy/htcondor/steering.config
+PLACEMENTS = ("breadth", "depth", "steered")
 
 
 class Negotiator:
@@ -92,6 +93,11 @@ class Negotiator:
                     if self.placement == "breadth":
                         target = st
                         break
+                    if self.placement == "steered":
+                        if target is None or st.attrs.get("NodeManagerKeepRank", 0) < target.attrs.get(
+                                "NodeManagerKeepRank", 0):
+                            target = st
+                        continue
                     # depth: the fullest startd that fits (fewest free cores, then least memory)
                     if target is None or (st.free_cpus, st.free_memory) < (target.free_cpus,
                                                                             target.free_memory):

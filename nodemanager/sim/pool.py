@@ -357,3 +357,9 @@ class SimPool(Negotiator, CollectorCopy):
 
     def node_destroyed(self, worker_name: str) -> None:
         self.adapter.node_destroyed(worker_name)
+
+    def steer(self, ranks: Sequence[tuple[Worker, int | None]]) -> int:
+        return self.adapter.steer(ranks)
+
+    def steer(self, ranks: Sequence[tuple[Worker, int | None]]) -> int:
+        return self.adapter.steer(ranks)

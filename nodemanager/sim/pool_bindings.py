@@ -78,6 +78,13 @@ class PoolBindings:
             raise self._exc("Startd failed to cancel draining jobs.") from None
         self._pool._touch(st, freed=True)
 
+    def update_machine_ad(self, location: Mapping[str, Any], attributes: Mapping[str, str]) -> None:
+        st = self._startd(location, "Failed to update the machine ad.")
+        st.attrs.update({k: int(v) for k, v in attributes.items() if v != "undefined"})
+        for k in [k for k, v in attributes.items() if v == "undefined"]:
+            st.attrs.pop(k, None)
+        self._pool._touch(st)
+
     def vacate(self, location: Mapping[str, Any], fast: bool) -> None:
         st = self._startd(location, "Startd failed to vacate.")
         st.vacate(self._pool.now, fast=fast)

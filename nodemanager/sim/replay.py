@@ -90,6 +90,8 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
     nothing). ``progress`` is called with the number of job pieces submitted since its last
     call, about every 1 % of them (a progress bar's ``update``)."""
     wall0 = time.perf_counter()
+    if sim.placement == "steered" and policy.baseline.startswith("nodemanager"):
+        policy = replace(policy, settings=replace(policy.settings, core=replace(policy.settings.core, steering=True)))
     settings = policy.settings
     # max_lifetime's relabel is not yet proven exact under skipping (tests/test_sim_skip.py)
     skip_cycles = skip_cycles and settings.core.max_lifetime <= 0

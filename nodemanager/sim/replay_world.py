@@ -40,10 +40,13 @@ class ReplayWorld:
         self.pool_changed = True
         # consolidation and the karpenter/cobald baselines read free cores with nothing queued
         self.watch = CycleWatch(self.pool, self.live, self.running, policy.matrix.vocabulary.core_state,
-                                free_matters=settings.core.consolidate or policy.watch_load,
+                                # steering ranks nodes by their jobs: a job's start or end may rerank
+                                free_matters=(settings.core.consolidate or policy.watch_load
+                                              or settings.core.steering),
                                 # a spot VM taken back unseen leaves its worker carried as last seen
                                 margin=settings.core.consolidate_margin
                                 if settings.core.consolidate and not policy.watch_load and spot is None
+                                and not settings.core.steering
                                 else None,
                                 settles=None if policy.layer else settles(policy.matrix, settings.core),
                                 booting=booting_capacity(settings.core))

@@ -239,6 +239,11 @@ class _LockedScheduler:
             self._w.advance()
             self._w.pool.node_destroyed(worker_name)
 
+    def steer(self, ranks: Any) -> int:
+        with self._w._lock:
+            self._w.advance()
+            return self._w.pool.steer(ranks)
+
     def draining_stats(self) -> DrainingStats:
         with self._w._lock:
             return self._w.pool.draining_stats()
