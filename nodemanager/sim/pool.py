@@ -360,6 +360,3 @@ class SimPool(Negotiator, CollectorCopy):
 
     def steer(self, ranks: Sequence[tuple[Worker, int | None]]) -> int:
         return self.adapter.steer(ranks)
-
-    def steer(self, ranks: Sequence[tuple[Worker, int | None]]) -> int:
-        return self.adapter.steer(ranks)
