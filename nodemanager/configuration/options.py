@@ -96,6 +96,7 @@ SIZE: dict[str, Callable[[str], Any]] = {
     "gpus": nonneg(parse_int), "gpu_type": str, "features": parse_names,
     "attributes": parse_attributes, "partitions": parse_names,
     "min_nodes": nonneg(parse_int), "max_nodes": nonneg(parse_int),
+    "warm_nodes": nonneg(parse_int), "warm_cores": nonneg(parse_int),
 }
 # [Cloud Create] options a [Size NAME] may override (a GPU size needs another image); tag_* too
 SIZE_CREATE_OPTIONS = ("image", "user_data", "user_data_file")

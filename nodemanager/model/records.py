@@ -67,6 +67,9 @@ class Size:
     # per-size node limits (0: none) and cloud create options over [Cloud Create]
     min_nodes: int = 0
     max_nodes: int = 0
+    # idle nodes (or idle cores, in whole nodes) kept up beyond the demand, for jobs to start at once
+    warm_nodes: int = 0
+    warm_cores: int = 0
     create_args: tuple[tuple[str, str], ...] = ()
     # the market it is bought on
     market: str = "on-demand"

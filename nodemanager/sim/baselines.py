@@ -233,7 +233,9 @@ def baselines(settings: Settings, static_nodes: int) -> list[Policy]:
 
 _CORE_FIELDS = {f.name for f in fields(CoreSettings)} - {"sizes"}
 _POLL_FIELDS = {f.name for f in fields(PollSettings)}
-SWEEPABLE: tuple[str, ...] = tuple(sorted(_CORE_FIELDS | _POLL_FIELDS | {"nodes", "scale_down_delay"}))
+_SIZE_FIELDS = {"warm_nodes", "warm_cores"}  # set on every size, for our policies only
+SWEEPABLE: tuple[str, ...] = tuple(sorted(_CORE_FIELDS | _POLL_FIELDS | _SIZE_FIELDS
+                                          | {"nodes", "scale_down_delay"}))
 
 
 def apply_param(policy: Policy, key: str, value: float) -> Policy | None:
@@ -242,8 +244,8 @@ def apply_param(policy: Policy, key: str, value: float) -> Policy | None:
     ``nodes`` is the static pool's size (only static has it); ``idle_grace`` is what each
     baseline calls its idle timeout (Arvados: one poll period per extra consecutive idle poll,
     cluster-autoscaler: scale-down-unneeded-time, Slurm: SuspendTime); the static pool has none.
-    ``scale_down_delay`` is cluster-autoscaler's delay after add. Other keys are CoreSettings or
-    PollSettings fields.
+    ``scale_down_delay`` is cluster-autoscaler's delay after add; ``warm_nodes`` and ``warm_cores``
+    are set on every size of our own policies. Other keys are CoreSettings or PollSettings fields.
     """
     if key not in SWEEPABLE:
         raise ValueError(f"cannot sweep {key!r}; choose from: {', '.join(SWEEPABLE)}")
@@ -262,6 +264,11 @@ def apply_param(policy: Policy, key: str, value: float) -> Policy | None:
                        params={**policy.params, "sweep": sweep})
     if policy.baseline == "static" and key in ("idle_grace", "max_concurrent_drains"):
         return None
+    if key in _SIZE_FIELDS:
+        if policy.layer or not policy.baseline.startswith("nodemanager"):
+            return None
+        sizes = tuple(replace(z, **{key: int(value)}) for z in policy.settings.core.sizes)
+        return replace(policy, settings=_with(policy.settings, sizes=sizes), params={**policy.params, "sweep": sweep})
     if key in _POLL_FIELDS:
         s = replace(policy.settings, poll=replace(policy.settings.poll, **{key: float(value)}))
     else:
