@@ -20,6 +20,7 @@ __all__ = [
     "is_gone",
     "Classified",
     "Worker",
+    "JobOwner",
     "Demand",
     "InFlight",
     "VictimCost",
@@ -123,6 +124,15 @@ class Classified:
     foreign_drain: str | None = None
 
 
+class JobOwner(NamedTuple):
+    """Who runs on a worker: the job's ``user``, its ``group`` (SLURM account, HTCondor accounting
+    group; empty: none) and the ``cores`` it holds there."""
+
+    user: str
+    group: str
+    cores: int
+
+
 @dataclass(frozen=True, slots=True)
 class Worker:
     """A node as the scheduler reports it (a SLURM node, or an HTCondor startd).
@@ -167,6 +177,8 @@ class Worker:
     ad: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAP)
     classified: Classified | None = None
     native_ad: bool = False
+    # whose jobs run here, as the scheduler records them (who-spent-what accounting only)
+    jobs_by: tuple[JobOwner, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
