@@ -163,3 +163,25 @@ def test_attribution_shares_idle_time_pro_rata_windows_and_bounds_the_rows():
     bounded = top(rows, 2)
     assert [r.name for r in bounded][-1] == "other" and len(bounded) == 3
     assert sum(r.money for r in bounded) == pytest.approx(sum(r.money for r in rows))
+
+
+def test_the_simulator_says_who_spent_what_from_the_swf_user_and_group(tmp_path, capsys):
+    # (submit, run time, cores, user, group): user 7 runs 4 cores twice as long as user 9 runs 4
+    jobs = [(1000, 1200, 4, 7, 1), (1000, 600, 4, 9, 2)]
+    trace = tmp_path / "t.swf"
+    trace.write_text("; Version: 2.2\n; Computer: synthetic\n; UnixStartTime: 0\n" + "".join(
+        f"{i} {s} 0 {r} {c} -1 -1 {c} 1800 -1 1 {u} {g} -1 1 1 -1 -1\n"
+        for i, (s, r, c, u, g) in enumerate(jobs, 1)))
+    code = main(["simulate", "--trace", str(trace), "--cores-per-node", "8", "--jobs", "1", "--json",
+                 "--by", "user"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    [run] = json.loads(out.out)["runs"]
+    by = {r["user"]: r for r in run["spend"]}
+    assert set(by) == {"user 7", "user 9"}  # both on one 8-core node
+    assert by["user 7"]["node_hours"] + by["user 9"]["node_hours"] == pytest.approx(run["paid_node_hours"], abs=1e-3)
+    assert by["user 7"]["node_hours"] == pytest.approx(2 * by["user 9"]["node_hours"], rel=0.01)
+    assert by["user 7"]["core_hours"] == pytest.approx(4 * 1200 / 3600, rel=0.01)
+    code = main(["simulate", "--trace", str(trace), "--cores-per-node", "8", "--jobs", "1", "--by", "group"])
+    text = capsys.readouterr().out
+    assert "who spent what under nodemanager, by group" in text and "group 1" in text and "group 2" in text

@@ -70,6 +70,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="with --spot-price-factor: reclaims per spot VM-day (default 0)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.add_argument("--report", metavar="DIR", help="write an HTML report with PNG plots into DIR")
+    p.add_argument("--by", choices=("user", "group", "size"), help="also say who spent what: node-hours and "
+                   "money per SWF user or group id, or size (a node's paid time shared by its jobs' core-seconds)")
     p.add_argument("--gpu-fraction", type=float, default=0.0, metavar="F",
                    help="make this fraction of the jobs (seeded) need a GPU, and add a GPU size "
                         "(docs/simulator.md)")
@@ -254,6 +256,7 @@ def _simulate(args: argparse.Namespace) -> int:
     from nodemanager.sim import baselines as B
     from nodemanager.sim.figures import figures_json, format_legend, format_table, lower_bounds, verdicts
     from nodemanager.sim.progress import progress_bar
+    from nodemanager.sim.spend import spend_lines
     from nodemanager.sim.replay_many import run_many
     from nodemanager.sim.swf import SwfError, read_jobs
 
@@ -266,7 +269,7 @@ def _simulate(args: argparse.Namespace) -> int:
                       gpu_fraction=args.gpu_fraction, constrained_fraction=args.constrained_fraction,
                       job_seed=args.job_seed,
                       placement=args.placement,
-                      max_retirement=_duration("--max-retirement", args.max_retirement))
+                      max_retirement=_duration("--max-retirement", args.max_retirement), spend_by=args.by or "")
     try:
         jobs, reader = read_jobs(args.trace, skip_days=args.skip_days, days=args.days)
     except (SwfError, ValueError) as exc:
@@ -367,6 +370,8 @@ def _simulate(args: argparse.Namespace) -> int:
         if sweep_rows:
             print("\nsweep:")
             print(format_table(sweep_rows).split("\n", 2)[-1])
+        for f in (rows + sweep_rows) if args.by else ():
+            print("\n".join(spend_lines(f.policy, args.by, f.spend)))
         for n in notes:
             print(n)
         print(format_legend())

@@ -82,6 +82,7 @@ class SimParams:
     job_seed: int = 1
     placement: str = "breadth"
     max_retirement: float = 30 * 86400.0
+    spend_by: str = ""              # user, group or size: who spent what is reported (empty: not)
 
 
 def default_size(cores: int = 8, *, billing_period: int = 0, min_charge: int = 60) -> Size:

@@ -142,6 +142,8 @@ class Figures:
     # pieces killed because a graceful drain's retirement ran out while they ran (in jobs_killed)
     jobs_evicted: int = 0
     badput_core_hours_by: dict[str, float] = field(default_factory=dict)
+    # who spent what (SimParams.spend_by): rows of node-hours and money per user, group or size
+    spend: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)

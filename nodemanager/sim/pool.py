@@ -210,6 +210,7 @@ class SimPool:
         self._demand: tuple[Demand, ...] | None = None   # demand() until the queue changes
         self._order: dict[str, int] = {}
         self._first_start: dict[str, float] = {}
+        self.ended_log: list[JobEnd] | None = None  # every job end, when a replay asks (who spent what)
         self._waits: list[float] = []
         self._idle_count = 0
         self._dirty = False
@@ -380,6 +381,8 @@ class SimPool:
 
     def _collect(self, st: SimStartd) -> None:
         ended, st.ended = st.ended, []
+        if self.ended_log is not None:
+            self.ended_log.extend(ended)
         for e in ended:
             if e.killed:
                 self._c["killed"] += 1
