@@ -25,14 +25,15 @@ price = 0.80
 """
 
 
-def _plan(tmp_path, capsys, warm="warm_nodes = 2", nodes=(), demand=(), in_flight=(), max_nodes=10, daemon=""):
+def _plan(tmp_path, capsys, warm="warm_nodes = 2", nodes=(), demand=(), in_flight=(), max_nodes=10, daemon="",
+          now=NOW):
     (tmp_path / "nm.ini").write_text(CONFIG.format(warm=warm, max_nodes=max_nodes, daemon=daemon))
-    cloud = [{"id": f"i-{n}", "name": n, "size": "small", "launched_at": NOW - age} for n, _, age in nodes]
-    workers = [{"name": n, "scheduler": "slurm", "state": state, "last_heard": NOW - 5, "cpus": 4,
+    cloud = [{"id": f"i-{n}", "name": n, "size": "small", "launched_at": now - age} for n, _, age in nodes]
+    workers = [{"name": n, "scheduler": "slurm", "state": state, "last_heard": now - 5, "cpus": 4,
                 "cpus_busy": 4 if state == "allocated" else 0, "ram_mb": 16000,
-                "state_since": NOW - idle} for n, state, idle in ((n, s, min(a, 3600)) for n, s, a in nodes)]
+                "state_since": now - idle} for n, state, idle in ((n, s, min(a, 3600)) for n, s, a in nodes)]
     (tmp_path / "snap.json").write_text(json.dumps({
-        "now": NOW, "polled_at": {"cloud": NOW - 5, "scheduler": NOW - 5},
+        "now": now, "polled_at": {"cloud": now - 5, "scheduler": now - 5},
         "cloud_nodes": cloud, "workers": workers, "demand": list(demand), "in_flight": list(in_flight)}))
     code = main(["plan", "--snapshot", str(tmp_path / "snap.json"), "--config",
                  str(tmp_path / "nm.ini"), "--format", "json"])
@@ -122,3 +123,27 @@ def test_the_simulator_replays_warm_nodes_less_wait_more_node_hours_and_no_reboo
     # only that one goes once both are idle (no destroy followed by a boot)
     assert warm["destroy_boot_60s"] == 0
     assert warm["boots"] == 1 + len(jobs) and warm["destroys"] == len(jobs)
+
+
+def test_a_warm_schedule_keeps_warm_capacity_only_inside_its_windows(tmp_path, capsys):
+    hours = ("warm_nodes = 2\nwarm_schedule = 0 8 * * 1-5\nwarm_duration = 10h\n"
+             "warm_time_zone = Europe/Paris")
+    # NOW is Thursday 2026-01-01 00:00 UTC, 01:00 in Paris: outside working hours, nothing kept
+    idle = [("a", "idle", 7200), ("b", "idle", 5000)]
+    out = _plan(tmp_path, capsys, warm=hours, nodes=idle)
+    assert _boots(out) == {} and {i["name"] for i in out["items"]} == {"a", "b"}
+    inside = _plan(tmp_path, capsys, warm=hours, nodes=idle, now=NOW + 8 * 3600)  # 09:00 in Paris
+    assert inside["items"] == []
+    assert "'0 8 * * 1-5' for 10h (Europe/Paris)" in _node(inside, "a")["reason"]
+
+
+def test_a_bad_warm_schedule_is_an_error_naming_the_option(tmp_path, capsys):
+    (tmp_path / "nm.ini").write_text(CONFIG.format(warm="warm_nodes = 1\nwarm_schedule = 0 25 * * *\n"
+                                                        "warm_duration = 1h", max_nodes=10, daemon=""))
+    assert main(["plan", "--snapshot", "-", "--config", str(tmp_path / "nm.ini")]) == 1
+    err = capsys.readouterr().err
+    assert "[Size small] warm_schedule" in err and "hour" in err
+    (tmp_path / "nm.ini").write_text(CONFIG.format(warm="warm_nodes = 1\nwarm_schedule = 0 8 * * *",
+                                                   max_nodes=10, daemon=""))
+    assert main(["plan", "--snapshot", "-", "--config", str(tmp_path / "nm.ini")]) == 1
+    assert "needs warm_duration" in capsys.readouterr().err

@@ -98,6 +98,7 @@ SIZE: dict[str, Callable[[str], Any]] = {
     "attributes": parse_attributes, "partitions": parse_names,
     "min_nodes": nonneg(parse_int), "max_nodes": nonneg(parse_int),
     "warm_nodes": nonneg(parse_int), "warm_cores": nonneg(parse_int),
+    "warm_schedule": str, "warm_duration": parse_duration, "warm_time_zone": str,
 }
 # [Cloud Create] options a [Size NAME] may override (a GPU size needs another image); tag_* too
 SIZE_CREATE_OPTIONS = ("image", "user_data", "user_data_file")

@@ -357,7 +357,7 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
             break
 
     took = Counter(f.size or "" for f in boots_in_flight if f.node not in took_in_flight)
-    warm = count_warm(sizes.values(), nodes, needed, took)  # a blocked size's warm nodes are kept too
+    warm = count_warm(sizes.values(), nodes, needed, took, snapshot.now)  # a blocked size's are kept too
     _min_nodes(settings, usable, room, up, boots_in_flight, why, notes, unmet, warm)
     return Placement([BootRequest(size=s, count=c, reason="; ".join(why.get(s, ())))
                       for s, c in sorted(room.boots.items())], notes, unmet, needed,

@@ -4,7 +4,8 @@
 Which nodes are the warm ones is stable from cycle to cycle: of a size's idle nodes that no
 queued job needs and no drain holds, the longest-running first (launch time, then id). They are
 exempt from being given back while idle (:func:`hold_warm`), so idle grace or the matrix never
-drains a node that warm capacity would boot again. Nodes of the size still booting and boots not
+drains a node that warm capacity would boot again. With a ``warm_schedule`` (working hours, say)
+warm capacity is kept only inside its windows; outside them the idle nodes go as any others. Nodes of the size still booting and boots not
 listed yet that demand did not take count as warm too; placement boots the rest in the same room
 demand boots in (``max_nodes``, the size's ``max_nodes``, the quota, ``max_total_price``).
 """
@@ -16,6 +17,7 @@ from typing import Iterable, Mapping, Sequence
 
 from nodemanager.core.budgets import verb
 from nodemanager.core.plan_node import Decision
+from nodemanager.core.schedule import active
 from nodemanager.model import Blocked, ItemKind, Size
 from nodemanager.configuration.settings import CoreSettings
 from policy_matrix.vocabulary import BOOT_EXCEEDED, IDLE, UNPAIRED
@@ -23,8 +25,11 @@ from policy_matrix.vocabulary import BOOT_EXCEEDED, IDLE, UNPAIRED
 __all__ = ["WarmCount", "warm_target", "warm_wanted", "count_warm", "hold_warm"]
 
 
-def warm_target(size: Size) -> int:
-    """The idle nodes of ``size`` to keep: ``warm_nodes``, or ``warm_cores`` rounded up to nodes."""
+def warm_target(size: Size, now: float | None = None) -> int:
+    """The idle nodes of ``size`` to keep at ``now``: ``warm_nodes``, or ``warm_cores`` rounded up to
+    nodes; none outside the windows of its ``warm_schedule`` (``now`` None: whatever the time)."""
+    if now is not None and size.warm_schedule is not None and not active(size.warm_schedule, now):
+        return 0
     by_cores = -(-size.warm_cores // size.cores) if size.warm_cores > 0 and size.cores > 0 else 0
     return max(size.warm_nodes, by_cores)
 
@@ -68,11 +73,12 @@ def _booting(d: Decision) -> bool:
 
 
 def count_warm(sizes: Iterable[Size], nodes: Sequence[Decision], needed: Mapping[str, str],
-               unused_in_flight: Mapping[str, int]) -> list[WarmCount]:
-    """Each size with warm capacity: its target, what it has, and which idle nodes are kept.
-    ``needed``: the nodes queued jobs take (never warm); ``unused_in_flight``: size -> boots not
-    listed yet that demand did not take."""
-    targets = {s.name: t for s in sizes if (t := warm_target(s)) > 0}
+               unused_in_flight: Mapping[str, int], now: float) -> list[WarmCount]:
+    """Each size with warm capacity at ``now``: its target, what it has, and which idle nodes are
+    kept. ``needed``: the nodes queued jobs take (never warm); ``unused_in_flight``: size -> boots
+    not listed yet that demand did not take."""
+    sizes_by = {s.name: s for s in sizes}
+    targets = {name: t for name, s in sizes_by.items() if (t := warm_target(s, now)) > 0}
     if not targets:
         return []
     idle: dict[str, list[Decision]] = {}
@@ -88,7 +94,8 @@ def count_warm(sizes: Iterable[Size], nodes: Sequence[Decision], needed: Mapping
     out = []
     for name, target in sorted(targets.items()):
         ranked = sorted(idle.get(name, ()), key=lambda d: (d.facts.node.launched_at, d.facts.node.id))[:target]
-        kept = {d.facts.node.id: f"kept warm: [Size {name}] warm {target} idle node(s), "
+        when = f" ({sizes_by[name].warm_schedule.text})" if sizes_by[name].warm_schedule is not None else ""
+        kept = {d.facts.node.id: f"kept warm: [Size {name}] warm {target} idle node(s){when}, "
                                  f"this one of the longest running" for d in ranked}
         have = len(kept) + booting.get(name, 0) + unused_in_flight.get(name, 0)
         out.append(WarmCount(size=name, target=target, have=have, kept=kept))

@@ -71,6 +71,8 @@ class Size:
     # idle nodes (or idle cores, in whole nodes) kept up beyond the demand, for jobs to start at once
     warm_nodes: int = 0
     warm_cores: int = 0
+    # when warm capacity is kept: a nodemanager.core.schedule.Schedule (None: always)
+    warm_schedule: Any = None
     create_args: tuple[tuple[str, str], ...] = ()
     # the market it is bought on
     market: str = "on-demand"

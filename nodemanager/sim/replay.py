@@ -94,6 +94,8 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
     settings = policy.settings
     # max_lifetime's relabel is not yet proven exact under skipping (tests/test_sim_skip.py)
     skip_cycles = skip_cycles and settings.core.max_lifetime <= 0
+    # a warm schedule's window opens or closes by time alone, which no node's next change says
+    skip_cycles = skip_cycles and not any(s.warm_schedule is not None for s in settings.core.sizes)
     sizes = settings.core.sizes
     if not sizes:
         raise ValueError("the simulation needs at least one node size")
