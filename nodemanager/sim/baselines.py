@@ -268,7 +268,8 @@ def apply_param(policy: Policy, key: str, value: float) -> Policy | None:
     if key in _SIZE_FIELDS:
         if policy.layer or not policy.baseline.startswith("nodemanager"):
             return None
-        sizes = tuple(replace(z, **{key: int(value)}) for z in policy.settings.core.sizes)
+        changed_size: dict[str, Any] = {key: int(value)}
+        sizes = tuple(replace(z, **changed_size) for z in policy.settings.core.sizes)
         return replace(policy, settings=_with(policy.settings, sizes=sizes), params={**policy.params, "sweep": sweep})
     if key in _POLL_FIELDS:
         s = replace(policy.settings, poll=replace(policy.settings.poll, **{key: float(value)}))

@@ -38,9 +38,9 @@ def replay_spend(jobs: Sequence[SwfJob], split: JobSplit, cloud: SimCloud, pool:
         vms.sort()
     shares: dict[str, dict[tuple[str, str], float]] = {}
     for e in pool.ended_log or ():
-        key, vms = owner.get(e.job.id), by_machine.get(e.node)
-        k = bisect.bisect_right(vms, (e.start, "\uffff")) - 1 if vms else -1
-        if key is not None and vms and k >= 0:
+        key, vms = owner.get(e.job.id), by_machine.get(e.node, [])
+        k = bisect.bisect_right(vms, (e.start, "\uffff")) - 1
+        if key is not None and k >= 0:
             mine = shares.setdefault(vms[k][1], {})
             mine[key] = mine.get(key, 0.0) + e.job.cpus * (e.end - e.start)
     prices = {s.name: s.price for s in cloud.sizes.values()}
