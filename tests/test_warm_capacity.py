@@ -147,3 +147,25 @@ def test_a_bad_warm_schedule_is_an_error_naming_the_option(tmp_path, capsys):
                                                    max_nodes=10, daemon=""))
     assert main(["plan", "--snapshot", "-", "--config", str(tmp_path / "nm.ini")]) == 1
     assert "needs warm_duration" in capsys.readouterr().err
+
+
+def test_the_simulator_reads_a_warm_schedule_on_the_traces_own_clock(tmp_path, capsys):
+    # the trace starts Monday 2026-01-05 00:00 UTC; one warm node on Mondays 02:00-03:00 only
+    monday = 1767571200
+    jobs = [(1000, 600, 4), (9000, 600, 4), (18000, 600, 4)]
+    trace = tmp_path / "t.swf"
+    trace.write_text(f"; Version: 2.2\n; UnixStartTime: {monday}\n" + "".join(
+        f"{i} {s} 0 {r} {c} -1 -1 {c} 900 -1 1 1 1 -1 1 1 -1 -1\n" for i, (s, r, c) in enumerate(jobs, 1)))
+    ini = tmp_path / "warm.ini"
+    ini.write_text("[Daemon]\nmax_nodes = 3\n\n[Size sim4]\ncores = 4\nram_mb = 16384\nprice = 0.17\n"
+                   "billing_period = 0\nmin_charge = 60\nwarm_schedule = 0 2 * * mon\nwarm_duration = 1h\n"
+                   "warm_time_zone = UTC\n")
+    code = main(["simulate", "--trace", str(trace), "--config", str(ini), "--boot-delay", "60",
+                 "--join-delay", "30", "--jobs", "1", "--json", "--sweep", "warm_nodes=0,1"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    cold, warm = json.loads(out.out)["sweep"]
+    # the window's hour, and the job at 02:30 starts on the warm node instead of waiting a boot
+    extra = warm["paid_node_hours"] - cold["paid_node_hours"]
+    assert 0.5 < extra < 1.2
+    assert warm["wait_mean"] < cold["wait_mean"]

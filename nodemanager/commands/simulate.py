@@ -271,7 +271,8 @@ def _simulate(args: argparse.Namespace) -> int:
                       placement=args.placement,
                       max_retirement=_duration("--max-retirement", args.max_retirement), spend_by=args.by or "")
     try:
-        jobs, reader = read_jobs(args.trace, skip_days=args.skip_days, days=args.days)
+        jobs, reader = read_jobs(args.trace, skip_days=args.skip_days, days=args.days,  # a schedule reads the trace's clock
+                                 absolute=any(s.warm_schedule is not None for s in settings.core.sizes))
     except (SwfError, ValueError) as exc:
         raise _Bad(str(exc)) from None
     except OSError as exc:

@@ -31,7 +31,7 @@ import gzip
 import io
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, Iterator
 
 __all__ = ["SwfJob", "SwfHeader", "SwfReader", "SwfError", "read_jobs", "DAY"]
@@ -232,8 +232,14 @@ class _Unusable(ValueError):
     """A job line that cannot be replayed; its message is the reason it is counted under."""
 
 
-def read_jobs(path: str, *, skip_days: float = 0.0,
-              days: float | None = None) -> tuple[list[SwfJob], SwfReader]:
-    """All usable jobs of the window as a list, and the reader (for its header and counts)."""
+def read_jobs(path: str, *, skip_days: float = 0.0, days: float | None = None,
+              absolute: bool = False) -> tuple[list[SwfJob], SwfReader]:
+    """All usable jobs of the window as a list, and the reader (for its header and counts).
+    ``absolute``: submit times as Unix times (plus the header's ``UnixStartTime``, when it has one),
+    for what reads the trace's own clock (a schedule)."""
     reader = SwfReader(path, skip_days=skip_days, days=days)
-    return list(reader), reader
+    jobs = list(reader)
+    start = reader.header.unix_start_time if absolute else None
+    if start:
+        jobs = [replace(j, submit=j.submit + start) for j in jobs]
+    return jobs, reader
