@@ -11,7 +11,8 @@ import pytest
 from nodemanager.actors.clock import ManualClock
 from nodemanager.cli import main
 from nodemanager.configuration.config import load
-from nodemanager.console.status_document import StatusView, status_document
+from nodemanager.console.page import render_html
+from nodemanager.console.status_document import status_document
 from nodemanager.core.attribution import NOBODY, NodeUse, attribute, top
 from nodemanager.daemon import Daemon
 from nodemanager.model import Demand, JobOwner
@@ -122,15 +123,21 @@ def test_a_nodes_whole_life_is_shared_by_its_jobs_core_seconds_across_a_restart(
 
 def test_status_page_and_metrics_show_todays_top_spenders_bounded(site):
     s = site()
+    text = pathlib.Path(s.cfg).read_text().replace("spend_top = 10", "spend_top = 1")
+    pathlib.Path(s.cfg).write_text(text)
     s.sched.demand = [Demand(cpus=2, ram_mb=1000, count=1)]
     d = s.start()
     s.run(20)
-    s.jobs(JobOwner("alice", "physics", 2))
+    s.jobs(JobOwner("alice", "physics", 2), JobOwner("bob", "chemistry", 1))
     s.run(120)
     doc = status_document(d.status_view(), None, s.clock())
-    assert [r["user"] for r in doc["top_spenders_today"]] == ["alice"]
+    assert [r["user"] for r in doc["top_spenders_today"]] == ["alice", "bob"]
+    assert "top spenders today" in render_html(doc)
     reg = d.metrics.registry
+    # one series of its own (spend_top 1), the rest as other
     assert reg.get_sample_value("nodemanager_spend_today_node_hours", {"by": "user", "name": "alice"}) > 0
+    assert reg.get_sample_value("nodemanager_spend_today_node_hours", {"by": "user", "name": "other"}) > 0
+    assert reg.get_sample_value("nodemanager_spend_today_node_hours", {"by": "user", "name": "bob"}) is None
     assert reg.get_sample_value("nodemanager_spend_today_money", {"by": "group", "name": "physics"}) > 0
 
 
