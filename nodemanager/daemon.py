@@ -48,6 +48,7 @@ from nodemanager.cloud import CloudDriver
 from nodemanager.configuration.config import SECRET_OPTIONS, ConfigError, Problem
 from nodemanager.cycle.controller import Controller
 from nodemanager.console.history import NodeHistory
+from nodemanager.console.spend_ledger import SpendLedger
 from nodemanager.cycle.journal import ReservationJournal
 from nodemanager.model import CycleReport, Worker
 from nodemanager.ports import Timed as _Timed
@@ -63,12 +64,8 @@ log = logging.getLogger("nodemanager.daemon")
 POOL_SIZE = 4          # actuator actors: enough to overlap slow cloud calls, never one per node
 EXIT_FATAL = 70        # EX_SOFTWARE: a fatal error stopped the daemon
 
-
-
-
-_RESTART_ONLY = (("cloud", "[Cloud]"), ("scheduler", "[Scheduler]"), ("manage", "[Manage]"),
-                 ("dry_run", "[Daemon] dry_run"), ("ha", "[HA]"))
-
+_RESTART_ONLY = (("cloud", "[Cloud]"), ("scheduler", "[Scheduler]"), ("manage", "[Manage]"), ("dry_run", "[Daemon] dry_run"),
+                 ("ha", "[HA]"))
 
 
 def tune_gc() -> None:
@@ -113,6 +110,7 @@ class Daemon:
         self.admin = AdminState(clock=self.clock, **where)
         # each node's last events: local to this head also with [HA] (what this process saw)
         self.history = NodeHistory.for_settings(settings)
+        self.spend = SpendLedger.for_settings(settings, self.metrics.registry, self.clock)  # who spent what
         self.last_report: CycleReport | None = None
         self.last_cycle_at: float | None = None
         # monotonic times of the last cycle and of each input's last good poll (health)
@@ -210,6 +208,7 @@ class Daemon:
         self.metrics.observe(report)
         self.metrics.observe_identity(report)
         self.history.save_if_due(self.last_cycle_at)
+        self.spend.cycle(report, self.last_cycle_at)
         self.check_matrix()
 
     def _restarted(self, role: str) -> None:
@@ -226,7 +225,7 @@ class Daemon:
         return StatusView(report=self.last_report, counters=dict(self.counters), started_at=self.started_at,
                           last_cycle_at=self.last_cycle_at, version=installed_version(""),
                           ha=self.ha.describe() if self.ha is not None else None,
-                          core=self.settings.core, history=self.history, ages=self._ages())
+                          core=self.settings.core, history=self.history, ages=self._ages(), spend=self.spend)
 
     def _ages(self) -> tuple[tuple[str, float, float], ...]:
         """Seconds since the last cycle and each input's last good poll (monotonic), with their
@@ -357,6 +356,7 @@ class Daemon:
         if self.status_server is not None:
             self.status_server.stop()
         self.history.save()
+        self.spend.save()
         if isinstance(self.clock, RealClock):
             self.clock.stop()
         if abandoned:

@@ -58,3 +58,12 @@ def test_a_cycle_is_skipped_only_where_the_core_would_plan_nothing(monkeypatch, 
     figures, checked = _checked_replay(monkeypatch, jobs, policy, bounds)
     # the ticks the replay jumps over (no input changed, before the next time change) are not asked
     assert checked > 100, (checked, figures.cycles_skipped, figures.cycles)
+
+
+def test_with_warm_capacity_a_cycle_is_skipped_only_where_the_core_would_plan_nothing(monkeypatch, pool_hours):
+    from dataclasses import replace
+    jobs, bounds, settings = pool_hours
+    warm = replace(settings, core=replace(settings.core, sizes=tuple(replace(s, warm_nodes=2)
+                                                                    for s in settings.core.sizes)))
+    figures, checked = _checked_replay(monkeypatch, jobs, B.ours(warm), bounds)
+    assert checked >= 10, (checked, figures.cycles_skipped, figures.cycles)

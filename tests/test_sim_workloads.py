@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import io
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
 from nodemanager.sim.swf import DAY, SwfReader
 from nodemanager.sim.workloads import (BURST_JOBS, BURST_SHARE, LONG_SHARE, QUIET_FROM, QUIET_UNTIL,
-                                       SHAPES, WIDE_SHARE, shaped_jobs, shaped_workload, write_swf)
+                                       SHAPES, USERS, WIDE_SHARE, shaped_jobs, shaped_workload, write_swf)
 
 DAYS, CORES = 10.0, 400
 
@@ -74,7 +75,8 @@ def test_the_swf_written_reads_back_as_the_same_jobs(tmp_path):
         write_swf(out, workload, ["seed 1"])
     reader = SwfReader(str(path))
     back = list(reader)
-    assert back == [j for j, _ in workload]
+    # the user field numbers the workload's part (read back as the job's user)
+    assert back == [replace(j, user=USERS[part]) for j, part in workload]
     assert reader.header.get("Note") == "seed 1"
 
 

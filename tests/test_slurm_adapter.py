@@ -83,6 +83,18 @@ def test_idle_since_follows_the_last_job(slurm, sched):
     assert before <= t_submit <= after.state_since
 
 
+def test_a_running_jobs_user_account_and_cores_are_read_for_who_spent_what(slurm, sched):
+    import getpass
+    job = running(slurm, "-c2", "--account", "physics", node="node4")
+    try:
+        owners = worker(sched, "node4").jobs_by
+    finally:
+        slurm.scancel(job)
+    assert [(o.user, o.cores) for o in owners] == [(getpass.getuser(), 2)]
+    assert owners[0].group == "physics"
+    assert worker(sched, "node5").jobs_by == ()
+
+
 def test_cloud_id_from_the_node_comment(slurm, sched):
     slurm.set_node("node6", "Comment=instance-id=i-0123abcd")
     try:

@@ -74,6 +74,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "with, when the market has --spot-interruptions-per-day (default: the same)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.add_argument("--report", metavar="DIR", help="write an HTML report with PNG plots into DIR")
+    p.add_argument("--by", choices=("user", "group", "size"), help="also say who spent what: node-hours and "
+                   "money per SWF user or group id, or size (a node's paid time shared by its jobs' core-seconds)")
     p.add_argument("--gpu-fraction", type=float, default=0.0, metavar="F",
                    help="make this fraction of the jobs (seeded) need a GPU, and add a GPU size "
                         "(docs/simulator.md)")
@@ -153,20 +155,12 @@ def _settings(args: argparse.Namespace, profile: str | None = None):
 
 def _spot_sizes(args: argparse.Namespace, sizes: tuple[Size, ...]) -> tuple[Size, ...]:
     """The spot copies ``--spot-price-factor`` asks for, one beside each on-demand size."""
-    from nodemanager.sim.spot import spot_size
+    from nodemanager.sim.spot import spot_sizes
 
-    factor, rate = args.spot_price_factor, args.spot_interruptions_per_day
-    if factor is None:
-        if rate:
-            raise _Bad("--spot-interruptions-per-day needs --spot-price-factor")
-        return ()
-    if not 0 < factor <= 1 or rate < 0:
-        raise _Bad("--spot-price-factor must be above 0 and at most 1, "
-                   "--spot-interruptions-per-day at least 0")
-    told = rate if args.spot_configured_rate is None else args.spot_configured_rate
-    if told < 0:
-        raise _Bad("--spot-configured-rate must be at least 0")
-    return tuple(spot_size(s, factor, told) for s in sizes if s.market != "spot")
+    try:
+        return spot_sizes(sizes, args.spot_price_factor, args.spot_interruptions_per_day, args.spot_configured_rate)
+    except ValueError as exc:
+        raise _Bad(str(exc)) from None
 
 
 def _special_sizes(args: argparse.Namespace, base: Size) -> tuple[Size, ...]:
@@ -261,6 +255,7 @@ def _simulate(args: argparse.Namespace) -> int:
     from nodemanager.sim import baselines as B
     from nodemanager.sim.figures import figures_json, format_legend, format_table, lower_bounds, verdicts
     from nodemanager.sim.progress import progress_bar
+    from nodemanager.sim.spend import spend_lines
     from nodemanager.sim.replay_many import run_many
     from nodemanager.sim.swf import SwfError, read_jobs
 
@@ -273,10 +268,11 @@ def _simulate(args: argparse.Namespace) -> int:
                       gpu_fraction=args.gpu_fraction, constrained_fraction=args.constrained_fraction,
                       job_seed=args.job_seed,
                       placement=args.placement,
-                      max_retirement=_duration("--max-retirement", args.max_retirement),
+                      max_retirement=_duration("--max-retirement", args.max_retirement), spend_by=args.by or "",
                       spot_rate=args.spot_interruptions_per_day if args.spot_configured_rate is not None else None)
     try:
-        jobs, reader = read_jobs(args.trace, skip_days=args.skip_days, days=args.days)
+        jobs, reader = read_jobs(args.trace, skip_days=args.skip_days, days=args.days,  # a schedule reads the trace's clock
+                                 absolute=any(s.warm_schedule is not None for s in settings.core.sizes))
     except (SwfError, ValueError) as exc:
         raise _Bad(str(exc)) from None
     except OSError as exc:
@@ -377,6 +373,8 @@ def _simulate(args: argparse.Namespace) -> int:
         if sweep_rows:
             print("\nsweep:")
             print(format_table(sweep_rows).split("\n", 2)[-1])
+        for f in (rows + sweep_rows) if args.by else ():
+            print("\n".join(spend_lines(f.policy, args.by, f.spend)))
         for n in notes:
             print(n)
         print(format_legend())

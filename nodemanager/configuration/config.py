@@ -19,6 +19,7 @@ from nodemanager.cloud.port import PROVIDERS, image_required
 from nodemanager.configuration.values import nonneg, parse_bool, parse_duration, parse_float
 from nodemanager.model import Size, frozen_map
 from nodemanager.tags import settings_digest
+from nodemanager.configuration.warm import warm_schedule
 from nodemanager.configuration.settings import (CloudSettings, CoreSettings, DrainSettings, HASettings, ManageSettings,
                                   PollSettings, SchedulerSettings, Settings)
 from nodemanager.configuration.options import (CLOUD_OWN as _CLOUD_OWN, DAEMON as _DAEMON,
@@ -91,6 +92,7 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
                 r.problem(section, "cores", "must be at least 1")
             if 0 < values.get("max_nodes", 0) < values.get("min_nodes", 0):
                 r.problem(section, "max_nodes", f"is below min_nodes ({values['min_nodes']})")
+            warm_schedule(r.problem, section, values)
             sizes.append(Size(name=name, **values))
     core = CoreSettings(sizes=tuple(sizes), **core_kwargs)
     if core.max_nodes < core.min_nodes:

@@ -87,7 +87,8 @@ DRAIN: dict[str, Callable[[str], Any]] = {
 }
 MANAGE: dict[str, Callable[[str], Any]] = {"address": address, "port": parse_int, "token": str,
                                             "state_file": str, "state_dir": str,
-                                            "allowed_hosts": parse_host_names}
+                                            "allowed_hosts": parse_host_names,
+                                            "spend_ledger": parse_bool, "spend_top": nonneg(parse_int)}
 SIZE: dict[str, Callable[[str], Any]] = {
     "cores": nonneg(parse_int), "ram_mb": nonneg(parse_int), "price": nonneg(parse_float),
     "scratch_mb": nonneg(parse_int), "billing_period": parse_duration,
@@ -99,6 +100,8 @@ SIZE: dict[str, Callable[[str], Any]] = {
     "gpus": nonneg(parse_int), "gpu_type": str, "features": parse_names,
     "attributes": parse_attributes, "partitions": parse_names,
     "min_nodes": nonneg(parse_int), "max_nodes": nonneg(parse_int),
+    "warm_nodes": nonneg(parse_int), "warm_cores": nonneg(parse_int),
+    "warm_schedule": str, "warm_duration": parse_duration, "warm_time_zone": str,
 }
 # [Cloud Create] options a [Size NAME] may override (a GPU size needs another image); tag_* too
 SIZE_CREATE_OPTIONS = ("image", "user_data", "user_data_file")

@@ -174,6 +174,9 @@ def _pool(doc: Mapping[str, Any]) -> str:
     cards.append(f"<div class='card' id='spend'><h2>spend</h2>"
                  f"<div><span class='big' id='spend-hour'>{spend.get('per_hour', 0):.2f}</span>/h now</div>"
                  f"<div><span class='big' id='spend-today'>{spend.get('today', 0):.2f}</span> so far today</div></div>")
+    if doc.get("top_spenders_today") is not None:
+        cards.append(_card("top spenders today", [(e(r["user"]), f"<b>{r['money']:.2f}</b> ({r['node_hours']:.1f} nh)")
+                                                  for r in doc["top_spenders_today"]], "spenders"))
     demand = s.get("demand", {})
     cards.append(_card(f"queue: {demand.get('jobs', 0)} jobs, {demand.get('cpus', 0)} cores",
                        [(f"{q['cpus']} cpus, {q['ram_mb']} MB" + (f", {e(q['size'])}" if q["size"] else ""),

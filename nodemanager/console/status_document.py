@@ -41,6 +41,7 @@ class StatusView:
     # (what, seconds since it last happened on the monotonic clock, limit): the last cycle and each
     # input's last good poll; health fails on any past its limit (a wall-clock step moves no age)
     ages: tuple[tuple[str, float, float], ...] = ()
+    spend: Any = None               # nodemanager.console.spend_ledger.SpendLedger: who spent what
 
 
 def when_text(at: float | None, what: str | None, now: float) -> str | None:
@@ -145,7 +146,16 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
         outcomes=[{"kind": o.kind, "node": o.node, "result": o.result, "detail": o.detail,
                    "at": o.at, "size": o.size} for o in report.outcomes],
     )
+    if view.spend is not None and view.spend.enabled:
+        doc["top_spenders_today"] = top_spenders_today(view.spend, now)
     return doc
+
+
+def top_spenders_today(ledger: Any, now: float, n: int = 5) -> list[dict[str, Any]]:
+    """The ``n`` users who spent most since midnight UTC (the rest as ``other``), dearest first."""
+    from nodemanager.core.attribution import attribute, top
+    rows = top(attribute(ledger.uses(), now - now % 86400.0, now, "user"), n)
+    return [{"user": r.name, "node_hours": round(r.node_hours, 3), "money": round(r.money, 3)} for r in rows]
 
 
 def _events(events: Iterable[tuple[float, str, str]]) -> list[dict[str, Any]]:

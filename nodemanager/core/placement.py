@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 from nodemanager.core.classify import foreign_drain
 from nodemanager.core.plan_node import Decision
-from nodemanager.core.pricing import expected_price, reclaim_rate, spot_limits
+from nodemanager.core.pricing import expected_price, reclaim_rate, spot_limits, spot_words
 from nodemanager.core.reclaim import RECLAIMED
+from nodemanager.core.warm import WarmCount, count_warm
 from nodemanager.core.size_choice import demand_signature, eligible, fits, per_node, pick
-from nodemanager.text import duration
 from nodemanager.model import Blocked, BootRequest, Demand, InFlight, Size, Snapshot, Unmet, Worker
 from nodemanager.configuration.settings import CoreSettings
 from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED
@@ -30,6 +30,7 @@ from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED
 __all__ = ["Tier", "TIERS", "BUSY_FREE", "IDLE_KEPT", "GIVEN_BACK", "BOOTING", "DRAINING",
            "NEW_BOOTS", "Placement", "place_demand", "UNMATCHED"]
 
+_IN_FLIGHT = "\0"  # the owner of a boot not listed yet: its request id after this (no node id starts so)
 UNMATCHED = "unmatched"  # the Unmet reason of demand no configured size can run
 SIZE_MAX = "size_max_nodes"  # a size's own max_nodes binds: other sizes may still serve
 
@@ -61,6 +62,7 @@ class Placement:
     notes: list[str]
     unmet: list[Unmet]
     needed: dict[str, str]
+    warm: dict[str, str] = field(default_factory=dict)  # idle nodes kept warm: node id -> why
 
 
 _Taken = Callable[[str | None, Demand, int], None]  # told each owner (a node id) a placement used
@@ -199,7 +201,7 @@ def _existing(settings: CoreSettings, sizes: dict[str, Size], nodes: Sequence[De
     for f in boots_in_flight:
         s = sizes.get(f.size or "")
         if s is not None:
-            bins[BOOTING].add(s.cores, s.ram_mb * settings.node_mem_scaling, s.name, None, s.gpus)
+            bins[BOOTING].add(s.cores, s.ram_mb * settings.node_mem_scaling, s.name, _IN_FLIGHT + f.node, s.gpus)
     return bins
 
 
@@ -256,14 +258,6 @@ class _Room:
         return k, None, kind
 
 
-def _spot_words(names: set[str], limits: dict[str, float]) -> str:
-    """Why the spot sizes ``names`` do not take a job: the walltime each takes at its rate."""
-    if not names:
-        return ""
-    return " (at their reclaim rates, " + ", ".join(
-        f"{n} takes jobs up to {duration(limits[n])}" for n in sorted(names)) + ")"
-
-
 def _blocked_why(name: str, snapshot: Snapshot) -> str:
     why = snapshot.protected_sizes.get(name)
     return f"{name}: {why}" if why else name
@@ -289,9 +283,12 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
     needed: dict[str, str] = {}
     rates = {s.name: reclaim_rate(s, snapshot.reclaim_rates) for s in sizes.values()}
     limits = spot_limits(sizes.values(), snapshot.reclaim_rates, settings.max_rerun_share, settings.reclaim_penalty)
+    took_in_flight: set[str] = set()
 
     def taken(owner: str | None, d: Demand, k: int) -> None:
-        if owner is not None and owner not in needed:
+        if owner is not None and owner.startswith(_IN_FLIGHT):
+            took_in_flight.add(owner[1:])
+        elif owner is not None and owner not in needed:
             needed[owner] = f"queued jobs need it ({k} job(s) of {d.cpus} cpus, {d.ram_mb} MB fit here)"
 
     # the most constrained first (GPUs, then few eligible sizes, then long walltimes: a short job
@@ -327,7 +324,7 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
         choices = [s for s in usable if s in fitting]
         if not choices:
             names = sorted(s.name for s in fitting)
-            notes.append(f"{label}: no size fits" + _spot_words(too_long, limits) if not fitting else
+            notes.append(f"{label}: no size fits" + spot_words(too_long, limits) if not fitting else
                          f"{label}: every fitting size is blocked ("
                          f"{', '.join(_blocked_why(n, snapshot) for n in names)})")
             unmet.append(Unmet(label, left, "backoff" if fitting else "no_size", notes[-1]))
@@ -364,31 +361,39 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
             unmet.append(Unmet(label, left, "max_nodes" if kind == SIZE_MAX else kind, notes[-1]))
             break
 
-    _min_nodes(settings, usable, room, up, boots_in_flight, why, notes, unmet)
+    took = Counter(f.size or "" for f in boots_in_flight if f.node not in took_in_flight)
+    warm = count_warm(sizes.values(), nodes, needed, took, snapshot.now)  # a blocked size's are kept too
+    _min_nodes(settings, usable, room, up, boots_in_flight, why, notes, unmet, warm)
     return Placement([BootRequest(size=s, count=c, reason="; ".join(why.get(s, ())))
-                      for s, c in sorted(room.boots.items())], notes, unmet, needed)
+                      for s, c in sorted(room.boots.items())], notes, unmet, needed,
+                     {nid: words for w in warm for nid, words in w.kept.items()})
 
 
 def _min_nodes(settings: CoreSettings, usable: Sequence[Size], room: _Room, up: Sequence[str],
                boots_in_flight: Sequence[InFlight], why: dict[str, list[str]], notes: list[str],
-               unmet: list[Unmet]) -> None:
-    """Boot up to each size's ``min_nodes``, then to the global ``min_nodes`` (cheapest size)."""
-    wants = [(s, s.min_nodes, f"[Size {s.name}] min_nodes {s.min_nodes}", True) for s in usable
-             if s.min_nodes > 0]
+               unmet: list[Unmet], warm: Sequence[WarmCount]) -> None:
+    """Boot each size's warm capacity short, then up to each size's ``min_nodes``, then to the
+    global ``min_nodes`` (cheapest size)."""
+    by_name = {s.name: s for s in usable}
+    # (size, least, what, counted: None the nodes up of the size, -1 of all); a blocked size boots none
+    wants: list[tuple[Size, int, str, int | None]] = [(by_name[w.size], w.target, w.what, w.have)
+                                                      for w in warm if w.size in by_name]
+    wants += [(s, s.min_nodes, f"[Size {s.name}] min_nodes {s.min_nodes}", None) for s in usable
+              if s.min_nodes > 0]
     have: dict[str, int] = {}
     # nodes up per size, counted only for a size's own min_nodes (a pass over every node)
-    for name in [*up, *(f.size or "" for f in boots_in_flight)] if wants else ():
+    for name in [*up, *(f.size or "" for f in boots_in_flight)] if any(w[3] is None for w in wants) else ():
         have[name] = have.get(name, 0) + 1
     if usable:
-        wants.append((usable[0], settings.min_nodes, f"min_nodes {settings.min_nodes}", False))
-    for size, least, what, own in wants:
-        count = (have.get(size.name, 0) + room.boots.get(size.name, 0) if own
-                 else len(up) + len(boots_in_flight) + sum(room.boots.values()))
+        wants.append((usable[0], settings.min_nodes, f"min_nodes {settings.min_nodes}", -1))
+    for size, least, what, counted in wants:
+        count = (have.get(size.name, 0) + room.boots.get(size.name, 0) if counted is None
+                 else len(up) + len(boots_in_flight) + sum(room.boots.values()) if counted < 0 else counted)
         if count >= least:
             continue
         got, cause, kind = room.boot(size, least - count)
         if got:
-            why.setdefault(size.name, []).append(f"{what} ({count} up)")
+            why.setdefault(size.name, []).append(f"{what} ({count} {'up' if counted is None or counted < 0 else 'idle or booting'})")
         if cause:
             notes.append(f"{what}: {least - count - got} node(s) not booted: {cause}")
             unmet.append(Unmet(what, 0, "max_nodes" if kind == SIZE_MAX else kind, notes[-1]))

@@ -45,6 +45,7 @@ from nodemanager.core.plan_node import UNDECIDED, Decision, NodeFacts, reason_of
 from nodemanager.core.reasons import REASONS, Context, Escalation, Reason, Stage
 from nodemanager.core.undersized import undersized
 from nodemanager.core.victims import Estimator, estimate
+from nodemanager.core.warm import hold_warm
 from nodemanager.model import (Action, Blocked, Freeze, ItemKind, NodeExplanation, Plan, PlanItem, Snapshot,
                                Size, Unmet)
 from nodemanager.configuration.settings import CoreSettings
@@ -138,6 +139,8 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     if needed:
         decisions = [d._replace(needed=needed[d.facts.node.id]) if d.facts.node.id in needed else d
                      for d in decisions]
+    if placed.warm:
+        decisions = hold_warm(decisions, placed.warm)
 
     if halt:
         decisions = [d.held_back(halt_kind, f"{verb(d.want)} held back: {halt}")

@@ -25,8 +25,9 @@ import math
 from typing import Iterable, Mapping
 
 from nodemanager.model import Size
+from nodemanager.text import duration
 
-__all__ = ["expected_price", "reclaim_rate", "rerun_share", "spot_walltime_limit", "spot_limits"]
+__all__ = ["expected_price", "reclaim_rate", "rerun_share", "spot_walltime_limit", "spot_limits", "spot_words"]
 
 _HOUR = 3600.0
 _MAX_EXPONENT = 50.0  # e^50: a job that would practically never finish on this size
@@ -94,3 +95,11 @@ def spot_limits(sizes: Iterable[Size], learned: Mapping[str, tuple[float, str]],
         if rate > 0.0:
             out[s.name] = spot_walltime_limit(rate, max_share, penalty)
     return out
+
+
+def spot_words(names: set[str], limits: Mapping[str, float]) -> str:
+    """Why the spot sizes ``names`` do not take a job: the walltime each takes at its rate."""
+    if not names:
+        return ""
+    return " (at their reclaim rates, " + ", ".join(
+        f"{n} takes jobs up to {duration(limits[n])}" for n in sorted(names)) + ")"

@@ -79,6 +79,7 @@ class Blocked(enum.StrEnum):
     AMBIGUOUS = "ambiguous"          # several workers or VMs match it: which runs jobs is unknown
     MIN_LIFETIME = "min_lifetime"    # younger than min_lifetime: not given back yet
     WOULD_EVICT = "would_evict"      # a graceful drain would end by evicting its running jobs
+    WARM = "warm"                    # one of its size's idle nodes kept warm (warm_nodes, warm_cores)
 
 
 class Freeze(enum.StrEnum):

@@ -20,6 +20,7 @@ __all__ = [
     "is_gone",
     "Classified",
     "Worker",
+    "JobOwner",
     "Demand",
     "InFlight",
     "VictimCost",
@@ -67,6 +68,11 @@ class Size:
     # per-size node limits (0: none) and cloud create options over [Cloud Create]
     min_nodes: int = 0
     max_nodes: int = 0
+    # idle nodes (or idle cores, in whole nodes) kept up beyond the demand, for jobs to start at once
+    warm_nodes: int = 0
+    warm_cores: int = 0
+    # when warm capacity is kept: a nodemanager.core.schedule.Schedule (None: always)
+    warm_schedule: Any = None
     create_args: tuple[tuple[str, str], ...] = ()
     # the market it is bought on
     market: str = "on-demand"
@@ -120,6 +126,15 @@ class Classified:
     foreign_drain: str | None = None
 
 
+class JobOwner(NamedTuple):
+    """Who runs on a worker: the job's ``user``, its ``group`` (SLURM account, HTCondor accounting
+    group; empty: none) and the ``cores`` it holds there."""
+
+    user: str
+    group: str
+    cores: int
+
+
 @dataclass(frozen=True, slots=True)
 class Worker:
     """A node as the scheduler reports it (a SLURM node, or an HTCondor startd).
@@ -164,6 +179,8 @@ class Worker:
     ad: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAP)
     classified: Classified | None = None
     native_ad: bool = False
+    # whose jobs run here, as the scheduler records them (who-spent-what accounting only)
+    jobs_by: tuple[JobOwner, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

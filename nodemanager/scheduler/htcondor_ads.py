@@ -16,7 +16,7 @@ from collections import defaultdict
 from typing import Any, Iterable, Mapping
 
 from nodemanager.classad.values import ad_number, ad_true
-from nodemanager.model import Demand, Worker, frozen_map
+from nodemanager.model import Demand, JobOwner, Worker, frozen_map
 from nodemanager.scheduler.htcondor_classify import children_claimed, classify_htcondor, shown_state
 from nodemanager.scheduler.port import SchedulerError
 from nodemanager.scheduler.records import MAX_COUNT, RecordProblem, number_problem
@@ -123,7 +123,7 @@ def worker_from_ad(ad: Mapping[str, Any], *, id_attribute: str = "CloudInstanceI
 # Per-slot counts a machine's partitionable slots add up to; the rest is the startd's own.
 _SUMMED = ("Cpus", "TotalSlotCpus", "Memory", "TotalSlotMemory", "NumDynamicSlots", "JobStarts",
            "Disk", "TotalSlotDisk", "GPUs", "TotalSlotGPUs")
-_LISTS = ("ChildState", "ChildActivity")
+_LISTS = ("ChildState", "ChildActivity", "ChildRemoteOwner", "ChildAccountingGroup", "ChildCpus")
 
 
 def _activity_rank(ad: Mapping[str, Any]) -> tuple[bool, bool, bool]:
@@ -213,7 +213,29 @@ def htcondor_worker_fields(ad: Mapping[str, Any]) -> dict[str, Any]:
     addr = ad.get("MyAddress")
     if isinstance(addr, str) and addr.startswith("<"):
         out["address"] = addr[1:].split(":", 1)[0].split(">", 1)[0]
+    owners = job_owners(ad)
+    if owners:
+        out["jobs_by"] = owners
     return out
+
+
+def job_owners(ad: Mapping[str, Any]) -> tuple[JobOwner, ...]:
+    """Whose jobs the p-slot's dynamic slots run: the job's ``Owner`` (``ChildRemoteOwner``), its
+    accounting group (``ChildAccountingGroup`` is ``group.user@domain``: the group is what comes
+    before the last dot; none without a dot) and its cores (``ChildCpus``)."""
+    owners, groups, cpus = (ad.get(k) for k in ("ChildRemoteOwner", "ChildAccountingGroup", "ChildCpus"))
+    if not isinstance(owners, (list, tuple)):
+        return ()
+    out = []
+    for i, owner in enumerate(owners):
+        if not isinstance(owner, str) or not owner:
+            continue
+        group = groups[i] if isinstance(groups, (list, tuple)) and i < len(groups) else None
+        group = group.split("@", 1)[0].rpartition(".")[0] if isinstance(group, str) else ""
+        cores = cpus[i] if isinstance(cpus, (list, tuple)) and i < len(cpus) else 1
+        out.append(JobOwner(owner.split("@", 1)[0], group,
+                            int(cores) if isinstance(cores, (int, float)) and not isinstance(cores, bool) else 1))
+    return tuple(out)
 
 
 def job_request(ad: Mapping[str, Any], index: int) -> tuple[int, int, int, float] | RecordProblem:

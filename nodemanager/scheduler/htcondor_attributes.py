@@ -24,6 +24,7 @@ SLOT_ATTRIBUTES = (
     "ExpectedMachineFastDrainingCompletion", "ExpectedMachineFastDrainingBadput",   # the design's names
     "TotalMachineDrainingBadput", "TotalMachineDrainingUnclaimedTime",
     "LastDrainStartTime", "LastDrainStopTime",
+    "ChildRemoteOwner", "ChildAccountingGroup", "ChildCpus",  # whose jobs run here (who spent what)
 ) + PILOT_ATTRIBUTES
 
 DEFAULT_CONSTRAINT = "PartitionableSlot =?= true"

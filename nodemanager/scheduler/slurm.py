@@ -39,7 +39,7 @@ import time
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
-from nodemanager.model import Size, Worker
+from nodemanager.model import JobOwner, Size, Worker
 from nodemanager.configuration.settings import SchedulerSettings
 from nodemanager.scheduler.port import (DRAIN_REASON_PREFIX, Confirmation, DrainRefused, DrainSchedule,
                                         DrainTicket, SchedulerError, SchedulerPoll)
@@ -177,6 +177,7 @@ class SlurmScheduler(DrainStatistics):
             ram_mb=node.real_memory,
             running_jobs=len(jobs),
             job_end_times=tuple(sorted(j.end_time for j in jobs if j.end_time)),
+            jobs_by=tuple(JobOwner(j.user, j.account, max(j.cpus // max(len(j.nodes), 1), 1)) for j in jobs),
             retirement_end=float("inf"),  # a SLURM drain never evicts: jobs run to their time limits
             draining=node.draining,
             drain_reason=node.reason or None,

@@ -114,6 +114,8 @@ class SlurmJob:
     gres: str = ""                  # pending: GRES per node (gres:gpu:1), from --gres, --gpus or --gpus-per-task
     exclusive: bool = False         # pending: --exclusive (a whole node)
     walltime: float | None = None   # pending: --time in seconds (None: none or INFINITE)
+    user: str = ""                  # running: user_name (who spent what)
+    account: str = ""               # running: the SLURM account
 
 
 # ------------------------------------------------------------------ reasons
@@ -355,7 +357,8 @@ def _job(rec: Mapping[str, Any], job_id: int, r: _Reader) -> SlurmJob | None:
         end = r.number("end_time") if limited else None
         # positional: this runs for every running job every poll
         return SlurmJob(job_id, state, nodes, cpus, node_count, None, None, "None", "", r.number("start_time"),
-                        end, 0.0, bool(rec.get("requeue", True)), 1, len(errors) == before)
+                        end, 0.0, bool(rec.get("requeue", True)), 1, len(errors) == before,
+                        user=r.text("user_name"), account=r.text("account"))
     array_text = r.text("array_task_string")
     tasks = 1
     if array_text and rec.get("array_task_id") is None:

@@ -83,6 +83,7 @@ class SimParams:
     placement: str = "breadth"
     max_retirement: float = 30 * 86400.0
     spot_rate: float | None = None   # spot reclaims per VM-day the market has (None: as configured)
+    spend_by: str = ""              # user, group or size: who spent what is reported (empty: not)
 
 
 def default_size(cores: int = 8, *, billing_period: int = 0, min_charge: int = 60) -> Size:
@@ -234,7 +235,9 @@ def baselines(settings: Settings, static_nodes: int) -> list[Policy]:
 
 _CORE_FIELDS = {f.name for f in fields(CoreSettings)} - {"sizes"}
 _POLL_FIELDS = {f.name for f in fields(PollSettings)}
-SWEEPABLE: tuple[str, ...] = tuple(sorted(_CORE_FIELDS | _POLL_FIELDS | {"nodes", "scale_down_delay"}))
+_SIZE_FIELDS = {"warm_nodes", "warm_cores"}  # set on every size, for our policies only
+SWEEPABLE: tuple[str, ...] = tuple(sorted(_CORE_FIELDS | _POLL_FIELDS | _SIZE_FIELDS
+                                          | {"nodes", "scale_down_delay"}))
 
 
 def apply_param(policy: Policy, key: str, value: float) -> Policy | None:
@@ -243,8 +246,8 @@ def apply_param(policy: Policy, key: str, value: float) -> Policy | None:
     ``nodes`` is the static pool's size (only static has it); ``idle_grace`` is what each
     baseline calls its idle timeout (Arvados: one poll period per extra consecutive idle poll,
     cluster-autoscaler: scale-down-unneeded-time, Slurm: SuspendTime); the static pool has none.
-    ``scale_down_delay`` is cluster-autoscaler's delay after add. Other keys are CoreSettings or
-    PollSettings fields.
+    ``scale_down_delay`` is cluster-autoscaler's delay after add; ``warm_nodes`` and ``warm_cores``
+    are set on every size of our own policies. Other keys are CoreSettings or PollSettings fields.
     """
     if key not in SWEEPABLE:
         raise ValueError(f"cannot sweep {key!r}; choose from: {', '.join(SWEEPABLE)}")
@@ -263,6 +266,12 @@ def apply_param(policy: Policy, key: str, value: float) -> Policy | None:
                        params={**policy.params, "sweep": sweep})
     if policy.baseline == "static" and key in ("idle_grace", "max_concurrent_drains"):
         return None
+    if key in _SIZE_FIELDS:
+        if policy.layer or not policy.baseline.startswith("nodemanager"):
+            return None
+        changed_size: dict[str, Any] = {key: int(value)}
+        sizes = tuple(replace(z, **changed_size) for z in policy.settings.core.sizes)
+        return replace(policy, settings=_with(policy.settings, sizes=sizes), params={**policy.params, "sweep": sweep})
     if key in _POLL_FIELDS:
         s = replace(policy.settings, poll=replace(policy.settings.poll, **{key: float(value)}))
     else:

@@ -145,6 +145,8 @@ class Figures:
     # completion minus submit of each trace job (its last piece; re-runs included), seconds
     turnaround_p50: float = 0.0
     turnaround_p95: float = 0.0
+    # who spent what (SimParams.spend_by): rows of node-hours and money per user, group or size
+    spend: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)

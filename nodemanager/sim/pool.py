@@ -116,6 +116,7 @@ class SimPool(Negotiator, CollectorCopy):
         self._order: dict[str, int] = {}
         self._first_start: dict[str, float] = {}
         self._done_at: dict[str, float] = {}     # job id -> when it completed (re-runs included)
+        self.ended_log: list[JobEnd] | None = None  # every job end, when a replay asks (who spent what)
         self._waits: list[float] = []
         self._idle_count = 0
         self._dirty = False
@@ -280,6 +281,8 @@ class SimPool(Negotiator, CollectorCopy):
 
     def _collect(self, st: SimStartd) -> None:
         ended, st.ended = st.ended, []
+        if self.ended_log is not None:
+            self.ended_log.extend(ended)
         for e in ended:
             if e.killed:
                 self._c["killed"] += 1

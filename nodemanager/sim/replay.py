@@ -43,6 +43,8 @@ from nodemanager.sim.figures import Bounds, Figures, Series
 from nodemanager.sim.replay_figures import replay_figures
 from nodemanager.sim.replay_jobs import MEMORY_QUANTUM, JobSplit, Piece, split_jobs
 from nodemanager.sim.replay_world import ReplayWorld
+from nodemanager.core.warm import warm_target
+from nodemanager.sim.spend import replay_spend
 from nodemanager.sim.skip import destroys_settle, settled_destroys, time_reads
 from nodemanager.sim.swf import SwfJob
 
@@ -95,6 +97,8 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
     settings = policy.settings
     # max_lifetime's relabel is not yet proven exact under skipping (tests/test_sim_skip.py)
     skip_cycles = skip_cycles and settings.core.max_lifetime <= 0
+    # a warm schedule's window opens or closes by time alone, which no node's next change says
+    skip_cycles = skip_cycles and not any(s.warm_schedule is not None and warm_target(s) for s in settings.core.sizes)
     sizes = settings.core.sizes
     if not sizes:
         raise ValueError("the simulation needs at least one node size")
@@ -109,6 +113,8 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
     t0 = first - (sim.boot_delay + sim.join_delay + 2 * interval)
     w = ReplayWorld(policy, sim, t0)
     pool, cloud = w.pool, w.cloud
+    if sim.spend_by:
+        pool.ended_log = []
     seq = [0]
 
     def request_id() -> str:
@@ -263,7 +269,8 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
     w.busy_until_now()
     if series is not None:
         series.add(end - first, w.up, busy, (running_cores + queued_cores) / cpn)
-    return ReplayResult(replay_figures(jobs, split, policy, bounds, w, counts, drained_at, end,
-                                       alive_s, busy_s, peak, trace, window,
-                                       time.perf_counter() - wall0),
-                        series)
+    figures = replay_figures(jobs, split, policy, bounds, w, counts, drained_at, end, alive_s, busy_s, peak,
+                             trace, window, time.perf_counter() - wall0)
+    if sim.spend_by:
+        figures = replace(figures, spend=replay_spend(jobs, split, cloud, pool, w.launched, end, sim.spend_by))
+    return ReplayResult(figures, series)

@@ -3,6 +3,7 @@ controller and actuator the daemon runs, and the bookkeeping the figures need.""
 
 from __future__ import annotations
 
+from nodemanager.core.warm import warm_wanted
 from nodemanager.model import Plan
 from nodemanager.sim.baselines import Policy, SimParams
 from nodemanager.sim.cloud import SimCloud
@@ -42,7 +43,7 @@ class ReplayWorld:
         self.watch = CycleWatch(self.pool, self.live, self.running, policy.matrix.vocabulary.core_state,
                                 # steering ranks nodes by their jobs: a job's start or end may rerank
                                 free_matters=(settings.core.consolidate or policy.watch_load
-                                              or settings.core.steering),
+                                              or settings.core.steering or warm_wanted(settings.core)),
                                 # a spot VM taken back unseen leaves its worker carried as last seen
                                 margin=settings.core.consolidate_margin
                                 if settings.core.consolidate and not policy.watch_load and spot is None

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from nodemanager.core.warm import warm_wanted
 from nodemanager.model import Demand, ItemKind, Outcome, Plan
 from nodemanager.configuration.settings import CoreSettings
 from policy_matrix import Action, Matrix
@@ -81,9 +82,11 @@ def settles(matrix: Matrix, settings: CoreSettings) -> Settles | None:
 
 def _steady(settings: CoreSettings) -> bool:
     """No node's plan reads the pool beyond its own tuple and placement: a fixed idle grace (not
-    one following the idle history), no relabels (consolidation, lifetimes, settings drift)."""
+    one following the idle history), no relabels (consolidation, lifetimes, settings drift), no
+    warm capacity (a node turning busy leaves its size short of idle nodes)."""
     return not (settings.idle_grace_mode != "fixed" or settings.consolidate
-                or settings.max_lifetime > 0 or settings.size_digests)
+                or settings.max_lifetime > 0 or settings.size_digests
+                or warm_wanted(settings))
 
 
 def destroys_settle(settings: CoreSettings) -> bool:

@@ -21,7 +21,7 @@ import random
 from dataclasses import replace
 from nodemanager.model import Size
 
-__all__ = ["SpotModel", "spot_size", "NOTICE"]
+__all__ = ["SpotModel", "spot_size", "spot_sizes", "NOTICE"]
 
 NOTICE = 120.0  # seconds: EC2's two-minute warning
 _DAY = 86400.0
@@ -32,6 +32,20 @@ def spot_size(base: Size, price_factor: float, interruptions_per_day: float) -> 
     add beside it: named ``<base>-spot``, same shape and billing."""
     return replace(base, name=f"{base.name}-spot", instance_type="", price=base.price * price_factor,
                    market="spot", interruptions_per_day=interruptions_per_day)
+
+
+def spot_sizes(sizes: tuple[Size, ...], factor: float | None, rate: float, told: float | None) -> tuple[Size, ...]:
+    """``simulate``'s spot copies: one beside each on-demand size at ``factor`` x its price (None:
+    none), configured with ``told`` reclaims per VM-day (None: ``rate``, the market's own);
+    ValueError naming the option for a value out of range."""
+    if factor is None:
+        if rate:
+            raise ValueError("--spot-interruptions-per-day needs --spot-price-factor")
+        return ()
+    if not 0 < factor <= 1 or rate < 0 or (told is not None and told < 0):
+        raise ValueError("--spot-price-factor must be above 0 and at most 1, --spot-interruptions-per-day "
+                         "and --spot-configured-rate at least 0")
+    return tuple(spot_size(s, factor, rate if told is None else told) for s in sizes if s.market != "spot")
 
 
 class SpotModel:

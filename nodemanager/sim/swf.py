@@ -14,6 +14,8 @@ whitespace-separated numeric fields (-1 means unknown). The replay uses:
  9     requested time       :attr:`SwfJob.requested_time`
  10    requested memory     :attr:`SwfJob.mem_mb` (KB per processor, times the cores)
  11    status               :attr:`SwfJob.status`
+ 12    user id              :attr:`SwfJob.user` (who spent what)
+ 13    group id             :attr:`SwfJob.group`
 ====  ===================  ==============================================================
 
 Files may be gzip-compressed (``.gz``). :class:`SwfReader` streams: it never holds the whole
@@ -29,7 +31,7 @@ import gzip
 import io
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, Iterator
 
 __all__ = ["SwfJob", "SwfHeader", "SwfReader", "SwfError", "read_jobs", "DAY"]
@@ -63,6 +65,8 @@ class SwfJob:
     requested_time: float = -1.0
     trace_wait: float = -1.0
     status: int = 1
+    user: int = -1      # field 12, the user id (-1: unknown)
+    group: int = -1     # field 13, the group id
 
 
 @dataclass
@@ -219,6 +223,8 @@ class SwfReader:
             requested_time=v[8] if v[8] > 0 else -1.0,
             trace_wait=v[2],
             status=int(v[10]),
+            user=int(v[11]),
+            group=int(v[12]),
         )
 
 
@@ -226,8 +232,14 @@ class _Unusable(ValueError):
     """A job line that cannot be replayed; its message is the reason it is counted under."""
 
 
-def read_jobs(path: str, *, skip_days: float = 0.0,
-              days: float | None = None) -> tuple[list[SwfJob], SwfReader]:
-    """All usable jobs of the window as a list, and the reader (for its header and counts)."""
+def read_jobs(path: str, *, skip_days: float = 0.0, days: float | None = None,
+              absolute: bool = False) -> tuple[list[SwfJob], SwfReader]:
+    """All usable jobs of the window as a list, and the reader (for its header and counts).
+    ``absolute``: submit times as Unix times (plus the header's ``UnixStartTime``, when it has one),
+    for what reads the trace's own clock (a schedule)."""
     reader = SwfReader(path, skip_days=skip_days, days=days)
-    return list(reader), reader
+    jobs = list(reader)
+    start = reader.header.unix_start_time if absolute else None
+    if start:
+        jobs = [replace(j, submit=j.submit + start) for j in jobs]
+    return jobs, reader
