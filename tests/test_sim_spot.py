@@ -25,9 +25,13 @@ TRACE = """\
 """
 
 
-def simulate(tmp_path, capsys, *flags: str) -> dict:
+# the same jobs with no requested time: priced at the short-job limit, they go to spot at any rate
+UNTIMED = TRACE.replace(" 4 7200 ", " 4 -1 ")
+
+
+def simulate(tmp_path, capsys, *flags: str, trace_text: str = TRACE) -> dict:
     trace = tmp_path / "spot.swf"
-    trace.write_text(TRACE)
+    trace.write_text(trace_text)
     code = main(["simulate", "--trace", str(trace), "--cores-per-node", "4", "--jobs", "1",
                  "--json", *flags])
     out = capsys.readouterr()
@@ -39,7 +43,11 @@ def simulate(tmp_path, capsys, *flags: str) -> dict:
 def test_reclaims_kill_and_requeue_jobs_after_a_notice_that_drains_the_node(tmp_path, capsys):
     on_demand = simulate(tmp_path, capsys)
     calm = simulate(tmp_path, capsys, "--spot-price-factor", "0.3")
-    harsh = simulate(tmp_path, capsys, "--spot-price-factor", "0.3", "--spot-interruptions-per-day", "12")
+    harsh = simulate(tmp_path, capsys, "--spot-price-factor", "0.3", "--spot-interruptions-per-day", "12",
+                     trace_text=UNTIMED)
+    # asking for 2 h at 12 reclaims per VM-day (a re-run share of 55 %): on-demand, never reclaimed
+    timed = simulate(tmp_path, capsys, "--spot-price-factor", "0.3", "--spot-interruptions-per-day", "12")
+    assert timed["reclaims"] == 0 and timed["money"] == pytest.approx(on_demand["money"], abs=1e-3)
     # without reclaims the spot copy is the same pool at 0.3 of the money
     assert on_demand["reclaims"] == calm["reclaims"] == 0
     assert calm["paid_node_hours"] == on_demand["paid_node_hours"]
