@@ -329,6 +329,11 @@ def _simulate(args: argparse.Namespace) -> int:
                            processes=processes, progress=bar)
     rows = [r.figures for r in results[:len(mains)]]
     sweep_rows = [r.figures for r in results[len(mains):]]
+    if args.compare and len({s.cores for s in sizes}) == 1:  # node-hours of one size compare
+        from nodemanager.sim.gap import clairvoyant_node_hours, with_gap
+
+        cv = clairvoyant_node_hours(jobs, cpn, sim.boot_delay + sim.join_delay)
+        rows, sweep_rows = with_gap(rows, sweep_rows, cv)
     groups: dict[str, list] = {}
     for f in rows + sweep_rows:
         groups.setdefault(f.params.get("baseline", f.policy), []).append(f)
