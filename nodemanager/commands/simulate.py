@@ -253,6 +253,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
     from nodemanager.sim import baselines as B
     from nodemanager.sim.figures import figures_json, format_legend, format_table, lower_bounds, verdicts
+    from nodemanager.sim.prediction_figures import accuracy_lines
     from nodemanager.sim.progress import progress_bar
     from nodemanager.sim.replay_many import run_many
     from nodemanager.sim.swf import SwfError, read_jobs
@@ -353,6 +354,7 @@ def _simulate(args: argparse.Namespace) -> int:
                  + (f", max_total_price {settings.core.max_total_price:g}/h"
                     if settings.core.max_total_price else "")
                  + f"; placement {sim.placement}-first")
+    notes += accuracy_lines(rows + sweep_rows)
     if reader.header.acknowledge:
         notes.append("trace provided by " + "; ".join(reader.header.acknowledge)
                      + " (Parallel Workloads Archive)")

@@ -50,6 +50,8 @@ class CoreSettings:
     rebuy_hold: float = 0.0               # no boot this long after a destroy; 0 = none
     size_digests: tuple[tuple[str, str], ...] = ()  # size -> settings_digest, tagged at boot (drift)
     idle_grace_mode: str = "fixed"        # fixed | break-even (nodemanager.core.idle_timing)
+    # off | recent: running jobs' ends predicted from their users' recent jobs (runtime_prediction)
+    runtime_prediction: str = "off"
 
     def size(self, name: str) -> Size | None:
         for s in self.sizes:

@@ -42,6 +42,7 @@ from nodemanager.core.identity import (Identity, Ownership, another_controller, 
 from nodemanager.core.protected import BootRecord, observe_boots, protected_sizes
 from nodemanager.console.decision_log import DecisionLog
 from nodemanager.cycle.idle_memory import IdleMemory
+from nodemanager.cycle.runtime_memory import RuntimeMemory
 from nodemanager.model import CloudNode, CycleReport, Outcome, Plan, Snapshot, frozen_map
 from nodemanager.scheduler import SchedulerPoll
 from nodemanager.configuration.settings import Settings
@@ -131,6 +132,7 @@ class Controller:
         self._held_back_logged: str | None = None
         self._boot_records: dict[str, BootRecord] = {}  # size -> failed joins in a row (protected mode)
         self.idle_memory = IdleMemory()  # idle_grace_mode = break-even: joins and idle periods per size
+        self.runtimes = RuntimeMemory()  # runtime_prediction = recent: finished runtimes per user
         # whose VMs are ours (None: every VM of the cluster name, as in a replay or `plan`)
         self.identity: Identity | None = None
         self._owned: tuple[Sequence[CloudNode], Ownership] | None = None
@@ -179,7 +181,7 @@ class Controller:
             now=now,
             polled_at={"cloud": cloud_polled_at, "scheduler": poll.polled_at},
             cloud_nodes=tuple(nodes),
-            workers=poll.workers,
+            workers=self.runtimes.workers(poll, self.settings.core.runtime_prediction),
             demand=poll.demand,
             in_flight=build_in_flight(self.inputs.action_tagged(nodes), poll, state.in_flight,
                                       tag_grace=max(2 * self.settings.poll.scheduler_interval, 120.0),

@@ -19,6 +19,8 @@ __all__ = [
     "GONE_STATES",
     "is_gone",
     "Classified",
+    "RunningJob",
+    "FinishedJob",
     "Worker",
     "Demand",
     "InFlight",
@@ -121,6 +123,32 @@ class Classified:
 
 
 @dataclass(frozen=True, slots=True)
+class RunningJob:
+    """One job running on a worker, as runtime prediction keys it: the job's ``user`` and, where
+    the scheduler has it, its ``name`` (SLURM's job name, HTCondor's ``Cmd``, a trace's
+    executable); ``start`` when it started; ``limit`` its own time limit in seconds (None: none)."""
+
+    job_id: str
+    user: str
+    start: float
+    name: str | None = None
+    limit: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedJob:
+    """A job that completed (not killed) since the last poll, keyed as :class:`RunningJob`:
+    runtime prediction learns ``end - start`` from it."""
+
+    job_id: str
+    user: str
+    start: float
+    end: float
+    name: str | None = None
+    limit: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Worker:
     """A node as the scheduler reports it (a SLURM node, or an HTCondor startd).
 
@@ -134,6 +162,9 @@ class Worker:
     current drain began (SLURM: the reason's time; HTCondor: ``LastDrainStartTime``), 0: unknown.
     ``job_end_times`` are the running jobs' expected ends, where known (a job not counted there
     has no known end); ``retirement_end`` is when a graceful drain ends by evicting what still runs.
+    ``jobs`` names the running jobs where the adapter knows them (runtime prediction learns from
+    them); ``predicted_end_times`` are their predicted ends, set by the controller when runtime
+    prediction is on (empty: none; ``job_end_times`` stay the guaranteed limits).
     ``classified`` is the adapter's classification of this record (see
     :func:`nodemanager.scheduler.classified`); the core leaves an unclassified worker alone (busy).
     ``native_ad`` says ``ad`` is the scheduler's own whole machine ad (HTCondor's p-slot ad): drain
@@ -164,6 +195,8 @@ class Worker:
     ad: Mapping[str, Any] = field(default_factory=lambda: EMPTY_MAP)
     classified: Classified | None = None
     native_ad: bool = False
+    jobs: tuple[RunningJob, ...] = ()
+    predicted_end_times: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

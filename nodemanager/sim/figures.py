@@ -146,6 +146,8 @@ class Figures:
     # gap to it this run closed (nodemanager.sim.gap; 0 / None: not measured)
     clairvoyant_node_hours: float = 0.0
     gap_closed: float | None = None
+    # runtime prediction on: predicted and requested / actual runtime (nodemanager.sim.prediction_figures)
+    runtime_accuracy: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)

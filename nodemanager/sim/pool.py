@@ -50,7 +50,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping, Sequence
 
-from nodemanager.model import CloudNode, Demand, Size, Worker, frozen_map
+from nodemanager.model import CloudNode, Demand, FinishedJob, RunningJob, Size, Worker, frozen_map
 from nodemanager.scheduler import (Confirmation, DEFAULT_CONSTRAINT, DrainSchedule, DrainTicket,
                                    DrainingStats, HTCondorScheduler, SchedulerPoll, worker_from_ad)
 from nodemanager.scheduler.htcondor_ads import graceful_eviction_at
@@ -218,6 +218,7 @@ class SimPool:
         self._badput = 0.0
         self._drain_badput = 0.0
         self._used = 0.0
+        self._finished: list[FinishedJob] = []   # completed since the last poll, for runtime prediction
         self._wait_total = 0.0
         self._wait_max = 0.0
         self.adapter = HTCondorScheduler(_PoolBindings(self), clock=lambda: self.now, name=name,
@@ -395,6 +396,9 @@ class SimPool:
             else:
                 self._c["completed"] += 1
                 self._used += e.job.cpus * (e.end - e.start)
+                if e.job.owner is not None:
+                    self._finished.append(FinishedJob(job_id=e.job.id, user=e.job.owner, start=e.start, end=e.end,
+                                                      name=e.job.cmd, limit=e.job.walltime))
         if ended:
             self._mark_dirty()
 
@@ -557,7 +561,8 @@ class SimPool:
             heapq.heappush(resend, (now + self.update_interval * (1 - 1e-12), nid, now))
         out = tuple(w for w in workers.values() if w is not None)
         self.adapter.observe(out)
-        return SchedulerPoll(workers=out, demand=self.demand(), polled_at=now)
+        finished, self._finished = tuple(self._finished), []
+        return SchedulerPoll(workers=out, demand=self.demand(), polled_at=now, finished=finished)
 
     def render(self, st: SimStartd, now: float, before: Worker | None = None) -> Worker:
         """The worker of ``st``'s ad sent now. ``before``: its worker from the ad last sent, when
@@ -576,8 +581,11 @@ class SimPool:
     def _with_job_ends(w: Worker, st: SimStartd) -> Worker:
         if not st.dslots:
             return w
-        ends = tuple(sorted(start + job.walltime for job, start in st.running() if job.walltime))
-        return replace(w, job_end_times=ends) if ends else w
+        running = list(st.running())
+        ends = tuple(sorted(start + job.walltime for job, start in running if job.walltime))
+        named = tuple(RunningJob(job_id=job.id, user=job.owner, start=start, name=job.cmd, limit=job.walltime)
+                      for job, start in running if job.owner is not None)
+        return replace(w, job_end_times=ends, jobs=named) if ends or named else w
 
     def drain(self, worker: Worker, schedule: DrainSchedule, reason: str) -> DrainTicket:
         self.advance(self._clock())

@@ -33,6 +33,7 @@ from typing import Callable, Sequence
 
 from nodemanager.cycle.actuate import Actuator
 from nodemanager.cycle.controller import Controller
+from nodemanager.sim.prediction_figures import with_accuracy
 from nodemanager.cycle.controller_inputs import DESTROYED_KEPT
 from nodemanager.model import ItemKind, Plan, PlanItem
 from nodemanager.sim.baseline_layer import layer_planner
@@ -261,7 +262,6 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
     w.busy_until_now()
     if series is not None:
         series.add(end - first, w.up, busy, (running_cores + queued_cores) / cpn)
-    return ReplayResult(replay_figures(jobs, split, policy, bounds, w, counts, drained_at, end,
-                                       alive_s, busy_s, peak, trace, window,
-                                       time.perf_counter() - wall0),
-                        series)
+    figures = replay_figures(jobs, split, policy, bounds, w, counts, drained_at, end, alive_s, busy_s,
+                             peak, trace, window, time.perf_counter() - wall0)
+    return ReplayResult(with_accuracy(figures, controller.runtimes, settings.core.runtime_prediction), series)

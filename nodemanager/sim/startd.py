@@ -84,6 +84,8 @@ class Job:
     max_retirement: float | None = None
     gpus: int = 0                       # RequestGPUs
     requirements: str | None = None     # the job's Requirements beyond resources (ClassAd, TARGET. = slot)
+    owner: str | None = None            # Owner and Cmd: runtime prediction's keys
+    cmd: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

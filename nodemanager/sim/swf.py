@@ -14,6 +14,8 @@ whitespace-separated numeric fields (-1 means unknown). The replay uses:
  9     requested time       :attr:`SwfJob.requested_time`
  10    requested memory     :attr:`SwfJob.mem_mb` (KB per processor, times the cores)
  11    status               :attr:`SwfJob.status`
+ 12    user id              :attr:`SwfJob.user` (runtime prediction's key)
+ 14    executable number    :attr:`SwfJob.executable` (runtime prediction's job name)
 ====  ===================  ==============================================================
 
 Files may be gzip-compressed (``.gz``). :class:`SwfReader` streams: it never holds the whole
@@ -63,6 +65,8 @@ class SwfJob:
     requested_time: float = -1.0
     trace_wait: float = -1.0
     status: int = 1
+    user: int = -1
+    executable: int = -1
 
 
 @dataclass
@@ -219,6 +223,8 @@ class SwfReader:
             requested_time=v[8] if v[8] > 0 else -1.0,
             trace_wait=v[2],
             status=int(v[10]),
+            user=int(v[11]),
+            executable=int(v[13]),
         )
 
 
