@@ -27,7 +27,8 @@ def _worker(*jobs, ends=()):
 
 
 def _finished(job_id, user, name, start, runtime, limit=36000.0):
-    return FinishedJob(job_id=job_id, user=user, start=start, end=start + runtime, name=name, limit=limit)
+    return FinishedJob(job=RunningJob(job_id=job_id, user=user, start=start, name=name, limit=limit),
+                       end=start + runtime)
 
 
 def test_a_jobs_own_name_predicts_first_then_its_user():

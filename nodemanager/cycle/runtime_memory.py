@@ -70,8 +70,9 @@ class RuntimeMemory:
 
     def learn(self, finished: Iterable[FinishedJob]) -> None:
         """Remember completed jobs, and how their estimates compared with their runtimes."""
-        for job in finished:
-            runtime = max(job.end - job.start, 0.0)
+        for done in finished:
+            job = done.job
+            runtime = max(done.end - job.start, 0.0)
             seen = self._running.pop(job.job_id, None)
             first = seen[1] if seen is not None else predict_runtime(self._recent(job), job.limit)
             if runtime > 0 and first is not None and job.limit:
@@ -111,7 +112,7 @@ class RuntimeMemory:
         runs = self._runtimes.get((user, name))
         return tuple(runs) if runs else ()
 
-    def _recent(self, job: RunningJob | FinishedJob) -> Sequence[float]:
+    def _recent(self, job: RunningJob) -> Sequence[float]:
         same = self._recent_of(job.user, job.name) if job.name is not None else ()
         return same or self._recent_of(job.user, None)
 

@@ -137,15 +137,11 @@ class RunningJob:
 
 @dataclass(frozen=True, slots=True)
 class FinishedJob:
-    """A job that completed (not killed) since the last poll, keyed as :class:`RunningJob`:
-    runtime prediction learns ``end - start`` from it."""
+    """``job`` completed (not killed) at ``end``, since the last poll: runtime prediction learns
+    ``end - job.start`` from it."""
 
-    job_id: str
-    user: str
-    start: float
+    job: RunningJob
     end: float
-    name: str | None = None
-    limit: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

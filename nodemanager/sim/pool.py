@@ -397,8 +397,7 @@ class SimPool:
                 self._c["completed"] += 1
                 self._used += e.job.cpus * (e.end - e.start)
                 if e.job.owner is not None:
-                    self._finished.append(FinishedJob(job_id=e.job.id, user=e.job.owner, start=e.start, end=e.end,
-                                                      name=e.job.cmd, limit=e.job.walltime))
+                    self._finished.append(FinishedJob(job=_running(e.job, e.start), end=e.end))
         if ended:
             self._mark_dirty()
 
@@ -583,8 +582,7 @@ class SimPool:
             return w
         running = list(st.running())
         ends = tuple(sorted(start + job.walltime for job, start in running if job.walltime))
-        named = tuple(RunningJob(job_id=job.id, user=job.owner, start=start, name=job.cmd, limit=job.walltime)
-                      for job, start in running if job.owner is not None)
+        named = tuple(_running(job, start) for job, start in running if job.owner is not None)
         return replace(w, job_end_times=ends, jobs=named) if ends or named else w
 
     def drain(self, worker: Worker, schedule: DrainSchedule, reason: str) -> DrainTicket:
@@ -607,3 +605,8 @@ class SimPool:
 
     def node_destroyed(self, worker_name: str) -> None:
         self.adapter.node_destroyed(worker_name)
+
+
+def _running(job: Job, start: float) -> RunningJob:
+    """``job`` as runtime prediction keys it: its owner and command, started at ``start``."""
+    return RunningJob(job_id=job.id, user=job.owner or "", start=start, name=job.cmd, limit=job.walltime)
