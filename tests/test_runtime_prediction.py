@@ -42,9 +42,13 @@ def test_a_jobs_own_name_predicts_first_then_its_user():
     # sim: (600 + 1000) / 2; a new name: alice's last two (1000, 10000); bob: cold, his limit
     assert predict_ends(w, memory.recent) == (5800.0, 10500.0, 12200.0)
     (seen,) = memory.observe([w])
-    assert expected_end_times(seen) == (5800.0, 10500.0, 12200.0)
+    assert expected_end_times(seen, 5000.0) == (5800.0, 10500.0, 12200.0)
     assert seen.job_end_times == (41000.0, 41000.0, 12200.0)   # the limits stay for the eviction check
-    assert expected_end_times(w) == w.job_end_times           # prediction off: the scheduler's ends
+    assert expected_end_times(w, 5000.0) == w.job_end_times    # prediction off: the scheduler's ends
+    # at 7000 s the "sim" job has outrun its prediction: as long again as it ran, 2000 s
+    assert expected_end_times(seen, 7000.0) == (9000.0, 10500.0, 12200.0)
+    # and never past its own limit (bob's job, 7200 s from 5000 s)
+    assert expected_end_times(seen, 13000.0) == (21000.0, 21000.0, 13000.0)
 
 
 def test_the_memory_is_bounded_per_key_and_in_keys():

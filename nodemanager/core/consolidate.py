@@ -63,7 +63,7 @@ def last_end(n: NodeFacts, estimator: Estimator, now: float) -> float:
     w = n.worker
     if w is None:
         return now
-    ends = expected_end_times(w)
+    ends = expected_end_times(w, now)
     if ends:
         return max(max(ends), now)
     return now + estimator(w, now).time_to_go

@@ -53,21 +53,36 @@ def _recent(recent: Recent, job: RunningJob) -> Sequence[float]:
 
 
 def predict_ends(worker: Worker, recent: Recent) -> tuple[float, ...]:
-    """The predicted ends of ``worker``'s named jobs, sorted; empty when it names none or a job
-    has no prediction (then the scheduler's end times stand)."""
+    """The predicted ends of ``worker``'s named jobs, in the order of ``worker.jobs``; empty when
+    it names none or a job has no prediction (then the scheduler's end times stand)."""
     ends = []
     for job in worker.jobs:
         runtime = predict_runtime(_recent(recent, job), job.limit)
         if runtime is None:
             return ()
         ends.append(job.start + runtime)
-    return tuple(sorted(ends))
+    return tuple(ends)
 
 
-def expected_end_times(worker: Worker) -> tuple[float, ...]:
-    """When ``worker``'s running jobs are expected to end: the predictions when set, else the
+def _overrun(job: RunningJob, end: float, now: float) -> float:
+    # a job past its prediction has run as long again ahead of it (runtimes are heavy-tailed),
+    # never past its own limit
+    if end >= now:
+        return end
+    later = job.start + 2.0 * (now - job.start)
+    if job.limit is not None and math.isfinite(job.limit) and job.limit > 0:
+        later = min(later, job.start + job.limit)
+    return max(later, now)
+
+
+def expected_end_times(worker: Worker, now: float) -> tuple[float, ...]:
+    """When ``worker``'s running jobs are expected to end: the predictions when set (a job that
+    outran its prediction: as long again as it has run, at most its limit), else the
     scheduler's end times (module doc)."""
-    return worker.predicted_end_times or worker.job_end_times
+    predicted = worker.predicted_end_times
+    if not predicted or len(predicted) != len(worker.jobs):
+        return worker.job_end_times
+    return tuple(_overrun(job, end, now) for job, end in zip(worker.jobs, predicted))
 
 
 @dataclass(frozen=True)

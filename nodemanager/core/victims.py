@@ -39,6 +39,7 @@ import math
 from typing import Any, Callable, Iterable, Mapping
 
 from nodemanager.classad.values import ad_number
+from nodemanager.core.runtime_prediction import expected_end_times
 from nodemanager.model import VictimCost, Worker
 
 __all__ = ["estimate", "order_victims", "Estimator", "PILOT_HEARTBEAT", "PILOT_HEARTBEAT_ATTR"]
@@ -108,7 +109,7 @@ def estimate(worker: Worker, now: float) -> VictimCost:
     if ad and any(k in ad for k in _PILOT_ATTRS):
         return _pilot(ad, cores, now)
     if worker.predicted_end_times:  # our own good-faith estimate beats the retirement-based one
-        return _from_ends(worker, worker.predicted_end_times, cores, now)
+        return _from_ends(worker, expected_end_times(worker, now), cores, now)
     if ad and ("ExpectedMachineGracefulDrainingCompletion" in ad
                or "ExpectedMachineGracefulDrainingBadput" in ad):
         done = ad_number(ad, "ExpectedMachineGracefulDrainingCompletion")
