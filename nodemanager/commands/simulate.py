@@ -254,6 +254,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
     from nodemanager.sim import baselines as B
     from nodemanager.sim.figures import figures_json, format_legend, format_table, lower_bounds, verdicts
+    from nodemanager.sim.prediction_figures import accuracy_lines
     from nodemanager.sim.progress import progress_bar
     from nodemanager.sim.spend import spend_lines
     from nodemanager.sim.replay_many import run_many
@@ -333,6 +334,11 @@ def _simulate(args: argparse.Namespace) -> int:
                            processes=processes, progress=bar)
     rows = [r.figures for r in results[:len(mains)]]
     sweep_rows = [r.figures for r in results[len(mains):]]
+    if args.compare and len({s.cores for s in sizes}) == 1:  # node-hours of one size compare
+        from nodemanager.sim.gap import clairvoyant_node_hours, with_gap
+
+        cv = clairvoyant_node_hours(jobs, cpn, sim.boot_delay + sim.join_delay)
+        rows, sweep_rows = with_gap(rows, sweep_rows, cv)
     groups: dict[str, list] = {}
     for f in rows + sweep_rows:
         groups.setdefault(f.params.get("baseline", f.policy), []).append(f)
@@ -354,6 +360,7 @@ def _simulate(args: argparse.Namespace) -> int:
                  + (f", max_total_price {settings.core.max_total_price:g}/h"
                     if settings.core.max_total_price else "")
                  + f"; placement {sim.placement}-first")
+    notes += accuracy_lines(rows + sweep_rows)
     if reader.header.acknowledge:
         notes.append("trace provided by " + "; ".join(reader.header.acknowledge)
                      + " (Parallel Workloads Archive)")

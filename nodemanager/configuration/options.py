@@ -70,6 +70,8 @@ DAEMON: dict[str, tuple[str, Callable[[str], Any]]] = {
     "rebuy_hold": ("rebuy_hold", parse_duration),
     "idle_grace_mode": ("idle_grace_mode", choice("fixed", "break-even")),
     "steering": ("steering", parse_bool),
+    # runtime prediction (nodemanager.core.runtime_prediction)
+    "runtime_prediction": ("runtime_prediction", choice("off", "recent")),
 }
 PROFILE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles")
 PROFILES = tuple(sorted(f[:-4] for f in os.listdir(PROFILE_DIR) if f.endswith(".ini")))

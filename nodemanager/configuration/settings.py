@@ -53,6 +53,8 @@ class CoreSettings:
     size_digests: tuple[tuple[str, str], ...] = ()  # size -> settings_digest, tagged at boot (drift)
     idle_grace_mode: str = "fixed"        # fixed | break-even (nodemanager.core.idle_timing)
     steering: bool = False                # rank our nodes for the scheduler's placement (core.steering)
+    # off | recent: running jobs' ends predicted from their users' recent jobs (runtime_prediction)
+    runtime_prediction: str = "off"
 
     def size(self, name: str) -> Size | None:
         for s in self.sizes:

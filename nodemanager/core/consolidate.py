@@ -17,6 +17,7 @@ from typing import Iterable
 
 from nodemanager.core.facts import MatrixLookup
 from nodemanager.core.plan_node import NodeFacts
+from nodemanager.core.runtime_prediction import expected_end_times
 from nodemanager.core.victims import Estimator
 from nodemanager.core.classify import Classification
 from nodemanager.model import BootRequest, Demand, StateTuple, Unmet, Worker
@@ -56,15 +57,17 @@ def busy_cores(n: NodeFacts) -> int:
 
 
 def last_end(n: NodeFacts, estimator: Estimator, now: float) -> float:
-    """When the node's last job ends: the scheduler's job end times (SLURM's, or the jobs'
-    requested times) when known, else the victim estimate's time to go (seeds 000/003)."""
+    """When the node's last job ends: its jobs' expected ends when known (predicted, else the
+    scheduler's: SLURM's, or the jobs' requested times), else the victim estimate's time to go
+    (seeds 000/003)."""
     return now if n.worker is None else worker_last_end(n.worker, estimator, now)
 
 
 def worker_last_end(w: Worker, estimator: Estimator, now: float) -> float:
     """:func:`last_end` of a worker."""
-    if w.job_end_times:
-        return max(max(w.job_end_times), now)
+    ends = expected_end_times(w, now)
+    if ends:
+        return max(max(ends), now)
     return now + estimator(w, now).time_to_go
 
 

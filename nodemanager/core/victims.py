@@ -16,14 +16,16 @@
    The heartbeat is the ad attribute ``PilotAdUpdated`` (epoch of the ``.pilot.ad`` file's last
    modification): older than an hour (:data:`PILOT_HEARTBEAT`) means the pilot is stuck.
    ``CAN_POSTPONE_LAST_JOB = False`` (the pilot is already winding down) is preferred on ties.
-2. HTCondor's own estimates: time_to_go from ``ExpectedMachineGracefulDrainingCompletion``,
+2. The running jobs' predicted ends (``Worker.predicted_end_times``, runtime prediction on):
+   computed as in 4 from those ends.
+3. HTCondor's own estimates: time_to_go from ``ExpectedMachineGracefulDrainingCompletion``,
    drain_waste ``ExpectedMachineGracefulDrainingBadput``, kill_waste
    ``ExpectedMachineQuickDrainingBadput`` (the draining design calls it ``...FastDrainingBadput``; both read).
-3. SLURM job end times (``Worker.job_end_times``): time_to_go until the last job ends; drain waste
+4. SLURM job end times (``Worker.job_end_times``): time_to_go until the last job ends; drain waste
    is the cores left idle while waiting for it (jobs assumed to share the busy cores evenly); kill
    waste is the busy cores times the time since the node entered its state (a lower bound).
-4. Nothing known: an idle node costs nothing; a busy one is assumed to go away never (infinite
-   time) with kill waste as in 3.
+5. Nothing known: an idle node costs nothing; a busy one is assumed to go away never (infinite
+   time) with kill waste as in 4.
 
 :func:`order_victims`: stuck nodes first; then nodes that can go within the horizon, least drain
 waste first; then the rest, least kill waste first. Ties: lower priority, winding down, the
@@ -37,6 +39,7 @@ import math
 from typing import Any, Callable, Iterable, Mapping
 
 from nodemanager.classad.values import ad_number
+from nodemanager.core.runtime_prediction import expected_end_times
 from nodemanager.model import VictimCost, Worker
 
 __all__ = ["estimate", "order_victims", "Estimator", "PILOT_HEARTBEAT", "PILOT_HEARTBEAT_ATTR"]
@@ -89,12 +92,24 @@ def _kill_lower_bound(worker: Worker, now: float) -> float:
         now - worker.state_since, 0.0)
 
 
+def _from_ends(worker: Worker, job_ends: Iterable[float], cores: float, now: float) -> VictimCost:
+    ends = sorted(max(t, now) for t in job_ends)
+    last = ends[-1]
+    busy = float(worker.cpus_busy or cores)
+    per_job = busy / len(ends)
+    idle_cores = max(cores - busy, 0.0)
+    waste = sum((last - t) * per_job for t in ends) + idle_cores * (last - now)
+    return VictimCost(time_to_go=last - now, drain_waste=waste, kill_waste=_kill_lower_bound(worker, now))
+
+
 def estimate(worker: Worker, now: float) -> VictimCost:
     """The default estimator: see the module docstring for the sources and formulas."""
     ad = worker.ad
     cores = _cores(worker)
     if ad and any(k in ad for k in _PILOT_ATTRS):
         return _pilot(ad, cores, now)
+    if worker.predicted_end_times:  # our own good-faith estimate beats the retirement-based one
+        return _from_ends(worker, expected_end_times(worker, now), cores, now)
     if ad and ("ExpectedMachineGracefulDrainingCompletion" in ad
                or "ExpectedMachineGracefulDrainingBadput" in ad):
         done = ad_number(ad, "ExpectedMachineGracefulDrainingCompletion")
@@ -107,14 +122,7 @@ def estimate(worker: Worker, now: float) -> VictimCost:
                           drain_waste=ad_number(ad, "ExpectedMachineGracefulDrainingBadput") or 0.0,
                           kill_waste=kill or 0.0)
     if worker.job_end_times:
-        ends = sorted(max(t, now) for t in worker.job_end_times)
-        last = ends[-1]
-        busy = float(worker.cpus_busy or cores)
-        per_job = busy / len(ends)
-        idle_cores = max(cores - busy, 0.0)
-        waste = sum((last - t) * per_job for t in ends) + idle_cores * (last - now)
-        return VictimCost(time_to_go=last - now, drain_waste=waste,
-                          kill_waste=_kill_lower_bound(worker, now))
+        return _from_ends(worker, worker.job_end_times, cores, now)
     if worker.running_jobs > 0 or worker.cpus_busy > 0:
         return VictimCost(time_to_go=math.inf, drain_waste=0.0,
                           kill_waste=_kill_lower_bound(worker, now))

@@ -44,6 +44,7 @@ from nodemanager.console.decision_log import DecisionLog, log_ignored_cancels
 from nodemanager.cycle.idle_memory import IdleMemory
 from nodemanager.cycle.reclaim_memory import ReclaimMemory
 from nodemanager.cycle.steering import Steering
+from nodemanager.cycle.runtime_memory import RuntimeMemory
 from nodemanager.model import CloudNode, CycleReport, Outcome, Plan, Snapshot, frozen_map
 from nodemanager.scheduler import SchedulerPoll
 from nodemanager.configuration.settings import Settings
@@ -129,6 +130,7 @@ class Controller:
         self.idle_memory = IdleMemory()  # idle_grace_mode = break-even: joins and idle periods per size
         self.reclaim_memory = ReclaimMemory()   # spot markets: VM time watched, reclaims seen
         self.steering = Steering()  # [Daemon] steering: the placement ranks sent to the scheduler
+        self.runtimes = RuntimeMemory()  # runtime_prediction = recent: finished runtimes per user
         # whose VMs are ours (None: every VM of the cluster name, as in a replay or `plan`)
         self.identity: Identity | None = None
         self._owned: tuple[Sequence[CloudNode], Ownership] | None = None
@@ -153,8 +155,7 @@ class Controller:
     def forget_inputs(self) -> None:
         """Start the input memory afresh from the next cycle, as a restart does (a new HA leader)."""
         self.inputs = InputMemory()
-        self.idle_memory = IdleMemory()
-        self.reclaim_memory = ReclaimMemory()
+        self.idle_memory, self.reclaim_memory = IdleMemory(), ReclaimMemory()
 
     # -- the cycle ------------------------------------------------------------------------------
 
@@ -178,7 +179,7 @@ class Controller:
             now=now,
             polled_at={"cloud": cloud_polled_at, "scheduler": poll.polled_at},
             cloud_nodes=tuple(nodes),
-            workers=poll.workers,
+            workers=self.runtimes.workers(poll, self.settings.core.runtime_prediction),
             demand=poll.demand,
             in_flight=build_in_flight(self.inputs.action_tagged(nodes), poll, state.in_flight,
                                       tag_grace=max(2 * self.settings.poll.scheduler_interval, 120.0),

@@ -19,6 +19,8 @@ __all__ = [
     "GONE_STATES",
     "is_gone",
     "Classified",
+    "RunningJob",
+    "FinishedJob",
     "Worker",
     "JobOwner",
     "Demand",
@@ -136,6 +138,28 @@ class JobOwner(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
+class RunningJob:
+    """One job running on a worker, as runtime prediction keys it: the job's ``user`` and, where
+    the scheduler has it, its ``name`` (SLURM's job name, HTCondor's ``Cmd``, a trace's
+    executable); ``start`` when it started; ``limit`` its own time limit in seconds (None: none)."""
+
+    job_id: str
+    user: str
+    start: float
+    name: str | None = None
+    limit: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedJob:
+    """``job`` completed (not killed) at ``end``, since the last poll: runtime prediction learns
+    ``end - job.start`` from it."""
+
+    job: RunningJob
+    end: float
+
+
+@dataclass(frozen=True, slots=True)
 class Worker:
     """A node as the scheduler reports it (a SLURM node, or an HTCondor startd).
 
@@ -149,6 +173,9 @@ class Worker:
     current drain began (SLURM: the reason's time; HTCondor: ``LastDrainStartTime``), 0: unknown.
     ``job_end_times`` are the running jobs' expected ends, where known (a job not counted there
     has no known end); ``retirement_end`` is when a graceful drain ends by evicting what still runs.
+    ``jobs`` names the running jobs where the adapter knows them (runtime prediction learns from
+    them); ``predicted_end_times`` are their predicted ends, set by the controller when runtime
+    prediction is on (empty: none; ``job_end_times`` stay the guaranteed limits).
     ``classified`` is the adapter's classification of this record (see
     :func:`nodemanager.scheduler.classified`); the core leaves an unclassified worker alone (busy).
     ``native_ad`` says ``ad`` is the scheduler's own whole machine ad (HTCondor's p-slot ad): drain
@@ -181,6 +208,8 @@ class Worker:
     native_ad: bool = False
     # whose jobs run here, as the scheduler records them (who-spent-what accounting only)
     jobs_by: tuple[JobOwner, ...] = ()
+    jobs: tuple[RunningJob, ...] = ()
+    predicted_end_times: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

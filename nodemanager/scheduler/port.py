@@ -12,7 +12,7 @@ import enum
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from nodemanager.model import Demand, Worker
+from nodemanager.model import Demand, FinishedJob, Worker
 from nodemanager.scheduler.draining_stats import DrainingStats
 from nodemanager.scheduler.records import RecordProblem
 from nodemanager.tags import DRAIN_REASON_PREFIX
@@ -38,6 +38,8 @@ class SchedulerPoll:
     demand: tuple[Demand, ...]
     polled_at: float
     problems: tuple[RecordProblem, ...] = ()
+    # jobs completed since the previous poll, where the adapter learns them (runtime prediction)
+    finished: tuple[FinishedJob, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

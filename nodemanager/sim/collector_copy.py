@@ -11,9 +11,10 @@ import heapq
 from dataclasses import replace
 from typing import Callable
 
-from nodemanager.model import Demand, Worker, frozen_map
+from nodemanager.model import Demand, FinishedJob, Worker, frozen_map
 from nodemanager.scheduler import HTCondorScheduler, SchedulerPoll, worker_from_ad
 from nodemanager.scheduler.htcondor_ads import graceful_eviction_at
+from nodemanager.sim.job import running_job
 from nodemanager.sim.startd import SimStartd
 
 __all__ = ["CollectorCopy"]
@@ -33,6 +34,7 @@ class CollectorCopy:
     _workers: dict[str, Worker | None]               # node id -> its worker, in join order
     _unrendered: set[str]                            # node ids changed since the last poll
     _resend: list[tuple[float, str, float]]          # (when its ad is sent again, node id, rendered at)
+    _finished: list[FinishedJob]                     # jobs completed since the last poll
 
     def advance(self, now: float | None = None) -> None:
         """Run the pool forward (the pool's own)."""
@@ -79,7 +81,8 @@ class CollectorCopy:
             heapq.heappush(resend, (now + self.update_interval * (1 - 1e-12), nid, now))
         out = tuple(w for w in workers.values() if w is not None)
         self.adapter.observe(out)
-        return SchedulerPoll(workers=out, demand=self.demand(), polled_at=now)
+        finished, self._finished = tuple(self._finished), []
+        return SchedulerPoll(workers=out, demand=self.demand(), polled_at=now, finished=finished)
 
     def render(self, st: SimStartd, now: float, before: Worker | None = None) -> Worker:
         """The worker of ``st``'s ad sent now. ``before``: its worker from the ad last sent, when
@@ -98,5 +101,7 @@ class CollectorCopy:
     def _with_job_ends(w: Worker, st: SimStartd) -> Worker:
         if not st.dslots:
             return w
-        ends = tuple(sorted(start + job.walltime for job, start in st.running() if job.walltime))
-        return replace(w, job_end_times=ends) if ends else w
+        running = list(st.running())
+        ends = tuple(sorted(start + job.walltime for job, start in running if job.walltime))
+        named = tuple(running_job(job, start) for job, start in running if job.owner is not None)
+        return replace(w, job_end_times=ends, jobs=named) if ends or named else w

@@ -21,7 +21,7 @@ from typing import Any, Iterable, Sequence
 from nodemanager.sim.swf import SwfJob
 
 __all__ = ["Bounds", "Figures", "Series", "lower_bounds", "percentile", "format_table",
-           "figures_json", "TABLE_COLUMNS", "COLUMN_MEANINGS", "format_legend", "destroy_boot_pairs", "dominates", "pareto_front", "cost_wait", "Verdict", "verdicts"]
+           "figures_json", "format_cell", "TABLE_COLUMNS", "COLUMN_MEANINGS", "format_legend", "destroy_boot_pairs", "dominates", "pareto_front", "cost_wait", "Verdict", "verdicts"]
 
 HOUR = 3600.0
 
@@ -147,6 +147,12 @@ class Figures:
     turnaround_p95: float = 0.0
     # who spent what (SimParams.spend_by): rows of node-hours and money per user, group or size
     spend: list[dict[str, Any]] = field(default_factory=list)
+    # the clairvoyant non-migrating packing's node-hours, and the share of Slurm power saving's
+    # gap to it this run closed (nodemanager.sim.gap; 0 / None: not measured)
+    clairvoyant_node_hours: float = 0.0
+    gap_closed: float | None = None
+    # runtime prediction on: predicted and requested / actual runtime (nodemanager.sim.prediction_figures)
+    runtime_accuracy: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -179,6 +185,7 @@ TABLE_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("wall s", "wall_seconds", "{:.1f}"),
     ("money", "money", "{:.2f}"),
     ("d->b 60s", "destroy_boot_60s", "{}"),
+    ("gap closed", "gap_closed", "{:.0%}"),
 )
 
 # what each column of the table means, printed under it (a test checks every column has one)
@@ -202,6 +209,8 @@ COLUMN_MEANINGS: dict[str, str] = {
     "wall s": "seconds this replay took on this machine",
     "money": "each VM's paid hours x its size's price per hour (the price's currency, as configured)",
     "d->b 60s": "destroys followed within 60 s by a boot (thrash)",
+    "gap closed": "share of Slurm power saving's gap to the clairvoyant packing this run closes "
+                  "(0% pays as Slurm, 100% as clairvoyance, negative: dearer than Slurm)",
 }
 
 
@@ -214,6 +223,12 @@ def format_legend() -> str:
     return "\n".join(lines)
 
 
+def format_cell(row: Figures, attr: str, fmt: str) -> str:
+    """One table cell: ``row``'s ``attr`` in ``fmt``, or ``-`` when not measured."""
+    value = getattr(row, attr)
+    return "-" if value is None else fmt.format(value)
+
+
 def format_table(rows: Sequence[Figures]) -> str:
     """One line per policy, plus a header naming the trace, window, node size and bounds."""
     if not rows:
@@ -224,13 +239,18 @@ def format_table(rows: Sequence[Figures]) -> str:
             f"lower bounds: work {first.lower_bound_work_node_hours:.1f} node-hours, "
             f"no-wait {first.lower_bound_nowait_node_hours:.1f} node-hours"
             f"  (waits in seconds; nh = node-hours, ch = core-hours)")
+    if first.clairvoyant_node_hours:
+        head += (f"\nclairvoyant non-migrating packing (cv life: every runtime known, no waits, "
+                 f"no job moved): {first.clairvoyant_node_hours:.1f} node-hours")
     if first.wide_jobs_split:
         head += (f"\n{first.wide_jobs_split} jobs wider than a node were split into "
                  f"{first.pieces} node-sized pieces")
-    cells = [[h for h, _, _ in TABLE_COLUMNS]]
+    # a column no row measured (None everywhere) is left out
+    columns = [c for c in TABLE_COLUMNS if any(getattr(r, c[1]) is not None for r in rows)]
+    cells = [[h for h, _, _ in columns]]
     for r in rows:
-        cells.append([fmt.format(getattr(r, attr)) for _, attr, fmt in TABLE_COLUMNS])
-    widths = [max(len(row[i]) for row in cells) for i in range(len(TABLE_COLUMNS))]
+        cells.append([format_cell(r, attr, fmt) for _, attr, fmt in columns])
+    widths = [max(len(row[i]) for row in cells) for i in range(len(columns))]
     lines = []
     for n, row in enumerate(cells):
         lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w)

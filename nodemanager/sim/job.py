@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Job", "JobEnd"]
+from nodemanager.model import RunningJob
+
+__all__ = ["Job", "JobEnd", "running_job"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +25,8 @@ class Job:
     max_retirement: float | None = None
     gpus: int = 0                       # RequestGPUs
     requirements: str | None = None     # the job's Requirements beyond resources (ClassAd, TARGET. = slot)
+    owner: str | None = None            # Owner and Cmd: runtime prediction's keys
+    cmd: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,3 +41,8 @@ class JobEnd:
     killed: bool
     by_drain: bool = False
     evicted: bool = False
+
+
+def running_job(job: Job, start: float) -> RunningJob:
+    """``job`` as runtime prediction keys it: its owner and command, started at ``start``."""
+    return RunningJob(job_id=job.id, user=job.owner or "", start=start, name=job.cmd, limit=job.walltime)

@@ -52,12 +52,13 @@ from __future__ import annotations
 import heapq
 from typing import Callable, Mapping, Sequence
 
-from nodemanager.model import CloudNode, Demand, Size, Worker
+from nodemanager.model import CloudNode, Demand, FinishedJob, Size, Worker
 from nodemanager.scheduler import Confirmation, DrainSchedule, DrainTicket, DrainingStats, HTCondorScheduler
 from nodemanager.sim.collector_copy import CollectorCopy
 from nodemanager.sim.negotiator import PLACEMENTS, Negotiator, size_attributes
 from nodemanager.sim.pool_bindings import PoolBindings
 from nodemanager.sim.pool_stats import PoolStats
+from nodemanager.sim.job import running_job
 from nodemanager.sim.startd import Job, JobEnd, SimStartd
 
 __all__ = ["SimPool", "PoolStats", "Job", "JobEnd", "size_attributes", "PLACEMENTS"]
@@ -125,6 +126,7 @@ class SimPool(Negotiator, CollectorCopy):
         self._badput = 0.0
         self._drain_badput = 0.0
         self._used = 0.0
+        self._finished: list[FinishedJob] = []   # completed since the last poll, for runtime prediction
         self._wait_total = 0.0
         self._wait_max = 0.0
         self.adapter = HTCondorScheduler(PoolBindings(self), clock=lambda: self.now, name=name,
@@ -298,6 +300,8 @@ class SimPool(Negotiator, CollectorCopy):
             else:
                 self._c["completed"] += 1
                 self._used += e.job.cpus * (e.end - e.start)
+                if e.job.owner is not None:
+                    self._finished.append(FinishedJob(job=running_job(e.job, e.start), end=e.end))
                 self._done_at[e.job.id] = e.end
         if ended:
             self._mark_dirty()

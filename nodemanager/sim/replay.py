@@ -33,6 +33,7 @@ from typing import Callable, Sequence
 
 from nodemanager.cycle.actuate import Actuator
 from nodemanager.cycle.controller import Controller
+from nodemanager.sim.prediction_figures import with_accuracy
 from nodemanager.cycle.controller_inputs import DESTROYED_KEPT
 from nodemanager.model import ItemKind, Plan, PlanItem
 from nodemanager.sim.baseline_layer import layer_planner
@@ -273,4 +274,4 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
                              trace, window, time.perf_counter() - wall0)
     if sim.spend_by:
         figures = replace(figures, spend=replay_spend(jobs, split, cloud, pool, w.launched, end, sim.spend_by))
-    return ReplayResult(figures, series)
+    return ReplayResult(with_accuracy(figures, controller.runtimes, settings.core.runtime_prediction), series)

@@ -12,7 +12,7 @@ import html
 import os
 from typing import Mapping, Sequence
 
-from nodemanager.sim.figures import TABLE_COLUMNS, Figures, Series, pareto_front
+from nodemanager.sim.figures import TABLE_COLUMNS, Figures, Series, format_cell, pareto_front
 
 __all__ = ["write_report", "coinciding", "WASTE_PARTS"]
 
@@ -197,7 +197,7 @@ def _table_html(rows: Sequence[Figures]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h, _, _ in TABLE_COLUMNS)
     body = []
     for r in rows:
-        cells = "".join(f"<td>{html.escape(fmt.format(getattr(r, a)))}</td>" for _, a, fmt in TABLE_COLUMNS)
+        cells = "".join(f"<td>{html.escape(format_cell(r, a, fmt))}</td>" for _, a, fmt in TABLE_COLUMNS)
         body.append(f"<tr>{cells}</tr>")
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"
 

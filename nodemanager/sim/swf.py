@@ -14,8 +14,9 @@ whitespace-separated numeric fields (-1 means unknown). The replay uses:
  9     requested time       :attr:`SwfJob.requested_time`
  10    requested memory     :attr:`SwfJob.mem_mb` (KB per processor, times the cores)
  11    status               :attr:`SwfJob.status`
- 12    user id              :attr:`SwfJob.user` (who spent what)
+ 12    user id              :attr:`SwfJob.user` (who spent what; runtime prediction's key)
  13    group id             :attr:`SwfJob.group`
+ 14    executable number    :attr:`SwfJob.executable` (runtime prediction's job name)
 ====  ===================  ==============================================================
 
 Files may be gzip-compressed (``.gz``). :class:`SwfReader` streams: it never holds the whole
@@ -65,8 +66,9 @@ class SwfJob:
     requested_time: float = -1.0
     trace_wait: float = -1.0
     status: int = 1
-    user: int = -1      # field 12, the user id (-1: unknown)
-    group: int = -1     # field 13, the group id
+    user: int = -1        # field 12, the user id (-1: unknown)
+    group: int = -1       # field 13, the group id
+    executable: int = -1  # field 14, the executable (application) number
 
 
 @dataclass
@@ -225,6 +227,7 @@ class SwfReader:
             status=int(v[10]),
             user=int(v[11]),
             group=int(v[12]),
+            executable=int(v[13]),
         )
 
 

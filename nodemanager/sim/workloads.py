@@ -131,7 +131,8 @@ def shaped_workload(shape: str, days: float, busy_cores: int,
     for k, (t, runtime, cores, part) in enumerate(rows, 1):
         rt = max(1, round(runtime))
         out.append((SwfJob(id=k, submit=float(round(t)), runtime=float(rt), cores=cores,
-                           mem_mb=2048 * cores, requested_time=float(round(rt * 1.5))), part))
+                           mem_mb=2048 * cores, requested_time=float(round(rt * 1.5)),
+                           user=USERS[part]), part))
     return out
 
 
