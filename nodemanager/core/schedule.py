@@ -133,6 +133,7 @@ def parse_schedule(cron: str, duration: float | str, tz: str | None = None) -> S
     seconds = parse_duration(duration) if isinstance(duration, str) else float(duration)
     if not seconds > 0:
         raise ValueError(f"duration must be above 0 (got {duration})")
+    zone: tzinfo
     if tz:
         try:
             zone_name, zone = tz, ZoneInfo(tz)
