@@ -27,6 +27,7 @@ from nodemanager.configuration.options import (CLOUD_OWN as _CLOUD_OWN, DAEMON a
                                                PROFILE_DIR, PROFILES, SCHEDULER_OPTIONS,
                                                SECRET_OPTIONS, SECTIONS as _SECTIONS, SIZE as _SIZE,
                                                SIZE_CREATE_OPTIONS)
+from nodemanager.configuration.budget_sections import budget_sections
 from nodemanager.configuration.reader import ConfigError, Problem
 from nodemanager.configuration.reader import Reader as _Reader
 from nodemanager.configuration.reader import suggest as _suggest
@@ -67,8 +68,8 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
     profile_matrix = _apply_profile(r, profile)
 
     for section in cp.sections():
-        if section not in _SECTIONS and not section.startswith("Size "):
-            r.problem(section, None, "unknown section" + _suggest(section, _SECTIONS + ("Size NAME",)))
+        if section not in _SECTIONS and not section.startswith(("Size ", "Budget ")):
+            r.problem(section, None, "unknown section" + _suggest(section, _SECTIONS + ("Size NAME", "Budget NAME")))
 
     daemon_schema: dict[str, Callable[[str], Any]] = {k: v[1] for k, v in _DAEMON.items()}
     daemon_schema.update(_DAEMON_SHELL)
@@ -92,7 +93,7 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
             if 0 < values.get("max_nodes", 0) < values.get("min_nodes", 0):
                 r.problem(section, "max_nodes", f"is below min_nodes ({values['min_nodes']})")
             sizes.append(Size(name=name, **values))
-    core = CoreSettings(sizes=tuple(sizes), **core_kwargs)
+    core = CoreSettings(sizes=tuple(sizes), disruption_budgets=budget_sections(r), **core_kwargs)
     if core.max_nodes < core.min_nodes:
         r.problem("Daemon", "max_nodes", f"is below min_nodes ({core.min_nodes})")
 

@@ -7,12 +7,42 @@ Defaults here are the documented defaults of ``config.example.ini``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+import math
+from typing import TYPE_CHECKING, Mapping
 
 from nodemanager.model import EMPTY_MAP, Size
 
-__all__ = ["CoreSettings", "CloudSettings", "SchedulerSettings", "DrainSettings",
+if TYPE_CHECKING:
+    from nodemanager.core.schedule import Schedule
+
+__all__ = ["BUDGET_REASONS", "DisruptionBudget", "CoreSettings", "CloudSettings", "SchedulerSettings", "DrainSettings",
            "ManageSettings", "PollSettings", "HASettings", "Settings"]
+
+
+# the disruption reasons a [Budget NAME] may name (nodemanager.core.disruption_budgets)
+BUDGET_REASONS = ("consolidate", "drift", "max_lifetime", "matrix_drain", "matrix_shutdown")
+
+
+@dataclass(frozen=True)
+class DisruptionBudget:
+    """A ``[Budget NAME]`` section: at most ``nodes`` (or ``percent`` of the nodes up, rounded
+    up) given back at once for the ``reasons`` it names (empty: every budgeted reason), only
+    inside the ``schedule``'s windows (None: always)."""
+
+    name: str
+    reasons: frozenset[str] = frozenset()
+    nodes: int = 0
+    percent: float | None = None
+    schedule: Schedule | None = None
+
+    def allowed(self, up: int) -> int:
+        """How many nodes may be going at once when ``up`` nodes count as up."""
+        return self.nodes if self.percent is None else math.ceil(up * self.percent / 100.0 - 1e-9)
+
+    @property
+    def limit(self) -> str:
+        """``2 node(s)`` or ``10%``: the limit as written."""
+        return f"{self.nodes} node(s)" if self.percent is None else f"{self.percent:g}%"
 
 
 @dataclass(frozen=True)
@@ -50,6 +80,7 @@ class CoreSettings:
     rebuy_hold: float = 0.0               # no boot this long after a destroy; 0 = none
     size_digests: tuple[tuple[str, str], ...] = ()  # size -> settings_digest, tagged at boot (drift)
     idle_grace_mode: str = "fixed"        # fixed | break-even (nodemanager.core.idle_timing)
+    disruption_budgets: tuple[DisruptionBudget, ...] = ()  # [Budget NAME] (nodemanager.core.disruption_budgets)
 
     def size(self, name: str) -> Size | None:
         for s in self.sizes:

@@ -103,6 +103,9 @@ class CycleGauges:
     clock_skew: float | None = None
     unmatched: Mapping[str, int] = field(default_factory=dict)
     protected: Mapping[str, int] = field(default_factory=dict)
+    budget_active: Mapping[str, int] = field(default_factory=dict)   # [Budget NAME] -> 1 inside its schedule
+    budget_allowed: Mapping[str, int] = field(default_factory=dict)  # ... nodes given back at once
+    budget_held: Mapping[str, int] = field(default_factory=dict)     # ... nodes it held back
 
 
 def labelled(name: str, doc: str, labels: list[str],
@@ -148,6 +151,15 @@ class CycleCollector(Collector):
         yield labelled("nodemanager_size_protected",
                         "1 for each size not booted after its VMs failed to join (protected mode).",
                         ["size"], s.protected)
+        yield labelled("nodemanager_budget_active",
+                        "1 for each [Budget NAME] inside its schedule (or with none), else 0.",
+                        ["budget"], s.budget_active)
+        yield labelled("nodemanager_budget_allowed_nodes",
+                        "Nodes each active [Budget NAME] lets be given back at once.",
+                        ["budget"], s.budget_allowed)
+        yield labelled("nodemanager_budget_held_nodes",
+                        "Nodes each [Budget NAME] held back in the last cycle (the most restrictive "
+                        "matching budget is named).", ["budget"], s.budget_held)
         yield GaugeMetricFamily("nodemanager_drains_in_progress",
                                 "Drains of ours under way.", value=s.drains)
         yield GaugeMetricFamily("nodemanager_drain_oldest_age_seconds",

@@ -300,6 +300,9 @@ class Metrics:
             matrix_error=report.matrix_error is not None,
             polled_at=dict(snap.polled_at), last_cycle=self._clock(),
             clock_skew=snap.cloud_clock_skew,
+            budget_active={_label(b.name): int(b.active) for b in plan.budgets},
+            budget_allowed={_label(b.name): b.allowed for b in plan.budgets if b.active},
+            budget_held={_label(b.name): b.held for b in plan.budgets},
         )
 
     def observe_record_problems(self, problems: Iterable[RecordProblem]) -> None:

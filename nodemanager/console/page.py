@@ -14,6 +14,7 @@ import html
 import time
 from typing import Any, Mapping
 
+from nodemanager.console.limits_page import limits_html
 from nodemanager.text import duration, short_rule
 
 __all__ = ["render_html", "NODE_COLUMNS", "REFRESH_SECONDS"]
@@ -260,6 +261,7 @@ def render_html(doc: Mapping[str, Any]) -> str:
         parts.append("<ul id='protected'>" + "".join(
             f"<li>size {e(str(k))} {e(str(v))}</li>" for k, v in sorted(doc["protected_sizes"].items()))
             + "</ul>")
+    parts.append(limits_html(doc))
     counters = doc.get("counters") or {}
     if counters:
         parts.append("<div class='summary' id='counters'>" + "".join(
