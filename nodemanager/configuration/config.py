@@ -28,6 +28,7 @@ from nodemanager.configuration.options import (CLOUD_OWN as _CLOUD_OWN, DAEMON a
                                                SECRET_OPTIONS, SECTIONS as _SECTIONS, SIZE as _SIZE,
                                                SIZE_CREATE_OPTIONS)
 from nodemanager.configuration.budget_sections import budget_sections
+from nodemanager.core.pricing import effective_price
 from nodemanager.configuration.reader import ConfigError, Problem
 from nodemanager.configuration.reader import Reader as _Reader
 from nodemanager.configuration.reader import suggest as _suggest
@@ -84,6 +85,10 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
         values = r.typed(section, {**_SIZE, **dict.fromkeys(SIZE_CREATE_OPTIONS, str)},
                          open_ended=True)
         values = _size_create(r, section, values, base_dir)
+        override, licence = values.pop("price_override", None), values.pop("licence_price", 0.0)
+        if override is not None or licence:
+            listed = values.get("price", 0.0)
+            values.update(list_price=listed, price=effective_price(listed, override, licence))
         missing = [o for o in ("cores", "ram_mb") if o not in values]
         for o in missing:
             r.problem(section, None, f"missing required option {o}")

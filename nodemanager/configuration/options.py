@@ -96,6 +96,8 @@ SIZE: dict[str, Callable[[str], Any]] = {
     "gpus": nonneg(parse_int), "gpu_type": str, "features": parse_names,
     "attributes": parse_attributes, "partitions": parse_names,
     "min_nodes": nonneg(parse_int), "max_nodes": nonneg(parse_int),
+    # what a node of the size really costs: a reservation or savings plan rate, a licence per VM
+    "price_override": nonneg(parse_float), "licence_price": nonneg(parse_float),
 }
 # [Cloud Create] options a [Size NAME] may override (a GPU size needs another image); tag_* too
 SIZE_CREATE_OPTIONS = ("image", "user_data", "user_data_file")

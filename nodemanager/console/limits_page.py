@@ -1,5 +1,5 @@
 """The status page's lines on what limits giving back and booting: the ``[Budget NAME]``
-sections (active or not, how many nodes each held back)."""
+sections (active or not, how many nodes each held back) and the sizes whose price is overridden."""
 
 from __future__ import annotations
 
@@ -10,11 +10,16 @@ __all__ = ["limits_html"]
 
 
 def limits_html(doc: Mapping[str, Any]) -> str:
-    """An ``<ul id='budgets'>`` of the budgets (empty when none is configured)."""
+    """An ``<ul id='budgets'>`` of the budgets and an ``<ul id='prices'>`` of the overridden
+    prices (each empty when there is none)."""
     e = html.escape
     items = []
     for b in doc.get("budgets") or ():
         state = (f"active: {b['allowed']} at once, {b['held']} node(s) held back" if b["active"]
                  else "outside its schedule")
         items.append(f"<li>{e(str(b['text']))}: {e(state)}</li>")
-    return "<ul id='budgets'>" + "".join(items) + "</ul>" if items else ""
+    out = "<ul id='budgets'>" + "".join(items) + "</ul>" if items else ""
+    prices = [f"<li>size {e(str(p['size']))}: {p['price']:g}/h as decisions and spend count it "
+              f"(configured price {p['list_price']:g}/h, price_override and licence_price applied)</li>"
+              for p in doc.get("price_overrides") or ()]
+    return out + ("<ul id='prices'>" + "".join(prices) + "</ul>" if prices else "")

@@ -131,13 +131,24 @@ class Metrics:
         for size in self._sizes:
             self._charges.labels(_label(size))  # 0 from the start: a missing series is no answer
             self._late.labels(_label(size))
+        self._price = Gauge("nodemanager_size_price_per_hour",
+                            "Each size's price per node-hour as decisions and money figures use it "
+                            "(price_override and licence_price applied), and as configured (list).",
+                            ["size", "kind"], registry=r)
+        self._set_prices()
         self._gauges = _CycleCollector(clock)
         r.register(self._gauges)
+
+    def _set_prices(self) -> None:
+        for s in self._sizes.values():
+            self._price.labels(_label(s.name), "effective").set(s.price)
+            self._price.labels(_label(s.name), "list").set(s.price if s.list_price is None else s.list_price)
 
     def set_sizes(self, sizes: Sequence[Size]) -> None:
         """New prices after a config reload."""
         with self._lock:
             self._sizes = {s.name: s for s in sizes}
+            self._set_prices()
 
     def observe_identity(self, report: CycleReport) -> None:
         """Whose VMs the cycle saw: another deployment's, and whether another controller acts."""

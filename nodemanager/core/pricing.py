@@ -20,10 +20,17 @@ import math
 
 from nodemanager.model import Size
 
-__all__ = ["expected_price", "reclaim_rate"]
+__all__ = ["expected_price", "reclaim_rate", "effective_price"]
 
 _HOUR = 3600.0
 _MAX_EXPONENT = 50.0  # e^50: a job that would practically never finish on this size
+
+
+def effective_price(price: float, override: float | None, licence: float) -> float:
+    """A size's price per node-hour for every decision and figure (size choice, ``max_total_price``,
+    spend metrics, the simulator): ``[Size] price_override`` (a reservation or savings plan rate)
+    in place of the configured ``price``, plus ``licence_price`` per VM-hour."""
+    return (price if override is None else override) + licence
 
 
 def reclaim_rate(size: Size) -> float:

@@ -72,6 +72,9 @@ class Size:
     market: str = "on-demand"
     max_price: float | None = None
     interruptions_per_day: float = 0.0  # expected reclaims of one VM per day (spot only)
+    # ``price`` as configured when price_override or licence_price set the effective ``price``
+    # (nodemanager.core.pricing.effective_price); None: ``price`` is the configured one
+    list_price: float | None = None
 
     @property
     def cloud_type(self) -> str:
