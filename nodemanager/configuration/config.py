@@ -266,6 +266,7 @@ def _cloud(r: _Reader) -> CloudSettings:
     own_schema: dict[str, Callable[[str], Any]] = {
         "driver": lambda v: v.strip().lower(), "cluster": str, "node_name_template": str,
         "calls_per_second": nonneg(parse_float), "quota_backoff": parse_duration,
+        "capacity_cooldown": nonneg(parse_duration), "capacity_max_cooldown": nonneg(parse_duration),
         "deployment_id": lambda v: v.strip(),
     }
     own = r.typed("Cloud", own_schema, open_ended=True)

@@ -37,7 +37,7 @@ SCHEDULER_OPTIONS: Mapping[str, frozenset[str]] = {
 }
 
 CLOUD_OWN = frozenset({"driver", "cluster", "node_name_template", "calls_per_second",
-                        "quota_backoff", "deployment_id"})
+                        "quota_backoff", "deployment_id", "capacity_cooldown", "capacity_max_cooldown"})
 
 
 DAEMON: dict[str, tuple[str, Callable[[str], Any]]] = {

@@ -109,6 +109,11 @@ class CloudSettings:
     node_name_template: str = "{cluster}-{size}-{seq}"
     calls_per_second: float = 5.0
     quota_backoff: float = 600.0
+    # capacity circuit breakers (nodemanager.core.breaker): a capacity error holds the size off for
+    # capacity_cooldown, doubling per further error up to capacity_max_cooldown, then one probe
+    # boot decides; 0: a capacity error holds the size off for quota_backoff
+    capacity_cooldown: float = 0.0
+    capacity_max_cooldown: float = 1800.0
     deployment_id: str = ""                     # set, or made at the first start (state_dir)
 
 

@@ -106,6 +106,7 @@ class CycleGauges:
     budget_active: Mapping[str, int] = field(default_factory=dict)   # [Budget NAME] -> 1 inside its schedule
     budget_allowed: Mapping[str, int] = field(default_factory=dict)  # ... nodes given back at once
     budget_held: Mapping[str, int] = field(default_factory=dict)     # ... nodes it held back
+    breakers: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (size, open|half-open) -> 1
 
 
 def labelled(name: str, doc: str, labels: list[str],
@@ -151,6 +152,10 @@ class CycleCollector(Collector):
         yield labelled("nodemanager_size_protected",
                         "1 for each size not booted after its VMs failed to join (protected mode).",
                         ["size"], s.protected)
+        yield labelled("nodemanager_capacity_breaker",
+                        "1 for each size whose capacity breaker is open (not booted after capacity "
+                        "errors) or half-open (one probe boot at a time); closed sizes have no sample.",
+                        ["size", "state"], s.breakers)
         yield labelled("nodemanager_budget_active",
                         "1 for each [Budget NAME] inside its schedule (or with none), else 0.",
                         ["budget"], s.budget_active)

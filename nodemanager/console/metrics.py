@@ -314,6 +314,8 @@ class Metrics:
             budget_active={_label(b.name): int(b.active) for b in plan.budgets},
             budget_allowed={_label(b.name): b.allowed for b in plan.budgets if b.active},
             budget_held={_label(b.name): b.held for b in plan.budgets},
+            breakers={**{(_label(s), "open"): 1 for s in snap.open_breakers},
+                      **{(_label(s), "half-open"): 1 for s in snap.probe_sizes}},
         )
 
     def observe_record_problems(self, problems: Iterable[RecordProblem]) -> None:

@@ -132,6 +132,8 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
         foreign_vms=[{"node_id": n.id, "name": n.name, "state": n.state,
                       "deployment": n.tags.get(TAG_DEPLOYMENT) or None} for n in report.foreign_nodes],
         protected_sizes=dict(snap.protected_sizes),
+        capacity_breakers={**dict(snap.open_breakers),
+                           **{s: "capacity breaker half-open: one probe boot decides" for s in snap.probe_sizes}},
         price_overrides=[{"size": s.name, "price": s.price, "list_price": s.list_price}
                          for s in (view.core.sizes if view.core else ()) if s.list_price is not None],
         budgets=[{"name": b.name, "active": b.active, "allowed": b.allowed, "held": b.held, "text": b.text}

@@ -31,6 +31,7 @@ __all__ = ["Tier", "TIERS", "BUSY_FREE", "IDLE_KEPT", "GIVEN_BACK", "BOOTING", "
 
 UNMATCHED = "unmatched"  # the Unmet reason of demand no configured size can run
 SIZE_MAX = "size_max_nodes"  # a size's own max_nodes binds: other sizes may still serve
+PROBE = "backoff"  # a half-open capacity breaker allows one probe boot: other sizes serve the rest
 
 
 @dataclass(frozen=True)
@@ -217,6 +218,8 @@ class _Room:
         self.price = sum(sizes[n.size].price for n in snapshot.cloud_nodes if n.size in sizes) + sum(
             sizes[f.size].price for f in boots_in_flight if f.size in sizes) if settings.max_total_price > 0 else 0.0
         self.boots: dict[str, int] = {}
+        # half-open capacity breakers: boots of the size under way (its probe)
+        self.probing = {s: sum(1 for f in boots_in_flight if f.size == s) for s in snapshot.probe_sizes}
         # nodes listed or booting per size (its max_nodes)
         self.of_size: dict[str, int] = dict(Counter([n.size for n in snapshot.cloud_nodes]
                                                     + [f.size or "" for f in boots_in_flight])) if any(
@@ -234,6 +237,11 @@ class _Room:
                 room, kind = by_price, "max_total_price"
                 cause = (f"max_total_price {settings.max_total_price:g}/h reached "
                          f"({price:g}/h in use)")
+        if size.name in self.probing:
+            probes = self.probing[size.name] + self.boots.get(size.name, 0)
+            if 1 - probes < room:
+                room, kind = 1 - probes, PROBE
+                cause = f"size {size.name}: capacity breaker half-open, one probe boot at a time"
         if size.max_nodes > 0:
             mine = self.of_size.get(size.name, 0) + self.boots.get(size.name, 0)
             if size.max_nodes - mine < room:
@@ -256,7 +264,7 @@ class _Room:
 
 
 def _blocked_why(name: str, snapshot: Snapshot) -> str:
-    why = snapshot.protected_sizes.get(name)
+    why = snapshot.protected_sizes.get(name) or snapshot.open_breakers.get(name)
     return f"{name}: {why}" if why else name
 
 
@@ -269,7 +277,7 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
     ``min_nodes`` given ``up`` (the size of each node that counts as up)."""
     bins = _existing(settings, sizes, nodes, orphans, boots_in_flight)
     room = _Room(snapshot, settings, sizes, boots_in_flight)
-    blocked = snapshot.blocked_sizes | snapshot.protected_sizes.keys()
+    blocked = snapshot.blocked_sizes | snapshot.protected_sizes.keys() | snapshot.open_breakers.keys()
     usable = sorted((s for s in sizes.values() if s.name not in blocked
                      and s.instance_type not in blocked),
                     key=lambda s: (s.price, s.cores, s.ram_mb, s.name))
@@ -341,7 +349,7 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
                     new.add(best.cores, ram, best.name, None, best.gpus)
             if cause is None:
                 continue
-            if kind in (SIZE_MAX, "max_total_price") and len(choices) > 1:
+            if kind in (SIZE_MAX, "max_total_price", PROBE) and len(choices) > 1:
                 # another size may serve the rest (a cheaper node may fit the money left)
                 choices = [s for s in choices if s is not best]
                 continue

@@ -260,3 +260,7 @@ class Snapshot:
     destroyed: frozenset[str] = frozenset()      # node ids this process destroyed, maybe still listed
     # idle_grace_mode = break-even: size -> (idle grace seconds, its words); a size not here: idle_grace
     idle_graces: Mapping[str, tuple[float, str]] = field(default_factory=lambda: EMPTY_MAP)
+    # capacity breakers (nodemanager.core.breaker): open sizes -> why, not booted; half-open sizes
+    # are booted one probe at a time
+    open_breakers: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
+    probe_sizes: frozenset[str] = frozenset()
