@@ -69,7 +69,7 @@ def budgets(decisions: list[Decision], snapshot: Snapshot, settings: CoreSetting
 def _size_rooms(decisions: list[Decision], settings: CoreSettings) -> dict[str, int]:
     """Per size with a ``min_nodes``: how many more of it may go (forced drains already count)."""
     room = {s.name: -s.min_nodes for s in settings.sizes if s.min_nodes > 0}
-    for d in decisions:
+    for d in decisions if room else ():
         f = d.facts
         if f.up and f.size is not None and f.size.name in room:
             room[f.size.name] += 1 - (d.forced and d.want is ItemKind.DRAIN)
