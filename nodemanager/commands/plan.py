@@ -165,6 +165,8 @@ def plan_to_json(p) -> dict:
         "notes": list(p.notes),
         "unmet": [{"what": u.what, "jobs": u.jobs, "reason": u.reason, "text": u.text}
                   for u in p.unmet],
+        "budgets": [{"name": b.name, "active": b.active, "allowed": b.allowed, "held": b.held,
+                     "text": b.text} for b in p.budgets],
     }
 
 
@@ -204,4 +206,7 @@ def format_table(p) -> str:
         lines.append(f"frozen: {p.frozen}")
     for n in p.notes:
         lines.append(f"note: {n}")
+    for b in p.budgets:
+        state = f"active, {b.allowed} at once, {b.held} held back" if b.active else "outside its schedule"
+        lines.append(f"{b.text}: {state}")
     return "\n".join(printable(line) for line in lines) + "\n"

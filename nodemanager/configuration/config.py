@@ -28,6 +28,8 @@ from nodemanager.configuration.options import (CLOUD_OWN as _CLOUD_OWN, DAEMON a
                                                PROFILE_DIR, PROFILES, SCHEDULER_OPTIONS,
                                                SECRET_OPTIONS, SECTIONS as _SECTIONS, SIZE as _SIZE,
                                                SIZE_CREATE_OPTIONS)
+from nodemanager.configuration.budget_sections import budget_sections
+from nodemanager.core.pricing import effective_price
 from nodemanager.configuration.reader import ConfigError, Problem
 from nodemanager.configuration.reader import Reader as _Reader
 from nodemanager.configuration.reader import suggest as _suggest
@@ -68,8 +70,8 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
     profile_matrix = _apply_profile(r, profile)
 
     for section in cp.sections():
-        if section not in _SECTIONS and not section.startswith("Size "):
-            r.problem(section, None, "unknown section" + _suggest(section, _SECTIONS + ("Size NAME",)))
+        if section not in _SECTIONS and not section.startswith(("Size ", "Budget ")):
+            r.problem(section, None, "unknown section" + _suggest(section, _SECTIONS + ("Size NAME", "Budget NAME")))
 
     daemon_schema: dict[str, Callable[[str], Any]] = {k: v[1] for k, v in _DAEMON.items()}
     daemon_schema.update(_DAEMON_SHELL)
@@ -84,6 +86,10 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
         values = r.typed(section, {**_SIZE, **dict.fromkeys(SIZE_CREATE_OPTIONS, str)},
                          open_ended=True)
         values = _size_create(r, section, values, base_dir)
+        override, licence = values.pop("price_override", None), values.pop("licence_price", 0.0)
+        if override is not None or licence:
+            listed = values.get("price", 0.0)
+            values.update(list_price=listed, price=effective_price(listed, override, licence))
         missing = [o for o in ("cores", "ram_mb") if o not in values]
         for o in missing:
             r.problem(section, None, f"missing required option {o}")
@@ -94,7 +100,7 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
                 r.problem(section, "max_nodes", f"is below min_nodes ({values['min_nodes']})")
             warm_schedule(r.problem, section, values)
             sizes.append(Size(name=name, **values))
-    core = CoreSettings(sizes=tuple(sizes), **core_kwargs)
+    core = CoreSettings(sizes=tuple(sizes), disruption_budgets=budget_sections(r), **core_kwargs)
     if core.max_nodes < core.min_nodes:
         r.problem("Daemon", "max_nodes", f"is below min_nodes ({core.min_nodes})")
 
@@ -262,6 +268,7 @@ def _cloud(r: _Reader) -> CloudSettings:
     own_schema: dict[str, Callable[[str], Any]] = {
         "driver": lambda v: v.strip().lower(), "cluster": str, "node_name_template": str,
         "calls_per_second": nonneg(parse_float), "quota_backoff": parse_duration,
+        "capacity_cooldown": nonneg(parse_duration), "capacity_max_cooldown": nonneg(parse_duration),
         "deployment_id": lambda v: v.strip(),
     }
     own = r.typed("Cloud", own_schema, open_ended=True)

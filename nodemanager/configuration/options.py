@@ -37,7 +37,7 @@ SCHEDULER_OPTIONS: Mapping[str, frozenset[str]] = {
 }
 
 CLOUD_OWN = frozenset({"driver", "cluster", "node_name_template", "calls_per_second",
-                        "quota_backoff", "deployment_id"})
+                        "quota_backoff", "deployment_id", "capacity_cooldown", "capacity_max_cooldown"})
 
 
 DAEMON: dict[str, tuple[str, Callable[[str], Any]]] = {
@@ -104,6 +104,8 @@ SIZE: dict[str, Callable[[str], Any]] = {
     "min_nodes": nonneg(parse_int), "max_nodes": nonneg(parse_int),
     "warm_nodes": nonneg(parse_int), "warm_cores": nonneg(parse_int),
     "warm_schedule": str, "warm_duration": parse_duration, "warm_time_zone": str,
+    # what a node of the size really costs: a reservation or savings plan rate, a licence per VM
+    "price_override": nonneg(parse_float), "licence_price": nonneg(parse_float),
 }
 # [Cloud Create] options a [Size NAME] may override (a GPU size needs another image); tag_* too
 SIZE_CREATE_OPTIONS = ("image", "user_data", "user_data_file")

@@ -7,12 +7,42 @@ Defaults here are the documented defaults of ``config.example.ini``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+import math
+from typing import TYPE_CHECKING, Mapping
 
 from nodemanager.model import EMPTY_MAP, Size
 
-__all__ = ["CoreSettings", "CloudSettings", "SchedulerSettings", "DrainSettings",
+if TYPE_CHECKING:
+    from nodemanager.core.schedule import Schedule
+
+__all__ = ["BUDGET_REASONS", "DisruptionBudget", "CoreSettings", "CloudSettings", "SchedulerSettings", "DrainSettings",
            "ManageSettings", "PollSettings", "HASettings", "Settings"]
+
+
+# the disruption reasons a [Budget NAME] may name (nodemanager.core.disruption_budgets)
+BUDGET_REASONS = ("consolidate", "drift", "max_lifetime", "matrix_drain", "matrix_shutdown")
+
+
+@dataclass(frozen=True)
+class DisruptionBudget:
+    """A ``[Budget NAME]`` section: at most ``nodes`` (or ``percent`` of the nodes up, rounded
+    up) given back at once for the ``reasons`` it names (empty: every budgeted reason), only
+    inside the ``schedule``'s windows (None: always)."""
+
+    name: str
+    reasons: frozenset[str] = frozenset()
+    nodes: int = 0
+    percent: float | None = None
+    schedule: Schedule | None = None
+
+    def allowed(self, up: int) -> int:
+        """How many nodes may be going at once when ``up`` nodes count as up."""
+        return self.nodes if self.percent is None else math.ceil(up * self.percent / 100.0 - 1e-9)
+
+    @property
+    def limit(self) -> str:
+        """``2 node(s)`` or ``10%``: the limit as written."""
+        return f"{self.nodes} node(s)" if self.percent is None else f"{self.percent:g}%"
 
 
 @dataclass(frozen=True)
@@ -55,6 +85,7 @@ class CoreSettings:
     steering: bool = False                # rank our nodes for the scheduler's placement (core.steering)
     # off | recent: running jobs' ends predicted from their users' recent jobs (runtime_prediction)
     runtime_prediction: str = "off"
+    disruption_budgets: tuple[DisruptionBudget, ...] = ()  # [Budget NAME] (nodemanager.core.disruption_budgets)
 
     def size(self, name: str) -> Size | None:
         for s in self.sizes:
@@ -83,6 +114,11 @@ class CloudSettings:
     node_name_template: str = "{cluster}-{size}-{seq}"
     calls_per_second: float = 5.0
     quota_backoff: float = 600.0
+    # capacity circuit breakers (nodemanager.core.breaker): a capacity error holds the size off for
+    # capacity_cooldown, doubling per further error up to capacity_max_cooldown, then one probe
+    # boot decides; 0: a capacity error holds the size off for quota_backoff
+    capacity_cooldown: float = 0.0
+    capacity_max_cooldown: float = 1800.0
     deployment_id: str = ""                     # set, or made at the first start (state_dir)
 
 

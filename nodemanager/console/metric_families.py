@@ -104,6 +104,10 @@ class CycleGauges:
     unmatched: Mapping[str, int] = field(default_factory=dict)
     protected: Mapping[str, int] = field(default_factory=dict)
     spot_rates: Mapping[str, float] = field(default_factory=dict)
+    budget_active: Mapping[str, int] = field(default_factory=dict)   # [Budget NAME] -> 1 inside its schedule
+    budget_allowed: Mapping[str, int] = field(default_factory=dict)  # ... nodes given back at once
+    budget_held: Mapping[str, int] = field(default_factory=dict)     # ... nodes it held back
+    breakers: Mapping[tuple[str, str], int] = field(default_factory=dict)  # (size, open|half-open) -> 1
 
 
 def labelled(name: str, doc: str, labels: list[str],
@@ -152,6 +156,19 @@ class CycleCollector(Collector):
         yield labelled("nodemanager_spot_reclaims_per_day",
                         "Each spot size's reclaims per VM-day, as priced: the configured rate blended "
                         "with the reclaims seen lately.", ["size"], s.spot_rates)
+        yield labelled("nodemanager_capacity_breaker",
+                        "1 for each size whose capacity breaker is open (not booted after capacity "
+                        "errors) or half-open (one probe boot at a time); closed sizes have no sample.",
+                        ["size", "state"], s.breakers)
+        yield labelled("nodemanager_budget_active",
+                        "1 for each [Budget NAME] inside its schedule (or with none), else 0.",
+                        ["budget"], s.budget_active)
+        yield labelled("nodemanager_budget_allowed_nodes",
+                        "Nodes each active [Budget NAME] lets be given back at once.",
+                        ["budget"], s.budget_allowed)
+        yield labelled("nodemanager_budget_held_nodes",
+                        "Nodes each [Budget NAME] held back in the last cycle (the most restrictive "
+                        "matching budget is named).", ["budget"], s.budget_held)
         yield GaugeMetricFamily("nodemanager_drains_in_progress",
                                 "Drains of ours under way.", value=s.drains)
         yield GaugeMetricFamily("nodemanager_drain_oldest_age_seconds",

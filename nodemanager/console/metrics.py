@@ -131,13 +131,24 @@ class Metrics:
         for size in self._sizes:
             self._charges.labels(_label(size))  # 0 from the start: a missing series is no answer
             self._late.labels(_label(size))
+        self._price = Gauge("nodemanager_size_price_per_hour",
+                            "Each size's price per node-hour as decisions and money figures use it "
+                            "(price_override and licence_price applied), and as configured (list).",
+                            ["size", "kind"], registry=r)
+        self._set_prices()
         self._gauges = _CycleCollector(clock)
         r.register(self._gauges)
+
+    def _set_prices(self) -> None:
+        for s in self._sizes.values():
+            self._price.labels(_label(s.name), "effective").set(s.price)
+            self._price.labels(_label(s.name), "list").set(s.price if s.list_price is None else s.list_price)
 
     def set_sizes(self, sizes: Sequence[Size]) -> None:
         """New prices after a config reload."""
         with self._lock:
             self._sizes = {s.name: s for s in sizes}
+            self._set_prices()
 
     def observe_identity(self, report: CycleReport) -> None:
         """Whose VMs the cycle saw: another deployment's, and whether another controller acts."""
@@ -302,6 +313,11 @@ class Metrics:
             matrix_error=report.matrix_error is not None,
             polled_at=dict(snap.polled_at), last_cycle=self._clock(),
             clock_skew=snap.cloud_clock_skew,
+            budget_active={_label(b.name): int(b.active) for b in plan.budgets},
+            budget_allowed={_label(b.name): b.allowed for b in plan.budgets if b.active},
+            budget_held={_label(b.name): b.held for b in plan.budgets},
+            breakers={**{(_label(s), "open"): 1 for s in snap.open_breakers},
+                      **{(_label(s), "half-open"): 1 for s in snap.probe_sizes}},
         )
 
     def observe_record_problems(self, problems: Iterable[RecordProblem]) -> None:

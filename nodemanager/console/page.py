@@ -14,6 +14,7 @@ import html
 import time
 from typing import Any, Mapping
 
+from nodemanager.console.limits_page import limits_html
 from nodemanager.text import duration, short_rule
 
 __all__ = ["render_html", "NODE_COLUMNS", "REFRESH_SECONDS"]
@@ -268,6 +269,7 @@ def render_html(doc: Mapping[str, Any]) -> str:
             f"<li>spot size {e(k)}: {e(v['why'])}; takes jobs of up to "
             f"{e(duration(v['takes_walltime_up_to'])) if v['takes_walltime_up_to'] is not None else 'any'} walltime</li>"
             for k, v in sorted(doc["spot_markets"].items())) + "</ul>")
+    parts.append(limits_html(doc))
     counters = doc.get("counters") or {}
     if counters:
         parts.append("<div class='summary' id='counters'>" + "".join(

@@ -136,6 +136,12 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
                       "deployment": n.tags.get(TAG_DEPLOYMENT) or None} for n in report.foreign_nodes],
         protected_sizes=dict(snap.protected_sizes),
         spot_markets=_spot_markets(snap, view.core),
+        capacity_breakers={**dict(snap.open_breakers),
+                           **{s: "capacity breaker half-open: one probe boot decides" for s in snap.probe_sizes}},
+        price_overrides=[{"size": s.name, "price": s.price, "list_price": s.list_price}
+                         for s in (view.core.sizes if view.core else ()) if s.list_price is not None],
+        budgets=[{"name": b.name, "active": b.active, "allowed": b.allowed, "held": b.held, "text": b.text}
+                 for b in plan.budgets],
         summary=pool_summary(report, view.core, recent), notes=list(plan.notes),
         why_not_demand=[w.to_json() for w in why_not.demand],
         recent=[{**r, "events": _events(r["events"])} for r in recent],

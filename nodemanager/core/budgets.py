@@ -1,5 +1,6 @@
-"""The gates after demand: freezes, demand, ``min_nodes`` and the budgets
-(``max_concurrent_drains``, ``max_destroys_per_hour``), applied to what the disruption reasons
+"""The gates after demand: freezes, demand, ``min_nodes`` (the global one and each size's) and
+the budgets (``max_concurrent_drains``, ``max_destroys_per_hour``, the ``[Budget NAME]``
+sections of :mod:`nodemanager.core.disruption_budgets`), applied to what the disruption reasons
 proposed. :class:`Budgets` is computed once per cycle and drawn from in order: an operator's
 forced drains first (they pass min_nodes and the drain budget, but count in both), then the
 destroys of nodes that run nothing, then the rest in victim order (:func:`order_victims`) when
@@ -12,9 +13,10 @@ import math
 from typing import NamedTuple
 
 from nodemanager.core.consolidate import too_young
+from nodemanager.core.disruption_budgets import allowances, binding, budget_reason, held_words, uses
 from nodemanager.core.plan_node import Decision
 from nodemanager.core.victims import Estimator, order_victims
-from nodemanager.model import Blocked, ItemKind, Snapshot, VictimCost
+from nodemanager.model import Blocked, BudgetUse, ItemKind, Snapshot, VictimCost
 from nodemanager.configuration.settings import CoreSettings
 from policy_matrix.vocabulary import BOOT_EXCEEDED, UNPAIRED
 
@@ -64,15 +66,31 @@ def budgets(decisions: list[Decision], snapshot: Snapshot, settings: CoreSetting
                    draining=draining, started=forced, max_drains=settings.max_concurrent_drains)
 
 
+def _size_rooms(decisions: list[Decision], settings: CoreSettings) -> dict[str, int]:
+    """Per size with a ``min_nodes``: how many more of it may go (forced drains already count)."""
+    room = {s.name: -s.min_nodes for s in settings.sizes if s.min_nodes > 0}
+    for d in decisions if room else ():
+        f = d.facts
+        if f.up and f.size is not None and f.size.name in room:
+            room[f.size.name] += 1 - (d.forced and d.want is ItemKind.DRAIN)
+    return room
+
+
 def gate(decisions: list[Decision], snapshot: Snapshot, settings: CoreSettings, freeze: str | None,
-         estimator: Estimator) -> list[Decision]:
-    """``decisions`` with the drains and destroys that may not happen now blocked, in words."""
+         estimator: Estimator) -> tuple[list[Decision], tuple[BudgetUse, ...]]:
+    """``decisions`` with the drains and destroys that may not happen now blocked, in words, and
+    what each ``[Budget NAME]`` did."""
+    b = budgets(decisions, snapshot, settings)
+    all_budgets = allowances(settings, b.up, snapshot.now) if settings.disruption_budgets else []
     if freeze:
         return [d.held_back(Blocked.FROZEN, f"{verb(d.want)} held back: {freeze}")
-                if d.want in (ItemKind.DRAIN, ItemKind.DESTROY) else d for d in decisions]
+                if d.want in (ItemKind.DRAIN, ItemKind.DESTROY) else d for d in decisions], uses(all_budgets, {})
     out = list(decisions)
-    b = budgets(decisions, snapshot, settings)
     min_nodes, up = settings.min_nodes, b.up
+    size_room = _size_rooms(decisions, settings)
+    active_budgets = [a for a in all_budgets if a.active]
+    digests = dict(settings.size_digests) if active_budgets else {}
+    held: dict[str, int] = {}
 
     def destroy_held(d: Decision, note: str = "") -> Decision:
         return d.held_back(Blocked.BUDGET, f"destroy held back: max_destroys_per_hour "
@@ -81,6 +99,9 @@ def gate(decisions: list[Decision], snapshot: Snapshot, settings: CoreSettings, 
 
     # the nodes that want an action (a few of a large pool): the only ones the gates look at
     wanting = [i for i, d in enumerate(decisions) if d.want is not None]
+    # nodes being given back count against the [Budget NAME] sections: destroys under way, drained
+    # nodes destroyed now (below), drains under way and started now (``b``)
+    finishing = sum(1 for d in decisions if "destroy" in d.facts.flights) if active_budgets else 0
     # nodes that run nothing first (not cancellable); a booting one still counts as up
     for i in wanting:
         d = decisions[i]
@@ -96,6 +117,7 @@ def gate(decisions: list[Decision], snapshot: Snapshot, settings: CoreSettings, 
                     b = b._replace(draining=b.draining + 1)
             else:
                 b = b._replace(destroys_left=b.destroys_left - 1, room=b.room - booting)
+                finishing += d.drain is not None  # a drained node going: it counts against the budgets
 
     candidates: list[int] = []
     for i in wanting:
@@ -112,7 +134,8 @@ def gate(decisions: list[Decision], snapshot: Snapshot, settings: CoreSettings, 
     destroys = len(candidates) - drains
     # victims are ordered only when some, not all, may go (pricing thousands of them costs time)
     some_may_go = b.room > 0 and ((drains and b.drains_left > 0) or (destroys and b.destroys_left > 0))
-    if some_may_go and (len(candidates) > b.room or drains > b.drains_left or destroys > b.destroys_left):
+    if some_may_go and (len(candidates) > b.room or drains > b.drains_left or destroys > b.destroys_left
+                        or size_room or active_budgets):
         def cost(i: int) -> VictimCost:
             w = out[i].facts.worker
             return estimator(w, snapshot.now) if w is not None else _FREE
@@ -124,6 +147,7 @@ def gate(decisions: list[Decision], snapshot: Snapshot, settings: CoreSettings, 
         chosen = "; other nodes cost more to give back (victim order)"
     else:
         chosen = ""
+    destroyed = finishing  # with the destroys of this loop: nodes going, for the [Budget NAME] sections
     for i in candidates:
         d = out[i]
         up_now = d.facts.up  # a node that is no capacity (reclaimed) takes nothing from min_nodes
@@ -131,6 +155,20 @@ def gate(decisions: list[Decision], snapshot: Snapshot, settings: CoreSettings, 
             out[i] = d.held_back(Blocked.MIN_NODES, f"{verb(d.want)} held back: min_nodes {min_nodes} "
                                                     f"({up} up){chosen}; {d.reason}")
             continue
+        size = d.facts.size
+        if up_now and size is not None and size.name in size_room and size_room[size.name] <= 0:
+            out[i] = d.held_back(Blocked.MIN_NODES, f"{verb(d.want)} held back: [Size {size.name}] min_nodes "
+                                                    f"{size.min_nodes}{chosen}; {d.reason}")
+            continue
+        reason = budget_reason(d, digests) if active_budgets else None
+        if reason is not None:
+            going = b.draining + b.started + destroyed
+            bound = binding(active_budgets, reason, going)
+            if bound is not None:
+                held[bound.budget.name] = held.get(bound.budget.name, 0) + 1
+                out[i] = d.held_back(Blocked.BUDGET, f"{verb(d.want)} {held_words(bound, reason, going)}"
+                                                     f"{chosen}; {d.reason}")
+                continue
         if d.want is ItemKind.DRAIN:
             if b.drains_left <= 0:
                 out[i] = d.held_back(Blocked.BUDGET, f"drain held back: max_concurrent_drains "
@@ -143,5 +181,8 @@ def gate(decisions: list[Decision], snapshot: Snapshot, settings: CoreSettings, 
             continue
         else:
             b = b._replace(destroys_left=b.destroys_left - 1)
+            destroyed += 1
         b = b._replace(room=b.room - up_now)
-    return out
+        if size is not None and size.name in size_room:
+            size_room[size.name] -= up_now
+    return out, uses(all_budgets, held)

@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from nodemanager.core.boot_room import PROBE, SIZE_MAX, BootRoom
 from nodemanager.core.classify import foreign_drain
 from nodemanager.core.plan_node import Decision
 from nodemanager.core.pricing import expected_price, reclaim_rate, spot_limits, spot_words
@@ -32,7 +33,6 @@ __all__ = ["Tier", "TIERS", "BUSY_FREE", "IDLE_KEPT", "GIVEN_BACK", "BOOTING", "
 
 _IN_FLIGHT = "\0"  # the owner of a boot not listed yet: its request id after this (no node id starts so)
 UNMATCHED = "unmatched"  # the Unmet reason of demand no configured size can run
-SIZE_MAX = "size_max_nodes"  # a size's own max_nodes binds: other sizes may still serve
 
 
 @dataclass(frozen=True)
@@ -205,61 +205,8 @@ def _existing(settings: CoreSettings, sizes: dict[str, Size], nodes: Sequence[De
     return bins
 
 
-class _Room:
-    """Room for new nodes under max_nodes, the cloud quota and max_total_price; books boots."""
-
-    def __init__(self, snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Size],
-                 boots_in_flight: Sequence[InFlight]) -> None:
-        self.settings = settings
-        self.limit = settings.max_nodes
-        if snapshot.quota is not None:
-            self.limit = min(self.limit, snapshot.quota)
-        self.total = len(snapshot.cloud_nodes) + len(boots_in_flight)
-        # the price in use and the nodes per size are read only under their caps: summed only then
-        # (a pass over every listed node each cycle otherwise)
-        self.price = sum(sizes[n.size].price for n in snapshot.cloud_nodes if n.size in sizes) + sum(
-            sizes[f.size].price for f in boots_in_flight if f.size in sizes) if settings.max_total_price > 0 else 0.0
-        self.boots: dict[str, int] = {}
-        # nodes listed or booting per size (its max_nodes)
-        self.of_size: dict[str, int] = dict(Counter([n.size for n in snapshot.cloud_nodes]
-                                                    + [f.size or "" for f in boots_in_flight])) if any(
-            s.max_nodes > 0 for s in sizes.values()) else {}
-
-    def _left(self, size: Size) -> tuple[int, str | None, str]:
-        settings, limit, total, price = self.settings, self.limit, self.total, self.price
-        room = limit - total
-        kind = "max_nodes" if limit == settings.max_nodes else "quota"
-        cause = (f"max_nodes {settings.max_nodes}" if limit == settings.max_nodes
-                 else f"cloud quota {limit}") + f" reached ({total} nodes incl. booting)"
-        if settings.max_total_price > 0 and size.price > 0:
-            by_price = int(math.floor((settings.max_total_price - price) / size.price + 1e-9))
-            if by_price < room:
-                room, kind = by_price, "max_total_price"
-                cause = (f"max_total_price {settings.max_total_price:g}/h reached "
-                         f"({price:g}/h in use)")
-        if size.max_nodes > 0:
-            mine = self.of_size.get(size.name, 0) + self.boots.get(size.name, 0)
-            if size.max_nodes - mine < room:
-                room, kind = size.max_nodes - mine, SIZE_MAX
-                cause = f"[Size {size.name}] max_nodes {size.max_nodes} reached ({mine} nodes incl. booting)"
-        return max(room, 0), (cause if room <= 0 else None), kind
-
-    def boot(self, size: Size, count: int) -> tuple[int, str | None, str]:
-        """Book up to ``count`` nodes of ``size``: how many, why not more (None: all), which cap."""
-        room, cause, kind = self._left(size)
-        k = min(room, count)
-        if k > 0:
-            self.boots[size.name] = self.boots.get(size.name, 0) + k
-            self.total += k
-            self.price += k * size.price
-        if k < count:
-            _, cause, kind = self._left(size)
-            return k, cause or "cap reached", kind
-        return k, None, kind
-
-
 def _blocked_why(name: str, snapshot: Snapshot) -> str:
-    why = snapshot.protected_sizes.get(name)
+    why = snapshot.protected_sizes.get(name) or snapshot.open_breakers.get(name)
     return f"{name}: {why}" if why else name
 
 
@@ -271,8 +218,8 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
     ``boots_in_flight``, then on new boots; then boot up to each size's and the global
     ``min_nodes`` given ``up`` (the size of each node that counts as up)."""
     bins = _existing(settings, sizes, nodes, orphans, boots_in_flight)
-    room = _Room(snapshot, settings, sizes, boots_in_flight)
-    blocked = snapshot.blocked_sizes | snapshot.protected_sizes.keys()
+    room = BootRoom(snapshot, settings, sizes, boots_in_flight)
+    blocked = snapshot.blocked_sizes | snapshot.protected_sizes.keys() | snapshot.open_breakers.keys()
     usable = sorted((s for s in sizes.values() if s.name not in blocked
                      and s.instance_type not in blocked),
                     key=lambda s: (s.price, s.cores, s.ram_mb, s.name))
@@ -352,7 +299,7 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
                     new.add(best.cores, ram, best.name, None, best.gpus)
             if cause is None:
                 continue
-            if kind in (SIZE_MAX, "max_total_price") and len(choices) > 1:
+            if kind in (SIZE_MAX, "max_total_price", PROBE) and len(choices) > 1:
                 # another size may serve the rest (a cheaper node may fit the money left)
                 choices = [s for s in choices if s is not best]
                 continue
@@ -369,7 +316,7 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
                      {nid: words for w in warm for nid, words in w.kept.items()})
 
 
-def _min_nodes(settings: CoreSettings, usable: Sequence[Size], room: _Room, up: Sequence[str],
+def _min_nodes(settings: CoreSettings, usable: Sequence[Size], room: BootRoom, up: Sequence[str],
                boots_in_flight: Sequence[InFlight], why: dict[str, list[str]], notes: list[str],
                unmet: list[Unmet], warm: Sequence[WarmCount]) -> None:
     """Boot each size's warm capacity short, then up to each size's ``min_nodes``, then to the

@@ -46,7 +46,7 @@ from nodemanager.core.reasons import REASONS, Context, Escalation, Reason, Stage
 from nodemanager.core.undersized import undersized
 from nodemanager.core.victims import Estimator, estimate
 from nodemanager.core.warm import hold_warm
-from nodemanager.model import (Action, Blocked, Freeze, ItemKind, NodeExplanation, Plan, PlanItem, Snapshot,
+from nodemanager.model import (Action, Blocked, BudgetUse, Freeze, ItemKind, NodeExplanation, Plan, PlanItem, Snapshot,
                                Size, Unmet)
 from nodemanager.configuration.settings import CoreSettings
 from nodemanager.tags import TAG_REQUEST
@@ -142,6 +142,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     if placed.warm:
         decisions = hold_warm(decisions, placed.warm)
 
+    budget_uses: tuple[BudgetUse, ...] = ()
     if halt:
         decisions = [d.held_back(halt_kind, f"{verb(d.want)} held back: {halt}")
                      if d.want is not None else d for d in decisions]
@@ -152,7 +153,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     else:
         ctx = ctx._replace(frozen=bool(freeze))
         decisions = _run(Stage.AFTER_DEMAND, decisions, ctx, reasons)
-        decisions = gate(decisions, snapshot, settings, freeze, estimator or estimate)
+        decisions, budget_uses = gate(decisions, snapshot, settings, freeze, estimator or estimate)
         decisions = _run(Stage.AFTER_GATES, decisions, ctx, reasons)
     items = sorted((_item(d) for d in decisions if d.want is not None),
                    key=lambda i: (_KIND_ORDER[i.kind], i.node_id))
@@ -163,7 +164,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
         boots = hold_boots(boots, rebuy_hold((now,), snapshot.demand, settings, now), notes, unmet)
     return Plan(now=now, items=tuple(items), boots=tuple(boots),
                 nodes=stages.explain(decisions), frozen=halt or freeze, notes=tuple(notes),
-                unmet=tuple(unmet), frozen_by=frozen_by)
+                unmet=tuple(unmet), frozen_by=frozen_by, budgets=budget_uses)
 
 
 def _wants(undecided: list[Decision], ctx: Context, reasons: Sequence[Reason],

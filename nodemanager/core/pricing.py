@@ -27,10 +27,18 @@ from typing import Iterable, Mapping
 from nodemanager.model import Size
 from nodemanager.text import duration
 
-__all__ = ["expected_price", "reclaim_rate", "rerun_share", "spot_walltime_limit", "spot_limits", "spot_words"]
+__all__ = ["expected_price", "reclaim_rate", "effective_price", "rerun_share", "spot_walltime_limit", "spot_limits",
+           "spot_words"]
 
 _HOUR = 3600.0
 _MAX_EXPONENT = 50.0  # e^50: a job that would practically never finish on this size
+
+
+def effective_price(price: float, override: float | None, licence: float) -> float:
+    """A size's price per node-hour for every decision and figure (size choice, ``max_total_price``,
+    spend metrics, the simulator): ``[Size] price_override`` (a reservation or savings plan rate)
+    in place of the configured ``price``, plus ``licence_price`` per VM-hour."""
+    return (price if override is None else override) + licence
 
 
 def reclaim_rate(size: Size, learned: Mapping[str, tuple[float, str]] | None = None) -> float:

@@ -162,6 +162,7 @@ class Actuator(ActuatorMemory):
                                    now, size.name))
                 break
             self._succeeded(key)
+            self.breakers.created(size.name)
             with self._lock:
                 if self._quota is not None and self._listed + len(self._boots) > self._quota[0]:
                     self._quota = (self._listed + len(self._boots), self._mono())

@@ -11,12 +11,13 @@ import operator
 import re
 import threading
 import uuid
-from dataclasses import dataclass, replace
-from typing import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Callable, Iterable, Mapping
 
 from nodemanager.actors.clock import monotonic_of
 from nodemanager.cloud import CloudDriver, CloudError, ErrorKind, is_gone
 from nodemanager.core import Reservation, is_lost, settle
+from nodemanager.cycle.breakers import Breakers
 from nodemanager.cycle.journal import ReservationJournal
 from nodemanager.model import CloudNode, InFlight, Outcome, Worker
 from nodemanager.scheduler import Scheduler, SchedulerPoll
@@ -43,6 +44,8 @@ class ActuatorState:
     blocked_sizes: frozenset[str] = frozenset()
     recent_destroys: tuple[float, ...] = ()
     in_flight: tuple[InFlight, ...] = ()   # boots not listed yet; actions newer than the listing
+    open_breakers: Mapping[str, str] = field(default_factory=dict)  # size -> why not booted
+    probe_sizes: frozenset[str] = frozenset()  # capacity breakers half-open: one boot at a time
 
 
 def _new_request_id() -> str:
@@ -70,6 +73,7 @@ class ActuatorMemory:
         # times below are monotonic unless said otherwise
         self._quota: tuple[int, float] | None = None          # (count, learned at)
         self._blocked: dict[str, float] = {}                  # size -> blocked until
+        self.breakers = Breakers()                            # wall: capacity breakers per size
         self._backoff: dict[str, tuple[int, float]] = {}      # key -> (failures, not before)
         self._cloud_wait_until = -math.inf                    # rate limit: no cloud call before
         self._destroys: list[float] = []                      # wall: the core counts them per hour
@@ -111,7 +115,8 @@ class ActuatorMemory:
                 quota = self._quota[0]
             blocked = frozenset(s for s, until in self._blocked.items() if until > mono)
             self._destroys = [t for t in self._destroys if now - t < 3600.0]
-            return ActuatorState(quota=quota, blocked_sizes=blocked,
+            opened, probing = self.breakers.states(now)
+            return ActuatorState(quota=quota, blocked_sizes=blocked, open_breakers=opened, probe_sizes=probing,
                                  recent_destroys=tuple(self._destroys),
                                  in_flight=tuple(r.in_flight() for r in self._boots.values())
                                  + tuple(self._recent.values()))
@@ -293,6 +298,10 @@ class ActuatorMemory:
             with self._lock:
                 self._cloud_wait_until = max(self._cloud_wait_until, now + delay)
             return f"{err}; no cloud call for {delay:.0f}s"
+        cs = self.settings.cloud
+        if err.kind is ErrorKind.CAPACITY and size is not None and cs.capacity_cooldown > 0:
+            return f"{err}; " + self.breakers.capacity_error(size, self.clock(), str(err), cs.capacity_cooldown,
+                                                             max(cs.capacity_max_cooldown, cs.capacity_cooldown))
         if err.kind in (ErrorKind.QUOTA, ErrorKind.CAPACITY) and size is not None:
             backoff = self.settings.cloud.quota_backoff
             with self._lock:

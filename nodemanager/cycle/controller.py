@@ -186,6 +186,7 @@ class Controller:
                                       listed=nodes),
             held=held, forced_drains=forced, paused=paused,
             quota=state.quota, blocked_sizes=state.blocked_sizes,
+            open_breakers=frozen_map(state.open_breakers), probe_sizes=state.probe_sizes,
             recent_destroys=state.recent_destroys,
             unconfirmed=unconfirmed,
             cloud_clock_skew=skew,

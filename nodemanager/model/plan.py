@@ -9,7 +9,8 @@ from typing import NamedTuple
 
 from policy_matrix.vocabulary import Action, StateTuple
 
-__all__ = ["ItemKind", "PlanItem", "BootRequest", "Unmet", "Blocked", "Freeze", "Cause", "NodeExplanation", "Plan", "Outcome"]
+__all__ = ["ItemKind", "PlanItem", "BootRequest", "Unmet", "Blocked", "Freeze", "Cause", "NodeExplanation", "Plan", "Outcome",
+           "BudgetUse"]
 
 
 class ItemKind(str, enum.Enum):
@@ -138,6 +139,18 @@ class NodeExplanation(NamedTuple):
     up: bool = False                 # counts towards min_nodes (idle, busy or booting, staying)
 
 
+@dataclass(frozen=True, slots=True)
+class BudgetUse:
+    """One ``[Budget NAME]`` this cycle: ``active`` (inside its schedule), ``allowed`` nodes
+    given back at once (when active), ``held`` nodes it held back, ``text`` its words."""
+
+    name: str
+    active: bool
+    allowed: int
+    held: int
+    text: str
+
+
 @dataclass(frozen=True)
 class Plan:
     """The core's answer for one snapshot: actions on existing nodes, boots, and a per-node why.
@@ -153,6 +166,7 @@ class Plan:
     notes: tuple[str, ...] = ()  # plan-wide reasons in words (demand not met and why, caps hit)
     unmet: tuple[Unmet, ...] = ()  # the same demand not booted for, typed (see Unmet)
     frozen_by: Freeze | None = None  # why ``frozen``, typed (see Freeze)
+    budgets: tuple[BudgetUse, ...] = ()  # each [Budget NAME] this cycle
 
 
 @dataclass(frozen=True, slots=True)

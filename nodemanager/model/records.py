@@ -80,6 +80,9 @@ class Size:
     market: str = "on-demand"
     max_price: float | None = None
     interruptions_per_day: float = 0.0  # expected reclaims of one VM per day (spot only)
+    # ``price`` as configured when price_override or licence_price set the effective ``price``
+    # (nodemanager.core.pricing.effective_price); None: ``price`` is the configured one
+    list_price: float | None = None
 
     @property
     def cloud_type(self) -> str:
@@ -305,3 +308,7 @@ class Snapshot:
     idle_graces: Mapping[str, tuple[float, str]] = field(default_factory=lambda: EMPTY_MAP)
     # spot size -> (reclaims per hour its market was seen to have lately, in words); absent: configured
     reclaim_rates: Mapping[str, tuple[float, str]] = field(default_factory=lambda: EMPTY_MAP)
+    # capacity breakers (nodemanager.core.breaker): open sizes -> why, not booted; half-open sizes
+    # are booted one probe at a time
+    open_breakers: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
+    probe_sizes: frozenset[str] = frozenset()

@@ -5,14 +5,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from nodemanager.core.consolidate import EXPIRED, relabel_candidate, relabelled
 from nodemanager.core.plan_node import Decision
 from nodemanager.core.reasons.base import Context, Stage
+from nodemanager.model import CloudNode
 from nodemanager.tags import TAG_SETTINGS
 
-__all__ = ["Drift"]
+__all__ = ["Drift", "drifted"]
+
+
+def drifted(node: CloudNode, digests: Mapping[str, str]) -> bool:
+    """Whether ``node`` was booted with other settings than its size's digest now."""
+    tags = node.tags
+    booted = tags.get(TAG_SETTINGS) if tags else None
+    return bool(booted) and booted != digests.get(node.size, booted)
 
 
 @dataclass(frozen=True)
@@ -27,11 +35,7 @@ class Drift:
         out = []
         for d in candidates:
             n = d.facts
-            tags = n.node.tags
-            if not tags:
-                continue  # no tags: nothing to compare
-            booted = tags.get(TAG_SETTINGS)
-            if booted and booted != digests.get(n.node.size, booted) and relabel_candidate(n):
+            if drifted(n.node, digests) and relabel_candidate(n):
                 new = relabelled(n, EXPIRED, f"expired: booted with other [Size {n.node.size}] or [Cloud Create] "
                                              f"settings than configured now; replaced as demand needs", ctx.matrix)
                 if new is not None:

@@ -1,0 +1,76 @@
+"""Disruption budgets (``[Budget NAME]``): how many nodes may be given back at once for the
+reasons a budget names, during its schedule's windows. Which reason gives a node back is the
+disruption reason behind it: ``consolidate``, ``max_lifetime`` and ``drift`` (the relabelling
+reasons), else ``matrix_drain`` or ``matrix_shutdown`` (idle nodes and any other rule of the
+matrix). Not budgeted: an operator's forced drain, a node that is no capacity (down, failed boot,
+spot reclaim), finishing a drain under way, a resumed destroy. The nodes going count against
+every active budget: our drains under way and what this cycle starts. The most restrictive
+matching budget binds. Pure; :func:`nodemanager.core.budgets.gate` applies it.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, NamedTuple, Sequence
+
+from nodemanager.configuration.settings import CoreSettings, DisruptionBudget
+from nodemanager.core.consolidate import EXPIRED, UNDERUSED
+from nodemanager.core.plan_node import Decision
+from nodemanager.core.reasons.drift import drifted
+from nodemanager.core.schedule import active
+from nodemanager.model import BudgetUse
+
+__all__ = ["Allowance", "allowances", "budget_reason", "binding", "held_words", "uses"]
+
+_MATRIX = frozenset(("matrix_drain", "matrix_shutdown"))
+
+
+class Allowance(NamedTuple):
+    budget: DisruptionBudget
+    active: bool
+    allowed: int     # nodes going at once (meaningful when active)
+
+
+def allowances(settings: CoreSettings, up: int, now: float) -> list[Allowance]:
+    """Each configured budget this cycle, with ``up`` nodes counted as up."""
+    return [Allowance(b, b.schedule is None or active(b.schedule, now), b.allowed(up))
+            for b in settings.disruption_budgets]
+
+
+def budget_reason(d: Decision, digests: Mapping[str, str]) -> str | None:
+    """The budgeted reason giving the node back (one of ``BUDGET_REASONS``), None when not budgeted."""
+    f = d.facts
+    if d.forced or not f.up or d.cause is None:
+        return None
+    state = f.cls.state
+    if state == UNDERUSED:
+        return "consolidate"
+    if state == EXPIRED:
+        return "drift" if drifted(f.node, digests) else "max_lifetime"
+    return d.cause.reason if d.cause.reason in _MATRIX else None
+
+
+def binding(active_ones: Sequence[Allowance], reason: str, going: int) -> Allowance | None:
+    """The most restrictive active budget covering ``reason`` once ``going`` nodes are going,
+    when it allows no more; else None."""
+    tightest = min((a for a in active_ones if not a.budget.reasons or reason in a.budget.reasons),
+                   key=lambda a: a.allowed, default=None)
+    return tightest if tightest is not None and going >= tightest.allowed else None
+
+
+def _describe(a: Allowance) -> str:
+    b = a.budget
+    what = ", ".join(sorted(b.reasons)) or "every budgeted reason"
+    when = f", during {b.schedule.text}" if b.schedule is not None else ""
+    return f"budget {b.name}: {b.limit} at once for {what}{when}"
+
+
+def held_words(a: Allowance, reason: str, going: int) -> str:
+    """Why a node given back for ``reason`` waits, naming the budget."""
+    return (f"held back by budget {a.budget.name} ({reason}: {a.allowed} node(s) at once allowed, "
+            f"{going} going)")
+
+
+def uses(all_: Sequence[Allowance], held: Mapping[str, int]) -> tuple[BudgetUse, ...]:
+    """What the status page and metrics show of each budget."""
+    return tuple(BudgetUse(name=a.budget.name, active=a.active, allowed=a.allowed,
+                           held=held.get(a.budget.name, 0), text=_describe(a)) for a in all_)
