@@ -12,7 +12,6 @@ drain or destroy the matrix asks for is held back).
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
