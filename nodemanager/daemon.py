@@ -47,6 +47,7 @@ from nodemanager.console.admin import AdminState
 from nodemanager.cloud import CloudDriver
 from nodemanager.configuration.config import SECRET_OPTIONS, ConfigError, Problem
 from nodemanager.cycle.controller import Controller
+from nodemanager.cycle.consolidation_memory import ConsolidationMemory
 from nodemanager.console.history import NodeHistory
 from nodemanager.cycle.journal import ReservationJournal
 from nodemanager.model import CycleReport, Worker
@@ -64,11 +65,8 @@ POOL_SIZE = 4          # actuator actors: enough to overlap slow cloud calls, ne
 EXIT_FATAL = 70        # EX_SOFTWARE: a fatal error stopped the daemon
 
 
-
-
 _RESTART_ONLY = (("cloud", "[Cloud]"), ("scheduler", "[Scheduler]"), ("manage", "[Manage]"),
                  ("dry_run", "[Daemon] dry_run"), ("ha", "[HA]"))
-
 
 
 def tune_gc() -> None:
@@ -177,6 +175,7 @@ class Daemon:
                                      dry_run=self.dry_run, admin=self.admin,
                                      clock_skew=lambda: getattr(cloud, "clock_skew", None))
         self.controller.history = self.history
+        self.controller.consolidation = ConsolidationMemory.for_settings(settings)
         if identity is not None:  # nodemanager.core.identity.Identity: act on our deployment's VMs only
             self.controller.identity = identity
             self.actuator.controller = identity.controller

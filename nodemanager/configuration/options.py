@@ -67,6 +67,7 @@ DAEMON: dict[str, tuple[str, Callable[[str], Any]]] = {
     "max_lifetime": ("max_lifetime", parse_duration),
     "rebuy_hold": ("rebuy_hold", parse_duration),
     "idle_grace_mode": ("idle_grace_mode", choice("fixed", "break-even")),
+    "consolidate_backoff": ("consolidate_backoff", parse_bool),
 }
 PROFILE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles")
 PROFILES = tuple(sorted(f[:-4] for f in os.listdir(PROFILE_DIR) if f.endswith(".ini")))

@@ -50,6 +50,8 @@ class CoreSettings:
     rebuy_hold: float = 0.0               # no boot this long after a destroy; 0 = none
     size_digests: tuple[tuple[str, str], ...] = ()  # size -> settings_digest, tagged at boot (drift)
     idle_grace_mode: str = "fixed"        # fixed | break-even (nodemanager.core.idle_timing)
+    # consolidation that measures its bets and backs off (nodemanager.core.consolidation_backoff)
+    consolidate_backoff: bool = False
 
     def size(self, name: str) -> Size | None:
         for s in self.sizes:

@@ -42,6 +42,7 @@ from nodemanager.core.identity import (Identity, Ownership, another_controller, 
 from nodemanager.core.protected import BootRecord, observe_boots, protected_sizes
 from nodemanager.console.decision_log import DecisionLog
 from nodemanager.cycle.idle_memory import IdleMemory
+from nodemanager.cycle.consolidation_memory import ConsolidationMemory
 from nodemanager.model import CloudNode, CycleReport, Outcome, Plan, Snapshot, frozen_map
 from nodemanager.scheduler import SchedulerPoll
 from nodemanager.configuration.settings import Settings
@@ -131,6 +132,7 @@ class Controller:
         self._held_back_logged: str | None = None
         self._boot_records: dict[str, BootRecord] = {}  # size -> failed joins in a row (protected mode)
         self.idle_memory = IdleMemory()  # idle_grace_mode = break-even: joins and idle periods per size
+        self.consolidation = ConsolidationMemory()  # consolidate_backoff: what consolidation's drains came to
         # whose VMs are ours (None: every VM of the cluster name, as in a replay or `plan`)
         self.identity: Identity | None = None
         self._owned: tuple[Sequence[CloudNode], Ownership] | None = None
@@ -179,8 +181,7 @@ class Controller:
             now=now,
             polled_at={"cloud": cloud_polled_at, "scheduler": poll.polled_at},
             cloud_nodes=tuple(nodes),
-            workers=poll.workers,
-            demand=poll.demand,
+            workers=poll.workers, demand=poll.demand,
             in_flight=build_in_flight(self.inputs.action_tagged(nodes), poll, state.in_flight,
                                       tag_grace=max(2 * self.settings.poll.scheduler_interval, 120.0),
                                       listed=nodes),
@@ -193,7 +194,7 @@ class Controller:
             cancel_drains=cancels,
             destroyed=frozenset(f.node for f in state.in_flight if f.action == "destroy"),
             idle_graces=self._idle_graces(),
-        )
+            consolidation_backoff=frozen_map(self.consolidation.backoffs(now, self.settings.core.consolidate_backoff)))
 
     def _idle_graces(self) -> Mapping[str, tuple[float, str]]:
         core = self.settings.core
@@ -232,6 +233,7 @@ class Controller:
                             escalation=self.escalation or None)
         protect = self._watch_boots(plan, now)  # a size just entered protected mode: not booted now
         graces = self._watch_idle(snap, plan, now)  # a size's idle grace changed: used now
+        self.consolidation.observe(plan, now, self.matrix.vocabulary.core_state, self.settings.core.consolidate_backoff)
         if protect or graces is not None:
             snap = replace(snap, protected_sizes=frozen_map(protected_sizes(self._boot_records, now)),
                            idle_graces=snap.idle_graces if graces is None else graces)

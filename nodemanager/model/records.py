@@ -257,3 +257,5 @@ class Snapshot:
     destroyed: frozenset[str] = frozenset()      # node ids this process destroyed, maybe still listed
     # idle_grace_mode = break-even: size -> (idle grace seconds, its words); a size not here: idle_grace
     idle_graces: Mapping[str, tuple[float, str]] = field(default_factory=lambda: EMPTY_MAP)
+    # consolidate_backoff: size -> (times the consolidate_margin kept, inf: paused; its words)
+    consolidation_backoff: Mapping[str, tuple[float, str]] = field(default_factory=lambda: EMPTY_MAP)
