@@ -91,7 +91,7 @@ class ConsolidationMemory:
         for node_id in set(self._drains) - listed:
             size, started = self._drains.pop(node_id)
             count(size, started, completed=1)
-        held = {}
+        held: dict[str, float] = {}
         for size, started in self._drains.values():
             held[size] = min(started, held.get(size, math.inf))
         for b in plan.boots:
