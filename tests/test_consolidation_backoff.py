@@ -18,6 +18,7 @@ from tests.core_world import NOW, Demand, InFlight, node, settings, snap, worker
 
 COST = policy_matrix.load(os.path.join(os.path.dirname(policy_matrix.default_path()), "cost.matrix"))
 ON = dict(consolidate=True, consolidate_margin=4, consolidate_backoff=True)
+CORE = settings(**ON)   # idle_grace 300 s: a boot within it of a give-back is a re-buy
 
 
 def mixed(name: str, busy: int, ends_in: float):
@@ -43,8 +44,8 @@ def test_more_drains_lost_than_won_widen_the_margin_twice_then_pause():
     level = judge(replace(level, tally=lost(4)), 300.0)
     factor, why = margin_factor(level, 300.0)
     assert factor == math.inf
-    assert why == "consolidation paused for 1h 00m more: it did not pay (0 drain(s) completed, 4 cancelled, " \
-                  "0 boot(s) beside a drain)"
+    assert why == "consolidation paused for 1h 00m more: it did not pay (0 node(s) given back, 4 drain(s) " \
+                  "cancelled, 0 re-bought)"
 
 
 def test_a_pause_ends_by_time_alone_and_a_second_one_lasts_twice_as_long():
@@ -96,11 +97,11 @@ def _cancelled_bet(memory: ConsolidationMemory, at: float, boots: int = 0) -> No
     nodes, workers = two_half_empty()
     drain = plan(snap(nodes, workers), settings(**ON), COST)
     assert [(i.kind, i.node_id) for i in drain.items] == [(ItemKind.DRAIN, "a")]
-    memory.observe(drain, at, COST.vocabulary.core_state)
+    memory.observe(drain, at, COST.vocabulary.core_state, CORE)
     back = plan(snap(nodes, workers, demand=[Demand(cpus=1, count=7 + 8 * boots)],
                      in_flight=[InFlight(node="a", action="drain", since=NOW)]), settings(**ON), COST)
     assert [(i.kind, i.node_id) for i in back.items] == [(ItemKind.CANCEL_DRAIN, "a")]
-    memory.observe(back, at + 60, COST.vocabulary.core_state)
+    memory.observe(back, at + 60, COST.vocabulary.core_state, CORE)
 
 
 def test_the_controller_memory_backs_off_after_drains_the_jobs_cancel_and_keeps_it_in_the_state_dir(tmp_path):
@@ -111,8 +112,8 @@ def test_the_controller_memory_backs_off_after_drains_the_jobs_cancel_and_keeps_
     assert memory.backoffs(NOW + 1800) == {}
     _cancelled_bet(memory, NOW + 1800)
     assert memory.backoffs(NOW + 1900) == {"small": (2.0, "consolidation margin x2: it did not pay at a "
-                                                   "narrower one (0 drain(s) completed, 4 cancelled, 0 boot(s) "
-                                                   "beside a drain)")}
+                                                   "narrower one (0 node(s) given back, 4 drain(s) cancelled, "
+                                                   "0 re-bought)")}
     assert memory.backoffs(NOW + 1900, on=False) == {}
     # a restart reads it back
     assert ConsolidationMemory(path).backoffs(NOW + 1900) == memory.backoffs(NOW + 1900)
@@ -123,8 +124,26 @@ def test_a_drain_given_back_counts_as_won():
     nodes, workers = two_half_empty()
     for k in range(4):
         at = NOW + 600 * k
-        memory.observe(plan(snap(nodes, workers), settings(**ON), COST), at, COST.vocabulary.core_state)
+        memory.observe(plan(snap(nodes, workers), settings(**ON), COST), at, COST.vocabulary.core_state, CORE)
         others = plan(snap(nodes[1:], workers[1:]), settings(**ON), COST)
-        memory.observe(others, at + 60, COST.vocabulary.core_state)   # a is no longer listed: given back
+        memory.observe(others, at + 60, COST.vocabulary.core_state, CORE)   # a is no longer listed: given back
     level = memory.levels["small"]
     assert (level.step, level.judged.completed) == (0, 4)
+
+
+def test_a_node_given_back_then_re_bought_within_idle_grace_is_a_lost_bet():
+    memory = ConsolidationMemory()
+    nodes, workers = two_half_empty()
+    for k in range(4):
+        at = NOW + 3600 * k
+        memory.observe(plan(snap(nodes, workers), settings(**ON), COST), at, COST.vocabulary.core_state, CORE)
+        memory.observe(plan(snap(nodes[1:], workers[1:]), settings(**ON), COST), at + 60,
+                       COST.vocabulary.core_state, CORE)           # a given back
+        full = [worker(w.name, "alloc", cpus=8, cpus_busy=8, running_jobs=8) for w in workers[1:]]
+        again = plan(snap(nodes[1:], full, demand=[Demand(cpus=1, count=1)]), settings(**ON), COST)
+        assert [b.size for b in again.boots] == ["small"]
+        assert sum(b.count for b in again.boots) == 1
+        # within idle_grace of the give-back for k = 0..2: re-bought; the last one comes too late
+        memory.observe(again, at + 60 + (100 if k < 3 else 400), COST.vocabulary.core_state, CORE)
+    assert memory.levels["small"].step == 1
+    assert memory.levels["small"].judged == Tally(completed=1, boots_held=3)

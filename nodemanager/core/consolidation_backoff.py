@@ -1,8 +1,8 @@
 """When consolidation backs off (``[Daemon] consolidate_backoff``): each consolidation drain is a bet
 that the node's free cores are not needed before its last job ends. The bet is won when the node is
-given back (its drain completed); it is lost when the drain is cancelled (queued jobs needed the
-cores after all) and for each boot of the size while a drain of ours held some of its cores (we
-paid a new node beside cores we kept empty). Pure.
+given back (its drain completed) and no node of its size is booted soon after; it is lost when the drain is cancelled (queued jobs needed the
+cores after all) and when a node of the size is booted soon after it was given back (re-bought: we paid
+a new node where the one given back would have served). Pure.
 
 Per size, a :class:`Level` says how hard consolidation tries, judged on the bets placed at that
 level only (a drain started before the level was set does not count):
@@ -35,9 +35,9 @@ MAX_PAUSE = 86400.0      # a pause never longer: the workload of a day may diffe
 class Tally:
     """What the consolidation drains of one size started at the current level came to."""
 
-    completed: int = 0        # drains that ended with the node given back (won)
+    completed: int = 0        # drains that ended with the node given back and not re-bought (won)
     cancelled: int = 0        # drains cancelled: queued jobs needed the cores (lost)
-    boots_held: int = 0       # nodes booted while a drain of ours held cores of the size (lost)
+    boots_held: int = 0       # drains whose node was given back, then re-bought: a boot soon after (lost)
     idle_seconds: float = 0.0  # idle node-seconds of the size seen at this level (reported)
 
     @property
@@ -88,7 +88,7 @@ def margin_factor(level: Level, now: float) -> tuple[float, str]:
     """(how many times the configured margin to keep, at least one node's cores once widened; inf:
     paused) and the words a node's why and the log show ("" at step 0)."""
     t = level.judged
-    seen = f"{t.completed} drain(s) completed, {t.cancelled} cancelled, {t.boots_held} boot(s) beside a drain"
+    seen = f"{t.completed} node(s) given back, {t.cancelled} drain(s) cancelled, {t.boots_held} re-bought"
     if level.step > WIDEN_STEPS:
         left = max(level.since + pause_length(level.pauses) - now, 0.0)
         return math.inf, f"consolidation paused for {duration(left)} more: it did not pay ({seen})"

@@ -5,8 +5,10 @@ came to (:class:`nodemanager.core.consolidation_backoff.Tally`), read from each 
 - a drain starts the cycle the plan drains a node relabelled ``underused`` (consolidation's label);
 - it is *completed* when the node is destroyed, gone or no longer listed, *cancelled* when the plan
   cancels it;
-- each node the plan boots of a size while a drain of ours of that size is under way counts as a
-  boot beside a drain;
+- each node the plan boots of a size within ``idle_grace`` of a consolidation drain of that size
+  giving its node back turns that drain from completed to re-bought (lost: kept idle, as without
+  consolidation, that node would have run the job); a boot while a drain is under way does not
+  (placement cancels a drain whose cores fit the queued jobs before it boots);
 - idle node-seconds: the nodes seen idle, times the time since the last plan.
 
 Kept in ``[Manage] state_dir`` when given a path (a restart keeps its back-off), else in memory.
@@ -23,7 +25,7 @@ from typing import Callable, Mapping
 
 from nodemanager.core.consolidate import UNDERUSED
 from nodemanager.core.consolidation_backoff import Level, Tally, judge, margin_factor
-from nodemanager.configuration.settings import Settings
+from nodemanager.configuration.settings import CoreSettings, Settings
 from nodemanager.model import ItemKind, Plan
 from nodemanager.text import duration
 from policy_matrix.vocabulary import IDLE
@@ -40,6 +42,7 @@ class ConsolidationMemory:
         self.path = path
         self.levels: dict[str, Level] = {}
         self._drains: dict[str, tuple[str, float]] = {}   # node id -> (size, drain started)
+        self._given_back: list[tuple[str, float, float]] = []  # (size, drain started, given back)
         self._last: float | None = None
         if path and os.path.exists(path):
             self._load(path)
@@ -59,10 +62,10 @@ class ConsolidationMemory:
             return {}
         return {size: margin_factor(level, now) for size, level in sorted(self.levels.items()) if level.step > 0}
 
-    def observe(self, plan: Plan, now: float, core_state: Callable[[str], str], on: bool = True) -> bool:
-        """Take in one plan (nothing when ``on`` is False); True when a size's level changed (one
-        log line each); a new level is planned with from the next cycle on."""
-        if not on:
+    def observe(self, plan: Plan, now: float, core_state: Callable[[str], str], core: CoreSettings) -> bool:
+        """Take in one plan (nothing unless ``core.consolidate_backoff``); True when a size's level
+        changed (one log line each); a new level is planned with from the next cycle on."""
+        if not core.consolidate_backoff:
             return False
         since = {size: level.since for size, level in self.levels.items()}
         tallies: dict[str, Tally] = {size: level.tally for size, level in self.levels.items()}
@@ -85,18 +88,20 @@ class ConsolidationMemory:
             elif e.action == ItemKind.DESTROY or e.gone:
                 del self._drains[e.node_id]
                 count(drain[0], drain[1], completed=1)
+                self._given_back.append((drain[0], drain[1], now))
             elif e.action == ItemKind.CANCEL_DRAIN:
                 del self._drains[e.node_id]
                 count(drain[0], drain[1], cancelled=1)
         for node_id in set(self._drains) - listed:
             size, started = self._drains.pop(node_id)
             count(size, started, completed=1)
-        held: dict[str, float] = {}
-        for size, started in self._drains.values():
-            held[size] = min(started, held.get(size, math.inf))
+            self._given_back.append((size, started, now))
+        self._given_back = [g for g in self._given_back if now - g[2] <= core.idle_grace]
         for b in plan.boots:
-            if b.size in held:
-                count(b.size, held[b.size], boots_held=b.count)
+            rebought = [g for g in self._given_back if g[0] == b.size][:b.count]
+            for g in rebought:  # each given-back node answers for one boot
+                self._given_back.remove(g)
+                count(b.size, g[1], completed=-1, boots_held=1)  # that bet was lost after all
         if self._last is not None and now > self._last:
             for e in plan.nodes:
                 if core_state(e.tuple.worker_state) == IDLE and e.size in tallies:
@@ -111,8 +116,8 @@ class ConsolidationMemory:
                 changed = True
                 factor, why = margin_factor(level, now)
                 log.info("size %s: %s", size, why or f"consolidation back at its configured margin "
-                         f"({tally.completed} drain(s) completed, {tally.cancelled} cancelled, "
-                         f"{tally.boots_held} boot(s) beside a drain; {duration(tally.idle_seconds)} idle)")
+                         f"({tally.completed} node(s) given back, {tally.cancelled} drain(s) cancelled, "
+                         f"{tally.boots_held} re-bought; {duration(tally.idle_seconds)} idle)")
             self.levels[size] = level
         if self.path and tallies:
             self._save(self.path)

@@ -233,7 +233,7 @@ class Controller:
                             escalation=self.escalation or None)
         protect = self._watch_boots(plan, now)  # a size just entered protected mode: not booted now
         graces = self._watch_idle(snap, plan, now)  # a size's idle grace changed: used now
-        self.consolidation.observe(plan, now, self.matrix.vocabulary.core_state, self.settings.core.consolidate_backoff)
+        self.consolidation.observe(plan, now, self.matrix.vocabulary.core_state, self.settings.core)
         if protect or graces is not None:
             snap = replace(snap, protected_sizes=frozen_map(protected_sizes(self._boot_records, now)),
                            idle_graces=snap.idle_graces if graces is None else graces)
