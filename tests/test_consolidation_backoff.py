@@ -119,14 +119,17 @@ def test_the_controller_memory_backs_off_after_drains_the_jobs_cancel_and_keeps_
     assert ConsolidationMemory(path).backoffs(NOW + 1900) == memory.backoffs(NOW + 1900)
 
 
+def _given_back(memory: ConsolidationMemory, at: float) -> None:
+    """The cost profile drains a at ``at``; a minute later a is no longer listed: given back."""
+    nodes, workers = two_half_empty()
+    memory.observe(plan(snap(nodes, workers), settings(**ON), COST), at, COST.vocabulary.core_state, CORE)
+    memory.observe(plan(snap(nodes[1:], workers[1:]), settings(**ON), COST), at + 60, COST.vocabulary.core_state, CORE)
+
+
 def test_a_drain_given_back_counts_as_won():
     memory = ConsolidationMemory()
-    nodes, workers = two_half_empty()
     for k in range(4):
-        at = NOW + 600 * k
-        memory.observe(plan(snap(nodes, workers), settings(**ON), COST), at, COST.vocabulary.core_state, CORE)
-        others = plan(snap(nodes[1:], workers[1:]), settings(**ON), COST)
-        memory.observe(others, at + 60, COST.vocabulary.core_state, CORE)   # a is no longer listed: given back
+        _given_back(memory, NOW + 600 * k)
     level = memory.levels["small"]
     assert (level.step, level.judged.completed) == (0, 4)
 
@@ -134,16 +137,13 @@ def test_a_drain_given_back_counts_as_won():
 def test_a_node_given_back_then_re_bought_within_idle_grace_is_a_lost_bet():
     memory = ConsolidationMemory()
     nodes, workers = two_half_empty()
+    full = [worker(w.name, "alloc", cpus=8, cpus_busy=8, running_jobs=8) for w in workers[1:]]
+    again = plan(snap(nodes[1:], full, demand=[Demand(cpus=1, count=1)]), settings(**ON), COST)
+    assert [(b.size, b.count) for b in again.boots] == [("small", 1)]
     for k in range(4):
         at = NOW + 3600 * k
-        memory.observe(plan(snap(nodes, workers), settings(**ON), COST), at, COST.vocabulary.core_state, CORE)
-        memory.observe(plan(snap(nodes[1:], workers[1:]), settings(**ON), COST), at + 60,
-                       COST.vocabulary.core_state, CORE)           # a given back
-        full = [worker(w.name, "alloc", cpus=8, cpus_busy=8, running_jobs=8) for w in workers[1:]]
-        again = plan(snap(nodes[1:], full, demand=[Demand(cpus=1, count=1)]), settings(**ON), COST)
-        assert [b.size for b in again.boots] == ["small"]
-        assert sum(b.count for b in again.boots) == 1
-        # within idle_grace of the give-back for k = 0..2: re-bought; the last one comes too late
+        _given_back(memory, at)
+        # within idle_grace (300 s) of the give-back for k = 0..2: re-bought; the last one comes too late
         memory.observe(again, at + 60 + (100 if k < 3 else 400), COST.vocabulary.core_state, CORE)
     assert memory.levels["small"].step == 1
     assert memory.levels["small"].judged == Tally(completed=1, boots_held=3)
