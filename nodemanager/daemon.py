@@ -30,7 +30,6 @@ writes ``TAG_DESTROY`` before its cloud call, and the next start finishes it.
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import signal
@@ -47,6 +46,7 @@ from nodemanager.console.admin import AdminState
 from nodemanager.cloud import CloudDriver
 from nodemanager.configuration.config import SECRET_OPTIONS, ConfigError, Problem
 from nodemanager.cycle.controller import Controller
+from nodemanager.cycle.consolidation_memory import ConsolidationMemory
 from nodemanager.console.history import NodeHistory
 from nodemanager.console.spend_ledger import SpendLedger
 from nodemanager.cycle.journal import ReservationJournal
@@ -57,7 +57,7 @@ from nodemanager.scheduler import Scheduler
 from nodemanager.configuration.settings import Settings
 from nodemanager import installed_version
 
-__all__ = ["Daemon", "POOL_SIZE", "EXIT_FATAL", "build_ports", "tune_gc"]
+__all__ = ["Daemon", "POOL_SIZE", "EXIT_FATAL", "build_ports"]
 
 log = logging.getLogger("nodemanager.daemon")
 
@@ -66,19 +66,6 @@ EXIT_FATAL = 70        # EX_SOFTWARE: a fatal error stopped the daemon
 
 _RESTART_ONLY = (("cloud", "[Cloud]"), ("scheduler", "[Scheduler]"), ("manage", "[Manage]"), ("dry_run", "[Daemon] dry_run"),
                  ("ha", "[HA]"))
-
-
-def tune_gc() -> None:
-    """Set this process's garbage collector up for the daemon; call once, after start-up.
-
-    What exists now (modules, settings, the matrix, a simulated world) lives as long as the process,
-    so it is frozen out of every later collection; and since each cycle builds a new snapshot and
-    plan (a few objects per node, freed by reference counting), young collections run every 10,000
-    new objects instead of 700, so a full collection over 50,000 nodes' objects is rare.
-    """
-    gc.collect()
-    gc.freeze()
-    gc.set_threshold(10_000, 10, 10)
 
 
 class Daemon:
@@ -175,6 +162,7 @@ class Daemon:
                                      dry_run=self.dry_run, admin=self.admin,
                                      clock_skew=lambda: getattr(cloud, "clock_skew", None))
         self.controller.history = self.history
+        self.controller.consolidation = ConsolidationMemory.for_settings(settings)
         if identity is not None:  # nodemanager.core.identity.Identity: act on our deployment's VMs only
             self.controller.identity = identity
             self.actuator.controller = identity.controller

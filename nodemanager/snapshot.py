@@ -17,7 +17,8 @@ The format (documented with an example in ``docs/plan.md``)::
                     "size"?: S, "request_id"?: S}],
      "held"?: [S], "forced_drains"?: [S], "paused"?: S, "quota"?: N, "blocked_sizes"?: [S], "unconfirmed"?: [S],
      "recent_destroys"?: [E], "cloud_clock_skew"?: N, "protected_sizes"?: {S: S},
-     "cancel_drains"?: [S], "destroyed"?: [S], "idle_graces"?: {S: [N, S]}}
+     "cancel_drains"?: [S], "destroyed"?: [S], "idle_graces"?: {S: [N, S]},
+     "consolidation_backoff"?: {S: [N|null, S]}}
 
 For an HTCondor worker, fields missing from the worker object are taken from its ``ad``
 (``State/Activity``, ``CloudInstanceID``, ``LastHeardFrom``, ``EnteredCurrentState``,
@@ -32,6 +33,7 @@ negative and at most 10^12; ``NaN``, ``Infinity`` and nesting too deep to read a
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import replace
 from typing import Any, Callable, Sequence
@@ -165,7 +167,8 @@ def from_json(data: Any) -> Snapshot:
     f = _Fields(data, "", ("now", "polled_at", "cloud_nodes", "workers", "demand", "in_flight",
                            "held", "forced_drains", "paused", "quota", "blocked_sizes",
                            "recent_destroys", "unconfirmed", "cloud_clock_skew",
-                           "protected_sizes", "cancel_drains", "destroyed", "idle_graces"))
+                           "protected_sizes", "cancel_drains", "destroyed", "idle_graces",
+                           "consolidation_backoff"))
     polled = f.req("polled_at", _obj)
     polled_at = {k: _number(t, f"polled_at.{k}") for k, t in polled.items()}
     nodes = _items(f, "cloud_nodes", _cloud_node)
@@ -196,6 +199,8 @@ def from_json(data: Any) -> Snapshot:
         destroyed=f.opt("destroyed", _strings, frozenset()),
         idle_graces=frozen_map({k: _idle_grace(v, f"idle_graces.{k}") for k, v in
                                 f.opt("idle_graces", _obj, {}).items()}),
+        consolidation_backoff=frozen_map({k: _backoff(v, f"consolidation_backoff.{k}") for k, v in
+                                          f.opt("consolidation_backoff", _obj, {}).items()}),
     )
 
 
@@ -208,6 +213,17 @@ def _idle_grace(v: Any, path: str) -> tuple[float, str]:
     if seconds < 0:
         raise _fail(f"{path}[0]", "must not be negative")
     return seconds, _str(pair[1], f"{path}[1]")
+
+
+def _backoff(v: Any, path: str) -> tuple[float, str]:
+    """A size's consolidation back-off: ``[times the margin, why]``, null times: paused."""
+    pair = _list(v, path)
+    if len(pair) != 2:
+        raise _fail(path, "expected [times the margin or null, why]")
+    factor = math.inf if pair[0] is None else _offset(pair[0], f"{path}[0]")
+    if factor < 1:
+        raise _fail(f"{path}[0]", "must be at least 1")
+    return factor, _str(pair[1], f"{path}[1]")
 
 
 def loads(text: str, source: str = "") -> Snapshot:
@@ -314,7 +330,9 @@ def to_json(s: Snapshot) -> dict[str, Any]:
              "recent_destroys": list(s.recent_destroys), "unconfirmed": sorted(s.unconfirmed),
              "cloud_clock_skew": s.cloud_clock_skew, "protected_sizes": dict(s.protected_sizes) or None,
              "cancel_drains": sorted(s.cancel_drains), "destroyed": sorted(s.destroyed),
-             "idle_graces": {k: list(v) for k, v in s.idle_graces.items()} or None}
+             "idle_graces": {k: list(v) for k, v in s.idle_graces.items()} or None,
+             "consolidation_backoff": {k: [None if math.isinf(f) else f, why]
+                                       for k, (f, why) in s.consolidation_backoff.items()} or None}
     out.update({k: v for k, v in extra.items() if v not in (None, [])})
     return out
 

@@ -252,3 +252,20 @@ def test_sigterm_is_served_while_a_reload_waits(tmp_path, daemons):
         release.set()
         for sig, handler in saved.items():
             signal.signal(sig, handler)
+
+
+def test_the_cost_profiles_consolidation_back_off_survives_a_restart_in_the_state_dir(tmp_path, daemons):
+    """A size whose consolidation was paused before a restart stays paused after it."""
+    cfg = write_config(tmp_path / "nm.ini")
+    text = pathlib.Path(cfg).read_text().replace("\nprofile =\n", "\nprofile = cost\n")
+    # the example file sets consolidation off; the profile's options apply where the file is silent
+    text = text.replace("\nconsolidate = no\n", "\n").replace("\nconsolidate_backoff = no\n", "\n")
+    pathlib.Path(cfg).write_text(text)
+    (tmp_path / "state").mkdir()
+    tally = {"completed": 0, "cancelled": 4, "boots_held": 0, "idle_seconds": 0.0}
+    level = {"step": 3, "since": 1_000_000.0, "pauses": 1, "tally": tally, "judged": tally}
+    (tmp_path / "state" / "demo.consolidation").write_text(json.dumps({"levels": {"small": level}, "drains": {}}))
+    d = daemons(cfg).start()
+    run_for(d, 20)
+    factor, why = d.last_report.snapshot.consolidation_backoff["small"]
+    assert factor == float("inf") and why.startswith("consolidation paused for ")

@@ -164,3 +164,18 @@ def test_a_reclaim_notices_drain_is_not_held_back():
     """The cloud takes the node back whatever we do: its drain keeps new jobs off it."""
     p = plan(snap([node("a", reclaim_at=NOW + 100)], [condor("a", (90 * HOUR,))]), settings(), COST)
     assert [(i.kind, i.node_id) for i in p.items] == [(ItemKind.DRAIN, "a")]
+
+
+def test_a_drain_whose_job_runs_past_its_expected_end_is_cancelled_before_the_retirement_evicts_it():
+    """The job was due an hour ago (its walltime was no bound): its end is unknown now, so a 2-hour
+    retirement may evict it; the drain of ours is cancelled, and consolidation does not pick the node."""
+    nodes = [node("d")]
+    drain = InFlight(node="d", action="drain", since=NOW - 600, request_id="r1")
+    ours = dict(draining=True, drain_reason="nodemanager: underused")
+    p = plan(snap(nodes, [condor("d", (-HOUR,), **ours)], in_flight=[drain]), settings(), COST)
+    assert [(i.kind, i.node_id) for i in p.items] == [(ItemKind.CANCEL_DRAIN, "d")]
+    assert "1 of its 1 job(s) run past their expected end" in by_id(p)["d"].reason
+    nodes = [node("late"), node("other"), node("full")]
+    workers = [condor("late", (-HOUR,)), condor("other", (HOUR, HOUR)), condor("full", (HOUR,) * 8)]
+    p = plan(snap(nodes, workers), settings(consolidate=True, consolidate_margin=4), COST)
+    assert [(i.kind, i.node_id) for i in p.items] == [(ItemKind.DRAIN, "other")]

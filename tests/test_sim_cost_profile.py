@@ -28,7 +28,8 @@ def trace(tmp_path):
 
 def test_compare_runs_the_cost_profile_as_nodemanager_cost(trace, tmp_path, capsys):
     ini = tmp_path / "site.ini"
-    ini.write_text("[Daemon]\nmax_nodes = 4\nconsolidate_margin = 0\n")
+    # consolidation's drains alone: on 13 jobs the back-off would judge most of the trace's bets
+    ini.write_text("[Daemon]\nmax_nodes = 4\nconsolidate_margin = 0\nconsolidate_backoff = no\n")
     code = main(["simulate", "--trace", str(trace), "--config", str(ini), "--cores-per-node", "4",
                  "--compare", "--jobs", "1", "--json"])
     out = capsys.readouterr().out

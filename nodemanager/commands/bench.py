@@ -94,7 +94,7 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None, fr
     from nodemanager.cloud import TAG_DRAIN
     from nodemanager.configuration.config import loads
     from nodemanager.cycle.controller import Controller
-    from nodemanager.daemon import tune_gc
+    from nodemanager.actors.gc_tuning import tune_gc
     from nodemanager.sim.baselines import default_size
     from nodemanager.sim.cloud import SimCloud
     from nodemanager.scheduler import DrainSchedule

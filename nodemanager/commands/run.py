@@ -72,7 +72,8 @@ def _identity(args: argparse.Namespace, settings: Any, lock: Any) -> tuple[Any, 
 def _run(args: argparse.Namespace) -> int:
     import policy_matrix
     from nodemanager.configuration import config
-    from nodemanager.daemon import Daemon, tune_gc
+    from nodemanager.actors.gc_tuning import tune_gc
+    from nodemanager.daemon import Daemon
     from nodemanager.cycle.deployment import IdentityError
     from nodemanager.cycle.lock import InstanceLock, InstanceRunning, LockError
 

@@ -72,6 +72,7 @@ DAEMON: dict[str, tuple[str, Callable[[str], Any]]] = {
     "steering": ("steering", parse_bool),
     # runtime prediction (nodemanager.core.runtime_prediction)
     "runtime_prediction": ("runtime_prediction", choice("off", "recent")),
+    "consolidate_backoff": ("consolidate_backoff", parse_bool),
 }
 PROFILE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles")
 PROFILES = tuple(sorted(f[:-4] for f in os.listdir(PROFILE_DIR) if f.endswith(".ini")))

@@ -86,6 +86,8 @@ class CoreSettings:
     # off | recent: running jobs' ends predicted from their users' recent jobs (runtime_prediction)
     runtime_prediction: str = "off"
     disruption_budgets: tuple[DisruptionBudget, ...] = ()  # [Budget NAME] (nodemanager.core.disruption_budgets)
+    # consolidation that measures its bets and backs off (nodemanager.core.consolidation_backoff)
+    consolidate_backoff: bool = False
 
     def size(self, name: str) -> Size | None:
         for s in self.sizes:

@@ -45,6 +45,7 @@ from nodemanager.cycle.idle_memory import IdleMemory
 from nodemanager.cycle.reclaim_memory import ReclaimMemory
 from nodemanager.cycle.steering import Steering
 from nodemanager.cycle.runtime_memory import RuntimeMemory
+from nodemanager.cycle.consolidation_memory import ConsolidationMemory
 from nodemanager.model import CloudNode, CycleReport, Outcome, Plan, Snapshot, frozen_map
 from nodemanager.scheduler import SchedulerPoll
 from nodemanager.configuration.settings import Settings
@@ -131,6 +132,7 @@ class Controller:
         self.reclaim_memory = ReclaimMemory()   # spot markets: VM time watched, reclaims seen
         self.steering = Steering()  # [Daemon] steering: the placement ranks sent to the scheduler
         self.runtimes = RuntimeMemory()  # runtime_prediction = recent: finished runtimes per user
+        self.consolidation = ConsolidationMemory()  # consolidate_backoff: what consolidation's drains came to
         # whose VMs are ours (None: every VM of the cluster name, as in a replay or `plan`)
         self.identity: Identity | None = None
         self._owned: tuple[Sequence[CloudNode], Ownership] | None = None
@@ -193,15 +195,10 @@ class Controller:
             protected_sizes=frozen_map(protected_sizes(self._boot_records, now)),
             cancel_drains=cancels,
             destroyed=frozenset(f.node for f in state.in_flight if f.action == "destroy"),
-            idle_graces=self._idle_graces(),
+            idle_graces=self.idle_memory.for_plan(self.settings.core),
             reclaim_rates=frozen_map(self.reclaim_memory.rates(self.settings.core, now)),
+            consolidation_backoff=frozen_map(self.consolidation.backoffs(now, self.settings.core.consolidate_backoff)),
         )
-
-    def _idle_graces(self) -> Mapping[str, tuple[float, str]]:
-        core = self.settings.core
-        if core.idle_grace_mode != "break-even":
-            return frozen_map(None)
-        return frozen_map(self.idle_memory.graces(core.idle_grace, core.sizes))
 
     def prepare(self, nodes: Sequence[CloudNode], cloud_polled_at: float,
                 poll: SchedulerPoll) -> tuple[CycleReport, list[Task]]:
@@ -232,8 +229,10 @@ class Controller:
         plan = self.planner(snap, self.settings.core, self.matrix, estimator=self.estimator,
                             escalation=self.escalation or None)
         protect = self._watch_boots(plan, now)  # a size just entered protected mode: not booted now
-        graces = self._watch_idle(snap, plan, now)  # a size's idle grace changed: used now
+        # a size's idle grace changed: used now
+        graces = self.idle_memory.watch(snap, plan, now, self.matrix.vocabulary.core_state, self.settings.core)
         self.reclaim_memory.observe(plan.nodes, self.settings.core.sizes, now)
+        self.consolidation.observe(plan, now, self.matrix.vocabulary.core_state, self.settings.core)
         if protect or graces is not None:
             snap = replace(snap, protected_sizes=frozen_map(protected_sizes(self._boot_records, now)),
                            idle_graces=snap.idle_graces if graces is None else graces)
@@ -344,23 +343,6 @@ class Controller:
                 log.warning("size %s %s", size, why)
                 entered = True
         return entered
-
-    def _watch_idle(self, snap: Snapshot, plan: Plan, now: float) -> Mapping[str, tuple[float, str]] | None:
-        """Feed the plan to the break-even memory (idle_grace_mode = break-even); the idle graces
-        to plan with now when one changed (one log line per size), else None (new words wait for
-        the next cycle)."""
-        core = self.settings.core
-        if core.idle_grace_mode != "break-even" or not self.idle_memory.observe(
-                plan.nodes, snap.cloud_nodes, now, self.matrix.vocabulary.core_state, core.idle_grace):
-            return None
-        graces = self._idle_graces()
-        changed = False
-        for size, (grace, why) in graces.items():
-            before = snap.idle_graces.get(size, (core.idle_grace, ""))[0]
-            if before != grace:
-                log.info("size %s: %s (was %.0fs)", size, why.strip()[1:-1], before)
-                changed = True
-        return graces if changed else None
 
     def cycle(self, nodes: Sequence[CloudNode], cloud_polled_at: float, poll: SchedulerPoll) -> CycleReport:
         """Plan and carry out one cycle inline; the report holds this cycle's outcomes."""

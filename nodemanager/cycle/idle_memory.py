@@ -19,15 +19,19 @@ quiet cycles remembers the same. Bounded: the last :data:`KEEP_PERIODS` periods 
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import deque
 from typing import Callable, Iterable, Mapping, Sequence
 
 from nodemanager.core.idle_timing import break_even_grace
-from nodemanager.model import CloudNode, NodeExplanation, Size
+from nodemanager.configuration.settings import CoreSettings
+from nodemanager.model import CloudNode, NodeExplanation, Plan, Size, Snapshot, frozen_map
 from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED
 
 __all__ = ["IdleMemory", "KEEP_PERIODS", "KEEP_JOINS", "KEEP_SECONDS"]
+
+log = logging.getLogger("nodemanager.decisions")
 
 KEEP_PERIODS = 50
 KEEP_JOINS = 20
@@ -148,3 +152,25 @@ class IdleMemory:
         waiting = self._expire(size, at, horizon)
         if waiting:
             self._add(self._periods, size, at, max(0.0, at - waiting.pop(0)))
+
+    def for_plan(self, core: CoreSettings) -> Mapping[str, tuple[float, str]]:
+        """Each size's idle grace to plan with (empty unless ``idle_grace_mode = break-even``)."""
+        if core.idle_grace_mode != "break-even":
+            return frozen_map(None)
+        return frozen_map(self.graces(core.idle_grace, core.sizes))
+
+    def watch(self, snap: Snapshot, plan: Plan, now: float, core_state: Callable[[str], str],
+              core: CoreSettings) -> Mapping[str, tuple[float, str]] | None:
+        """Feed ``plan`` to the memory (break-even mode only); the idle graces to plan with now
+        when one changed (one log line per size), else None (new words wait for the next cycle)."""
+        if core.idle_grace_mode != "break-even" or not self.observe(
+                plan.nodes, snap.cloud_nodes, now, core_state, core.idle_grace):
+            return None
+        graces = self.for_plan(core)
+        changed = False
+        for size, (grace, why) in graces.items():
+            before = snap.idle_graces.get(size, (core.idle_grace, ""))[0]
+            if before != grace:
+                log.info("size %s: %s (was %.0fs)", size, why.strip()[1:-1], before)
+                changed = True
+        return graces if changed else None

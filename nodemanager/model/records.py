@@ -312,3 +312,5 @@ class Snapshot:
     # are booted one probe at a time
     open_breakers: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
     probe_sizes: frozenset[str] = frozenset()
+    # consolidate_backoff: size -> (times the consolidate_margin kept, inf: paused; its words)
+    consolidation_backoff: Mapping[str, tuple[float, str]] = field(default_factory=lambda: EMPTY_MAP)

@@ -3,8 +3,9 @@ more free cores than ``consolidate_margin``, the busy node whose last job ends s
 scheduler's job end times, else the draining design's estimate), then the one holding the least work, is
 relabelled ``underused``, then the next, while the cores left free elsewhere still cover the
 margin; a node whose graceful drain would evict a job (:mod:`nodemanager.core.retirement`) is
-passed by. The matrix says what it gets: drained gracefully (the cost matrix), it takes no new jobs
-and leaves when its last job ends; queued jobs that need its cores cancel the drain (placement's
+passed by; while consolidation of a size backs off (:mod:`nodemanager.core.consolidation_backoff`)
+its nodes keep a wider margin, or none is drained. The matrix says what it gets: drained
+gracefully (the cost matrix), it takes no new jobs and leaves when its last job ends; queued jobs that need its cores cancel the drain (placement's
 draining tier comes before new boots). Pure."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Sequence
 
 from nodemanager.core.consolidate import (UNDERUSED, busy_cores, consolidating_why, free_cores, last_end,
                                           relabel_candidate, relabelled)
-from nodemanager.core.plan_node import Decision
+from nodemanager.core.plan_node import Decision, NodeFacts
 from nodemanager.core.reasons.base import Context, Stage
 from nodemanager.core.retirement import would_evict
 
@@ -41,11 +42,23 @@ class Consolidate:
         # soonest end first (it leaves soonest), then the fewest busy cores (the least work held)
         for node_id in sorted(ends, key=lambda k: (ends[k], busy_cores(free[k][0].facts), k)):
             d, cores = free[node_id]
+            margin, backoff = _margin(d.facts, settings.consolidate_margin, ctx)
             # a node whose drain would evict jobs is no candidate: its cores stay spare
-            if spare - cores < settings.consolidate_margin or would_evict(d.facts.worker, now):
+            if spare - cores < margin or would_evict(d.facts.worker, now):
                 continue
             spare -= cores
-            new = relabelled(d.facts, UNDERUSED, consolidating_why(d.facts, ends[node_id] - now, spare), ctx.matrix)
+            why = consolidating_why(d.facts, ends[node_id] - now, spare) + (f" ({backoff})" if backoff else "")
+            new = relabelled(d.facts, UNDERUSED, why, ctx.matrix)
             if new is not None:
                 out.append(d._replace(facts=new))
         return out
+
+
+def _margin(facts: NodeFacts, configured: int, ctx: Context) -> tuple[float, str]:
+    """The free cores to keep before draining this node, widened (or infinite: paused) while
+    consolidation of its size backs off, and the words why."""
+    size = facts.size
+    factor, why = ctx.snapshot.consolidation_backoff.get(size.name if size else facts.node.size, (1.0, ""))
+    if factor == 1.0:
+        return float(configured), ""
+    return factor * max(configured, size.cores if size else 1), why
