@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from nodemanager.model import Size
     from nodemanager.configuration.settings import Settings
-    from nodemanager.model import Size
     from policy_matrix import Matrix
 
 __all__ = ["register"]
@@ -165,16 +164,12 @@ def _spot_sizes(args: argparse.Namespace, sizes: tuple[Size, ...]) -> tuple[Size
 
 def _special_sizes(args: argparse.Namespace, base: Size) -> tuple[Size, ...]:
     """The sizes --gpu-fraction / --constrained-fraction jobs need (none without them)."""
-    from nodemanager.sim.constrained import docker_size, gpu_size
+    from nodemanager.sim.constrained import special_sizes
 
-    for option, value in (("--gpu-fraction", args.gpu_fraction),
-                          ("--constrained-fraction", args.constrained_fraction)):
-        if not 0.0 <= value <= 1.0:
-            raise _Bad(f"{option} {value:g}: expected a fraction from 0 to 1")
-    if args.gpu_fraction + args.constrained_fraction > 1.0:
-        raise _Bad("--gpu-fraction and --constrained-fraction add up to more than 1")
-    return ((gpu_size(base),) if args.gpu_fraction > 0 else ()) + (
-        (docker_size(base),) if args.constrained_fraction > 0 else ())
+    try:
+        return special_sizes(base, args.gpu_fraction, args.constrained_fraction)
+    except ValueError as exc:
+        raise _Bad(str(exc)) from None
 
 
 def _size_list(text: str, cores_per_node: int | None) -> tuple:

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 from nodemanager.model import Size
 
-__all__ = ["REQUIREMENT", "gpu_size", "docker_size", "constrain"]
+__all__ = ["REQUIREMENT", "gpu_size", "docker_size", "constrain", "special_sizes"]
 
 REQUIREMENT = "TARGET.HasDocker =?= true"
 
@@ -56,3 +56,14 @@ def constrain(pieces: Sequence[Any], gpu_fraction: float, constrained_fraction: 
             p = replace(p, job=replace(p.job, requirements=REQUIREMENT))
         out.append(p)
     return out
+
+
+def special_sizes(base: Size, gpu_fraction: float, constrained_fraction: float) -> tuple[Size, ...]:
+    """The sizes ``simulate --gpu-fraction`` / ``--constrained-fraction`` jobs need (none without
+    them); ValueError naming the option for a fraction out of range."""
+    for option, value in (("--gpu-fraction", gpu_fraction), ("--constrained-fraction", constrained_fraction)):
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"{option} {value:g}: expected a fraction from 0 to 1")
+    if gpu_fraction + constrained_fraction > 1.0:
+        raise ValueError("--gpu-fraction and --constrained-fraction add up to more than 1")
+    return ((gpu_size(base),) if gpu_fraction > 0 else ()) + ((docker_size(base),) if constrained_fraction > 0 else ())
