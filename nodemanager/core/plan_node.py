@@ -41,6 +41,8 @@ class NodeFacts(NamedTuple):
     ours_draining: bool              # ... and it counts in max_concurrent_drains
     drained: bool                    # ... and it finished: drained, no job runs, worker heard
     up: bool                         # counts towards min_nodes: idle, busy or booting, staying
+    # a joined worker's next change after its boot grace ends, which no longer matters to it
+    after_boot: tuple[float, str] | None = None
 
 
 class Decision(NamedTuple):

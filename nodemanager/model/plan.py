@@ -135,6 +135,9 @@ class NodeExplanation(NamedTuple):
     our_drain_since: float | None = None  # a drain of ours is under way, started then
     drained: bool = False            # ... and it finished: the worker is drained, no job runs
     up: bool = False                 # counts towards min_nodes (idle, busy or booting, staying)
+    # when ``next_change`` is the boot grace end of a node whose worker joined (it no longer
+    # matters to it): the change after it, (when, what); None: none by time alone
+    after_boot: tuple[float, str] | None = None
 
 
 @dataclass(frozen=True)
