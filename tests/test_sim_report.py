@@ -111,3 +111,17 @@ def test_the_pareto_titles_promise_only_what_is_drawn_and_every_marker_is_inside
                 assert x0 < f.wait_p95 < x1 and y0 < f.paid_node_hours < y1
     x0, x1 = panels[0][1]
     assert x0 < 0.0 and x1 > 202.0             # a zero wait sits inside the axes, not on its edge
+
+
+def test_a_slow_policy_is_named_off_the_closer_panel(tmp_path) -> None:
+    from types import SimpleNamespace
+
+    from nodemanager.sim.report import plot_pareto
+
+    def fig(policy, wait, cost):  # the fields the plot reads
+        return SimpleNamespace(policy=policy, params={}, wait_p95=wait, paid_node_hours=cost)
+
+    points = {"nodemanager": [fig("nodemanager", 120.0, 500.0)], "static": [fig("static", 60.0, 1300.0)],
+              "karpenter": [fig("karpenter", 150.0, 660.0)], "cobald": [fig("cobald", 7 * 86400.0, 4400.0)]}
+    (_, _, _), (title, (x0, x1), _) = plot_pareto(str(tmp_path / "p.png"), points)
+    assert "cobald off this panel" in title and x1 < 86400.0

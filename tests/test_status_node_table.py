@@ -113,7 +113,7 @@ def test_the_header_is_amber_while_a_size_is_protected_or_actions_are_frozen(sta
                               if state == "frozen" else {}))
     if state == "protected":
         report = dataclasses.replace(report, snapshot=dataclasses.replace(
-            report.snapshot, protected_sizes={"large": "3 boot(s) in a row did not join"}))
+            report.snapshot, protected_sizes={"large": "protected: 3 boot(s) in a row did not join"}))
     view = StatusView(report=report, last_cycle_at=T0, started_at=T0 - 60, core=CORE,
                       history=sample_history())
     server = StatusServer(ManageSettings(address="127.0.0.1", port=0), source=lambda: view,

@@ -248,7 +248,7 @@ def _top(doc: Mapping[str, Any]) -> str:
     parts.append(f"<span class='{header_level(doc)}' id='health'>{e(str(doc.get('health')))}</span>")
     for size, why in sorted((doc.get("protected_sizes") or {}).items()):
         parts.append(f"<span class='warn' data-protected='{e(str(size))}'>size {e(str(size))} "
-                     f"protected: {e(str(why))}</span>")
+                     f"{e(str(why))}</span>")  # the words start "protected: ..."
     if doc.get("ha"):
         parts.append(f"<span id='ha'>{e(str(doc['ha']))}</span>")
     if doc.get("paused"):

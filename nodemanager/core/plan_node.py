@@ -14,6 +14,7 @@ from typing import Mapping, NamedTuple
 
 from nodemanager.core.classify import Classification
 from nodemanager.model import Action, Cause, CloudNode, InFlight, ItemKind, Size, StateTuple, Worker
+from nodemanager.model.plan import TimedChange
 
 __all__ = ["NodeFacts", "Decision", "UNDECIDED", "reason_of"]
 
@@ -42,7 +43,7 @@ class NodeFacts(NamedTuple):
     drained: bool                    # ... and it finished: drained, no job runs, worker heard
     up: bool                         # counts towards min_nodes: idle, busy or booting, staying
     # a joined worker's next change after its boot grace ends, which no longer matters to it
-    after_boot: tuple[float, str] | None = None
+    after_boot: TimedChange | None = None
 
 
 class Decision(NamedTuple):

@@ -104,6 +104,10 @@ class Cause:
         return f"{self.reason} ({self.by})"
 
 
+# (when, what) of a change by time alone (a class field named ``tuple`` hides the builtin)
+TimedChange = tuple[float, str]
+
+
 class NodeExplanation(NamedTuple):
     """Why a node gets (or does not get) an action: the operator-facing answer per node.
 
@@ -137,7 +141,7 @@ class NodeExplanation(NamedTuple):
     up: bool = False                 # counts towards min_nodes (idle, busy or booting, staying)
     # when ``next_change`` is the boot grace end of a node whose worker joined (it no longer
     # matters to it): the change after it, (when, what); None: none by time alone
-    after_boot: tuple[float, str] | None = None
+    after_boot: TimedChange | None = None
 
 
 @dataclass(frozen=True)

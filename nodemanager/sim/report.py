@@ -121,8 +121,8 @@ def _wait_axis(ax, log: bool) -> None:
         ax.set_xlim(left=-6)  # a zero wait sits inside the axes, not on its edge
     lo, hi = ax.get_xlim()
     ticks: list[tuple[int, str]] = []
-    for v, text in _WAIT_TICKS:  # on a log axis, ticks at least 3x apart stay legible
-        if lo <= v <= hi and (not ticks or not log or v >= max(30, 3 * ticks[-1][0])):
+    for v, text in _WAIT_TICKS:  # on a log axis, ticks at least 4x apart stay legible
+        if lo <= v <= hi and (not ticks or not log or v >= max(30, 4 * ticks[-1][0])):
             ticks.append((v, text))
     if len(ticks) >= 3:
         ax.set_xticks([v for v, _ in ticks], [t for _, t in ticks])
@@ -132,6 +132,19 @@ def _wait_axis(ax, log: bool) -> None:
         ax.set_xlabel("p95 job wait (s)")
 
 
+NEAR = 4.0  # the closer panel keeps policies whose default p95 wait is within this factor of the best
+
+
+def _near_the_best(points: Mapping[str, Sequence[Figures]]) -> tuple[dict[str, Sequence[Figures]], list[str]]:
+    """The policies whose default run waits within :data:`NEAR` x the best default (at least 10
+    minutes more), and the names of the others: one slow policy must not squash the rest."""
+    defaults = {k: next((f for f in v if not f.params.get("sweep")), v[0]) for k, v in points.items() if v}
+    best = min((f.wait_p95 for f in defaults.values()), default=0.0)
+    limit = max(NEAR * best, best + 600.0)
+    near = {k: v for k, v in points.items() if k in defaults and defaults[k].wait_p95 <= limit}
+    return near, [k for k in points if k not in near]
+
+
 def plot_pareto(path: str, points: Mapping[str, Sequence[Figures]]) -> list[tuple[str, tuple[float, float],
                                                                                  tuple[float, float]]]:
     """Draw the cost / p95-wait plane; returns each panel's (title, x limits, y limits)."""
@@ -139,7 +152,8 @@ def plot_pareto(path: str, points: Mapping[str, Sequence[Figures]]) -> list[tupl
     fig, axes = plt.subplots(1, 2, figsize=(13, 5.5))
     markers = "osD^v<>p*h"
     elastic = {k: v for k, v in points.items() if k != "static"}
-    for ax, group, zoom in ((axes[0], points, False), (axes[1], elastic or points, True)):
+    near, far = _near_the_best(elastic or points)
+    for ax, group, zoom in ((axes[0], points, False), (axes[1], near, True)):
         drawn = set()  # what this panel shows, for a title that promises nothing more
         for i, (policy, rows) in enumerate(points.items()):
             if policy not in group:
@@ -173,8 +187,9 @@ def plot_pareto(path: str, points: Mapping[str, Sequence[Figures]]) -> list[tupl
         ax.grid(alpha=0.3)
         ax.margins(x=0.08, y=0.12)  # room for the markers and circles at the edges
         _wait_axis(ax, log=not zoom)
-        head = "every run" if not zoom else ("elastic policies only" if elastic else "every run, closer")
-        ax.set_title("; ".join([head, *sorted(drawn)]), fontsize=9)
+        head = "every run" if not zoom else ("elastic policies" if elastic else "every run") + (
+            f" whose p95 wait is within {NEAR:g}x the best ({', '.join(far)} off this panel)" if far else "")
+        ax.set_title(head + "\n" + "; ".join(sorted(drawn)), fontsize=8)
         if not zoom:
             ax.legend(fontsize=8)
     fig.suptitle("cost versus p95 wait (lower left is better)", fontsize=10)
