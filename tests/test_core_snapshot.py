@@ -80,7 +80,7 @@ def test_htcondor_worker_fields_come_from_the_ad():
         "TotalSlotMemory": 30000, "NumDynamicSlots": 1}})
     w = sj.from_json(data).workers[0]
     assert (w.state, w.cloud_id, w.last_heard, w.state_since, w.registered_at) == (
-        "Claimed/Busy", "i-1", 990, 500, 20)   # its dynamic slot runs a job
+        "Unclaimed/Idle p-slot, 1 dynamic slot busy", "i-1", 990, 500, 20)
     assert (w.cpus, w.cpus_busy, w.ram_mb, w.running_jobs) == (8, 2, 30000, 1)
 
 

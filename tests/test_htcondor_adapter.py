@@ -24,7 +24,7 @@ def test_poll_reports_each_startd_once_with_its_pslot_ad(condor):
     workers = {w.name: w for w in poll.workers}
     assert set(workers) == {"a.example", "b.example"}
     b = workers["b.example"]
-    assert (b.scheduler, b.state, b.cloud_id) == ("htcondor", "Claimed/Busy", "i-b.example")  # not the p-slot's Unclaimed/Idle
+    assert (b.scheduler, b.state, b.cloud_id) == ("htcondor", "Unclaimed/Idle p-slot, 1 dynamic slot busy", "i-b.example")  # the p-slot with its busy dynamic slot
     assert (b.cpus, b.cpus_busy, b.running_jobs) == (4, 3, 1)
     # the bare IP pairs with the VM's private address; drains use the full MyAddress from the ad
     assert b.address == "127.0.0.1"

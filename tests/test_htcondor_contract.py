@@ -72,8 +72,9 @@ def test_a_graceful_drain_lets_the_job_run_and_fast_kills_it_as_drain_badput(sta
     name = startds.add()
     startds.run_job(name)
     w = startds.worker(name)
-    assert (w.state, w.classified.state) == ("Claimed/Busy", "busy")
-    assert "Unclaimed" not in w.classified.why
+    # the p-slot as condor_status shows it, with the dynamic slot that runs the job
+    assert (w.state, w.classified.state) == ("Unclaimed/Idle p-slot, 1 dynamic slot busy", "busy")
+    assert "1 dynamic slot busy: running jobs" in w.classified.why
     # the estimates a victim choice reads: graceful waits out the retirement, quick costs the run
     # (the real startd publishes them an update or two after the claim)
     w = startds.until(lambda: (lambda w: w if w.ad["ExpectedMachineGracefulDrainingCompletion"]
@@ -152,7 +153,7 @@ def test_a_machine_with_two_partitionable_slots_is_one_worker_with_both(real):
     w = real.until(lambda: (lambda w: w if (w.ad.get("ExpectedMachineQuickDrainingBadput") or 0) > 0 else None)(
         real.worker(name)), "the estimates counting the job")
     assert (w.cpus, w.cpus_busy, w.running_jobs) == (4, 2, 1)
-    assert (w.state, w.classified.state) == ("Claimed/Busy", "busy")
+    assert (w.state, w.classified.state) == ("Unclaimed/Idle p-slot, 1 dynamic slot busy", "busy")
     ticket = real.htc.drain(w, DrainSchedule.FAST, "consolidation")
     real.until(lambda: real.htc.confirm_drained(ticket).ok, "both slots drained")
     w = real.until(lambda: (lambda w: w if w.running_jobs == 0 and w.draining else None)(real.worker(name)),

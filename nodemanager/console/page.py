@@ -17,9 +17,13 @@ from typing import Any, Mapping
 from nodemanager.console.limits_page import limits_html
 from nodemanager.text import duration, short_rule
 
-__all__ = ["render_html", "NODE_COLUMNS", "REFRESH_SECONDS"]
+__all__ = ["render_html", "header_level", "NODE_COLUMNS", "REFRESH_SECONDS"]
 
 REFRESH_SECONDS = 15
+
+# what an empty cell of a column says (otherwise a dash)
+EMPTY_CELL = {"matrix_action": "None", "planned_action": "none", "raw_state": "no worker",
+              "worker": "none"}
 
 # (JSON key, column header) of the node table, in display order.
 NODE_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -34,12 +38,14 @@ body{font-family:system-ui,sans-serif;margin:1em;color:#222}
 h1{font-size:1.3em;margin:0 0 .3em} h2{font-size:1em;margin:1em 0 .3em}
 .summary span{margin-right:1.5em}
 .bad{color:#a00;font-weight:bold} .ok{color:#070}
+.warn{background:#ffbf00;color:#222;font-weight:bold;padding:0 .4em;border-radius:3px}
 table{border-collapse:collapse;font-size:.9em;margin-top:.4em}
+#nodes{width:100%;font-size:.82em}
 th,td{border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top}
 #nodes th{background:#eee;cursor:pointer;user-select:none;position:sticky;top:0}
 th.asc::after{content:" \\25B2"} th.desc::after{content:" \\25BC"}
 tr.planned td{background:#fff6d6} tr.blocked td{background:#f3f3f3}
-td.rule,td.tuple{font-family:monospace} td.rule,td.name{white-space:nowrap} td.tuple{min-width:13em}
+td.rule,td.tuple{font-family:monospace;font-size:.95em} td.name{white-space:nowrap} td.tuple{min-width:10em}
 #pool{display:flex;flex-wrap:wrap;gap:1em;margin:.6em 0}
 .card{border:1px solid #ccc;border-radius:4px;padding:.4em .7em;min-width:11em}
 .card h2{margin:0 0 .2em;font-size:.95em;color:#555} .card table{margin:0;font-size:.85em}
@@ -48,7 +54,7 @@ td.rule,td.tuple{font-family:monospace} td.rule,td.name{white-space:nowrap} td.t
 .reason{font-family:monospace;background:#eee;border-radius:3px;padding:0 4px}
 details ol,tr.hist ol{margin:.2em 0 .2em 1.4em;padding:0;font-size:.95em}
 tr.hist td{background:#fafcff;padding:.3em 1em .5em} a.toggle{white-space:nowrap;color:#05a}
-td.why{min-width:16em} td.next{min-width:12em} td.last{min-width:10em}
+td.why{min-width:12em} td.next{min-width:8em} td.last{min-width:8em} td.history{white-space:nowrap}
 .ev-outcome{color:#05a} .ev-state{color:#870} .controls{margin:.6em 0}
 """
 
@@ -164,7 +170,9 @@ def _pool(doc: Mapping[str, Any]) -> str:
         return ""
     cards = [
         _card(f"{s.get('nodes', 0)} nodes by worker state",
-              [(e(k), f"<b>{v}</b>") for k, v in s.get("by_worker_state", {}).items()], "by-state"),
+              [(e(k), f"<b>{v}</b>") for k, v in s.get("by_worker_state", {}).items()]
+              + ([("created, not listed yet", f"<b>{s['created_unlisted']}</b>")]
+                 if s.get("created_unlisted") else []), "by-state"),
         _card("matrix says / planned",
               [(e(k), f"<b>{v}</b>") for k, v in s.get("by_matrix_action", {}).items()]
               + [("planned " + e(k), f"<b>{v}</b>") for k, v in s.get("planned", {}).items()]
@@ -209,7 +217,12 @@ def _whynot(doc: Mapping[str, Any]) -> str:
     if routine:
         items.append(f"<li>{routine} other node(s) kept because their matrix rule says so "
                      "(see each node's history)</li>")
-    return "<h2>Why not?</h2><ul>" + ("".join(items) or "<li>nothing is held back</li>") + "</ul>"
+    if not items:
+        s = doc.get("summary") or {}
+        jobs, boots = (s.get("demand") or {}).get("jobs", 0), s.get("booting", 0)
+        items.append(f"<li>{jobs} job(s) queued: {boots} VM(s) booting, nothing is held back</li>"
+                     if jobs and boots else "<li>nothing is held back</li>")
+    return "<h2>Why not?</h2><ul>" + "".join(items) + "</ul>"
 
 
 def _events(node: Mapping[str, Any]) -> str:
@@ -223,17 +236,30 @@ def _events(node: Mapping[str, Any]) -> str:
     return f"{head}<ol>{''.join(lines) or '<li>no events recorded</li>'}</ol>"
 
 
+def header_level(doc: Mapping[str, Any]) -> str:
+    """The header's colour: ``bad`` (red) when unhealthy, ``warn`` (amber) while the controller
+    is frozen or paused or a size is in protected mode or behind an open capacity breaker, else
+    ``ok`` (green)."""
+    if not doc.get("healthy"):
+        return "bad"
+    if doc.get("frozen") or doc.get("paused") or doc.get("protected_sizes") or doc.get("capacity_breakers"):
+        return "warn"
+    return "ok"
+
+
 def _top(doc: Mapping[str, Any]) -> str:
     e = html.escape
     parts = []
-    health_cls = "ok" if doc.get("healthy") else "bad"
-    parts.append(f"<span class='{health_cls}' id='health'>{e(str(doc.get('health')))}</span>")
+    parts.append(f"<span class='{header_level(doc)}' id='health'>{e(str(doc.get('health')))}</span>")
+    for size, why in sorted((doc.get("protected_sizes") or {}).items()):
+        parts.append(f"<span class='warn' data-protected='{e(str(size))}'>size {e(str(size))} "
+                     f"{e(str(why))}</span>")  # the words start "protected: ..."
     if doc.get("ha"):
         parts.append(f"<span id='ha'>{e(str(doc['ha']))}</span>")
     if doc.get("paused"):
-        parts.append(f"<span class='bad' id='paused'>paused: {e(str(doc['paused']))}</span>")
+        parts.append(f"<span class='warn' id='paused'>paused: {e(str(doc['paused']))}</span>")
     if doc.get("frozen"):
-        parts.append(f"<span class='bad' id='frozen'>actions frozen: {e(str(doc['frozen']))}</span>")
+        parts.append(f"<span class='warn' id='frozen'>actions frozen: {e(str(doc['frozen']))}</span>")
     if doc.get("other_controller"):
         parts.append(f"<span class='bad' id='other-controller'>stopped: {e(str(doc['other_controller']))}</span>")
     matrix = doc.get("matrix") or {}
@@ -260,10 +286,6 @@ def render_html(doc: Mapping[str, Any]) -> str:
     if doc.get("notes"):
         parts.append("<ul id='notes'>" + "".join(f"<li>{e(str(n))}</li>" for n in doc["notes"])
                      + "</ul>")
-    if doc.get("protected_sizes"):
-        parts.append("<ul id='protected'>" + "".join(
-            f"<li>size {e(str(k))} {e(str(v))}</li>" for k, v in sorted(doc["protected_sizes"].items()))
-            + "</ul>")
     if doc.get("spot_markets"):
         parts.append("<ul id='spot'>" + "".join(
             f"<li>spot size {e(k)}: {e(v['why'])}; takes jobs of up to "
@@ -311,18 +333,20 @@ def _row(node: Mapping[str, Any]) -> str:
     cells = [f"<tr class='node {cls}' data-node='{e(node['node_id'])}'>"]
     for key, _ in NODE_COLUMNS:
         value = node.get(key)
-        text = "" if value is None else str(value)
+        text = EMPTY_CELL.get(key, "-") if value is None or value == "" else str(value)
         if key == "name" and node.get("held"):
             text += " (held)"
         if key == "planned_action" and node.get("in_flight"):
             f = node["in_flight"]
-            text = (text + " " if text else "") + f"[{f['action']} under way {duration(f['for_seconds'])}]"
+            text = (text + " " if value else "") + f"[{f['action']} under way {duration(f['for_seconds'])}]"
         if key == "next_change_text" and node.get("next_change") is not None:
             cells.append(_at(node["next_change"], text, node.get("next_change_what") or "changes",
                              "td", " class='next'"))
             continue
         attrs = ""
-        if key == "rule" and text:
+        if key == "tuple_text" and node.get("matrix_tuple_text") not in (None, text):
+            attrs = f" title='the matrix reads {e(str(node['matrix_tuple_text']))}'"
+        if key == "rule" and value:
             attrs = f" title='{e(text)}'"
             text = short_rule(text)
         cells.append(f"<td class='{key.split('_')[0]}'{attrs}>{e(text)}</td>")

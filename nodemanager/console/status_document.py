@@ -15,6 +15,7 @@ from nodemanager.console.admin import AdminState
 from nodemanager.core.pricing import spot_limits
 from nodemanager.model import EMPTY_MAP, CycleReport, Snapshot
 from nodemanager.configuration.settings import CoreSettings
+from nodemanager.console.node_words import next_change, shown_tuple
 from nodemanager.console.summary import pool_summary
 from nodemanager.tags import TAG_DEPLOYMENT
 from nodemanager.text import duration, short_rule
@@ -103,19 +104,20 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
         w = why_not.node(e)
         f = in_flight.get(e.node_id)
         c = cloud.get(e.node_id)
+        at, what, words = next_change(e)
         nodes.append({
             "node_id": e.node_id, "name": e.name, "size": e.size, "worker": e.worker,
             "raw_state": e.raw_state, "tuple": dict(zip(
                 ("worker_state", "window", "boot_grace", "idle_grace"), e.tuple.as_tuple())),
-            "tuple_text": str(e.tuple), "rule": e.rule, "rule_short": short_rule(e.rule),
+            "tuple_text": shown_tuple(e), "matrix_tuple_text": str(e.tuple), "rule": e.rule, "rule_short": short_rule(e.rule),
             "matrix_action": e.matrix_action.to_json(),
             "planned_action": e.action.value if e.action else None,
             "blocked_by": e.blocked_by, "why": e.reason,
             "cause": {"reason": e.cause.reason, "by": e.cause.by} if e.cause else None,
             "facts": {"lost": e.lost, "our_drain_since": e.our_drain_since, "drained": e.drained,
                       "counted_up": e.up},
-            "next_change": e.next_change, "next_change_what": e.next_change_what,
-            "next_change_text": when_text(e.next_change, e.next_change_what, report.snapshot.now),
+            "next_change": at, "next_change_what": what,
+            "next_change_text": words or when_text(at, what, report.snapshot.now),
             "held": e.node_id in held or e.name in held,
             "forced_drain": e.node_id in forced or e.name in forced,
             "in_flight": ({"action": f.action, "since": f.since,

@@ -12,6 +12,8 @@ from nodemanager.tags import TAG_REQUEST
 from nodemanager.core import charged_between
 from nodemanager.model import CycleReport
 from nodemanager.configuration.settings import CoreSettings
+from nodemanager.console.node_words import shown_worker_state
+from policy_matrix.vocabulary import BOOT_WAIT
 
 __all__ = ["pool_summary", "local_midnight"]
 
@@ -52,7 +54,8 @@ def pool_summary(report: CycleReport, core: CoreSettings | None,
         queue[key] = queue.get(key, 0) + d.count
     return {
         "nodes": len(plan.nodes),
-        "by_worker_state": _count(e.tuple.worker_state for e in plan.nodes),
+        "by_worker_state": _count(shown_worker_state(e) for e in plan.nodes),
+        "booting": booting(report), "created_unlisted": len(unlisted_boots(report)),
         "by_matrix_action": _count(str(e.matrix_action) for e in plan.nodes),
         "planned": _count(i.kind.value for i in plan.items),
         "blocked": _count(e.blocked_by for e in plan.nodes),
@@ -67,19 +70,34 @@ def pool_summary(report: CycleReport, core: CoreSettings | None,
     }
 
 
+def unlisted_boots(report: CycleReport) -> set[str]:
+    """The VMs created but not listed yet: boots under way from earlier cycles, and this cycle's
+    creates (counted from the moment of the create, not from the next cloud listing)."""
+    snap = report.snapshot
+    listed = {n.tags.get(TAG_REQUEST) for n in snap.cloud_nodes if n.tags} | {n.id for n in snap.cloud_nodes}
+    out = {f.node for f in snap.in_flight if f.action == "boot" and f.node not in listed}
+    out |= {o.node for o in report.outcomes if o.kind == "boot" and o.result == "ok" and o.node not in listed}
+    return out
+
+
+def booting(report: CycleReport) -> int:
+    """VMs booting: the listed nodes that wait for their worker, and those created but not listed."""
+    waiting = sum(1 for e in report.plan.nodes if e.worker is None and e.tuple.boot_grace == BOOT_WAIT)
+    return waiting + len(unlisted_boots(report))
+
+
 def _caps(report: CycleReport, core: CoreSettings, spend_now: float,
           counts: Mapping[tuple[str, str], int]) -> list[dict[str, Any]]:
     """Each cap and budget: ``used`` of ``limit`` (None: no limit) and ``binds`` (it stops an
     action or a boot this cycle)."""
     snap, plan = report.snapshot, report.plan
-    listed = {n.tags.get(TAG_REQUEST) for n in snap.cloud_nodes if n.tags}
-    booting = sum(1 for f in snap.in_flight if f.action == "boot" and f.node not in listed)
+    unlisted = len(unlisted_boots(report))
     drains = sum(1 for f in snap.in_flight if f.action == "drain")
     budget = counts[("node", "budget")] > 0
     caps = [
-        ("max_nodes", len(snap.cloud_nodes) + booting, core.max_nodes,
+        ("max_nodes", len(snap.cloud_nodes) + unlisted, core.max_nodes,
          counts[("demand", "max_nodes")] > 0),
-        ("cloud quota", len(snap.cloud_nodes) + booting, snap.quota,
+        ("cloud quota", len(snap.cloud_nodes) + unlisted, snap.quota,
          counts[("demand", "quota")] > 0),
         ("max_total_price", round(spend_now, 4), core.max_total_price or None,
          counts[("demand", "max_total_price")] > 0),

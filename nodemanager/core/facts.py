@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Mapping, Protocol
 
-from nodemanager.core.billing import (Schedule, _window, boot_grace_state, idle_grace_state,
-                                      schedule_for, window_state)
+from nodemanager.core.billing import (BOOT_GRACE_ENDS, Schedule, TimedValue, _window, boot_grace_state,
+                                      idle_grace_state, schedule_for, window_state)
 from nodemanager.core.classify import Classification, classify_foreign, classify_worker, foreign_drain
 from nodemanager.core.idle_timing import fixed_note
 from nodemanager.core.pair import Pairing, by_id
@@ -128,6 +128,10 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
             nxt, what = at, idle.next_what
         if reclaim_at is not None and (nxt is None or reclaim_at < nxt):
             nxt, what = reclaim_at, RECLAIM_ENDS
+        after_boot = None
+        if what == BOOT_GRACE_ENDS and worker is not None:
+            # a joined worker's boot grace ends without mattering to it: the change after it does
+            after_boot = _earliest(win, idle, reclaim_at)
         mine = flights.get(nid, _NO_FLIGHTS)
         is_held = bool(held) and matches(node, worker, held)
         if mine:
@@ -142,9 +146,18 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
         up = not ours_draining and not foreign and not destroying and (
             ws in (IDLE, BUSY) or (ws == UNPAIRED and st.boot_grace != BOOT_EXCEEDED))
         f = NodeFacts(node=node, worker=worker, size=sizes.get(node.size), cls=c, tuple=st, rule=rule,
-                      maction=maction, core_state=ws, next_change=nxt, next_what=what, theirs=theirs,
+                      maction=maction, core_state=ws, next_change=nxt, next_what=what, after_boot=after_boot,
+                      theirs=theirs,
                       foreign=foreign, flights=mine, held=is_held, lost=lost,
                       gone=node.state in GONE_STATES, our_drain=ours, ours_draining=ours_draining,
                       drained=drained, up=up)
         out.append(f)
     return out
+
+
+def _earliest(win: TimedValue, idle: TimedValue, reclaim_at: float | None) -> tuple[float, str] | None:
+    """The earliest of a node's timed changes but its boot grace end (None: none)."""
+    found = [(v.next_change, v.next_what or "changes") for v in (win, idle) if v.next_change is not None]
+    if reclaim_at is not None:
+        found.append((reclaim_at, RECLAIM_ENDS))
+    return min(found) if found else None

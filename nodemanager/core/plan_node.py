@@ -14,6 +14,7 @@ from typing import Mapping, NamedTuple
 
 from nodemanager.core.classify import Classification
 from nodemanager.model import Action, Cause, CloudNode, InFlight, ItemKind, Size, StateTuple, Worker
+from nodemanager.model.plan import TimedChange
 
 __all__ = ["NodeFacts", "Decision", "UNDECIDED", "reason_of"]
 
@@ -41,6 +42,8 @@ class NodeFacts(NamedTuple):
     ours_draining: bool              # ... and it counts in max_concurrent_drains
     drained: bool                    # ... and it finished: drained, no job runs, worker heard
     up: bool                         # counts towards min_nodes: idle, busy or booting, staying
+    # a joined worker's next change after its boot grace ends, which no longer matters to it
+    after_boot: TimedChange | None = None
 
 
 class Decision(NamedTuple):

@@ -106,6 +106,10 @@ class Cause:
         return f"{self.reason} ({self.by})"
 
 
+# (when, what) of a change by time alone (a class field named ``tuple`` hides the builtin)
+TimedChange = tuple[float, str]
+
+
 class NodeExplanation(NamedTuple):
     """Why a node gets (or does not get) an action: the operator-facing answer per node.
 
@@ -137,6 +141,9 @@ class NodeExplanation(NamedTuple):
     our_drain_since: float | None = None  # a drain of ours is under way, started then
     drained: bool = False            # ... and it finished: the worker is drained, no job runs
     up: bool = False                 # counts towards min_nodes (idle, busy or booting, staying)
+    # when ``next_change`` is the boot grace end of a node whose worker joined (it no longer
+    # matters to it): the change after it, (when, what); None: none by time alone
+    after_boot: TimedChange | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,16 +84,19 @@ def children_claimed(ad: Mapping[str, Any]) -> bool:
 
 def shown_state(ad: Mapping[str, Any]) -> str | None:
     """``State/Activity`` as an operator reads it: a partitionable slot stays Unclaimed/Idle while
-    its dynamic slots run jobs, so a machine with claimed children shows ``Claimed/Busy``
-    (``Claimed/Retiring`` when they all retire)."""
+    its dynamic slots run jobs, so a machine with claimed children shows the p-slot with them:
+    ``Unclaimed/Idle p-slot, 3 dynamic slots busy`` (``retiring`` when they all retire)."""
     st, act = ad.get("State"), ad.get("Activity")
     if st is None:
         return None
-    if st in ("Unclaimed", "Owner") and (children_claimed(ad) or (ad_number(ad, "NumDynamicSlots") or 0) > 0):
+    own = f"{st}/{act}" if act is not None else str(st)
+    dslots = int(ad_number(ad, "NumDynamicSlots") or 0)
+    if st in ("Unclaimed", "Owner") and (children_claimed(ad) or dslots > 0):
         acts = ad.get("ChildActivity")
         retiring = isinstance(acts, (list, tuple)) and bool(acts) and all(a == "Retiring" for a in acts)
-        return "Claimed/Retiring" if retiring else "Claimed/Busy"
-    return f"{st}/{act}" if act is not None else str(st)
+        count = f"{dslots} dynamic slot{'s' if dslots != 1 else ''}" if dslots else "dynamic slots"
+        return f"{own} p-slot, {count} {'retiring' if retiring else 'busy'}"
+    return own
 
 
 @functools.lru_cache(maxsize=1024)

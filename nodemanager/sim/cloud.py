@@ -92,6 +92,7 @@ class SimCloud:
         self._live: dict[str, _Record] = {}     # pending or running, in creation order
         self._per_size: Counter[str] = Counter()
         self._dead: dict[str, _Record] = {}     # terminated, kept for billing
+        self._dead_paid = (0, 0.0)  # (terminated nodes summed, their paid seconds): paid_seconds_so_far
         self._boots: list[tuple[float, int, str]] = []  # (running_at, seq, node id)
         self._faults: dict[str, list[CloudError]] = {}
         self._phantom_creates = 0
@@ -295,6 +296,18 @@ class SimCloud:
                 out[rec.size.name] = out.get(rec.size.name, 0.0) + paid_seconds_for(
                     rec.size, end - rec.node.launched_at)
         return out
+
+    def paid_seconds_so_far(self, now: float) -> float:
+        """Paid seconds over every node up to ``now`` (what :meth:`billing_by_size` sums), the
+        terminated nodes' part kept between calls: cheap enough to sample a replay with."""
+        with self._lock:
+            dead = list(self._dead.values())
+            done, total = self._dead_paid
+            for rec in dead[done:]:
+                total += paid_seconds_for(rec.size, (rec.terminated_at or now) - rec.node.launched_at)
+            self._dead_paid = (len(dead), total)
+            return total + sum(paid_seconds_for(rec.size, now - rec.node.launched_at)
+                               for rec in self._live.values())
 
     def late_give_backs(self) -> int:
         """Terminated nodes whose last billing period was paid for almost nothing

@@ -286,19 +286,22 @@ def figures_json(rows: Sequence[Figures]) -> str:
 @dataclass
 class Series:
     """A policy's pool over time, sampled by the replay: nodes up (launched, not destroyed),
-    nodes running at least one job, and demand in nodes (cores of running plus queued jobs
-    divided by cores_per_node)."""
+    nodes running at least one job, demand in nodes (cores of running plus queued jobs divided
+    by cores_per_node) and node-hours paid so far (billing rounding included: the last sample's
+    is the table's ``paid nh``)."""
 
     t: list[float] = field(default_factory=list)
     up: list[int] = field(default_factory=list)
     busy: list[int] = field(default_factory=list)
     demand: list[float] = field(default_factory=list)
+    paid: list[float] = field(default_factory=list)
 
-    def add(self, t: float, up: int, busy: int, demand: float) -> None:
+    def add(self, t: float, up: int, busy: int, demand: float, paid: float = 0.0) -> None:
         self.t.append(t)
         self.up.append(up)
         self.busy.append(busy)
         self.demand.append(demand)
+        self.paid.append(paid)
 
 
 def dominates(a: tuple[float, float], b: tuple[float, float]) -> bool:

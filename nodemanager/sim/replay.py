@@ -186,7 +186,8 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
                 alive_s += up * dt
                 busy_s += busy * dt
                 if series is not None and t >= next_sample:
-                    series.add(prev_t - first, up, busy, (running_cores + queued_cores) / cpn)
+                    series.add(prev_t - first, up, busy, (running_cores + queued_cores) / cpn,
+                               cloud.paid_seconds_so_far(prev_t) / 3600.0)
                     while next_sample <= t:
                         next_sample += sim.sample_every
             prev_t = t
@@ -269,7 +270,8 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
     w.now = end
     w.busy_until_now()
     if series is not None:
-        series.add(end - first, w.up, busy, (running_cores + queued_cores) / cpn)
+        series.add(end - first, w.up, busy, (running_cores + queued_cores) / cpn,
+                   cloud.paid_seconds_so_far(end) / 3600.0)
     figures = replay_figures(jobs, split, policy, bounds, w, counts, drained_at, end, alive_s, busy_s, peak,
                              trace, window, time.perf_counter() - wall0)
     if sim.spend_by:
