@@ -59,6 +59,9 @@ def bench_slurm(n_nodes: int, n_jobs: int, repeat: int) -> tuple[float, int, int
         def _run(self, args: Sequence[str], *, node: str | None = None) -> str:
             return replies[args[0]]
 
+        def _json(self, args: Sequence[str]) -> Any:  # decoded as run_json decodes a reply
+            return json.loads(replies[args[0]])
+
     seconds, poll = _median_poll(Canned(clock=lambda: float(NOW)), repeat)
     return seconds, sum(w.running_jobs for w in poll.workers), sum(d.count for d in poll.demand)
 

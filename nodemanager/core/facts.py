@@ -13,8 +13,8 @@ from nodemanager.core.classify import Classification, classify_foreign, classify
 from nodemanager.core.idle_timing import fixed_note
 from nodemanager.core.pair import Pairing, by_id
 from nodemanager.core.reclaim import cloud_reclaim
-from nodemanager.core.plan_node import NodeFacts
-from nodemanager.model import GONE_STATES, Action, CloudNode, InFlight, Size, Snapshot, StateTuple, Worker
+from nodemanager.core.plan_node import NOT_OURS, MatrixVerdict, NodeFacts, OurActions
+from nodemanager.model import GONE_STATES, CloudNode, InFlight, Size, Snapshot, StateTuple, Worker
 from nodemanager.configuration.settings import CoreSettings
 from policy_matrix.matrix import Match
 from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, DOWN, IDLE, UNPAIRED, Vocabulary
@@ -23,6 +23,9 @@ __all__ = ["MatrixLookup", "node_facts", "matches", "is_lost", "RECLAIM_ENDS"]
 
 RECLAIM_ENDS = "reclaim_foreign_after ends"
 _NO_FLIGHTS: Mapping[str, InFlight] = {}
+# the record's own constructor, called by keyword: calling the class passes the keywords through a
+# dict, which costs more than building the record (one per node per cycle)
+_new_facts = NodeFacts.__new__
 
 
 class MatrixLookup(Protocol):
@@ -62,7 +65,7 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
     flights = in_flight_by_node(snapshot)
     held = snapshot.held
     schedules: dict[str, Schedule] = {s: schedule_for(sz) for s, sz in sizes.items()}
-    lookups: dict[tuple[str, str, str, str], tuple[StateTuple, str, Action]] = {}
+    lookups: dict[tuple[str, str, str, str], MatrixVerdict] = {}
     out: list[NodeFacts] = []
     stale_after, boot_grace, idle_grace = settings.node_stale_after, settings.boot_grace, settings.idle_grace
     grace_note = fixed_note(idle_grace)
@@ -115,8 +118,8 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
         if found is None:
             st = StateTuple(*key)
             match = matrix.lookup(st)
-            found = lookups[key] = (st, match.rule.location, match.action)
-        st, rule, maction = found
+            found = lookups[key] = MatrixVerdict(tuple=st, rule=match.rule.location, maction=match.action)
+        st = found.tuple
         ws = core
         # the earliest time at which the tuple changes by time alone (unrolled: no tuples per node)
         nxt, what = win.next_change, win.next_what
@@ -134,23 +137,23 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
             after_boot = _earliest(win, idle, reclaim_at)
         mine = flights.get(nid, _NO_FLIGHTS)
         is_held = bool(held) and matches(node, worker, held)
-        if mine:
-            ours = mine.get("drain") if "cancel_drain" not in mine else None
+        ours: OurActions = NOT_OURS
+        destroying = False
+        if mine or is_held:
+            our_drain = mine.get("drain") if "cancel_drain" not in mine else None
             destroying = "destroy" in mine
-        else:
-            ours, destroying = None, False
-        # a hold freezes the node as it is, so its drain still counts even on a foreign drain
-        ours_draining = ours is not None and not destroying and (is_held or not foreign)
-        drained = (ours is not None and ws == DOWN and worker is not None and worker.running_jobs == 0
-                   and not lost)
-        up = not ours_draining and not foreign and not destroying and (
+            # a hold freezes the node as it is, so its drain still counts even on a foreign drain
+            ours = OurActions(
+                flights=mine, held=is_held, our_drain=our_drain,
+                ours_draining=our_drain is not None and not destroying and (is_held or not foreign),
+                drained=(our_drain is not None and ws == DOWN and worker is not None
+                         and worker.running_jobs == 0 and not lost))
+        up = not ours.ours_draining and not foreign and not destroying and (
             ws in (IDLE, BUSY) or (ws == UNPAIRED and st.boot_grace != BOOT_EXCEEDED))
-        f = NodeFacts(node=node, worker=worker, size=sizes.get(node.size), cls=c, tuple=st, rule=rule,
-                      maction=maction, core_state=ws, next_change=nxt, next_what=what, after_boot=after_boot,
-                      theirs=theirs,
-                      foreign=foreign, flights=mine, held=is_held, lost=lost,
-                      gone=node.state in GONE_STATES, our_drain=ours, ours_draining=ours_draining,
-                      drained=drained, up=up)
+        f = _new_facts(NodeFacts, node=node, worker=worker, size=sizes.get(node.size), cls=c, verdict=found,
+                       core_state=ws, next_change=nxt, next_what=what, theirs=theirs, foreign=foreign,
+                       lost=lost, gone=node.state in GONE_STATES, up=up, ours=ours,
+                       after_boot=after_boot)
         out.append(f)
     return out
 

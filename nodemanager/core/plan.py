@@ -239,7 +239,9 @@ def explain(decisions: list[Decision]) -> tuple[NodeExplanation, ...]:
     """Each node's explanation, in the decisions' order; empties ``decisions`` as it goes, so each
     node's stage records are freed once its explanation exists (the cycle's peak memory)."""
     out: list[NodeExplanation] = []
-    append, explanation = out.append, NodeExplanation
+    # the record's own constructor, called by keyword: calling the class passes the keywords
+    # through one more dict (one explanation per node per cycle)
+    append, explanation = out.append, NodeExplanation.__new__
     # nodes no reason claimed that share a classification share one text (most busy nodes: less
     # to build now, less kept until the next plan)
     unclaimed: dict[str, str] = {}
@@ -256,7 +258,7 @@ def explain(decisions: list[Decision]) -> tuple[NodeExplanation, ...]:
             why = f.cls.why
             reason = unclaimed.get(why) or unclaimed.setdefault(why, reason_of(d))
         append(explanation(
-            node_id=node.id, name=node.name, size=node.size, tuple=f.tuple, rule=f.rule,
+            NodeExplanation, node_id=node.id, name=node.name, size=node.size, tuple=f.tuple, rule=f.rule,
             matrix_action=f.maction, action=d.want, blocked_by=d.blocked, reason=reason,
             worker=w.name if w is not None else None, raw_state=w.state if w is not None else None,
             next_change=f.next_change, next_change_what=f.next_what, cause=d.cause, lost=f.lost,

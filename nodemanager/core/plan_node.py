@@ -16,34 +16,87 @@ from nodemanager.core.classify import Classification
 from nodemanager.model import Action, Cause, CloudNode, InFlight, ItemKind, Size, StateTuple, Worker
 from nodemanager.model.plan import TimedChange
 
-__all__ = ["NodeFacts", "Decision", "UNDECIDED", "reason_of"]
+__all__ = ["NodeFacts", "MatrixVerdict", "OurActions", "NOT_OURS", "Decision", "UNDECIDED", "reason_of"]
+
+
+class MatrixVerdict(NamedTuple):
+    """The matrix's word on one tuple: shared by every node with that tuple in a cycle."""
+
+    tuple: StateTuple
+    rule: str                        # file:line of the matrix rule that matched
+    maction: Action
+
+
+class OurActions(NamedTuple):
+    """What the operator and our own actions under way say about one node (:data:`NOT_OURS`:
+    nothing, most nodes)."""
+
+    flights: Mapping[str, InFlight]  # this node's actions under way, by action
+    held: bool                       # an operator holds it: no action
+    our_drain: InFlight | None       # a drain of ours under way, not being cancelled
+    ours_draining: bool              # ... and it counts in max_concurrent_drains
+    drained: bool                    # ... and it finished: drained, no job runs, worker heard
+
+
+NOT_OURS = OurActions(flights={}, held=False, our_drain=None, ours_draining=False, drained=False)
 
 
 class NodeFacts(NamedTuple):
-    """One cloud node as classified, with the facts computed once per cycle."""
+    """One cloud node as classified, with the facts computed once per cycle.
+
+    The matrix's word and our actions are held in two small records (most nodes share theirs),
+    so a node's facts are built with fewer than 16 keywords: CPython turns a call with more into
+    a call through a dict, which costs more than the rest of the record. Their fields read as the
+    node's own (``f.tuple``, ``f.held``)."""
 
     node: CloudNode
     worker: Worker | None            # the paired worker (None: unpaired)
     size: Size | None
     cls: Classification
-    tuple: StateTuple
-    rule: str                        # file:line of the matrix rule that matched
-    maction: Action
+    verdict: MatrixVerdict           # tuple, rule, maction
     core_state: str                  # the tuple's worker_state as the core treats it
     next_change: float | None
     next_what: str | None
     theirs: str | None               # someone else's drain reason: it takes no jobs
     foreign: bool                    # ... and not reclaimable yet: never touched
-    flights: Mapping[str, InFlight]  # this node's actions under way, by action
-    held: bool                       # an operator holds it: no action
     lost: bool                       # the worker was last heard more than node_stale_after ago
     gone: bool                       # the cloud lists it terminated or terminating (model.is_gone)
-    our_drain: InFlight | None       # a drain of ours under way, not being cancelled
-    ours_draining: bool              # ... and it counts in max_concurrent_drains
-    drained: bool                    # ... and it finished: drained, no job runs, worker heard
     up: bool                         # counts towards min_nodes: idle, busy or booting, staying
+    ours: OurActions                 # flights, held, our_drain, ours_draining, drained
     # a joined worker's next change after its boot grace ends, which no longer matters to it
     after_boot: TimedChange | None = None
+
+    @property
+    def tuple(self) -> StateTuple:
+        return self.verdict.tuple
+
+    @property
+    def rule(self) -> str:
+        return self.verdict.rule
+
+    @property
+    def maction(self) -> Action:
+        return self.verdict.maction
+
+    @property
+    def flights(self) -> Mapping[str, InFlight]:
+        return self.ours.flights
+
+    @property
+    def held(self) -> bool:
+        return self.ours.held
+
+    @property
+    def our_drain(self) -> InFlight | None:
+        return self.ours.our_drain
+
+    @property
+    def ours_draining(self) -> bool:
+        return self.ours.ours_draining
+
+    @property
+    def drained(self) -> bool:
+        return self.ours.drained
 
 
 class Decision(NamedTuple):
