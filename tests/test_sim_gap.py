@@ -30,7 +30,8 @@ CLAIRVOYANT = (6000 + 200 + 2 * 120) / 3600
 
 def _run(trace, tmp_path, *extra):
     ini = tmp_path / "site.ini"
-    ini.write_text("[Daemon]\nmax_nodes = 4\nconsolidate_margin = 0\n")
+    # the cost profile consolidating at once (no back-off): the column is what is under test
+    ini.write_text("[Daemon]\nmax_nodes = 4\nconsolidate_margin = 0\nconsolidate_backoff = no\n")
     return main(["simulate", "--trace", str(trace), "--config", str(ini), "--cores-per-node", "4",
                  "--compare", "--jobs", "1", *extra])
 
