@@ -18,6 +18,9 @@ ADMIN = "admin: bad dimm, do not touch"
 def test_a_foreign_drain_is_left_alone_while_our_idle_nodes_go(caplog):
     caplog.set_level(logging.INFO, "nodemanager.decisions")
     loop = Loop(sim_settings())
+    # startds with an hour's MaxJobRetirementTime: with HTCondor's default of 0 a graceful drain
+    # evicts running jobs at once, as the real startd does
+    loop.world.pool.max_retirement = 3600.0
     loop.run(60)                                   # 12 one-core jobs: three 4-core nodes run them
     nodes = sorted(loop.world.cloud.list_nodes(), key=lambda n: n.name)
     assert len(nodes) == 3

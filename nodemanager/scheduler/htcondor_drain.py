@@ -5,6 +5,8 @@ whether a startd's ad shows our drain (see :mod:`nodemanager.scheduler.htcondor`
 
 from __future__ import annotations
 
+import time
+
 from typing import Any, Iterable, Mapping
 
 from nodemanager.core import ad_number
@@ -100,11 +102,12 @@ def _children_busy(ad: Mapping[str, Any]) -> bool:
 
 
 def drain_reason(why: str, now: float, *, tag: str = DRAIN_REASON_PREFIX) -> str:
-    """The ``DrainReason`` we send: ``"<tag> <epoch> <why>"``, unique per node and ours by its tag."""
+    """The ``DrainReason`` we send: ``"<tag> <UTC time> <why>"`` (``2026-11-27T02:56:46Z``), unique
+    per node and ours by its tag; an administrator reads it in ``condor_status``."""
     why = why.strip()
     if why.startswith(tag + " ") or why == tag:
         why = why[len(tag):].strip()
-    return f"{tag} {int(now)} {why}".rstrip()
+    return f"{tag} {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(now))} {why}".rstrip()
 
 
 def pslot_of(ads: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
@@ -123,7 +126,7 @@ def is_our_drain(ad: Mapping[str, Any], ticket: DrainTicket, *, tag: str = DRAIN
     """Is the drain ``ad`` shows the one ``ticket`` started? (False, why) if not.
 
     Ours is the request id (the ticket's, or one of ``request_ids``: the drain renewed under a
-    new id by an escalation) **and** the reason: exactly the ticket's (``"<tag> <epoch> <why>"``,
+    new id by an escalation) **and** the reason: exactly the ticket's (``"<tag> <UTC time> <why>"``,
     unique per drain, so a drain after a startd restart, whose ids start again at 1, is not
     mistaken for ours), or our tag when the ticket has no reason. The startd's own slot ads carry
     no ``DaemonStartTime``; where ``ad`` has it (the collector's copy) and the ticket too, they

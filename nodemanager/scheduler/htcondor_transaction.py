@@ -4,7 +4,7 @@ The drain transaction (HTCondor's draining design, "Race Conditions"; docs/htcon
 
 1. :meth:`~DrainTransaction.drain` sends ``drainJobs`` with ``CompletionType.Nothing`` (a drained
    node takes no new jobs until it is destroyed), ``start_expr`` false, a reason that marks the drain
-   as ours (``"nodemanager <epoch> <why>"``) and a **check expression** that makes the startd refuse
+   as ours (``"nodemanager <UTC time> <why>"``) and a **check expression** that makes the startd refuse
    if the node changed since the snapshot the decision was made on (:func:`~nodemanager.scheduler.htcondor_drain.drain_check_expression`).
    The bindings' errors are generic, so after a failure the adapter re-reads the startd to tell
    why: a drain of ours that started although the answer was lost is adopted; otherwise the
