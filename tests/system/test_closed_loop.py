@@ -108,6 +108,15 @@ class Hypervisor(threading.Thread):
 
 
 def write_config(tmp: pathlib.Path, moto_port: int, cluster: str, slurm: VmSlurm, status_port: int) -> pathlib.Path:
+    return daemon_config(tmp, moto_port, cluster, status_port,
+                         f"type = slurm\nslurm_conf = {slurm.conf}\ntimeout = 20s\n",
+                         cores=slurm.cpus, ram_mb=slurm.memory_mb)
+
+
+def daemon_config(tmp: pathlib.Path, moto_port: int, cluster: str, status_port: int, scheduler: str, *,
+                  cores: int, ram_mb: int) -> pathlib.Path:
+    """The closed loops' configuration: moto's EC2, 1 s polls, one small size; ``scheduler``: the
+    [Scheduler] section's lines."""
     path = tmp / "nodemanager.ini"
     path.write_text(f"""
 [Daemon]
@@ -141,18 +150,15 @@ calls_per_second = 20
 image = {EC2_IMAGE}
 
 [Scheduler]
-type = slurm
-slurm_conf = {slurm.conf}
-timeout = 20s
-
+{scheduler}
 [Manage]
 address = 127.0.0.1
 port = {status_port}
 state_dir = {tmp}/state
 
 [Size small]
-cores = {slurm.cpus}
-ram_mb = {slurm.memory_mb}
+cores = {cores}
+ram_mb = {ram_mb}
 price = 0.02
 billing_period = 0
 min_charge = 60

@@ -19,67 +19,13 @@ import uuid
 import pytest
 
 from tests.fixtures.condor_contract import real_pool  # noqa: F401 - fixture
-from tests.fixtures.moto import EC2_IMAGE, free_port
-from tests.system.test_closed_loop import start_daemon, status, stop_daemon
+from tests.fixtures.moto import free_port
+from tests.system.test_closed_loop import daemon_config, start_daemon, status, stop_daemon
 
 pytestmark = [pytest.mark.htcondor, pytest.mark.ec2, pytest.mark.slow]
 
 JOBS, JOB_SECONDS = 3, 12
 DEADLINE = 240.0
-
-
-def write_config(tmp: pathlib.Path, moto_port: int, cluster: str, collector: str, status_port: int) -> pathlib.Path:
-    path = tmp / "nodemanager.ini"
-    path.write_text(f"""
-[Daemon]
-min_nodes = 0
-max_nodes = 3
-boot_grace = 120s
-idle_grace = 8s
-node_stale_after = 60s
-poll_stale_after = 30s
-max_concurrent_drains = 3
-log_level = info
-
-[Polling]
-cloud_interval = 1s
-scheduler_interval = 1s
-cycle_interval = 1s
-max_backoff = 5s
-
-[Cloud]
-driver = ec2
-cluster = {cluster}
-key = AKIDCONDORLOOPTEST
-secret = condor-loop-secret-not-real
-region = us-east-1
-host = 127.0.0.1
-port = {moto_port}
-secure = no
-calls_per_second = 20
-
-[Cloud Create]
-image = {EC2_IMAGE}
-
-[Scheduler]
-type = htcondor
-collector = {collector}
-
-[Manage]
-address = 127.0.0.1
-port = {status_port}
-state_dir = {tmp}/state
-
-[Size small]
-cores = 2
-ram_mb = 2048
-price = 0.02
-billing_period = 0
-min_charge = 60
-instance_type = t3.small
-""")
-    path.chmod(0o600)
-    return path
 
 
 def test_the_daemon_boots_drains_and_destroys_vms_of_a_real_pool_and_says_why(real_pool, moto_server, tmp_path,
@@ -88,10 +34,11 @@ def test_the_daemon_boots_drains_and_destroys_vms_of_a_real_pool_and_says_why(re
     pool = real_pool
     cluster = f"cc{uuid.uuid4().hex[:6]}"
     port = free_port()
-    config = write_config(tmp_path, moto_server.port, cluster, pool.collector, port)
+    config = daemon_config(tmp_path, moto_server.port, cluster, port, f"type = htcondor\ncollector = {pool.collector}\n",
+                           cores=2, ram_mb=2048)
     monkeypatch.setenv("CONDOR_CONFIG", str(pool.client_config))   # the daemon's bindings reach the pool
     ec2 = boto3.client("ec2", endpoint_url=moto_server.url, region_name="us-east-1",
-                       aws_access_key_id="AKIDCONDORLOOPTEST", aws_secret_access_key="x")
+                       aws_access_key_id="AKIDCLOSEDLOOPTEST", aws_secret_access_key="x")
     log = tmp_path / "daemon.log"
     job_cluster = pool.submit(JOB_SECONDS, count=JOBS, cpus=1, memory=500)
     proc = start_daemon(config, log)
@@ -131,7 +78,7 @@ def test_the_daemon_boots_drains_and_destroys_vms_of_a_real_pool_and_says_why(re
 
     ads = pool.jobs(f"ClusterId == {job_cluster}", ["ProcId", "JobStatus", "NumJobStarts"])
     assert len(ads) == JOBS and all(j["JobStatus"] == 4 and j.get("NumJobStarts") == 1 for j in ads), ads
-    assert "Traceback" not in text and "condor-loop-secret-not-real" not in text
+    assert "Traceback" not in text and "closed-loop-secret-not-real" not in text
     # each VM destroyed once, after our drain of it finished (the destroy decision says so)
     destroyed = re.findall(r"outcome destroy (\S+), \S+: ok", text)
     assert sorted(destroyed) == sorted(started), (destroyed, started)
