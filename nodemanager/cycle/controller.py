@@ -230,9 +230,10 @@ class Controller:
                             escalation=self.escalation or None)
         protect = self._watch_boots(plan, now)  # a size just entered protected mode: not booted now
         # a size's idle grace changed: used now
-        graces = self.idle_memory.watch(snap, plan, now, self.matrix.vocabulary.core_state, self.settings.core)
+        graces = self.idle_memory.watch(snap, plan, now, self.matrix, self.settings.core)
         self.reclaim_memory.observe(plan.nodes, self.settings.core.sizes, now)
-        self.consolidation.observe(plan, now, self.matrix.vocabulary.core_state, self.settings.core)
+        if self.settings.core.consolidate_backoff:   # the matrix is read only then (a harness may have none)
+            self.consolidation.observe(plan, now, self.matrix.vocabulary.core_state, self.settings.core)
         if protect or graces is not None:
             snap = replace(snap, protected_sizes=frozen_map(protected_sizes(self._boot_records, now)),
                            idle_graces=snap.idle_graces if graces is None else graces)

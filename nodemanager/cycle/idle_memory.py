@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import deque
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from nodemanager.core.idle_timing import break_even_grace
 from nodemanager.configuration.settings import CoreSettings
@@ -159,12 +159,13 @@ class IdleMemory:
             return frozen_map(None)
         return frozen_map(self.graces(core.idle_grace, core.sizes))
 
-    def watch(self, snap: Snapshot, plan: Plan, now: float, core_state: Callable[[str], str],
+    def watch(self, snap: Snapshot, plan: Plan, now: float, matrix: Any,
               core: CoreSettings) -> Mapping[str, tuple[float, str]] | None:
-        """Feed ``plan`` to the memory (break-even mode only); the idle graces to plan with now
-        when one changed (one log line per size), else None (new words wait for the next cycle)."""
+        """Feed ``plan`` to the memory (break-even mode only; ``matrix`` tells the core states);
+        the idle graces to plan with now when one changed (one log line per size), else None
+        (new words wait for the next cycle)."""
         if core.idle_grace_mode != "break-even" or not self.observe(
-                plan.nodes, snap.cloud_nodes, now, core_state, core.idle_grace):
+                plan.nodes, snap.cloud_nodes, now, matrix.vocabulary.core_state, core.idle_grace):
             return None
         graces = self.for_plan(core)
         changed = False
