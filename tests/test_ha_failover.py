@@ -302,10 +302,11 @@ def test_leader_cut_off_from_etcd_stops_mutating_within_ttl(rig: Rig) -> None:
     rig.check_invariants()
 
 
-ROUNDS = 50
+# CI runs 20 rounds; NODEMANAGER_HA_ROUNDS=50 (or more) makes it the longer soak
+ROUNDS = int(os.environ.get("NODEMANAGER_HA_ROUNDS", "20"))
 
 
-def test_50_random_kill_partition_and_etcd_restart_rounds(rig: Rig) -> None:
+def test_random_kill_partition_and_etcd_restart_rounds(rig: Rig) -> None:
     rng = random.Random(16)
     takeovers: list[float] = []        # SIGKILL of the leader -> the other head leads
     kept_acting: list[float] = [0.0]   # cut off etcd -> the cut-off leader's last mutation
