@@ -118,7 +118,10 @@ def test_a_nodes_whole_life_is_shared_by_its_jobs_core_seconds_across_a_restart(
     csv = _cost(s.cfg, capsys, "--by", "size", "--format", "csv").splitlines()
     assert csv[0] == "size,node_hours,money,core_hours" and csv[1].startswith("small,")
     table = _cost(s.cfg, capsys, "--by", "user")
-    assert table.splitlines()[1].startswith("alice") and "68.8 %" in table
+    # the table's share is the JSON's (the daemon's timing moves both by a few seconds)
+    line = table.splitlines()[1]
+    assert line.startswith("alice"), table
+    assert float(line.split("%")[0].split()[-1]) == pytest.approx(100 * by["alice"]["node_hours"] / total, abs=0.15)
 
 
 def test_status_page_and_metrics_show_todays_top_spenders_bounded(site):
