@@ -197,8 +197,15 @@ class Rig:
             return [r for r in self.requests if r.at >= after and (head is None or r.head == head)]
 
     def leader(self) -> Head:
-        self.wait(lambda: sum(h.leads() for h in self.heads) == 1, 30, "exactly one leader")
-        return next(h for h in self.heads if h.leads())
+        """The one head whose status says it leads, read once: a second read may race a lease."""
+        seen: list[Head] = []
+
+        def one_leader() -> bool:
+            seen[:] = [h for h in self.heads if h.leads()]
+            return len(seen) == 1
+
+        self.wait(one_leader, 30, "exactly one leader")
+        return seen[0]
 
     def check_invariants(self) -> dict[str, float]:
         """No overlap of leader terms, nothing terminated twice, the cap never passed."""
