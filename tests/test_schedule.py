@@ -1,11 +1,12 @@
 """Schedules: cron + duration + time zone, with daylight saving changes, and their errors."""
 
+import math
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
 import pytest
 
-from nodemanager.core.schedule import active, last_start, parse_schedule
+from nodemanager.core.schedule import active, last_start, next_change, parse_schedule
 
 
 def at(text, zone="Europe/Paris"):
@@ -51,6 +52,23 @@ def test_steps_lists_ranges_and_either_day_rule():
     assert active(s, at("2026-12-01T09:05", "UTC"))   # the 1st, a Tuesday
     assert not active(s, at("2026-11-24T09:05", "UTC"))
     assert parse_schedule("0 0 * * 7", 60, "UTC").weekdays == {0}   # 7 is Sunday too
+
+
+def test_next_change_is_when_active_turns():
+    s = parse_schedule("0 8 * * mon-fri", "10h", "Europe/Paris")
+    # Friday evening: closed until Monday 08:00; then open until 18:00
+    assert next_change(s, at("2026-11-27T19:00")) == at("2026-11-30T08:00")
+    assert next_change(s, at("2026-11-30T08:00")) == at("2026-11-30T18:00")
+    assert next_change(s, at("2026-11-30T07:59:59")) == at("2026-11-30T08:00")
+    # windows opening inside an open one carry it on: hourly starts for 90 minutes close once
+    chained = parse_schedule("0 9-12 * * *", "90m", "UTC")
+    assert next_change(chained, at("2026-11-30T09:10", "UTC")) == at("2026-11-30T13:30", "UTC")
+    # across the spring change the window's end is elapsed time (01:30 + 2h = 04:30 local)
+    assert next_change(parse_schedule("30 1 * * *", "2h", "Europe/Paris"), at("2026-03-29T02:00")) == at("2026-03-29T04:30")
+    # a window that never opens (30 February) never changes; an always-open one answers early, not never
+    assert next_change(parse_schedule("0 0 30 2 *", "1h", "UTC"), 0.0) == math.inf
+    always = parse_schedule("* * * * *", "1h", "UTC")
+    assert active(always, next_change(always, 0.0))
 
 
 def test_a_window_longer_than_a_day():

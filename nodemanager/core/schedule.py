@@ -2,7 +2,8 @@
 stays open) and an IANA time zone (the site's wall clock; by default the machine's own zone).
 
 :func:`parse_schedule` checks the words once (ValueError naming the field that is wrong);
-:func:`active` answers "is this instant inside a window" from a Unix time. Cron fields are
+:func:`active` answers "is this instant inside a window" from a Unix time, :func:`next_change`
+when that answer next turns. Cron fields are
 ``minute hour day-of-month month day-of-week`` with ``*``, numbers, ``a-b`` ranges, ``/step``,
 comma lists and English names (``jan``, ``mon``); day-of-week 0 and 7 are Sunday; when both day
 fields are restricted a day matching either one opens a window (as cron does). Across a daylight
@@ -12,6 +13,7 @@ a start in the repeated hour opens once (the first time), and the duration is el
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone, tzinfo
@@ -19,7 +21,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from nodemanager.configuration.values import parse_duration
 
-__all__ = ["Schedule", "parse_schedule", "active", "last_start", "local_zone"]
+__all__ = ["Schedule", "parse_schedule", "active", "last_start", "next_change", "local_zone"]
 
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
@@ -176,3 +178,43 @@ def active(schedule: Schedule, now: float) -> bool:
     """Whether ``now`` (Unix seconds) lies in a window opened at a cron match less than
     ``duration`` ago."""
     return last_start(schedule, now) is not None
+
+
+# how far ahead a next window start is looked for (a 29 February schedule opens once in 4 years)
+_HORIZON_DAYS = 5 * 366
+# windows chained end to end before the answer is "no sooner than this end" (an always-open one)
+_CHAINED = 1000
+
+
+def _next_start(schedule: Schedule, now: float) -> float:
+    zone = schedule.tz
+    hours, minutes = sorted(schedule.hours), sorted(schedule.minutes)
+    d = datetime.fromtimestamp(now, zone).date()
+    for _ in range(_HORIZON_DAYS):
+        if schedule.day_matches(d):
+            for h in hours:
+                if _instant(d, h, minutes[-1], zone) <= now:
+                    continue
+                for m in minutes:
+                    t = _instant(d, h, m, zone)
+                    if t > now:
+                        return t
+        d += timedelta(days=1)
+    return math.inf
+
+
+def next_change(schedule: Schedule, now: float) -> float:
+    """The first instant after ``now`` at which :func:`active` turns: the end of the window open
+    at ``now`` (windows opening inside it carry it on), else the next window start; ``inf`` when no
+    window opens within five years. It may answer early, never late: an always-open schedule
+    answers after a thousand windows chained."""
+    start = last_start(schedule, now)
+    if start is None:
+        return _next_start(schedule, now)
+    end = start + schedule.duration
+    for _ in range(_CHAINED):
+        later = last_start(schedule, end)
+        if later is None:
+            return end
+        end = later + schedule.duration
+    return end

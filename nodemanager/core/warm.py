@@ -12,17 +12,18 @@ demand boots in (``max_nodes``, the size's ``max_nodes``, the quota, ``max_total
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 from nodemanager.core.budgets import verb
 from nodemanager.core.plan_node import Decision
-from nodemanager.core.schedule import active
+from nodemanager.core.schedule import active, next_change
 from nodemanager.model import Blocked, ItemKind, Size
 from nodemanager.configuration.settings import CoreSettings
 from policy_matrix.vocabulary import BOOT_EXCEEDED, IDLE, UNPAIRED
 
-__all__ = ["WarmCount", "warm_target", "warm_wanted", "count_warm", "hold_warm"]
+__all__ = ["WarmCount", "warm_target", "warm_wanted", "warm_turns", "count_warm", "hold_warm"]
 
 
 def warm_target(size: Size, now: float | None = None) -> int:
@@ -37,6 +38,13 @@ def warm_target(size: Size, now: float | None = None) -> int:
 def warm_wanted(settings: CoreSettings) -> bool:
     """Whether any size keeps warm capacity."""
     return any(warm_target(s) > 0 for s in settings.sizes)
+
+
+def warm_turns(sizes: Iterable[Size], now: float) -> float:
+    """The first instant after ``now`` at which a size's warm target turns by its ``warm_schedule``
+    alone (a window opens or closes); ``inf`` when none does."""
+    return min((next_change(s.warm_schedule, now) for s in sizes
+                if s.warm_schedule is not None and warm_target(s) > 0), default=math.inf)
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from nodemanager.sim.figures import Bounds, Figures, Series
 from nodemanager.sim.replay_figures import replay_figures
 from nodemanager.sim.replay_jobs import MEMORY_QUANTUM, JobSplit, Piece, split_jobs
 from nodemanager.sim.replay_world import ReplayWorld
-from nodemanager.core.warm import warm_target
+from nodemanager.core.warm import warm_turns
 from nodemanager.sim.spend import replay_spend
 from nodemanager.sim.skip import destroys_settle, settled_destroys, time_reads
 from nodemanager.sim.swf import SwfJob
@@ -98,8 +98,6 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
     settings = policy.settings
     # max_lifetime's relabel is not yet proven exact under skipping (tests/test_sim_skip.py)
     skip_cycles = skip_cycles and settings.core.max_lifetime <= 0
-    # a warm schedule's window opens or closes by time alone, which no node's next change says
-    skip_cycles = skip_cycles and not any(s.warm_schedule is not None and warm_target(s) for s in settings.core.sizes)
     sizes = settings.core.sizes
     if not sizes:
         raise ValueError("the simulation needs at least one node size")
@@ -229,6 +227,8 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
                                   or any(u.reason == "backoff" for u in plan.unmet)
                                   or controller.inputs.carrying())
                     wake = w.watch.wake(plan, t, reads, settings.core.boot_grace, cloud.node)
+                    # a warm schedule's window opens or closes by time alone, which no node's next change says
+                    wake = min(wake, warm_turns(sizes, t))
                     if quiet:
                         # a cycle must list the nodes gone while the controller still knows it destroyed them
                         wake = min(wake, t + DESTROYED_KEPT / 2)
