@@ -16,10 +16,15 @@ import logging
 import time
 from typing import Any, Mapping
 
-__all__ = ["printable", "EscapingFilter", "duration", "short_rule", "local_when"]
+__all__ = ["printable", "EscapingFilter", "duration", "short_rule", "local_when", "counted"]
 
 _PLAIN = (int, float, type(None))
 _FAST = frozenset({int, float, bool, type(None)})
+
+
+def counted(n: int, word: str) -> str:
+    """``1 node``, ``2 nodes``, ``0 nodes``: a count with its noun in the right number."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def duration(seconds: float) -> str:

@@ -72,3 +72,24 @@ def test_why_names_the_binding_reason(status_server, monkeypatch, capsys) -> Non
     assert len(out) == 6   # one demand + five kept nodes
     assert cli.main(["why", "nope"]) == 1
     assert "no node 'nope'" in capsys.readouterr().err
+
+
+def test_status_counts_the_booting_vms_and_says_one_node(status_server, monkeypatch, capsys) -> None:
+    from dataclasses import replace
+
+    from nodemanager.model import Demand
+
+    monkeypatch.setenv("NODEMANAGER_URL", status_server.url)
+    assert cli.main(["status"]) == 0
+    assert "8 nodes, 1 booting; queue 7 jobs, 37 cores" in capsys.readouterr().out.splitlines()
+    # the same pool down to its booting VM and one queued one-core job
+    view = status_server.holder["view"]
+    r = view.report
+    one = replace(r, snapshot=replace(r.snapshot, cloud_nodes=tuple(n for n in r.snapshot.cloud_nodes
+                                                                    if n.id == "i-boot"),
+                                      in_flight=(), demand=(Demand(cpus=1, count=1),)),
+                  plan=replace(r.plan, nodes=tuple(e for e in r.plan.nodes if e.node_id == "i-boot"),
+                               items=(), boots=(), unmet=()), outcomes=())
+    status_server.holder["view"] = replace(view, report=one)
+    assert cli.main(["status"]) == 0
+    assert "1 node, 1 booting; queue 1 job, 1 core" in capsys.readouterr().out.splitlines()

@@ -145,7 +145,7 @@ def _status(args: argparse.Namespace) -> int:
 
 def _status_text(doc: dict[str, Any]) -> str:
     """The status document as text; names and reasons with control characters escaped."""
-    from nodemanager.text import local_when, printable, short_rule
+    from nodemanager.text import counted, local_when, printable, short_rule
     lines = [doc.get("health", "")]
     if doc.get("paused"):
         lines.append(f"PAUSED: {doc['paused']}")
@@ -157,8 +157,10 @@ def _status_text(doc: dict[str, Any]) -> str:
     summary = doc.get("summary") or {}
     if summary:
         demand = summary.get("demand", {})
-        lines.append(f"{summary.get('nodes', 0)} nodes; queue {demand.get('jobs', 0)} jobs, "
-                     f"{demand.get('cpus', 0)} cores")
+        unlisted = summary.get("created_unlisted", 0)
+        lines.append(f"{counted(summary.get('nodes', 0), 'node')}, {summary.get('booting', 0)} booting"
+                     + (f" ({unlisted} created, not listed yet)" if unlisted else "")
+                     + f"; queue {counted(demand.get('jobs', 0), 'job')}, {counted(demand.get('cpus', 0), 'core')}")
     lines.extend(f"note: {note}" for note in doc.get("notes") or ())
     rows = [[title for _, title in _STATUS_COLUMNS]]
     for node in doc.get("nodes", []):
