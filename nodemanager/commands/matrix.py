@@ -35,6 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="The four values in order, e.g. nodemanager matrix explain idle open boot exceeded "
                     "idle exceeded (values of two words may also be quoted or written boot_exceeded)")
     explain.add_argument("--matrix", metavar="FILE")
+    explain.add_argument("--config", metavar="FILE",
+                         help="a site configuration: its matrix (unless --matrix) and the [Budget NAME] "
+                              "sections that limit the rule's drains and shutdowns")
     explain.add_argument("--format", choices=("text", "json"), default="text")
     explain.add_argument("words", nargs="+", metavar="VALUE",
                          help="worker_state window boot_grace idle_grace")
@@ -133,10 +136,24 @@ def _explain(args: argparse.Namespace) -> int:
 
     from nodemanager.text import printable
 
+    settings = None
+    if args.config:
+        from nodemanager.configuration.config import ConfigError, load
+        try:
+            settings = load(args.config)
+        except ConfigError as e:
+            print("\n".join(f"error: {p}" for p in e.problems), file=sys.stderr)
+            return 1
+        except OSError as e:
+            print(f"error: {args.config}: cannot read: {e.strerror or e}", file=sys.stderr)
+            return 1
     try:
-        matrix = _load(args.matrix)
+        matrix = _load(args.matrix or (settings.matrix_file if settings is not None else None) or None)
     except MatrixError as e:
         return _report(e)
+    except OSError as e:
+        print(f"error: cannot read the matrix: {e.strerror or e}", file=sys.stderr)
+        return 1
     given = _tuple_words(args.words, [dim.values for dim in matrix.vocabulary.dimensions])
     if len(given) != len(matrix.vocabulary.dimensions):
         names = " ".join(dim.name for dim in matrix.vocabulary.dimensions)
@@ -155,17 +172,46 @@ def _explain(args: argparse.Namespace) -> int:
     state = StateTuple(*given)
     match = matrix.lookup(state)
     rule = match.rule
+    limits = None
+    if settings is not None:
+        from nodemanager.core.disruption_budgets import covering, tuple_reasons
+        reasons = tuple_reasons(state.worker_state, matrix.vocabulary.core_state(state.worker_state),
+                                state.boot_grace, match.action)
+        limits = {r: covering(settings.core.disruption_budgets, r) for r in reasons}
     if args.format == "json":
         import json
 
-        print(json.dumps({**dict(zip(matrix.vocabulary.names, given)), "action": match.action.to_json(),
-                          "file": rule.file, "line": rule.line, "rule": rule.text, "comment": rule.comment}))
+        doc = {**dict(zip(matrix.vocabulary.names, given)), "action": match.action.to_json(),
+               "file": rule.file, "line": rule.line, "rule": rule.text, "comment": rule.comment}
+        if limits is not None:
+            doc["budgets"] = [{"reason": r, "limited_by": [b.name for b in bs]} for r, bs in limits.items()]
+        print(json.dumps(doc))
         return 0
     print(f"{state} -> {match.action}")
     print(f"decided by {rule.location}: {rule.canonical}")
     if rule.comment:
         print(f"  # {printable(rule.comment)}")
+    if limits is not None:
+        print("\n".join(printable(line) for line in _budget_lines(state, match.action, limits)))
     return 0
+
+
+def _budget_lines(state, action, limits: dict) -> list[str]:
+    """How the ``[Budget NAME]`` sections limit what the rule's action gives back."""
+    from nodemanager.core.disruption_budgets import describe
+    if not limits:
+        why = ("it gives nothing back" if str(action) == "None" else "a VM past its boot grace without a "
+               "worker is no capacity" if state.worker_state == "unpaired" else
+               f"a {state.worker_state} node is no capacity")
+        return [f"budgets: none apply ({why})"]
+    out = []
+    for reason, budgets in limits.items():
+        if budgets:
+            out.append(f"{action} gives the node back as {reason}, limited by:")
+            out.extend(f"  {describe(b)}" for b in budgets)
+        else:
+            out.append(f"{action} gives the node back as {reason}: no [Budget NAME] section limits it")
+    return out
 
 
 def _diff(args: argparse.Namespace) -> int:

@@ -155,7 +155,7 @@ def plan_to_json(p) -> dict:
                       "boot_grace": e.tuple.boot_grace, "idle_grace": e.tuple.idle_grace},
             "rule": e.rule, "matrix_action": e.matrix_action.to_json(),
             "action": e.action.value if e.action else None,
-            "blocked_by": e.blocked_by, "reason": e.reason,
+            "blocked_by": e.blocked_by, "budget": e.budget, "reason": e.reason,
             "next_change": e.next_change, "next_change_what": e.next_change_what,
         } for e in p.nodes],
         "items": [{"kind": i.kind.value, "node": i.node_id, "name": i.node_name,
@@ -175,6 +175,13 @@ def _short_rule(rule: str) -> str:
     return os.path.basename(rule)
 
 
+def _blocked(e) -> str:
+    """What stopped the node's action; a budget by its name (``budget night``)."""
+    if e.budget is not None:
+        return f"{e.blocked_by} {e.budget}"
+    return e.blocked_by or "-"
+
+
 def format_table(p) -> str:
     """A plain-text table of the plan: one line per node, then boots and notes (names and reasons
     from the snapshot with control characters escaped)."""
@@ -185,7 +192,7 @@ def format_table(p) -> str:
     for e in p.nodes:
         rows.append(tuple(printable(c) for c in (
             e.node_id, e.name, e.size, *e.tuple.as_tuple(), _short_rule(e.rule),
-            str(e.matrix_action), e.action.value if e.action else "-", e.blocked_by or "-")))
+            str(e.matrix_action), e.action.value if e.action else "-", _blocked(e))))
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     if p.nodes:

@@ -167,7 +167,7 @@ def gate(decisions: list[Decision], snapshot: Snapshot, settings: CoreSettings, 
             if bound is not None:
                 held[bound.budget.name] = held.get(bound.budget.name, 0) + 1
                 out[i] = d.held_back(Blocked.BUDGET, f"{verb(d.want)} {held_words(bound, reason, going)}"
-                                                     f"{chosen}; {d.reason}")
+                                                     f"{chosen}; {d.reason}", budget=bound.budget.name)
                 continue
         if d.want is ItemKind.DRAIN:
             if b.drains_left <= 0:

@@ -17,9 +17,11 @@ from nodemanager.core.consolidate import EXPIRED, UNDERUSED
 from nodemanager.core.plan_node import Decision
 from nodemanager.core.reasons.drift import drifted
 from nodemanager.core.schedule import active
-from nodemanager.model import BudgetUse
+from nodemanager.model import Action, BudgetUse
+from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED
 
-__all__ = ["Allowance", "allowances", "budget_reason", "binding", "held_words", "uses"]
+__all__ = ["Allowance", "allowances", "budget_reason", "binding", "covering", "describe", "held_words",
+           "tuple_reasons", "uses"]
 
 _MATRIX = frozenset(("matrix_drain", "matrix_shutdown"))
 
@@ -49,6 +51,25 @@ def budget_reason(d: Decision, digests: Mapping[str, str]) -> str | None:
     return d.cause.reason if d.cause.reason in _MATRIX else None
 
 
+def tuple_reasons(worker_state: str, core_state: str, boot_grace: str, action: Action) -> tuple[str, ...]:
+    """The budgeted reasons a matrix rule's ``action`` may give a node of this tuple back for, as
+    :func:`budget_reason` reads a node; none when the action gives nothing back or the node is no
+    capacity (down, reclaimed, a VM past its boot grace without a worker)."""
+    up = core_state in (IDLE, BUSY) or (core_state == UNPAIRED and boot_grace != BOOT_EXCEEDED)
+    if action is Action.NONE or not up:
+        return ()
+    if worker_state == UNDERUSED:
+        return ("consolidate",)
+    if worker_state == EXPIRED:
+        return ("max_lifetime", "drift")
+    return ("matrix_drain",) if action is Action.START_DRAIN else ("matrix_shutdown",)
+
+
+def covering(budgets: Sequence[DisruptionBudget], reason: str) -> list[DisruptionBudget]:
+    """The budgets that limit nodes given back for ``reason``, in the configuration's order."""
+    return [b for b in budgets if not b.reasons or reason in b.reasons]
+
+
 def binding(active_ones: Sequence[Allowance], reason: str, going: int) -> Allowance | None:
     """The most restrictive active budget covering ``reason`` once ``going`` nodes are going,
     when it allows no more; else None."""
@@ -57,8 +78,8 @@ def binding(active_ones: Sequence[Allowance], reason: str, going: int) -> Allowa
     return tightest if tightest is not None and going >= tightest.allowed else None
 
 
-def _describe(a: Allowance) -> str:
-    b = a.budget
+def describe(b: DisruptionBudget) -> str:
+    """``budget night: 2 node(s) at once for matrix_drain, during '0 22 * * *' for 8h (UTC)``."""
     what = ", ".join(sorted(b.reasons)) or "every budgeted reason"
     when = f", during {b.schedule.text}" if b.schedule is not None else ""
     return f"budget {b.name}: {b.limit} at once for {what}{when}"
@@ -73,4 +94,4 @@ def held_words(a: Allowance, reason: str, going: int) -> str:
 def uses(all_: Sequence[Allowance], held: Mapping[str, int]) -> tuple[BudgetUse, ...]:
     """What the status page and metrics show of each budget."""
     return tuple(BudgetUse(name=a.budget.name, active=a.active, allowed=a.allowed,
-                           held=held.get(a.budget.name, 0), text=_describe(a)) for a in all_)
+                           held=held.get(a.budget.name, 0), text=describe(a.budget)) for a in all_)

@@ -263,5 +263,5 @@ def explain(decisions: list[Decision]) -> tuple[NodeExplanation, ...]:
             worker=w.name if w is not None else None, raw_state=w.state if w is not None else None,
             next_change=f.next_change, next_change_what=f.next_what, cause=d.cause, lost=f.lost,
             gone=f.gone, our_drain_since=drain.since if drain is not None else None, drained=f.drained,
-            up=f.up, after_boot=f.after_boot))
+            up=f.up, after_boot=f.after_boot, budget=d.budget))
     return tuple(out)

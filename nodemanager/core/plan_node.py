@@ -116,14 +116,16 @@ class Decision(NamedTuple):
     needed: str | None = None
     request_id: str | None = None    # the scheduler's id of the drain the action is about
     schedule: str | None = None      # DRAIN/ESCALATE: graceful | quick | fast
+    budget: str | None = None        # the [Budget NAME] holding it back
 
     def wanting(self, want: ItemKind, cause: Cause, reason: str, cancellable: bool = True) -> Decision:
         """This decision with ``want`` proposed by ``cause``."""
         return self._replace(want=want, cause=cause, reason=reason, cancellable=cancellable)
 
-    def held_back(self, blocked: str, reason: str) -> Decision:
-        """This decision with no action: ``blocked`` says what stopped it, ``reason`` in words."""
-        return self._replace(want=None, blocked=blocked, reason=reason)
+    def held_back(self, blocked: str, reason: str, budget: str | None = None) -> Decision:
+        """This decision with no action: ``blocked`` says what stopped it, ``reason`` in words,
+        ``budget`` the ``[Budget NAME]`` that did (if one did)."""
+        return self._replace(want=None, blocked=blocked, reason=reason, budget=budget)
 
     def saying(self, reason: str) -> Decision:
         """This decision with only its words changed."""

@@ -144,6 +144,7 @@ class NodeExplanation(NamedTuple):
     # when ``next_change`` is the boot grace end of a node whose worker joined (it no longer
     # matters to it): the change after it, (when, what); None: none by time alone
     after_boot: TimedChange | None = None
+    budget: str | None = None        # the [Budget NAME] that holds the action back (blocked_by budget)
 
 
 @dataclass(frozen=True, slots=True)
