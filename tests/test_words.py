@@ -7,10 +7,17 @@ from __future__ import annotations
 import pathlib
 import re
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # history belongs in BENCHMARKS.md and the git log
 HISTORY = {"BENCHMARKS.md"}
-JARGON = re.compile(r"\bissue \d+|\bseed[ -]00\d|\bsession \d+", re.IGNORECASE)
+JARGON = re.compile(
+    r"\bissues? #?\d+|\(#\d+\)|\bseed[ -]00\d"                     # issue 12, issues #3, (#12), seed 004
+    r"|\bsession \d+|\b(this|last|previous|earlier|next|work) sessions?\b"  # how the work was organised
+    r"|\bwave \d+|\b(this|last|previous|earlier|next) wave\b"
+    r"|\b(branch|merge)\w* '?s\d+-[a-z]+",                              # work branches (branch s8-budgets)
+    re.IGNORECASE)
 
 
 def read_by_users() -> list[pathlib.Path]:
@@ -29,6 +36,18 @@ def test_no_issue_numbers_sessions_or_seed_numbers_in_what_users_read() -> None:
             if JARGON.search(line):
                 found.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()[:80]}")
     assert found == []
+
+
+@pytest.mark.parametrize("line", ["see issue 25", "fixed in #12 (#12)", "issues #3 and 4", "seed 004",
+                                  "added last session", "this wave", "wave 3", "from branch s8-budgets"])
+def test_the_words_test_catches(line: str) -> None:
+    assert JARGON.search(line)
+
+
+@pytest.mark.parametrize("line", ["color:#222", "its position in the reply (``#7``)",
+                                  "a pytest session starts its own cluster", "an s3-compatible store"])
+def test_the_words_test_leaves_alone(line: str) -> None:
+    assert not JARGON.search(line)
 
 
 def test_the_design_sources_are_cited_by_name() -> None:
