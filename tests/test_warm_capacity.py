@@ -149,10 +149,10 @@ def test_a_bad_warm_schedule_is_an_error_naming_the_option(tmp_path, capsys):
     assert "needs warm_duration" in capsys.readouterr().err
 
 
-def test_the_simulator_reads_a_warm_schedule_on_the_traces_own_clock(tmp_path, capsys):
-    # the trace starts Monday 2026-01-05 00:00 UTC; one warm node on Mondays 02:00-03:00 only
+def _monday_warm_hour(tmp_path, capsys, jobs):
+    """Cold and warm (one node) replays of ``jobs`` (submit, run time, cores) from Monday 2026-01-05
+    00:00 UTC, the warm node kept on Mondays 02:00-03:00 only."""
     monday = 1767571200
-    jobs = [(1000, 600, 4), (9000, 600, 4), (18000, 600, 4)]
     trace = tmp_path / "t.swf"
     trace.write_text(f"; Version: 2.2\n; UnixStartTime: {monday}\n" + "".join(
         f"{i} {s} 0 {r} {c} -1 -1 {c} 900 -1 1 1 1 -1 1 1 -1 -1\n" for i, (s, r, c) in enumerate(jobs, 1)))
@@ -164,32 +164,21 @@ def test_the_simulator_reads_a_warm_schedule_on_the_traces_own_clock(tmp_path, c
                  "--join-delay", "30", "--jobs", "1", "--json", "--sweep", "warm_nodes=0,1"])
     out = capsys.readouterr()
     assert code == 0, out.err
-    cold, warm = json.loads(out.out)["sweep"]
+    return json.loads(out.out)["sweep"]
+
+
+def test_the_simulator_reads_a_warm_schedule_on_the_traces_own_clock(tmp_path, capsys):
+    cold, warm = _monday_warm_hour(tmp_path, capsys, [(1000, 600, 4), (9000, 600, 4), (18000, 600, 4)])
     # the window's hour, and the job at 02:30 starts on the warm node instead of waiting a boot
     extra = warm["paid_node_hours"] - cold["paid_node_hours"]
     assert 0.5 < extra < 1.2
     assert warm["wait_mean"] < cold["wait_mean"]
 
 
-
 def test_a_scheduled_warm_replay_skips_cycles_and_boots_at_the_windows_start(tmp_path, capsys):
-    # the trace starts Monday 2026-01-05 00:00 UTC; one warm node on Mondays 02:00-03:00 only. The
-    # replay skips the quiet cycles of its 9 hours (about 1,000 on the grid) yet runs one at 02:00,
-    # when no node's tuple changes, to boot the warm node the job at 02:30 then starts on
-    monday = 1767571200
-    jobs = [(1000, 600, 4), (9000, 600, 4), (30000, 600, 4)]
-    trace = tmp_path / "t.swf"
-    trace.write_text(f"; Version: 2.2\n; UnixStartTime: {monday}\n" + "".join(
-        f"{i} {s} 0 {r} {c} -1 -1 {c} 900 -1 1 1 1 -1 1 1 -1 -1\n" for i, (s, r, c) in enumerate(jobs, 1)))
-    ini = tmp_path / "warm.ini"
-    ini.write_text("[Daemon]\nmax_nodes = 3\n\n[Size sim4]\ncores = 4\nram_mb = 16384\nprice = 0.17\n"
-                   "billing_period = 0\nmin_charge = 60\nwarm_schedule = 0 2 * * mon\nwarm_duration = 1h\n"
-                   "warm_time_zone = UTC\n")
-    code = main(["simulate", "--trace", str(trace), "--config", str(ini), "--boot-delay", "60",
-                 "--join-delay", "30", "--jobs", "1", "--json", "--sweep", "warm_nodes=0,1"])
-    out = capsys.readouterr()
-    assert code == 0, out.err
-    cold, warm = json.loads(out.out)["sweep"]
+    # the replay skips the quiet cycles of its 9 hours (about 1,000 on the grid) yet runs one at
+    # 02:00, when no node's tuple changes, to boot the warm node the job at 02:30 then starts on
+    cold, warm = _monday_warm_hour(tmp_path, capsys, [(1000, 600, 4), (9000, 600, 4), (30000, 600, 4)])
     assert warm["cycles"] < 100 and warm["cycles"] < cold["cycles"] + 10, (cold["cycles"], warm["cycles"])
     # one job of three waited the pool's negotiation only, not a boot and join (40 s against 100 s)
     assert 3 * (cold["wait_mean"] - warm["wait_mean"]) >= 50, (cold["wait_mean"], warm["wait_mean"])
