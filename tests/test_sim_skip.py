@@ -6,6 +6,7 @@ from dataclasses import replace
 import pytest
 
 from nodemanager.configuration.config import loads
+from nodemanager.core.schedule import parse_schedule
 from nodemanager.sim import baselines as B
 from nodemanager.sim.figures import Figures, lower_bounds
 from nodemanager.sim.replay import replay
@@ -99,12 +100,18 @@ def _variant(settings, bounds, name):
     if name == "spot":
         # a reclaim about every two hours of each spot VM: dozens in an hour of this pool
         return B.ours(replace(settings, core=replace(settings.core, sizes=(od, spot_size(od, 0.3, 12.0)))))
+    if name == "warm_hours":
+        # two warm nodes from 03:00 to 05:00 (UTC, the trace's clock) only: no node's tuple
+        # changes when the window opens or closes, the schedule wakes the replay
+        hours = parse_schedule("0 3 * * *", "2h", "UTC")
+        return B.ours(replace(settings, core=replace(settings.core, sizes=(
+            replace(od, warm_nodes=2, warm_schedule=hours),))))
     assert name == "hourly"
     return B.ours(replace(settings, core=replace(settings.core, sizes=(B.default_size(8, billing_period=3600),))))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["cost", "sizes", "hourly", "spot", "lifetime"])
+@pytest.mark.parametrize("name", ["cost", "sizes", "hourly", "spot", "lifetime", "warm_hours"])
 def test_skipping_cycles_changes_no_figure_under_other_profiles_sizes_markets_and_billing(busy_pool, name):
     jobs, bounds, settings = busy_pool
     if name == "spot":

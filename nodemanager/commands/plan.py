@@ -185,7 +185,7 @@ def _blocked(e) -> str:
 def format_table(p) -> str:
     """A plain-text table of the plan: one line per node, then boots and notes (names and reasons
     from the snapshot with control characters escaped)."""
-    from nodemanager.text import printable
+    from nodemanager.text import local_when, printable
     head = ("NODE", "NAME", "SIZE", "STATE", "WINDOW", "BOOT", "IDLE", "RULE", "MATRIX",
             "ACTION", "BLOCKED")
     rows: list[tuple[str, ...]] = [head]
@@ -201,7 +201,7 @@ def format_table(p) -> str:
         for e in p.nodes:
             nxt = ""
             if e.next_change is not None:
-                nxt = f" (next: {e.next_change_what} at {e.next_change:.0f})"
+                nxt = f" (next: {e.next_change_what} {local_when(e.next_change, p.now)})"
             lines.append(f"  {e.node_id}: {e.reason}{nxt}")
     lines.append("")
     if p.boots:
