@@ -80,7 +80,7 @@ def test_vms_count_as_booting_from_the_moment_of_the_create() -> None:
     assert created and not report.snapshot.cloud_nodes   # created now, not listed yet
     assert doc["summary"]["booting"] == len(created) == doc["summary"]["created_unlisted"]
     page = render_html(doc)
-    assert f"12 job(s) queued: {len(created)} VM(s) booting" in page
+    assert len(created) == 3 and "12 jobs queued: 3 VMs booting" in page
     assert "<li>nothing is held back</li>" not in page
     assert "created, not listed yet" in page
 

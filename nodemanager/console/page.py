@@ -15,7 +15,7 @@ import time
 from typing import Any, Mapping
 
 from nodemanager.console.limits_page import limits_html
-from nodemanager.text import duration, short_rule
+from nodemanager.text import counted, duration, short_rule
 
 __all__ = ["render_html", "header_level", "NODE_COLUMNS", "REFRESH_SECONDS"]
 
@@ -220,7 +220,7 @@ def _whynot(doc: Mapping[str, Any]) -> str:
     if not items:
         s = doc.get("summary") or {}
         jobs, boots = (s.get("demand") or {}).get("jobs", 0), s.get("booting", 0)
-        items.append(f"<li>{jobs} job(s) queued: {boots} VM(s) booting, nothing is held back</li>"
+        items.append(f"<li>{counted(jobs, 'job')} queued: {counted(boots, 'VM')} booting, nothing is held back</li>"
                      if jobs and boots else "<li>nothing is held back</li>")
     return "<h2>Why not?</h2><ul>" + "".join(items) + "</ul>"
 
