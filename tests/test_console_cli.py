@@ -93,3 +93,30 @@ def test_status_counts_the_booting_vms_and_says_one_node(status_server, monkeypa
     status_server.holder["view"] = replace(view, report=one)
     assert cli.main(["status"]) == 0
     assert "1 node, 1 booting; queue 1 job, 1 core" in capsys.readouterr().out.splitlines()
+
+
+def test_a_node_held_back_by_a_budget_names_it_in_the_status_table_json_and_page(status_server, monkeypatch,
+                                                                                  capsys) -> None:
+    import requests
+
+    monkeypatch.setenv("NODEMANAGER_URL", status_server.url)
+    view = status_server.holder["view"]
+    r = view.report
+    nodes = tuple(e._replace(blocked_by="budget", budget="working-hours",
+                             reason="drain held back by budget working-hours (matrix_drain: 1 node(s) at once "
+                                    "allowed, 1 going)") if e.node_id == "i-min" else e for e in r.plan.nodes)
+    status_server.holder["view"] = replace_report(view, r, nodes)
+    assert cli.main(["status"]) == 0
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("nm-small-5"))
+    assert "budget working-hours" in line
+    doc = requests.get(status_server.url + "/status.json", timeout=5).json()
+    assert {n["node_id"]: n["budget"] for n in doc["nodes"]}["i-min"] == "working-hours"
+    assert {n["budget"] for n in doc["nodes"] if n["node_id"] != "i-min"} == {None}
+    page = requests.get(status_server.url + "/", timeout=5).text
+    row = page[page.index("<tr class='node blocked' data-node='i-min'>"):].split("</tr>", 1)[0]
+    assert ">budget working-hours<" in row
+
+
+def replace_report(view, report, nodes):
+    from dataclasses import replace
+    return replace(view, report=replace(report, plan=replace(report.plan, nodes=nodes)))

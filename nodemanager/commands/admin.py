@@ -170,6 +170,8 @@ def _status_text(doc: dict[str, Any]) -> str:
             text = "-" if value is None else str(value)
             if key == "name" and node.get("held"):
                 text += " (held)"
+            if key == "blocked_by" and node.get("budget"):
+                text += f" {node['budget']}"
             if key == "rule":
                 text = short_rule(text)
             if key == "next_change_text" and node.get("next_change") is not None:

@@ -336,6 +336,8 @@ def _row(node: Mapping[str, Any]) -> str:
         text = EMPTY_CELL.get(key, "-") if value is None or value == "" else str(value)
         if key == "name" and node.get("held"):
             text += " (held)"
+        if key == "blocked_by" and node.get("budget"):
+            text += f" {node['budget']}"  # the [Budget NAME] that holds it back
         if key == "planned_action" and node.get("in_flight"):
             f = node["in_flight"]
             text = (text + " " if value else "") + f"[{f['action']} under way {duration(f['for_seconds'])}]"
