@@ -140,6 +140,7 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
     dirty_since: float | None = None     # first event since the last cycle
     active = True
     wake = _INF
+    warm_turn = -_INF
     busy = peak = running_cores = 0
     alive_s = busy_s = 0.0
     prev_t = t0
@@ -228,7 +229,9 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
                                   or controller.inputs.carrying())
                     wake = w.watch.wake(plan, t, reads, settings.core.boot_grace, cloud.node)
                     # a warm schedule's window opens or closes by time alone, which no node's next change says
-                    wake = min(wake, warm_turns(sizes, t))
+                    if t >= warm_turn:  # nothing turns before the last answer: ask again only past it
+                        warm_turn = warm_turns(sizes, t)
+                    wake = min(wake, warm_turn)
                     if quiet:
                         # a cycle must list the nodes gone while the controller still knows it destroyed them
                         wake = min(wake, t + DESTROYED_KEPT / 2)
