@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from nodemanager.configuration.settings import DisruptionBudget
+    from policy_matrix import Action, StateTuple
 
 __all__ = ["register"]
 
@@ -196,11 +201,12 @@ def _explain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _budget_lines(state, action, limits: dict) -> list[str]:
+def _budget_lines(state: StateTuple, action: Action, limits: dict[str, list[DisruptionBudget]]) -> list[str]:
     """How the ``[Budget NAME]`` sections limit what the rule's action gives back."""
     from nodemanager.core.disruption_budgets import describe
+    from policy_matrix import Action
     if not limits:
-        why = ("it gives nothing back" if str(action) == "None" else "a VM past its boot grace without a "
+        why = ("it gives nothing back" if action is Action.NONE else "a VM past its boot grace without a "
                "worker is no capacity" if state.worker_state == "unpaired" else
                f"a {state.worker_state} node is no capacity")
         return [f"budgets: none apply ({why})"]
