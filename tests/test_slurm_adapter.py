@@ -83,6 +83,32 @@ def test_idle_since_follows_the_last_job(slurm, sched):
     assert before <= t_submit <= after.state_since
 
 
+def test_a_completed_job_reaches_the_runtime_memory_with_its_user_name_and_runtime(slurm):
+    """squeue keeps a completed job's record for MinJobAge: the poll after it ended reports it once,
+    and the controller's runtime memory learns it under its user and job name."""
+    import getpass
+
+    import policy_matrix
+    from nodemanager.configuration.settings import CoreSettings, Settings
+    from nodemanager.cycle.controller import Controller
+    sched = SlurmScheduler.from_settings(SchedulerSettings("slurm", slurm.scheduler_options), finished_limit=100)
+    ctl = Controller(Settings(core=CoreSettings(runtime_prediction="recent")), policy_matrix.load_default(),
+                     None, clock=time.time, dry_run=True)
+    ctl.cycle([], time.time(), sched.poll())   # jobs that ended before the first poll are not learned
+    job = slurm.sbatch("-w", "node5", "-c1", "-J", "nm-sim", "-t", "5", wrap="sleep 2")
+    slurm.wait_job(job, "COMPLETED", timeout=20)
+    poll = sched.poll()
+    ctl.cycle([], time.time(), poll)
+    (done,) = poll.finished
+    assert (done.job.job_id, done.job.user, done.job.name, done.job.limit) == (str(job), getpass.getuser(),
+                                                                                "nm-sim", 300.0)
+    assert 2.0 <= done.end - done.job.start <= 4.0
+    assert ctl.memories.runtimes.recent(getpass.getuser(), "nm-sim") == (done.end - done.job.start,)
+    again = sched.poll()                       # still listed by squeue: not reported twice
+    ctl.cycle([], time.time(), again)
+    assert again.finished == () and len(ctl.memories.runtimes.recent(getpass.getuser(), "nm-sim")) == 1
+
+
 def test_a_running_jobs_user_account_and_cores_are_read_for_who_spent_what(slurm, sched):
     import getpass
     job = running(slurm, "-c2", "--account", "physics", node="node4")
@@ -442,3 +468,24 @@ def test_jobs_are_counted_on_the_nodes_they_hold(tmp_path):
     got = {w.name: (w.running_jobs, w.job_end_times) for w in sched.poll().workers}
     assert got == {"n1": (2, (2500.0, 3000.0)), "n2": (2, (2000.0, 3000.0)), "n3": (0, ()),
                    "n4": (1, ()), "n5": (0, ())}
+
+
+def test_completed_records_without_a_user_or_times_are_skipped_naming_the_job(tmp_path, caplog):
+    from nodemanager.actors.clock import ManualClock
+
+    def done(job_id: int, user: str, start: str, end: int) -> str:
+        return (f'{{"job_id": {job_id}, "job_state": "COMPLETED", "user_name": "{user}", "name": "fit", '
+                f'"start_time": {start}, "end_time": {end}, "time_limit": 60}}')
+
+    squeue = '{"jobs": [%s, %s, %s, %s]}' % (done(1, "alice", "10100", 10400), done(2, "", "10100", 10400),
+                                             done(3, "bob", '"soon"', 10400), done(4, "carol", "8000", 9000))
+    sched = SlurmScheduler(SlurmOptions(bin_dir=_canned(tmp_path, '{"nodes": []}', squeue)),
+                           clock=ManualClock(10_000.0), finished_limit=10)
+    with caplog.at_level("WARNING", logger="nodemanager.scheduler.slurm"):
+        finished = sched.poll().finished
+    assert [(f.job.job_id, f.job.user, f.job.name, f.end - f.job.start, f.job.limit) for f in finished] == [
+        ("1", "alice", "fit", 300.0, 3600.0)]
+    skipped = [r.getMessage() for r in caplog.records if "its runtime is not learned" in r.getMessage()]
+    # job 4 ended before the adapter's first poll: not this process's to learn, and no problem
+    assert [m.split(":")[1].strip() for m in skipped] == ["job 2", "job 3"]
+    assert "user_name is missing" in skipped[0] and "start_time is not a number: 'soon'" in skipped[1]

@@ -24,7 +24,7 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from nodemanager.model import Size, Worker
+from nodemanager.model import FinishedJob, Size, Worker
 from nodemanager.scheduler.draining_stats import DrainingStats, DrainingStatsRecorder
 from nodemanager.scheduler.port import DRAIN_REASON_PREFIX, SchedulerError, SchedulerPoll
 from nodemanager.scheduler.htcondor_ads import (JOB_ATTRIBUTES, demand_from_jobs, machine_ad,
@@ -32,6 +32,9 @@ from nodemanager.scheduler.htcondor_ads import (JOB_ATTRIBUTES, demand_from_jobs
 from nodemanager.scheduler.htcondor_attributes import (DEFAULT_CONSTRAINT, PILOT_ATTRIBUTES,
                                                        SLOT_ATTRIBUTES)
 from nodemanager.scheduler.htcondor_bindings import Bindings, Htcondor2Bindings, plain_ad
+from nodemanager.scheduler.htcondor_history import (HISTORY_ATTRIBUTES, finished_from_history,
+                                                    history_constraint, history_stop)
+from nodemanager.scheduler.finished_window import FinishedWindow
 from nodemanager.scheduler.htcondor_match import WALLTIME_ATTRIBUTE, HTCondorMatcher
 from nodemanager.scheduler.htcondor_steer import HTCondorSteering
 from nodemanager.scheduler.htcondor_transaction import DrainTransaction
@@ -69,8 +72,12 @@ class HTCondorScheduler(DrainTransaction):
                  start_expr: str = "false", slack: float = 1200.0, badput_factor: float = 1.25,
                  drain_timeout: float = DRAIN_TIMEOUT, extra_check: str | None = None,
                  sizes: Sequence[Size] = (), machine_start: str | None = None,
-                 walltime_attribute: str = WALLTIME_ATTRIBUTE) -> None:
+                 walltime_attribute: str = WALLTIME_ATTRIBUTE, finished_limit: int = 0) -> None:
         self.name = name
+        # runtime prediction: jobs completed since the last poll, from the schedds' history (0: not read)
+        self.finished_limit = finished_limit
+        self.walltime_attribute = walltime_attribute
+        self._finished_window: FinishedWindow | None = None
         # with sizes, each idle job is matched to the sizes that can run it
         self.matcher = HTCondorMatcher(sizes, machine_start, walltime_attribute) if sizes else None
         self._b = bindings
@@ -101,14 +108,16 @@ class HTCondorScheduler(DrainTransaction):
 
     @classmethod
     def from_settings(cls, settings: SchedulerSettings, *, clock: Callable[[], float] = time.time,
-                      bindings: Bindings | None = None, sizes: Sequence[Size] = ()) -> "HTCondorScheduler":
+                      bindings: Bindings | None = None, sizes: Sequence[Size] = (),
+                      finished_limit: int = 0) -> "HTCondorScheduler":
         """The adapter for ``[Scheduler] type = htcondor``: ``collector`` (host[:port]; default the
         configured COLLECTOR_HOST), ``schedd`` (comma-separated names; default every schedd),
         ``cloud_id_attribute`` (default CloudInstanceID), ``constraint`` (which startds are ours),
         ``query_timeout`` (seconds, sets QUERY_TIMEOUT), ``drain_check`` (an extra ClassAd
         expression ANDed with the drain's check expression), ``machine_start`` (the execute
         nodes' START, for matching idle jobs to ``sizes``), ``walltime_attribute`` (the job
-        attribute holding its requested walltime in seconds; default AllowedJobDuration)."""
+        attribute holding its requested walltime in seconds; default AllowedJobDuration).
+        ``finished_limit``: how many completed jobs a poll reads from the history (0: none)."""
         o = settings.options
         if bindings is None:
             schedds = [s.strip() for s in o.get("schedd", "").split(",") if s.strip()]
@@ -121,7 +130,8 @@ class HTCondorScheduler(DrainTransaction):
         return cls(bindings, clock=clock, id_attribute=o.get("cloud_id_attribute") or "CloudInstanceID",
                    constraint=o.get("constraint") or DEFAULT_CONSTRAINT, extra_check=extra_check,
                    sizes=sizes, machine_start=(o.get("machine_start") or "").strip() or None,
-                   walltime_attribute=(o.get("walltime_attribute") or "").strip() or WALLTIME_ATTRIBUTE)
+                   walltime_attribute=(o.get("walltime_attribute") or "").strip() or WALLTIME_ATTRIBUTE,
+                   finished_limit=finished_limit)
 
     # ---------------------------------------------------------------- poll
 
@@ -138,7 +148,22 @@ class HTCondorScheduler(DrainTransaction):
         else:
             demand = self.matcher.demand_from(self._idle_jobs, problems)
         self.problem_log.report(problems)
-        return SchedulerPoll(workers=workers, demand=demand, polled_at=now, problems=tuple(problems))
+        finished = self._finished(now) if self.finished_limit > 0 else ()
+        return SchedulerPoll(workers=workers, demand=demand, polled_at=now, problems=tuple(problems),
+                             finished=finished)
+
+    def _finished(self, now: float) -> tuple[FinishedJob, ...]:
+        """The jobs completed since the last poll (a history that cannot be read: none, one line)."""
+        if self._finished_window is None:
+            self._finished_window = FinishedWindow(now)
+        since = self._finished_window.since
+        try:
+            ads = self._b.query_history(history_constraint(since), HISTORY_ATTRIBUTES, self.finished_limit,
+                                        history_stop(since))
+        except self._b.error_types as exc:
+            log.warning("htcondor: schedd history query failed (%s); no finished runtimes learned this poll", exc)
+            return ()
+        return self._finished_window.new(finished_from_history(ads, self.walltime_attribute), self.finished_limit)
 
     def _idle_jobs(self, projection: Sequence[str]) -> list[Mapping[str, Any]]:
         try:

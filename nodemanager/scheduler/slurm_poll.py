@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from nodemanager.model import FinishedJob
 from nodemanager.scheduler.records import RecordProblem
 from nodemanager.scheduler.slurm_json import ACTIVE_JOB_STATES, SlurmJob, SlurmNode
 
@@ -28,6 +29,7 @@ class PollState:
     errors: tuple[RecordProblem, ...]
     at: float
     by_node: Mapping[str, tuple[SlurmJob, ...]]  # active jobs per node, in squeue order
+    finished: tuple[FinishedJob, ...] = ()       # completed since the last poll (runtime prediction)
 
     def jobs_on(self, name: str) -> tuple[SlurmJob, ...]:
         return self.by_node.get(name, ())
