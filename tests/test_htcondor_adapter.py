@@ -259,3 +259,38 @@ def test_a_hung_collector_fails_the_poll_after_query_timeout(condor):
     with pytest.raises(SchedulerError, match="collector query failed"):
         condor.htc.poll()
     assert condor.clock() - before == 60.0
+
+
+def test_finished_jobs_come_from_the_history_since_the_last_poll_and_bad_ads_are_named(condor, caplog):
+    asked = []
+    history = [{"GlobalJobId": "s#1.0#1", "Owner": "alice", "Cmd": "/bin/fit", "CompletionDate": 2000,
+                "JobCurrentStartDate": 1400, "AllowedJobDuration": 3600},
+               {"ClusterId": 2, "ProcId": 0, "Owner": "bob", "CompletionDate": 2000, "RemoteWallClockTime": 90},
+               {"ClusterId": 3, "ProcId": 0, "Cmd": "/bin/x", "CompletionDate": 2000, "RemoteWallClockTime": 5},
+               {"ClusterId": 4, "ProcId": 1, "Owner": "carol", "CompletionDate": "soon"}]
+
+    class Bindings(Htcondor2Bindings):
+        def query_history(self, constraint, projection, match, stop):
+            asked.append((constraint, match, stop))
+            if len(asked) == 3:
+                raise htcondor2.HTCondorException("schedd went away")
+            return history if len(asked) == 2 else []
+
+    now = condor.clock()
+    htc = HTCondorScheduler(Bindings(module=condor.sim), clock=condor.clock, finished_limit=50)
+    assert htc.poll().finished == ()
+    for ad in history:
+        ad["CompletionDate"] = now + 5 if ad["CompletionDate"] == 2000 else ad["CompletionDate"]
+        if "JobCurrentStartDate" in ad:
+            ad["JobCurrentStartDate"] = now - 595
+    with caplog.at_level(logging.WARNING, logger="nodemanager.scheduler.htcondor"):
+        finished = htc.poll().finished
+        assert htc.poll().finished == ()            # a history that cannot be read: none this poll
+    assert [(f.job.job_id, f.job.user, f.job.name, f.end - f.job.start, f.job.limit) for f in finished] == [
+        ("s#1.0#1", "alice", "/bin/fit", 600.0, 3600.0), ("2.0", "bob", None, 90.0, None)]
+    assert asked[0] == (f"JobStatus == 4 && CompletionDate >= {int(now)}", 50,
+                        f"EnteredCurrentStatus < {int(now) - 600}")
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(line.startswith("htcondor history: job 3.0: no Owner") for line in lines)
+    assert any(line.startswith("htcondor history: job 4.1: no CompletionDate") for line in lines)
+    assert any("schedd history query failed (schedd went away)" in line for line in lines)
