@@ -130,3 +130,15 @@ def test_a_dry_run_or_a_simulated_cloud_keeps_nothing_in_the_state_dir(tmp_path)
         memories.runtimes.record("alice", "sim", 60.0)
         memories.save(1000.0, force=True)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("kind", ["htcondor", "slurm"])
+def test_the_daemons_adapters_read_finished_jobs_only_with_runtime_prediction_on(kind):
+    from nodemanager.configuration.settings import CoreSettings, SchedulerSettings
+    from nodemanager.ports import build_ports
+    from nodemanager.scheduler.finished_window import MAX_FINISHED
+    for mode, limit in (("recent", MAX_FINISHED), ("off", 0)):
+        settings = Settings(core=CoreSettings(sizes=(SMALL,), runtime_prediction=mode),
+                            cloud=CloudSettings(driver="dummy", cluster="pool1"), scheduler=SchedulerSettings(kind))
+        _, scheduler, _ = build_ports(settings, lambda: 0.0)
+        assert scheduler.finished_limit == limit
