@@ -20,7 +20,9 @@ the nodes' ``TAG_DRAIN`` tags (or, when the tag could not be written, from the s
 reason prefix), destroys in progress from ``TAG_DESTROY`` (such a node is destroyed again until
 it is gone: a destroy is never left half-done), boots from the listing's ``TAG_REQUEST`` (a listed
 node, pending or running, counts as supply; the actuator adds boots it requested that are not
-listed yet). One bad listing or poll is not believed (see :class:`InputMemory`).
+listed yet). One bad listing or poll is not believed (see :class:`InputMemory`). What the cycle
+learns (runtimes, reclaim rates, idle timing...) is :attr:`Controller.memories`'s (the daemon's are
+kept in its state dir: :mod:`nodemanager.cycle.memories`).
 
 Logging (logger ``nodemanager.decisions``): see :mod:`nodemanager.console.decision_log`.
 """

@@ -11,9 +11,10 @@ The controller asks :meth:`Memories.recall` for the snapshot's fields, hands eac
 :meth:`Memories.observe` and calls :meth:`Memories.save` after each cycle. With a state dir
 (:meth:`Memories.for_settings`), the runtimes, the reclaim rates and the capacity breakers are kept
 there, one JSON file each (``<cluster>.runtimes.json``, ``.reclaim.json``, ``.breakers.json``),
-written atomically: a breaker as soon as it changes, the others when they changed and
-:data:`SAVE_EVERY` has passed (and at a clean stop). The consolidation back-off keeps its own file.
-The idle timing and the steering ranks start afresh with each process.
+written atomically: the breakers at the end of the cycle they changed in, the others when they
+changed and :data:`SAVE_EVERY` has passed (and at a clean stop). The consolidation back-off keeps
+its own file. The idle timing and the steering ranks start afresh with each process, and a new HA
+leader starts its idle timing and reclaim counts afresh (:meth:`Memories.forget`).
 """
 
 from __future__ import annotations
