@@ -56,6 +56,7 @@ from nodemanager.scheduler.slurm_steer import SlurmSteering
 from nodemanager.scheduler.slurm_rejected import RejectedNodes
 from nodemanager.scheduler.slurm_poll import Track as _Track
 from nodemanager.scheduler.slurm_poll import jobs_by_node as _jobs_by_node
+from nodemanager.scheduler.slurm_poll import running_jobs
 from nodemanager.scheduler.slurm_json import (RecordError, SlurmJob,
                                               SlurmNode, cloud_id_of, drain_reason,
                                               parse_jobs, parse_nodes, request_id_of)
@@ -136,9 +137,11 @@ class SlurmScheduler(DrainStatistics):
         parts = self.options.partitions
         if parts:
             nodes = [n for n in nodes if set(n.partitions) & parts]
+        # running jobs are named, and finished ones read, only for runtime prediction
+        named, name_errors = running_jobs(jobs) if self.finished_limit > 0 else ({}, [])
         return _State(nodes={n.name: n for n in nodes}, jobs=tuple(jobs),
-                      errors=tuple(node_errors + job_errors), at=at, by_node=_jobs_by_node(jobs),
-                      finished=self._finished(job_doc, at) if self.finished_limit > 0 else ())
+                      errors=tuple(node_errors + job_errors + name_errors), at=at, by_node=_jobs_by_node(jobs),
+                      finished=self._finished(job_doc, at) if self.finished_limit > 0 else (), named=named)
 
     def _finished(self, job_doc: Any, at: float) -> tuple[FinishedJob, ...]:
         if self._finished_window is None:
@@ -192,6 +195,7 @@ class SlurmScheduler(DrainStatistics):
             running_jobs=len(jobs),
             job_end_times=tuple(sorted(j.end_time for j in jobs if j.end_time)),
             jobs_by=tuple(JobOwner(j.user, j.account, max(j.cpus // max(len(j.nodes), 1), 1)) for j in jobs),
+            jobs=state.named_on(node.name),
             retirement_end=float("inf"),  # a SLURM drain never evicts: jobs run to their time limits
             draining=node.draining,
             drain_reason=node.reason or None,
