@@ -294,3 +294,36 @@ def test_finished_jobs_come_from_the_history_since_the_last_poll_and_bad_ads_are
     assert any(line.startswith("htcondor history: job 3.0: no Owner") for line in lines)
     assert any(line.startswith("htcondor history: job 4.1: no CompletionDate") for line in lines)
     assert any("schedd history query failed (schedd went away)" in line for line in lines)
+
+
+def test_a_startd_whose_dynamic_slots_cannot_all_be_named_names_no_job_and_the_slot_is_told(condor):
+    """Runtime prediction on: a startd's running jobs are named only when every dynamic slot its
+    partitionable slot counts was read and each running one names its owner and start; else it
+    names none (its ends stay unknown) and the unusable slot is a problem naming slot and job."""
+    def pslot(machine: str, dslots: int) -> dict:
+        return {"Name": f"slot1@{machine}", "Machine": machine, "State": "Unclaimed", "Activity": "Idle",
+                "PartitionableSlot": True, "Cpus": 4 - dslots, "TotalSlotCpus": 4, "NumDynamicSlots": dslots}
+
+    def dslot(machine: str, n: int, **job: object) -> dict:
+        ad = {"Name": f"slot1_{n}@{machine}", "Machine": machine, "State": "Claimed", "Activity": "Busy",
+              "DynamicSlot": True, "SlotType": "Dynamic", "Cpus": 1, "GlobalJobId": f"s#{n}.0#1",
+              "RemoteOwner": "alice@site", "JobStart": 1000 + n}
+        ad.update(job)
+        return {k: v for k, v in ad.items() if v is not None}
+
+    ads = [pslot("a", 2), dslot("a", 1), dslot("a", 2, Cmd="/bin/fit", AllowedJobDuration=7200),   # named
+           pslot("b", 2), dslot("b", 1),                               # one slot not in the collector yet
+           pslot("c", 2), dslot("c", 1), dslot("c", 2, JobStart=None),  # no start
+           pslot("d", 1), dslot("d", 1, GlobalJobId=None),             # claimed between jobs: runs nothing
+           dslot("z", 1)]                                              # not one of our startds
+    htc = HTCondorScheduler(Htcondor2Bindings(module=condor.sim), clock=condor.clock, finished_limit=10)
+    problems: list = []
+    workers = {w.name: w for w in htc.workers_from_ads(ads, problems)}
+    assert sorted(workers) == ["a", "b", "c", "d"]
+    assert [(j.job_id, j.user, j.start, j.name, j.limit) for j in workers["a"].jobs] == [
+        ("s#1.0#1", "alice", 1001.0, None, None), ("s#2.0#1", "alice", 1002.0, "/bin/fit", 7200.0)]
+    assert workers["b"].jobs == workers["c"].jobs == workers["d"].jobs == ()
+    assert workers["a"].cpus == 4 and workers["a"].running_jobs == 2   # the dynamic slots are not summed in
+    assert [str(p) for p in problems] == [
+        "node slot1_2@c: field 'JobStart' is missing or not a time for job s#2.0#1: None; "
+        "the startd's job ends stay unknown"]

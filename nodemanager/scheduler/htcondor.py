@@ -6,7 +6,8 @@ the drain transaction's pure parts (reason, check expression, "is this drain our
 :mod:`~nodemanager.scheduler.htcondor_drain`. Everything else here is plain Python on plain dict ads.
 
 Per cycle, :meth:`HTCondorScheduler.poll` makes **one** collector query of partitionable-slot ads
-(with a projection) and one idle-job query per schedd, and reads each ad once (linear in startds +
+(with a projection; with runtime prediction on, the claimed dynamic slots too, see
+:mod:`~nodemanager.scheduler.htcondor_running`) and one idle-job query per schedd, and reads each ad once (linear in startds +
 jobs).
 
 Hostile or broken values in ads (``RequestMemory = real("INF")``, ``Cpus = undefined``): see
@@ -22,6 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from nodemanager.model import FinishedJob, Size, Worker
@@ -36,6 +38,8 @@ from nodemanager.scheduler.htcondor_history import (HISTORY_ATTRIBUTES, finished
                                                     history_constraint, history_stop)
 from nodemanager.scheduler.finished_window import FinishedWindow
 from nodemanager.scheduler.htcondor_match import WALLTIME_ATTRIBUTE, HTCondorMatcher
+from nodemanager.scheduler.htcondor_running import (RUNNING_ATTRIBUTES, is_dynamic, running_by_machine,
+                                                    slot_counts, with_dynamic_slots)
 from nodemanager.scheduler.htcondor_steer import HTCondorSteering
 from nodemanager.scheduler.htcondor_transaction import DrainTransaction
 from nodemanager.scheduler.htcondor_drain import DRAIN_TIMEOUT
@@ -90,6 +94,8 @@ class HTCondorScheduler(DrainTransaction):
         for a in (id_attribute, *extra_attributes):
             if a not in attrs:
                 attrs.append(a)
+        if finished_limit > 0:   # runtime prediction: the dynamic slots' jobs too (htcondor_running)
+            attrs += [a for a in (*RUNNING_ATTRIBUTES, walltime_attribute) if a not in attrs]
         self.projection: tuple[str, ...] = tuple(attrs)
         self.reason_tag = reason_tag
         self.start_expr = start_expr
@@ -138,7 +144,8 @@ class HTCondorScheduler(DrainTransaction):
     def poll(self) -> SchedulerPoll:
         now = self._clock()
         try:
-            raw = self._b.query_slots(self.constraint, self.projection)
+            constraint = with_dynamic_slots(self.constraint) if self.finished_limit > 0 else self.constraint
+            raw = self._b.query_slots(constraint, self.projection)
         except self._b.error_types as exc:
             raise SchedulerError(f"collector query failed: {exc}") from None
         problems: list[RecordProblem] = []
@@ -177,8 +184,10 @@ class HTCondorScheduler(DrainTransaction):
         :func:`~nodemanager.scheduler.htcondor_ads.machine_ad`), then :meth:`observe` them. An ad
         without a name is logged and skipped; unusable counts are appended to ``problems`` (the
         worker is kept, see :func:`worker_from_ad`); an ad that cannot be read at all is a
-        SchedulerError."""
+        SchedulerError. With runtime prediction on, dynamic slots' ads name the workers' running
+        jobs (``Worker.jobs``) instead."""
         machines: dict[str, list[dict[str, Any]]] = {}
+        dslots: list[tuple[str, dict[str, Any]]] = []
         bad: dict[str, list[RecordProblem]] = {}
         for r in raw:
             slot = "?"
@@ -191,9 +200,15 @@ class HTCondorScheduler(DrainTransaction):
                                      node=slot) from exc
             machine = ad.get("Machine")
             key = machine if isinstance(machine, str) and machine else slot.split("@", 1)[-1]
+            if self.finished_limit > 0 and is_dynamic(ad):
+                dslots.append((key, ad))
+                continue
             machines.setdefault(key, []).append(ad)
             if found:
                 bad.setdefault(key, []).extend(found)
+        running = running_by_machine(dslots, {k: slot_counts(ads) for k, ads in machines.items()},
+                                     self.walltime_attribute, problems if problems is not None else []
+                                     ) if dslots else {}
         workers: list[Worker] = []
         for key, ads in machines.items():
             found = bad.get(key, [])
@@ -208,7 +223,7 @@ class HTCondorScheduler(DrainTransaction):
                                      node=key) from exc
             if problems is not None:
                 problems.extend(found)
-            workers.append(w)
+            workers.append(replace(w, jobs=running[key]) if key in running else w)
         out = tuple(workers)
         self.observe(out)
         return out
