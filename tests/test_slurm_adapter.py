@@ -132,6 +132,7 @@ def test_the_controller_expects_a_running_job_to_end_when_its_users_jobs_of_that
     from nodemanager.core.runtime_prediction import expected_end_times
     from nodemanager.core.victims import estimate
     from nodemanager.cycle.controller import Controller
+    from nodemanager.snapshot import dumps, loads
     sched = SlurmScheduler.from_settings(SchedulerSettings("slurm", slurm.scheduler_options), finished_limit=100)
     ctl = Controller(Settings(core=CoreSettings(runtime_prediction="recent")), policy_matrix.load_default(),
                      None, clock=time.time, dry_run=True)
@@ -152,6 +153,10 @@ def test_the_controller_expects_a_running_job_to_end_when_its_users_jobs_of_that
         assert on[name].job_end_times == (named.start + 3600.0,)   # the limit stays the guarantee
         assert abs(estimate(on[name], now).time_to_go - (named.start + 600.0 - now)) < 1.0
     assert on["node4"].jobs == ()
+    # the daemon's snapshot (what `nodemanager plan` and `plan --live` plan) keeps the predictions
+    again = {w.name: w for w in loads(dumps(report.snapshot)).workers}
+    assert [expected_end_times(again[n], now) for n in ("node2", "node3", "node4")] == [
+        expected_end_times(on[n], now) for n in ("node2", "node3", "node4")]
 
 
 def test_cloud_id_from_the_node_comment(slurm, sched):
