@@ -46,7 +46,7 @@ from nodemanager.console.admin import AdminState
 from nodemanager.cloud import CloudDriver
 from nodemanager.configuration.config import SECRET_OPTIONS, ConfigError, Problem
 from nodemanager.cycle.controller import Controller
-from nodemanager.cycle.consolidation_memory import ConsolidationMemory
+from nodemanager.cycle.memories import Memories
 from nodemanager.console.history import NodeHistory
 from nodemanager.console.spend_ledger import SpendLedger
 from nodemanager.cycle.journal import ReservationJournal
@@ -162,7 +162,7 @@ class Daemon:
                                      dry_run=self.dry_run, admin=self.admin,
                                      clock_skew=lambda: getattr(cloud, "clock_skew", None))
         self.controller.history = self.history
-        self.controller.consolidation = ConsolidationMemory.for_settings(settings)
+        self.controller.memories = Memories.for_settings(settings, self.actuator.breakers, self.clock())
         if identity is not None:  # nodemanager.core.identity.Identity: act on our deployment's VMs only
             self.controller.identity = identity
             self.actuator.controller = identity.controller
@@ -345,6 +345,7 @@ class Daemon:
             self.status_server.stop()
         self.history.save()
         self.spend.save()
+        self.controller.memories.save(self.clock(), force=True)
         if isinstance(self.clock, RealClock):
             self.clock.stop()
         if abandoned:

@@ -29,13 +29,17 @@ def build_ports(settings: Settings, clock: Callable[[], float]) -> tuple[CloudDr
         world = SimWorld(settings, clock)
         return world.cloud, world.scheduler, world
     from nodemanager.cloud import LibcloudCloud
+    from nodemanager.scheduler.finished_window import MAX_FINISHED
     cloud = LibcloudCloud(settings.cloud, sizes=settings.core.sizes)
+    # finished jobs are read only for runtime prediction
+    finished = MAX_FINISHED if settings.core.runtime_prediction != "off" else 0
     if settings.scheduler.kind == "slurm":
         from nodemanager.scheduler import SlurmScheduler
-        return cloud, SlurmScheduler.from_settings(settings.scheduler, source=source,
-                                                   sizes=settings.core.sizes), None
+        return cloud, SlurmScheduler.from_settings(settings.scheduler, source=source, sizes=settings.core.sizes,
+                                                   finished_limit=finished), None
     from nodemanager.scheduler import HTCondorScheduler
-    return cloud, HTCondorScheduler.from_settings(settings.scheduler, sizes=settings.core.sizes), None
+    return cloud, HTCondorScheduler.from_settings(settings.scheduler, sizes=settings.core.sizes,
+                                                  finished_limit=finished), None
 
 
 class Timed:

@@ -9,7 +9,8 @@ The format (documented with an example in ``docs/plan.md``)::
                   "cloud_id"?: S, "address"?: S, "last_heard"?: E, "state_since"?: E,
                   "registered_at"?: E, "cpus"?: N, "cpus_busy"?: N, "ram_mb"?: N,
                   "running_jobs"?: N, "job_end_times"?: [E], "retirement_end"?: E|"never", "draining"?: B,
-                  "drain_reason"?: S, "drain_request_id"?: S, "drain_since"?: E}],
+                  "drain_reason"?: S, "drain_request_id"?: S, "drain_since"?: E,
+                  "jobs"?: [...], "predicted_end_times"?: [E]}],   (see nodemanager.snapshot_jobs)
      "demand": [{"cpus": N, "ram_mb": N, "count": N, "scratch_mb"?: N, "size"?: S,
                  "oldest_submit"?: E, "walltime"?: N, "gpus"?: N, "requirements"?: S, "features"?: S,
                  "partition"?: S, "sizes"?: [S], "unmatched"?: S}],
@@ -48,6 +49,7 @@ from nodemanager.snapshot_values import (MAX_COUNT, MAX_TIME, SnapshotError, fai
                                         _plain, read_str as _str, read_bool as _bool, read_list as
                                         _list, read_obj as _obj, Fields as _Fields, read_strings as
                                         _strings)
+from nodemanager.snapshot_jobs import JOB_FIELDS, jobs_json, read_jobs
 
 __all__ = ["SnapshotError", "from_json", "loads", "load", "to_json", "dumps", "parse_time",
            "MAX_TIME", "MAX_COUNT", "MAX_BYTES", "match_sizes"]
@@ -76,7 +78,7 @@ def _cloud_node(v: Any, path: str) -> CloudNode:
 _WORKER_FIELDS = ("name", "scheduler", "state", "ad", "cloud_id", "address", "last_heard",
                   "state_since", "registered_at", "cpus", "cpus_busy", "ram_mb", "running_jobs",
                   "job_end_times", "retirement_end", "draining", "drain_reason", "drain_request_id",
-                  "drain_since")
+                  "drain_since") + JOB_FIELDS
 
 
 _NEVER = float("inf")
@@ -119,6 +121,7 @@ def _worker(v: Any, path: str) -> Worker:
     ends = f.opt("job_end_times", _list, [])
     kwargs["job_end_times"] = tuple(_number(t, f"{f.sub('job_end_times')}[{i}]")
                                     for i, t in enumerate(ends))
+    kwargs.update(read_jobs(f))
     return classified(Worker(name=f.req("name", _str), scheduler=scheduler, ad=frozen_map(ad), **kwargs))
 
 
@@ -312,7 +315,7 @@ def to_json(s: Snapshot) -> dict[str, Any]:
             "job_end_times": list(w.job_end_times), "draining": w.draining,
             "retirement_end": "never" if w.retirement_end == _NEVER else w.retirement_end,
             "drain_reason": w.drain_reason, "drain_request_id": w.drain_request_id,
-            "drain_since": w.drain_since},
+            "drain_since": w.drain_since, **jobs_json(w)},
             _WORKER_DEFAULTS) for w in s.workers],
         "demand": [_drop_defaults({
             "cpus": d.cpus, "ram_mb": d.ram_mb, "count": d.count, "scratch_mb": d.scratch_mb,

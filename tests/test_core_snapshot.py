@@ -102,6 +102,29 @@ def test_break_even_idle_graces_round_trip_and_a_bad_one_is_named():
         sj.from_json(data)
 
 
+def test_running_jobs_and_their_predicted_ends_round_trip_and_an_end_without_a_job_is_named():
+    """A daemon's snapshot.json taken with runtime prediction carries each worker's named jobs and
+    their predicted ends, so a re-plan of it expects the ends the daemon expected."""
+    from dataclasses import replace
+
+    from nodemanager.core.runtime_prediction import expected_end_times
+    from nodemanager.model import RunningJob
+    s = sj.loads(EXAMPLE.read_text())
+    jobs = (RunningJob(job_id="7", user="alice", start=1000.0, name="fit", limit=3600.0),
+            RunningJob(job_id="8", user="bob", start=1100.0))
+    w = replace(s.workers[0], jobs=jobs, predicted_end_times=(1600.0, 1900.0))
+    s = replace(s, workers=(w, *s.workers[1:]))
+    back = sj.loads(sj.dumps(s))
+    assert back == s and expected_end_times(back.workers[0], 1200.0) == (1600.0, 1900.0)
+    data = json.loads(sj.dumps(s))
+    data["workers"][0]["predicted_end_times"] = [1600]
+    with pytest.raises(sj.SnapshotError, match=r"^workers\[0\]\.predicted_end_times: 1 ends for 2 jobs"):
+        sj.from_json(data)
+    data["workers"][0]["jobs"][1]["start"] = "soon"
+    with pytest.raises(sj.SnapshotError, match=r"^workers\[0\]\.jobs\[1\]\.start: expected a number"):
+        sj.from_json(data)
+
+
 def test_example_snapshot_loads():
     s = sj.load(str(EXAMPLE))
     assert len(s.cloud_nodes) == 9 and {w.scheduler for w in s.workers} == {"slurm", "htcondor"}

@@ -259,3 +259,71 @@ def test_a_hung_collector_fails_the_poll_after_query_timeout(condor):
     with pytest.raises(SchedulerError, match="collector query failed"):
         condor.htc.poll()
     assert condor.clock() - before == 60.0
+
+
+def test_finished_jobs_come_from_the_history_since_the_last_poll_and_bad_ads_are_named(condor, caplog):
+    asked = []
+    history = [{"GlobalJobId": "s#1.0#1", "Owner": "alice", "Cmd": "/bin/fit", "CompletionDate": 2000,
+                "JobCurrentStartDate": 1400, "AllowedJobDuration": 3600},
+               {"ClusterId": 2, "ProcId": 0, "Owner": "bob", "CompletionDate": 2000, "RemoteWallClockTime": 90},
+               {"ClusterId": 3, "ProcId": 0, "Cmd": "/bin/x", "CompletionDate": 2000, "RemoteWallClockTime": 5},
+               {"ClusterId": 4, "ProcId": 1, "Owner": "carol", "CompletionDate": "soon"}]
+
+    class Bindings(Htcondor2Bindings):
+        def query_history(self, constraint, projection, match, stop):
+            asked.append((constraint, match, stop))
+            if len(asked) == 3:
+                raise htcondor2.HTCondorException("schedd went away")
+            return history if len(asked) == 2 else []
+
+    now = condor.clock()
+    htc = HTCondorScheduler(Bindings(module=condor.sim), clock=condor.clock, finished_limit=50)
+    assert htc.poll().finished == ()
+    for ad in history:
+        ad["CompletionDate"] = now + 5 if ad["CompletionDate"] == 2000 else ad["CompletionDate"]
+        if "JobCurrentStartDate" in ad:
+            ad["JobCurrentStartDate"] = now - 595
+    with caplog.at_level(logging.WARNING, logger="nodemanager.scheduler.htcondor"):
+        finished = htc.poll().finished
+        assert htc.poll().finished == ()            # a history that cannot be read: none this poll
+    assert [(f.job.job_id, f.job.user, f.job.name, f.end - f.job.start, f.job.limit) for f in finished] == [
+        ("s#1.0#1", "alice", "/bin/fit", 600.0, 3600.0), ("2.0", "bob", None, 90.0, None)]
+    assert asked[0] == (f"JobStatus == 4 && CompletionDate >= {int(now)}", 50,
+                        f"EnteredCurrentStatus < {int(now) - 600}")
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(line.startswith("htcondor history: job 3.0: no Owner") for line in lines)
+    assert any(line.startswith("htcondor history: job 4.1: no CompletionDate") for line in lines)
+    assert any("schedd history query failed (schedd went away)" in line for line in lines)
+
+
+def test_a_startd_whose_dynamic_slots_cannot_all_be_named_names_no_job_and_the_slot_is_told(condor):
+    """Runtime prediction on: a startd's running jobs are named only when every dynamic slot its
+    partitionable slot counts was read and each running one names its owner and start; else it
+    names none (its ends stay unknown) and the unusable slot is a problem naming slot and job."""
+    def pslot(machine: str, dslots: int) -> dict:
+        return {"Name": f"slot1@{machine}", "Machine": machine, "State": "Unclaimed", "Activity": "Idle",
+                "PartitionableSlot": True, "Cpus": 4 - dslots, "TotalSlotCpus": 4, "NumDynamicSlots": dslots}
+
+    def dslot(machine: str, n: int, **job: object) -> dict:
+        ad = {"Name": f"slot1_{n}@{machine}", "Machine": machine, "State": "Claimed", "Activity": "Busy",
+              "DynamicSlot": True, "SlotType": "Dynamic", "Cpus": 1, "GlobalJobId": f"s#{n}.0#1",
+              "RemoteOwner": "alice@site", "JobStart": 1000 + n}
+        ad.update(job)
+        return {k: v for k, v in ad.items() if v is not None}
+
+    ads = [pslot("a", 2), dslot("a", 1), dslot("a", 2, Cmd="/bin/fit", AllowedJobDuration=7200),   # named
+           pslot("b", 2), dslot("b", 1),                               # one slot not in the collector yet
+           pslot("c", 2), dslot("c", 1), dslot("c", 2, JobStart=None),  # no start
+           pslot("d", 1), dslot("d", 1, GlobalJobId=None),             # claimed between jobs: runs nothing
+           dslot("z", 1)]                                              # not one of our startds
+    htc = HTCondorScheduler(Htcondor2Bindings(module=condor.sim), clock=condor.clock, finished_limit=10)
+    problems: list = []
+    workers = {w.name: w for w in htc.workers_from_ads(ads, problems)}
+    assert sorted(workers) == ["a", "b", "c", "d"]
+    assert [(j.job_id, j.user, j.start, j.name, j.limit) for j in workers["a"].jobs] == [
+        ("s#1.0#1", "alice", 1001.0, None, None), ("s#2.0#1", "alice", 1002.0, "/bin/fit", 7200.0)]
+    assert workers["b"].jobs == workers["c"].jobs == workers["d"].jobs == ()
+    assert workers["a"].cpus == 4 and workers["a"].running_jobs == 2   # the dynamic slots are not summed in
+    assert [str(p) for p in problems] == [
+        "node slot1_2@c: field 'JobStart' is missing or not a time for job s#2.0#1: None; "
+        "the startd's job ends stay unknown"]

@@ -32,15 +32,17 @@ SIZE = Size("small", cores=2, ram_mb=2048, price=0.1, instance_type="t3.small")
 def test_jobs_boot_vms_that_are_drained_and_destroyed_with_no_job_killed(real_pool, ec2_cloud, jobs, seconds,
                                                                          consolidate):
     """With consolidation (the cost profile's matrix drains an underused busy node gracefully),
-    a job longer than the idle grace is never evicted either."""
+    a job longer than the idle grace is never evicted either. The schedd's history tells the
+    controller's runtime memory each finished job's owner, command and runtime."""
     pool = real_pool
     settings = Settings(core=CoreSettings(sizes=(SIZE,), max_nodes=3, boot_grace=120.0, idle_grace=8.0,
                                           poll_stale_after=3600.0, node_stale_after=3600.0,
-                                          consolidate=consolidate, consolidate_margin=0))
+                                          consolidate=consolidate, consolidate_margin=0,
+                                          runtime_prediction="recent"))
     matrix = (policy_matrix.load(pathlib.Path(policy_matrix.__file__).parent / "cost.matrix") if consolidate
               else policy_matrix.load_default())
     cloud = ec2_cloud()
-    sched = HTCondorScheduler(Htcondor2Bindings(pool.collector), sizes=(SIZE,))
+    sched = HTCondorScheduler(Htcondor2Bindings(pool.collector), sizes=(SIZE,), finished_limit=100)
     ctl = Controller(settings, matrix, Actuator(cloud, sched, settings, clock=time.time), clock=time.time)
     cluster = pool.submit(seconds, count=jobs, cpus=1, memory=500)
     started: dict[str, str] = {}                     # instance id -> VM name (its startd)
@@ -73,3 +75,6 @@ def test_jobs_boot_vms_that_are_drained_and_destroyed_with_no_job_killed(real_po
         assert o.node in drained, o
         first_drain = min(d.at for d in outcomes if d.kind == "drain" and d.node == o.node and d.result == "ok")
         assert first_drain < o.at
+    # the finished jobs, from the schedd's history, once each under their owner and command
+    runtimes = ctl.memories.runtimes.recent("nobody", "/bin/sleep")
+    assert len(runtimes) == jobs and all(seconds <= r <= seconds + 10 for r in runtimes), runtimes

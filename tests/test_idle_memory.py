@@ -67,7 +67,7 @@ def test_boot_join_times_and_idle_periods_are_remembered_from_consecutive_cycles
         c.at(t)
     # the next boot comes after idle_grace (300 s) of b's idle period: b was never re-used
     c.at(L + 900, [d])
-    memory = c.ctl.idle_memory
+    memory = c.ctl.memories.idle
     assert memory.joins("small") == [120.0, 125.0]
     assert memory.periods("small") == [40.0, 195.0, math.inf]
 
@@ -77,9 +77,9 @@ def test_a_restart_or_a_new_leader_starts_from_the_configured_grace():
     a = _node("a", L - 10)
     c.at(L, [a])
     c.at(L + 110, [a], [_worker("a", "idle", L + 105, L + 110, a.launched_at)])
-    assert c.ctl.idle_memory.joins("small") == [120.0]
+    assert c.ctl.memories.idle.joins("small") == [120.0]
     c.ctl.forget_inputs()
-    assert c.ctl.idle_memory.joins("small") == []
+    assert c.ctl.memories.idle.joins("small") == []
 
 
 def _idle_history(c: Cycles, periods: int) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from nodemanager.cli import main
 from nodemanager.core.runtime_prediction import accuracy, expected_end_times, predict_ends, predict_runtime
-from nodemanager.cycle.runtime_memory import FILE_NAME, RuntimeMemory
+from nodemanager.cycle.runtime_memory import RuntimeMemory
 from nodemanager.model import FinishedJob, RunningJob, Worker
 from nodemanager.scheduler.port import SchedulerPoll
 
@@ -57,17 +57,6 @@ def test_the_memory_is_bounded_per_key_and_in_keys():
     assert memory.recent("u", "x") == (2.0, 3.0) and memory.recent("u", None) == (2.0, 3.0)
     memory.learn(_finished(str(k), f"v{k}", None, 0, 10) for k in range(5))
     assert memory.recent("u", "x") == () and memory.recent("v4", None) == (10.0,)
-
-
-def test_the_memory_survives_a_restart_in_the_state_dir(tmp_path, caplog):
-    memory = RuntimeMemory()
-    memory.learn([_finished("1", "alice", "sim", 0, 600), _finished("2", "alice", None, 0, 900)])
-    memory.save(str(tmp_path))
-    again = RuntimeMemory.load(str(tmp_path))
-    assert again.recent("alice", "sim") == (600.0,) and again.recent("alice", None) == (600.0, 900.0)
-    (tmp_path / FILE_NAME).write_text('{"runtimes": [["alice", 3, [1]]]}')
-    assert RuntimeMemory.load(str(tmp_path)).recent("alice", None) == ()
-    assert FILE_NAME in caplog.text and "starting without history" in caplog.text
 
 
 def test_workers_pass_unchanged_when_prediction_is_off():

@@ -83,6 +83,32 @@ def test_idle_since_follows_the_last_job(slurm, sched):
     assert before <= t_submit <= after.state_since
 
 
+def test_a_completed_job_reaches_the_runtime_memory_with_its_user_name_and_runtime(slurm):
+    """squeue keeps a completed job's record for MinJobAge: the poll after it ended reports it once,
+    and the controller's runtime memory learns it under its user and job name."""
+    import getpass
+
+    import policy_matrix
+    from nodemanager.configuration.settings import CoreSettings, Settings
+    from nodemanager.cycle.controller import Controller
+    sched = SlurmScheduler.from_settings(SchedulerSettings("slurm", slurm.scheduler_options), finished_limit=100)
+    ctl = Controller(Settings(core=CoreSettings(runtime_prediction="recent")), policy_matrix.load_default(),
+                     None, clock=time.time, dry_run=True)
+    ctl.cycle([], time.time(), sched.poll())   # jobs that ended before the first poll are not learned
+    job = slurm.sbatch("-w", "node5", "-c1", "-J", "nm-sim", "-t", "5", wrap="sleep 2")
+    slurm.wait_job(job, "COMPLETED", timeout=20)
+    poll = sched.poll()
+    ctl.cycle([], time.time(), poll)
+    (done,) = poll.finished
+    assert (done.job.job_id, done.job.user, done.job.name, done.job.limit) == (str(job), getpass.getuser(),
+                                                                                "nm-sim", 300.0)
+    assert 2.0 <= done.end - done.job.start <= 4.0
+    assert ctl.memories.runtimes.recent(getpass.getuser(), "nm-sim") == (done.end - done.job.start,)
+    again = sched.poll()                       # still listed by squeue: not reported twice
+    ctl.cycle([], time.time(), again)
+    assert again.finished == () and len(ctl.memories.runtimes.recent(getpass.getuser(), "nm-sim")) == 1
+
+
 def test_a_running_jobs_user_account_and_cores_are_read_for_who_spent_what(slurm, sched):
     import getpass
     job = running(slurm, "-c2", "--account", "physics", node="node4")
@@ -93,6 +119,44 @@ def test_a_running_jobs_user_account_and_cores_are_read_for_who_spent_what(slurm
     assert [(o.user, o.cores) for o in owners] == [(getpass.getuser(), 2)]
     assert owners[0].group == "physics"
     assert worker(sched, "node5").jobs_by == ()
+
+
+def test_the_controller_expects_a_running_job_to_end_when_its_users_jobs_of_that_name_do(slurm):
+    """With runtime prediction on, a running job is named on every node it holds (user, job name,
+    start, time limit); the controller's snapshot expects it to end one learned runtime after
+    its start, not at its one-hour limit, and the victim estimate's time to go follows."""
+    import getpass
+
+    import policy_matrix
+    from nodemanager.configuration.settings import CoreSettings, Settings
+    from nodemanager.core.runtime_prediction import expected_end_times
+    from nodemanager.core.victims import estimate
+    from nodemanager.cycle.controller import Controller
+    from nodemanager.snapshot import dumps, loads
+    sched = SlurmScheduler.from_settings(SchedulerSettings("slurm", slurm.scheduler_options), finished_limit=100)
+    ctl = Controller(Settings(core=CoreSettings(runtime_prediction="recent")), policy_matrix.load_default(),
+                     None, clock=time.time, dry_run=True)
+    user = getpass.getuser()
+    ctl.memories.runtimes.record(user, "nm-fit", 600.0)   # as a finished job teaches it
+    job = running(slurm, "-N2", "-c1", "-J", "nm-fit", "-t", "60", node="node2,node3")
+    try:
+        poll = sched.poll()
+        report = ctl.cycle([], time.time(), poll)
+    finally:
+        slurm.scancel(job)
+    now = report.snapshot.now
+    on = {w.name: w for w in report.snapshot.workers}
+    for name in ("node2", "node3"):
+        (named,) = on[name].jobs
+        assert (named.job_id, named.user, named.name, named.limit) == (str(job), user, "nm-fit", 3600.0)
+        assert expected_end_times(on[name], now) == (named.start + 600.0,)
+        assert on[name].job_end_times == (named.start + 3600.0,)   # the limit stays the guarantee
+        assert abs(estimate(on[name], now).time_to_go - (named.start + 600.0 - now)) < 1.0
+    assert on["node4"].jobs == ()
+    # the daemon's snapshot (what `nodemanager plan` and `plan --live` plan) keeps the predictions
+    again = {w.name: w for w in loads(dumps(report.snapshot)).workers}
+    assert [expected_end_times(again[n], now) for n in ("node2", "node3", "node4")] == [
+        expected_end_times(on[n], now) for n in ("node2", "node3", "node4")]
 
 
 def test_cloud_id_from_the_node_comment(slurm, sched):
@@ -442,3 +506,52 @@ def test_jobs_are_counted_on_the_nodes_they_hold(tmp_path):
     got = {w.name: (w.running_jobs, w.job_end_times) for w in sched.poll().workers}
     assert got == {"n1": (2, (2500.0, 3000.0)), "n2": (2, (2000.0, 3000.0)), "n3": (0, ()),
                    "n4": (1, ()), "n5": (0, ())}
+
+
+def test_completed_records_without_a_user_or_times_are_skipped_naming_the_job(tmp_path, caplog):
+    from nodemanager.actors.clock import ManualClock
+
+    def done(job_id: int, user: str, start: str, end: int) -> str:
+        return (f'{{"job_id": {job_id}, "job_state": "COMPLETED", "user_name": "{user}", "name": "fit", '
+                f'"start_time": {start}, "end_time": {end}, "time_limit": 60}}')
+
+    squeue = '{"jobs": [%s, %s, %s, %s]}' % (done(1, "alice", "10100", 10400), done(2, "", "10100", 10400),
+                                             done(3, "bob", '"soon"', 10400), done(4, "carol", "8000", 9000))
+    sched = SlurmScheduler(SlurmOptions(bin_dir=_canned(tmp_path, '{"nodes": []}', squeue)),
+                           clock=ManualClock(10_000.0), finished_limit=10)
+    with caplog.at_level("WARNING", logger="nodemanager.scheduler.slurm"):
+        finished = sched.poll().finished
+    assert [(f.job.job_id, f.job.user, f.job.name, f.end - f.job.start, f.job.limit) for f in finished] == [
+        ("1", "alice", "fit", 300.0, 3600.0)]
+    skipped = [r.getMessage() for r in caplog.records if "its runtime is not learned" in r.getMessage()]
+    # job 4 ended before the adapter's first poll: not this process's to learn, and no problem
+    assert [m.split(":")[1].strip() for m in skipped] == ["job 2", "job 3"]
+    assert "user_name is missing" in skipped[0] and "start_time is not a number: 'soon'" in skipped[1]
+
+
+def test_a_running_job_without_a_user_leaves_its_nodes_ends_at_their_limits_naming_job_and_node(tmp_path, caplog):
+    """A running record that cannot be named is skipped with a warning naming the job and its nodes;
+    the nodes it holds name no job (their ends stay the time limits), the other nodes are named."""
+    from nodemanager.actors.clock import ManualClock
+
+    def run(job_id: int, user: str, nodes: str, start: int = 1500) -> str:
+        return (f'{{"job_id": {job_id}, "job_state": "RUNNING", "nodes": "{nodes}", "cpus": 2, '
+                f'"user_name": "{user}", "name": "fit", "start_time": {start}, "end_time": {start + 3600}, '
+                f'"time_limit": 60}}')
+
+    sinfo = '{"nodes": [%s]}' % ", ".join(_node_text(f"n{i}", state="mixed") for i in range(1, 4))
+    squeue = '{"jobs": [%s, %s, %s]}' % (run(1, "alice", "n[1-2]"), run(2, "", "n2"), run(3, "bob", "n3", 0))
+    sched = SlurmScheduler(SlurmOptions(bin_dir=_canned(tmp_path, sinfo, squeue)), clock=ManualClock(2000.0),
+                           finished_limit=10)
+    with caplog.at_level("WARNING", logger="nodemanager.scheduler.slurm"):
+        jobs = {w.name: w.jobs for w in sched.poll().workers}
+    (alice,) = jobs["n1"]
+    assert (alice.job_id, alice.user, alice.name, alice.start, alice.limit) == ("1", "alice", "fit", 1500.0, 3600.0)
+    assert jobs["n2"] == () and jobs["n3"] == ()
+    told = [r.getMessage() for r in caplog.records if "stay their time limits" in r.getMessage()]
+    assert len(told) == 2
+    assert "job 2: field 'user_name' is missing" in told[0] and "on n2 " in told[0]
+    assert "job 3: field 'start_time' is missing" in told[1] and "on n3 " in told[1]
+    # without runtime prediction nothing is named and nothing is told
+    plain = SlurmScheduler(SlurmOptions(bin_dir=_canned(tmp_path, sinfo, squeue)), clock=ManualClock(2000.0))
+    assert all(w.jobs == () for w in plain.poll().workers)

@@ -61,3 +61,30 @@ def test_a_new_job_lands_on_the_node_we_keep_and_weights_are_given_back(ours, ec
     report = ctl.cycle(cloud.list_nodes(), clock.now, sched.poll())
     assert [o.result for o in report.outcomes if o.kind == "steer"] == ["ok"]
     assert weights(slurm) == {"node5": 1, "node6": 1}
+
+
+def test_with_runtime_prediction_the_node_kept_is_the_one_whose_job_its_users_history_says_ends_last(ours, ec2_cloud):
+    """The requested times say node5's job (10 hours) outlives node6's (1 hour); the user's
+    finished jobs of those names say node5's ends in two minutes and node6's in 50: with
+    ``runtime_prediction = recent`` SLURM is steered to fill node6 (lower weight) and give
+    node5 back first."""
+    import getpass
+
+    from nodemanager.configuration.settings import SchedulerSettings
+    from nodemanager.scheduler.slurm import SlurmScheduler
+    slurm = ours
+    clock, ctl, cloud, _ = two_vms(slurm, ec2_cloud, idle_grace=3600.0, steering=True,
+                                   runtime_prediction="recent")
+    sched = SlurmScheduler.from_settings(SchedulerSettings("slurm", slurm.scheduler_options), finished_limit=100)
+    user = getpass.getuser()
+    ctl.memories.runtimes.record(user, "nm-quick", 120.0)    # as finished jobs of these names teach it
+    ctl.memories.runtimes.record(user, "nm-slow", 3000.0)
+    quick = slurm.sbatch("-w", "node5", "-c1", "-J", "nm-quick", "-t", "600")
+    slow = slurm.sbatch("-w", "node6", "-c1", "-J", "nm-slow", "-t", "60")
+    for job in (quick, slow):
+        slurm.wait_job(job, "RUNNING")
+    slurm.wait_states({"node5": {"mix"}, "node6": {"mix"}})
+
+    report = ctl.cycle(cloud.list_nodes(), clock.now, sched.poll())
+    assert [o.result for o in report.outcomes if o.kind == "steer"] == ["ok"]
+    assert weights(slurm) == {"node5": WEIGHT_BASE + 2, "node6": WEIGHT_BASE + 1}

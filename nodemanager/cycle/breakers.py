@@ -68,3 +68,18 @@ class Breakers:
         with self._lock:
             return dict(self._records)
 
+    def restore(self, records: Mapping[str, Breaker], now: float) -> None:
+        """Take back the breakers a previous process left (one log line per breaker not closed)."""
+        with self._lock:
+            self._records.update(records)
+            for size, b in records.items():
+                self._shown[size] = state(b, now)
+        for size, b in sorted(records.items()):
+            if state(b, now) == OPEN:
+                log.warning("size %s: capacity breaker still open from before the restart after %d capacity "
+                            "error(s) in a row: %s; next probe boot in %s", size, b.failures, b.error,
+                            duration(b.until - now))
+            else:
+                log.info("size %s: capacity breaker half-open from before the restart: one probe boot decides",
+                         size)
+

@@ -16,16 +16,16 @@ Kept in ``[Manage] state_dir`` when given a path (a restart keeps its back-off),
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
 from dataclasses import asdict, replace
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 from nodemanager.core.consolidate import UNDERUSED
 from nodemanager.core.consolidation_backoff import Level, Tally, judge, margin_factor
 from nodemanager.configuration.settings import CoreSettings, Settings
+from nodemanager.cycle.memory_file import load_json, save_json
 from nodemanager.model import ItemKind, Plan
 from nodemanager.text import duration
 from policy_matrix.vocabulary import IDLE
@@ -126,22 +126,15 @@ class ConsolidationMemory:
     def _save(self, path: str) -> None:
         data = {"levels": {s: asdict(lv) for s, lv in self.levels.items()},
                 "drains": {n: list(d) for n, d in self._drains.items()}}
-        tmp = f"{path}.tmp"
-        try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(data, f)
-            os.replace(tmp, path)
-        except OSError as e:
-            log.warning("cannot keep the consolidation back-off in %s: %s", path, e)
+        if not save_json(path, data, "consolidation back-off"):
             self.path = None
 
     def _load(self, path: str) -> None:
-        try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-            self.levels = {s: Level(**{**lv, "tally": Tally(**lv["tally"]), "judged": Tally(**lv["judged"])})
-                           for s, lv in data["levels"].items()}
-            self._drains = {n: (str(d[0]), float(d[1])) for n, d in data["drains"].items()}
-        except (OSError, ValueError, KeyError, TypeError, IndexError) as e:
-            log.warning("%s: unreadable (%s); consolidation starts at its configured margin", path, e)
-            self.levels, self._drains = {}, {}
+        def parse(data: Any) -> tuple[dict[str, Level], dict[str, tuple[str, float]]]:
+            return ({s: Level(**{**lv, "tally": Tally(**lv["tally"]), "judged": Tally(**lv["judged"])})
+                     for s, lv in data["levels"].items()},
+                    {n: (str(d[0]), float(d[1])) for n, d in data["drains"].items()})
+
+        loaded = load_json(path, parse, "consolidation back-off (at its configured margin)")
+        if loaded is not None:
+            self.levels, self._drains = loaded

@@ -20,7 +20,9 @@ the nodes' ``TAG_DRAIN`` tags (or, when the tag could not be written, from the s
 reason prefix), destroys in progress from ``TAG_DESTROY`` (such a node is destroyed again until
 it is gone: a destroy is never left half-done), boots from the listing's ``TAG_REQUEST`` (a listed
 node, pending or running, counts as supply; the actuator adds boots it requested that are not
-listed yet). One bad listing or poll is not believed (see :class:`InputMemory`).
+listed yet). One bad listing or poll is not believed (see :class:`InputMemory`). What the cycle
+learns (runtimes, reclaim rates, idle timing...) is :attr:`Controller.memories`'s (the daemon's are
+kept in its state dir: :mod:`nodemanager.cycle.memories`).
 
 Logging (logger ``nodemanager.decisions``): see :mod:`nodemanager.console.decision_log`.
 """
@@ -41,11 +43,7 @@ from nodemanager.core.identity import (Identity, Ownership, another_controller, 
                                        sort_by_owner)
 from nodemanager.core.protected import BootRecord, observe_boots, protected_sizes
 from nodemanager.console.decision_log import DecisionLog, log_ignored_cancels
-from nodemanager.cycle.idle_memory import IdleMemory
-from nodemanager.cycle.reclaim_memory import ReclaimMemory
-from nodemanager.cycle.steering import Steering
-from nodemanager.cycle.runtime_memory import RuntimeMemory
-from nodemanager.cycle.consolidation_memory import ConsolidationMemory
+from nodemanager.cycle.memories import Memories
 from nodemanager.model import CloudNode, CycleReport, Outcome, Plan, Snapshot, frozen_map
 from nodemanager.scheduler import SchedulerPoll
 from nodemanager.configuration.settings import Settings
@@ -128,11 +126,7 @@ class Controller:
         self.hold_back: Callable[[float], str | None] | None = None
         self._held_back_logged: str | None = None
         self._boot_records: dict[str, BootRecord] = {}  # size -> failed joins in a row (protected mode)
-        self.idle_memory = IdleMemory()  # idle_grace_mode = break-even: joins and idle periods per size
-        self.reclaim_memory = ReclaimMemory()   # spot markets: VM time watched, reclaims seen
-        self.steering = Steering()  # [Daemon] steering: the placement ranks sent to the scheduler
-        self.runtimes = RuntimeMemory()  # runtime_prediction = recent: finished runtimes per user
-        self.consolidation = ConsolidationMemory()  # consolidate_backoff: what consolidation's drains came to
+        self.memories = Memories()  # what is learned cycle to cycle (the daemon's are kept in its state dir)
         # whose VMs are ours (None: every VM of the cluster name, as in a replay or `plan`)
         self.identity: Identity | None = None
         self._owned: tuple[Sequence[CloudNode], Ownership] | None = None
@@ -157,7 +151,7 @@ class Controller:
     def forget_inputs(self) -> None:
         """Start the input memory afresh from the next cycle, as a restart does (a new HA leader)."""
         self.inputs = InputMemory()
-        self.idle_memory, self.reclaim_memory = IdleMemory(), ReclaimMemory()
+        self.memories.forget()
 
     # -- the cycle ------------------------------------------------------------------------------
 
@@ -181,7 +175,6 @@ class Controller:
             now=now,
             polled_at={"cloud": cloud_polled_at, "scheduler": poll.polled_at},
             cloud_nodes=tuple(nodes),
-            workers=self.runtimes.workers(poll, self.settings.core.runtime_prediction),
             demand=poll.demand,
             in_flight=build_in_flight(self.inputs.action_tagged(nodes), poll, state.in_flight,
                                       tag_grace=max(2 * self.settings.poll.scheduler_interval, 120.0),
@@ -195,9 +188,7 @@ class Controller:
             protected_sizes=frozen_map(protected_sizes(self._boot_records, now)),
             cancel_drains=cancels,
             destroyed=frozenset(f.node for f in state.in_flight if f.action == "destroy"),
-            idle_graces=self.idle_memory.for_plan(self.settings.core),
-            reclaim_rates=frozen_map(self.reclaim_memory.rates(self.settings.core, now)),
-            consolidation_backoff=frozen_map(self.consolidation.backoffs(now, self.settings.core.consolidate_backoff)),
+            **self.memories.recall(poll, self.settings.core, now),
         )
 
     def prepare(self, nodes: Sequence[CloudNode], cloud_polled_at: float,
@@ -229,11 +220,7 @@ class Controller:
         plan = self.planner(snap, self.settings.core, self.matrix, estimator=self.estimator,
                             escalation=self.escalation or None)
         protect = self._watch_boots(plan, now)  # a size just entered protected mode: not booted now
-        # a size's idle grace changed: used now
-        graces = self.idle_memory.watch(snap, plan, now, self.matrix, self.settings.core)
-        self.reclaim_memory.observe(plan.nodes, self.settings.core.sizes, now)
-        if self.settings.core.consolidate_backoff:   # the matrix is read only then (a harness may have none)
-            self.consolidation.observe(plan, now, self.matrix.vocabulary.core_state, self.settings.core)
+        graces = self.memories.observe(snap, plan, now, self.matrix, self.settings.core)  # changed: used now
         if protect or graces is not None:
             snap = replace(snap, protected_sizes=frozen_map(protected_sizes(self._boot_records, now)),
                            idle_graces=snap.idle_graces if graces is None else graces)
@@ -262,6 +249,7 @@ class Controller:
                              foreign_nodes=owned.foreign, other_controller=self.other_controller,
                              vocabulary=getattr(self.matrix, "vocabulary", None))
         self.last_report = report
+        self.memories.save(now)
         return report, tasks
 
     def _ownership(self, nodes: Sequence[CloudNode]) -> Ownership:
@@ -362,7 +350,7 @@ class Controller:
         """Log actuator outcomes (one line each) and keep them for the next report."""
         for o in outcomes:
             self._pending_outcomes.append(o)
-            self.steering.observe(o)
+            self.memories.steering.observe(o)
             if o.kind == "destroy" and o.result == "ok":
                 self.inputs.destroyed[o.node] = o.at
             if self.history is not None and o.node in self._decisions.seen:
@@ -374,7 +362,7 @@ class Controller:
     # -- helpers --------------------------------------------------------------------------------
 
     def _tasks(self, snap: Snapshot, plan: Plan) -> list[Task]:
-        steer = self.steering.request(plan, snap, self.settings.core, self.estimator)
+        steer = self.memories.steering.request(plan, snap, self.settings.core, self.estimator)
         tasks = [Task(b) for b in plan.boots] + ([Task(steer)] if steer is not None else [])
         if not plan.items:
             return tasks

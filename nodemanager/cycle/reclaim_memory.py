@@ -3,13 +3,14 @@
 
 Read from each plan's node explanations: a spot node listed and not gone adds the seconds since
 the last cycle to its size's watched time; a node first seen ``reclaimed`` (a notice relayed by
-its worker, or the cloud listing it reclaimed) adds one reclaim. Kept in memory: a restart
-starts again from the configured prior.
+its worker, or the cloud listing it reclaimed) adds one reclaim. :meth:`ReclaimMemory.doc` /
+:meth:`ReclaimMemory.from_doc` are what :class:`nodemanager.cycle.memories.Memories` keeps in the
+state dir, so a restart keeps the learned rates (the time it was down is not counted as watched).
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from nodemanager.core.reclaim import RECLAIMED
 from nodemanager.core.reclaim_rates import Watched, faded, learned_rate, rate_words
@@ -64,3 +65,18 @@ class ReclaimMemory:
             rate = learned_rate(s.interruptions_per_day, settings.reclaim_prior, w)
             out[s.name] = (rate, rate_words(s.interruptions_per_day, w, rate))
         return out
+
+    def doc(self) -> dict[str, Any]:
+        """What was learned, as JSON-ready data (the reclaimed node ids: each is counted once)."""
+        return {"watched": {size: [w.vm_seconds, w.reclaims, w.at] for size, w in self._watched.items()},
+                "reclaimed": list(self._reclaimed)}
+
+    @classmethod
+    def from_doc(cls, doc: Any) -> ReclaimMemory:
+        """The memory :meth:`doc` gave; ValueError (or KeyError, TypeError) when malformed."""
+        memory = cls()
+        for size, (vm_seconds, reclaims, at) in doc["watched"].items():
+            memory._watched[str(size)] = Watched(vm_seconds=float(vm_seconds), reclaims=float(reclaims),
+                                                 at=float(at))
+        memory._reclaimed = {str(n): None for n in doc["reclaimed"][-_KEEP_RECLAIMED:]}
+        return memory

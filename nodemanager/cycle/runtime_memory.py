@@ -4,8 +4,8 @@ finished runtimes per user and job name, and per user, learned from the schedule
 Each poll's ``finished`` jobs (completed since the poll before, as the adapter learns them) are
 remembered; each poll's workers come back with ``predicted_end_times`` set
 (:func:`nodemanager.core.runtime_prediction.predict_ends`). Bounded: :data:`KEEP` runtimes per
-key, the :data:`MAX_KEYS` keys used last. :meth:`RuntimeMemory.save` / :meth:`RuntimeMemory.load`
-keep it as JSON in a state dir (a missing or unreadable file starts empty).
+key, the :data:`MAX_KEYS` keys used last. :meth:`RuntimeMemory.doc` / :meth:`RuntimeMemory.from_doc`
+are what :class:`nodemanager.cycle.memories.Memories` keeps in the state dir.
 
 The estimate each job got the first time it was seen running (a job never seen: the one it
 would have got), and its limit, are compared with its runtime when it finishes:
@@ -14,9 +14,6 @@ would have got), and its limit, are compared with its runtime when it finishes:
 
 from __future__ import annotations
 
-import json
-import logging
-import os
 from collections import OrderedDict, deque
 from dataclasses import replace
 from typing import Any, Iterable, Sequence
@@ -25,14 +22,11 @@ from nodemanager.core.runtime_prediction import Accuracy, accuracy, predict_ends
 from nodemanager.model import FinishedJob, RunningJob, Worker
 from nodemanager.scheduler.port import SchedulerPoll
 
-__all__ = ["RuntimeMemory", "KEEP", "MAX_KEYS", "FILE_NAME"]
-
-log = logging.getLogger(__name__)
+__all__ = ["RuntimeMemory", "KEEP", "MAX_KEYS"]
 
 KEEP = 2
 MAX_KEYS = 100_000
 MAX_RATIOS = 100_000
-FILE_NAME = "runtimes.json"
 
 _Key = tuple[str, str | None]   # (user, job name), None: any name of that user
 
@@ -46,6 +40,7 @@ class RuntimeMemory:
         self._running: dict[str, tuple[RunningJob, float | None]] = {}   # id -> (job, first estimate)
         self._seen: dict[str, tuple[Worker, Worker]] = {}   # name -> (worker polled, worker out)
         self._ratios: deque[tuple[float, float]] = deque(maxlen=MAX_RATIOS)  # (predicted, limit) / actual
+        self.version = 0   # counts the runtimes recorded (the state dir's copy is rewritten when it moved)
 
     def recent(self, user: str, name: str | None) -> Sequence[float]:
         """The remembered runtimes of ``user``'s jobs named ``name`` (None: of any name), oldest first."""
@@ -53,6 +48,7 @@ class RuntimeMemory:
 
     def record(self, user: str, name: str | None, runtime: float) -> None:
         """Remember one finished job's runtime, under its name and under its user."""
+        self.version += 1
         for key in ((user, name), (user, None)) if name is not None else ((user, None),):
             runs = self._runtimes.pop(key, None) or deque(maxlen=self.keep)
             runs.append(runtime)
@@ -121,37 +117,20 @@ class RuntimeMemory:
         and how its limit (the requested time) did."""
         return (accuracy(p for p, _ in self._ratios), accuracy(r for _, r in self._ratios))
 
-    # -- the state dir ----------------------------------------------------------------------------
+    # -- the state dir (:mod:`nodemanager.cycle.memories` writes the file) ------------------------
 
-    def save(self, state_dir: str) -> None:
-        """Write the runtimes to ``state_dir`` (atomically); a failure is logged, not raised."""
-        if not state_dir:
-            return
-        path = os.path.join(state_dir, FILE_NAME)
-        doc = [[user, name, list(runs)] for (user, name), runs in self._runtimes.items()]
-        try:
-            with open(path + ".tmp", "w", encoding="utf-8") as f:
-                json.dump({"runtimes": doc}, f)
-            os.replace(path + ".tmp", path)
-        except OSError as exc:
-            log.warning("runtime prediction: cannot save %s: %s", path, exc)
+    def doc(self) -> dict[str, Any]:
+        """The runtimes as JSON-ready data (the running jobs and the accuracy figures are not kept)."""
+        return {"runtimes": [[user, name, list(runs)] for (user, name), runs in self._runtimes.items()]}
 
     @classmethod
-    def load(cls, state_dir: str, keep: int = KEEP, max_keys: int = MAX_KEYS) -> RuntimeMemory:
-        """The memory saved in ``state_dir``; empty (one warning naming the file) when missing
-        or unreadable."""
+    def from_doc(cls, doc: Any, keep: int = KEEP, max_keys: int = MAX_KEYS) -> RuntimeMemory:
+        """The memory :meth:`doc` gave; ValueError (or KeyError, TypeError) when malformed."""
         memory = cls(keep, max_keys)
-        path = os.path.join(state_dir, FILE_NAME) if state_dir else ""
-        if not path or not os.path.exists(path):
-            return memory
-        try:
-            with open(path, encoding="utf-8") as f:
-                entries: Any = json.load(f)["runtimes"]
-            for user, name, runs in entries:
-                if not isinstance(user, str) or not (name is None or isinstance(name, str)):
-                    raise ValueError(f"bad key {user!r}, {name!r}")
-                memory._runtimes[(user, name)] = deque((float(r) for r in runs), maxlen=keep)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            log.warning("runtime prediction: %s unreadable (%s); starting without history", path, exc)
-            return cls(keep, max_keys)
+        for user, name, runs in doc["runtimes"]:
+            if not isinstance(user, str) or not (name is None or isinstance(name, str)):
+                raise ValueError(f"bad key {user!r}, {name!r}")
+            memory._runtimes[(user, name)] = deque((float(r) for r in runs), maxlen=keep)
+        while len(memory._runtimes) > max_keys:
+            memory._runtimes.popitem(last=False)
         return memory

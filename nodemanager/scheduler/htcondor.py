@@ -6,7 +6,8 @@ the drain transaction's pure parts (reason, check expression, "is this drain our
 :mod:`~nodemanager.scheduler.htcondor_drain`. Everything else here is plain Python on plain dict ads.
 
 Per cycle, :meth:`HTCondorScheduler.poll` makes **one** collector query of partitionable-slot ads
-(with a projection) and one idle-job query per schedd, and reads each ad once (linear in startds +
+(with a projection; with runtime prediction on, the claimed dynamic slots too, see
+:mod:`~nodemanager.scheduler.htcondor_running`) and one idle-job query per schedd, and reads each ad once (linear in startds +
 jobs).
 
 Hostile or broken values in ads (``RequestMemory = real("INF")``, ``Cpus = undefined``): see
@@ -22,9 +23,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from nodemanager.model import Size, Worker
+from nodemanager.model import FinishedJob, Size, Worker
 from nodemanager.scheduler.draining_stats import DrainingStats, DrainingStatsRecorder
 from nodemanager.scheduler.port import DRAIN_REASON_PREFIX, SchedulerError, SchedulerPoll
 from nodemanager.scheduler.htcondor_ads import (JOB_ATTRIBUTES, demand_from_jobs, machine_ad,
@@ -32,7 +34,12 @@ from nodemanager.scheduler.htcondor_ads import (JOB_ATTRIBUTES, demand_from_jobs
 from nodemanager.scheduler.htcondor_attributes import (DEFAULT_CONSTRAINT, PILOT_ATTRIBUTES,
                                                        SLOT_ATTRIBUTES)
 from nodemanager.scheduler.htcondor_bindings import Bindings, Htcondor2Bindings, plain_ad
+from nodemanager.scheduler.htcondor_history import (HISTORY_ATTRIBUTES, finished_from_history,
+                                                    history_constraint, history_stop)
+from nodemanager.scheduler.finished_window import FinishedWindow
 from nodemanager.scheduler.htcondor_match import WALLTIME_ATTRIBUTE, HTCondorMatcher
+from nodemanager.scheduler.htcondor_running import (RUNNING_ATTRIBUTES, is_dynamic, running_by_machine,
+                                                    slot_counts, with_dynamic_slots)
 from nodemanager.scheduler.htcondor_steer import HTCondorSteering
 from nodemanager.scheduler.htcondor_transaction import DrainTransaction
 from nodemanager.scheduler.htcondor_drain import DRAIN_TIMEOUT
@@ -69,8 +76,12 @@ class HTCondorScheduler(DrainTransaction):
                  start_expr: str = "false", slack: float = 1200.0, badput_factor: float = 1.25,
                  drain_timeout: float = DRAIN_TIMEOUT, extra_check: str | None = None,
                  sizes: Sequence[Size] = (), machine_start: str | None = None,
-                 walltime_attribute: str = WALLTIME_ATTRIBUTE) -> None:
+                 walltime_attribute: str = WALLTIME_ATTRIBUTE, finished_limit: int = 0) -> None:
         self.name = name
+        # runtime prediction: jobs completed since the last poll, from the schedds' history (0: not read)
+        self.finished_limit = finished_limit
+        self.walltime_attribute = walltime_attribute
+        self._finished_window: FinishedWindow | None = None
         # with sizes, each idle job is matched to the sizes that can run it
         self.matcher = HTCondorMatcher(sizes, machine_start, walltime_attribute) if sizes else None
         self._b = bindings
@@ -83,6 +94,8 @@ class HTCondorScheduler(DrainTransaction):
         for a in (id_attribute, *extra_attributes):
             if a not in attrs:
                 attrs.append(a)
+        if finished_limit > 0:   # runtime prediction: the dynamic slots' jobs too (htcondor_running)
+            attrs += [a for a in (*RUNNING_ATTRIBUTES, walltime_attribute) if a not in attrs]
         self.projection: tuple[str, ...] = tuple(attrs)
         self.reason_tag = reason_tag
         self.start_expr = start_expr
@@ -101,14 +114,16 @@ class HTCondorScheduler(DrainTransaction):
 
     @classmethod
     def from_settings(cls, settings: SchedulerSettings, *, clock: Callable[[], float] = time.time,
-                      bindings: Bindings | None = None, sizes: Sequence[Size] = ()) -> "HTCondorScheduler":
+                      bindings: Bindings | None = None, sizes: Sequence[Size] = (),
+                      finished_limit: int = 0) -> "HTCondorScheduler":
         """The adapter for ``[Scheduler] type = htcondor``: ``collector`` (host[:port]; default the
         configured COLLECTOR_HOST), ``schedd`` (comma-separated names; default every schedd),
         ``cloud_id_attribute`` (default CloudInstanceID), ``constraint`` (which startds are ours),
         ``query_timeout`` (seconds, sets QUERY_TIMEOUT), ``drain_check`` (an extra ClassAd
         expression ANDed with the drain's check expression), ``machine_start`` (the execute
         nodes' START, for matching idle jobs to ``sizes``), ``walltime_attribute`` (the job
-        attribute holding its requested walltime in seconds; default AllowedJobDuration)."""
+        attribute holding its requested walltime in seconds; default AllowedJobDuration).
+        ``finished_limit``: how many completed jobs a poll reads from the history (0: none)."""
         o = settings.options
         if bindings is None:
             schedds = [s.strip() for s in o.get("schedd", "").split(",") if s.strip()]
@@ -121,14 +136,16 @@ class HTCondorScheduler(DrainTransaction):
         return cls(bindings, clock=clock, id_attribute=o.get("cloud_id_attribute") or "CloudInstanceID",
                    constraint=o.get("constraint") or DEFAULT_CONSTRAINT, extra_check=extra_check,
                    sizes=sizes, machine_start=(o.get("machine_start") or "").strip() or None,
-                   walltime_attribute=(o.get("walltime_attribute") or "").strip() or WALLTIME_ATTRIBUTE)
+                   walltime_attribute=(o.get("walltime_attribute") or "").strip() or WALLTIME_ATTRIBUTE,
+                   finished_limit=finished_limit)
 
     # ---------------------------------------------------------------- poll
 
     def poll(self) -> SchedulerPoll:
         now = self._clock()
         try:
-            raw = self._b.query_slots(self.constraint, self.projection)
+            constraint = with_dynamic_slots(self.constraint) if self.finished_limit > 0 else self.constraint
+            raw = self._b.query_slots(constraint, self.projection)
         except self._b.error_types as exc:
             raise SchedulerError(f"collector query failed: {exc}") from None
         problems: list[RecordProblem] = []
@@ -138,7 +155,22 @@ class HTCondorScheduler(DrainTransaction):
         else:
             demand = self.matcher.demand_from(self._idle_jobs, problems)
         self.problem_log.report(problems)
-        return SchedulerPoll(workers=workers, demand=demand, polled_at=now, problems=tuple(problems))
+        finished = self._finished(now) if self.finished_limit > 0 else ()
+        return SchedulerPoll(workers=workers, demand=demand, polled_at=now, problems=tuple(problems),
+                             finished=finished)
+
+    def _finished(self, now: float) -> tuple[FinishedJob, ...]:
+        """The jobs completed since the last poll (a history that cannot be read: none, one line)."""
+        if self._finished_window is None:
+            self._finished_window = FinishedWindow(now)
+        since = self._finished_window.since
+        try:
+            ads = self._b.query_history(history_constraint(since), HISTORY_ATTRIBUTES, self.finished_limit,
+                                        history_stop(since))
+        except self._b.error_types as exc:
+            log.warning("htcondor: schedd history query failed (%s); no finished runtimes learned this poll", exc)
+            return ()
+        return self._finished_window.new(finished_from_history(ads, self.walltime_attribute), self.finished_limit)
 
     def _idle_jobs(self, projection: Sequence[str]) -> list[Mapping[str, Any]]:
         try:
@@ -152,8 +184,10 @@ class HTCondorScheduler(DrainTransaction):
         :func:`~nodemanager.scheduler.htcondor_ads.machine_ad`), then :meth:`observe` them. An ad
         without a name is logged and skipped; unusable counts are appended to ``problems`` (the
         worker is kept, see :func:`worker_from_ad`); an ad that cannot be read at all is a
-        SchedulerError."""
+        SchedulerError. With runtime prediction on, dynamic slots' ads name the workers' running
+        jobs (``Worker.jobs``) instead."""
         machines: dict[str, list[dict[str, Any]]] = {}
+        dslots: list[tuple[str, dict[str, Any]]] = []
         bad: dict[str, list[RecordProblem]] = {}
         for r in raw:
             slot = "?"
@@ -166,9 +200,15 @@ class HTCondorScheduler(DrainTransaction):
                                      node=slot) from exc
             machine = ad.get("Machine")
             key = machine if isinstance(machine, str) and machine else slot.split("@", 1)[-1]
+            if self.finished_limit > 0 and is_dynamic(ad):
+                dslots.append((key, ad))
+                continue
             machines.setdefault(key, []).append(ad)
             if found:
                 bad.setdefault(key, []).extend(found)
+        running = running_by_machine(dslots, {k: slot_counts(ads) for k, ads in machines.items()},
+                                     self.walltime_attribute, problems if problems is not None else []
+                                     ) if dslots else {}
         workers: list[Worker] = []
         for key, ads in machines.items():
             found = bad.get(key, [])
@@ -183,7 +223,7 @@ class HTCondorScheduler(DrainTransaction):
                                      node=key) from exc
             if problems is not None:
                 problems.extend(found)
-            workers.append(w)
+            workers.append(replace(w, jobs=running[key]) if key in running else w)
         out = tuple(workers)
         self.observe(out)
         return out

@@ -32,6 +32,11 @@ class Bindings(Protocol):
     def query_idle_jobs(self, projection: Sequence[str]) -> list[Mapping[str, Any]]:
         """The idle jobs of the pool's schedds, without what differs per reply (``PER_REPLY``)."""
 
+    def query_history(self, constraint: str, projection: Sequence[str], match: int,
+                      stop: str) -> list[Mapping[str, Any]]:
+        """The newest ``match`` history ads of each schedd matching ``constraint``, read back from the
+        newest until an ad matching ``stop``."""
+
     def drain_jobs(self, location: Mapping[str, Any], schedule: str, check_expr: str, start_expr: str,
                    reason: str) -> str:
         """``Startd.drainJobs`` with ``CompletionType.Nothing``; returns the request id."""
@@ -86,15 +91,23 @@ class Htcondor2Bindings:
         htc = self._htc
         return htc.Collector(self._location(location)).query(htc.AdType.Startd, None, list(projection))
 
-    def query_idle_jobs(self, projection: Sequence[str]) -> list[Any]:
+    def _schedds_located(self) -> list[Any]:
         htc = self._htc
         collector = htc.Collector(self._pool)
         if self._schedds:
-            locations = [collector.locate(htc.DaemonType.Schedd, name) for name in self._schedds]
-        else:
-            locations = collector.locateAll(htc.DaemonType.Schedd)
+            return [collector.locate(htc.DaemonType.Schedd, name) for name in self._schedds]
+        return list(collector.locateAll(htc.DaemonType.Schedd))
+
+    def query_history(self, constraint: str, projection: Sequence[str], match: int, stop: str) -> list[Any]:
+        htc = self._htc
+        return [ad for loc in self._schedds_located() if loc is not None
+                for ad in htc.Schedd(loc).history(constraint=constraint, projection=list(projection),
+                                                  match=match, since=stop)]
+
+    def query_idle_jobs(self, projection: Sequence[str]) -> list[Any]:
+        htc = self._htc
         jobs: list[Any] = []
-        for loc in locations:
+        for loc in self._schedds_located():
             if loc is not None:
                 for ad in htc.Schedd(loc).query(constraint=IDLE_JOBS, projection=list(projection)):
                     for key in PER_REPLY:

@@ -39,11 +39,13 @@ import time
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
-from nodemanager.model import JobOwner, Size, Worker
+from nodemanager.model import FinishedJob, JobOwner, Size, Worker
 from nodemanager.configuration.settings import SchedulerSettings
 from nodemanager.scheduler.port import (DRAIN_REASON_PREFIX, Confirmation, DrainRefused, DrainSchedule,
                                         DrainTicket, SchedulerError, SchedulerPoll)
+from nodemanager.scheduler.finished_window import FinishedWindow
 from nodemanager.scheduler.records import ProblemLog
+from nodemanager.scheduler.slurm_finished import finished_jobs
 from nodemanager.scheduler.slurm_classify import classify_node
 from nodemanager.scheduler.slurm_commands import run_command, run_json
 from nodemanager.scheduler.slurm_demand import DEMAND_REASONS, demand_from_jobs
@@ -54,6 +56,7 @@ from nodemanager.scheduler.slurm_steer import SlurmSteering
 from nodemanager.scheduler.slurm_rejected import RejectedNodes
 from nodemanager.scheduler.slurm_poll import Track as _Track
 from nodemanager.scheduler.slurm_poll import jobs_by_node as _jobs_by_node
+from nodemanager.scheduler.slurm_poll import running_jobs
 from nodemanager.scheduler.slurm_json import (RecordError, SlurmJob,
                                               SlurmNode, cloud_id_of, drain_reason,
                                               parse_jobs, parse_nodes, request_id_of)
@@ -74,8 +77,12 @@ class SlurmScheduler(DrainStatistics):
     name = "slurm"
 
     def __init__(self, options: SlurmOptions | None = None, *, clock: Callable[[], float] = time.time,
-                 demand_reasons: frozenset[str] = DEMAND_REASONS, sizes: Sequence[Size] = ()) -> None:
+                 demand_reasons: frozenset[str] = DEMAND_REASONS, sizes: Sequence[Size] = (),
+                 finished_limit: int = 0) -> None:
         self.options = options or SlurmOptions()
+        # runtime prediction: jobs completed since the last poll, from squeue's completed records (0: none)
+        self.finished_limit = finished_limit
+        self._finished_window: FinishedWindow | None = None
         self.sizes = tuple(sizes)  # with sizes, pending jobs are matched to those that can run them
         self._clock = clock
         self._demand_reasons = demand_reasons
@@ -96,16 +103,17 @@ class SlurmScheduler(DrainStatistics):
 
     @classmethod
     def from_settings(cls, settings: SchedulerSettings, *, clock: Callable[[], float] = time.time,
-                      source: str = "config", sizes: Sequence[Size] = ()) -> "SlurmScheduler":
+                      source: str = "config", sizes: Sequence[Size] = (),
+                      finished_limit: int = 0) -> "SlurmScheduler":
         """Build from ``[Scheduler]`` options; a bad value raises ConfigError naming ``source``,
-        section and option."""
+        section and option. ``finished_limit``: completed jobs a poll reports at most (0: none)."""
         from nodemanager.configuration.config import ConfigError, Problem
 
         try:
             options = SlurmOptions.from_mapping(settings.options)
         except OptionError as exc:
             raise ConfigError([Problem(source, None, "Scheduler", exc.option, exc.message)]) from None
-        return cls(options, clock=clock, sizes=sizes)
+        return cls(options, clock=clock, sizes=sizes, finished_limit=finished_limit)
 
     # ------------------------------------------------------------------ commands
     def _run(self, args: Sequence[str], *, node: str | None = None) -> str:
@@ -129,8 +137,16 @@ class SlurmScheduler(DrainStatistics):
         parts = self.options.partitions
         if parts:
             nodes = [n for n in nodes if set(n.partitions) & parts]
+        # running jobs are named, and finished ones read, only for runtime prediction
+        named, name_errors = running_jobs(jobs) if self.finished_limit > 0 else ({}, [])
         return _State(nodes={n.name: n for n in nodes}, jobs=tuple(jobs),
-                      errors=tuple(node_errors + job_errors), at=at, by_node=_jobs_by_node(jobs))
+                      errors=tuple(node_errors + job_errors + name_errors), at=at, by_node=_jobs_by_node(jobs),
+                      finished=self._finished(job_doc, at) if self.finished_limit > 0 else (), named=named)
+
+    def _finished(self, job_doc: Any, at: float) -> tuple[FinishedJob, ...]:
+        if self._finished_window is None:
+            self._finished_window = FinishedWindow(at)
+        return self._finished_window.new(finished_jobs(job_doc), self.finished_limit)
 
     def _scontrol_update(self, name: str, *settings: str) -> None:
         self._run(["scontrol", "update", f"NodeName={name}", *settings], node=name)
@@ -144,7 +160,8 @@ class SlurmScheduler(DrainStatistics):
         workers += self._rejected.workers(state.nodes)  # refused nodes sinfo hides, with SLURM's reason
         self._sample(state)
         demand = demand_from_jobs(state.jobs, self.options.partitions, self._demand_reasons, self.sizes)
-        return SchedulerPoll(workers=workers, demand=demand, polled_at=state.at, problems=state.errors)
+        return SchedulerPoll(workers=workers, demand=demand, polled_at=state.at, problems=state.errors,
+                             finished=state.finished)
 
     def _worker(self, node: SlurmNode, state: _State) -> Worker:
         jobs = state.jobs_on(node.name)
@@ -178,6 +195,7 @@ class SlurmScheduler(DrainStatistics):
             running_jobs=len(jobs),
             job_end_times=tuple(sorted(j.end_time for j in jobs if j.end_time)),
             jobs_by=tuple(JobOwner(j.user, j.account, max(j.cpus // max(len(j.nodes), 1), 1)) for j in jobs),
+            jobs=state.named_on(node.name),
             retirement_end=float("inf"),  # a SLURM drain never evicts: jobs run to their time limits
             draining=node.draining,
             drain_reason=node.reason or None,

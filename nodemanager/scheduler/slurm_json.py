@@ -113,9 +113,10 @@ class SlurmJob:
     features: str = ""              # pending: the --constraint expression
     gres: str = ""                  # pending: GRES per node (gres:gpu:1), from --gres, --gpus or --gpus-per-task
     exclusive: bool = False         # pending: --exclusive (a whole node)
-    walltime: float | None = None   # pending: --time in seconds (None: none or INFINITE)
+    walltime: float | None = None   # --time in seconds (None: none or INFINITE)
     user: str = ""                  # running: user_name (who spent what)
     account: str = ""               # running: the SLURM account
+    name: str = ""                  # running: the job name (runtime prediction's key)
 
 
 # ------------------------------------------------------------------ reasons
@@ -353,12 +354,12 @@ def _job(rec: Mapping[str, Any], job_id: int, r: _Reader) -> SlurmJob | None:
             r.problem("nodes", str(exc), "unreadable")
             nodes = ()
         # no limit: absent, infinite, or SLURM's NO_VAL/INFINITE integers (end_time is then start + 1 year)
-        limited = _time_limit(rec) is not None
-        end = r.number("end_time") if limited else None
+        limit = _time_limit(rec)
+        end = r.number("end_time") if limit is not None else None
         # positional: this runs for every running job every poll
         return SlurmJob(job_id, state, nodes, cpus, node_count, None, None, "None", "", r.number("start_time"),
-                        end, 0.0, bool(rec.get("requeue", True)), 1, len(errors) == before,
-                        user=r.text("user_name"), account=r.text("account"))
+                        end, 0.0, bool(rec.get("requeue", True)), 1, len(errors) == before, "", "", False,
+                        limit, r.text("user_name"), r.text("account"), r.text("name"))
     array_text = r.text("array_task_string")
     tasks = 1
     if array_text and rec.get("array_task_id") is None:

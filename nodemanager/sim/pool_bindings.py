@@ -59,6 +59,11 @@ class PoolBindings:
                  **({"Requirements": j.requirements} if j.requirements else {})}
                 for _, j in self._pool._idle_jobs()]
 
+    def query_history(self, constraint: str, projection: Sequence[str], match: int,
+                      stop: str) -> list[Mapping[str, Any]]:
+        """No history: the pool reports its finished jobs in its poll (``SchedulerPoll.finished``)."""
+        return []
+
     def drain_jobs(self, location: Mapping[str, Any], schedule: str, check_expr: str, start_expr: str,
                    reason: str) -> str:
         st = self._startd(location, "Startd failed to start draining jobs.")
