@@ -182,7 +182,7 @@ class Controller:
             polled_at={"cloud": cloud_polled_at, "scheduler": poll.polled_at},
             cloud_nodes=tuple(nodes),
             workers=self.runtimes.workers(poll, self.settings.core.runtime_prediction),
-            demand=poll.demand,
+            demand=self.runtimes.demand(poll.demand, self.settings.core.runtime_prediction),
             in_flight=build_in_flight(self.inputs.action_tagged(nodes), poll, state.in_flight,
                                       tag_grace=max(2 * self.settings.poll.scheduler_interval, 120.0),
                                       listed=nodes),
