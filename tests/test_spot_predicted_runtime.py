@@ -82,3 +82,24 @@ def test_simulate_runs_the_short_users_jobs_on_spot_and_the_long_users_on_demand
     assert run["jobs_killed_by"]["by_us"] == 0 and run["jobs_submitted"] == len(jobs), run
     hours = {row["size"]: row["node_hours"] for row in run["spend"]}
     assert 0 < hours.get("sim8-spot", 0) < 60 and hours["sim8"] >= 6 * 60, hours
+
+
+def test_groups_alike_but_for_their_user_merge_and_with_prediction_off_the_demand_passes_as_polled():
+    from nodemanager.cycle.runtime_memory import RuntimeMemory
+    from nodemanager.model import Demand
+
+    memory = RuntimeMemory()
+    memory.record("ann", "sim", 400.0)
+    memory.record("bob", "fit", 500.0)
+    memory.record("cat", "fit", 40 * HOUR)
+    polled = (Demand(cpus=8, count=2, walltime=72 * HOUR, user="ann", name="sim", oldest_submit=NOW),
+              Demand(cpus=8, count=3, walltime=72 * HOUR, user="bob", name="other", oldest_submit=NOW - 60),
+              Demand(cpus=8, count=1, walltime=72 * HOUR, user="cat", name="fit"),
+              Demand(cpus=8, count=4, walltime=72 * HOUR, user="dan", name="new"))
+    assert memory.demand(polled, "off") == polled
+    out = memory.demand(polled, "recent")
+    # ann's and bob's (bob's by his other job name) run minutes: one group at the 15-minute bucket;
+    # cat's 40 hours (the 64-hour bucket); dan has no history: his requested time's bucket
+    assert [(d.count, d.runtime, d.user, d.oldest_submit) for d in out] == [
+        (5, 900.0, None, NOW - 60), (1, 64 * HOUR, None, None), (4, 128 * HOUR, None, None)]
+    assert all(d.walltime == 72 * HOUR for d in out)
