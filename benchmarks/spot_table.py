@@ -1,10 +1,12 @@
 """Spot capacity's table: a workload on on-demand only against a spot copy of the size at 0.3 of
 its price, at several reclaim rates; with ``--told R0`` the spot sizes are configured with R0
-reclaims per VM-day while the market has each rate of ``--rates`` (the controller must learn it).
-Prints one markdown row per run.
+reclaims per VM-day while the market has each rate of ``--rates`` (the controller must learn it);
+with ``--spot-config INI`` the spot runs read that configuration (e.g. ``[Daemon]
+runtime_prediction = recent``) under the on-demand run's node cap. Prints one markdown row per run.
 
     python benchmarks/spot_table.py [--trace PATH] [--days 30] [--factor 0.3]
-                                    [--rates 0,0.0017,0.0073,0.05,0.2] [--told R0] [-- more simulate flags]
+                                    [--rates 0,0.0017,0.0073,0.05,0.2] [--told R0] [--spot-config INI]
+                                    [-- more simulate flags]
 
 Badput is the core-hours of work the reclaims threw away, as a share of the work bound (the
 jobs' own core-hours); turnaround is completion minus submit of each trace job, re-runs included.
@@ -19,12 +21,14 @@ import subprocess
 import sys
 
 
-def replay(trace: str, days: str, *flags: str) -> dict:
+def replay(trace: str, days: str, *flags: str) -> tuple[dict, int]:
+    """The run's figures and its node cap."""
     cmd = [sys.executable, "-m", "nodemanager", "simulate", "--trace", trace, "--jobs", "1", "--json",
            *(("--days", days) if days else ()), *flags]
     done = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    [run] = json.loads(done.stdout)["runs"]
-    return run
+    doc = json.loads(done.stdout)
+    [run] = doc["runs"]
+    return run, doc["max_nodes"]
 
 
 def main() -> int:
@@ -34,9 +38,11 @@ def main() -> int:
     p.add_argument("--factor", default="0.3")
     p.add_argument("--rates", default="0,0.0017,0.0073,0.05,0.2")
     p.add_argument("--told", help="the reclaims per VM-day the spot sizes are configured with")
+    p.add_argument("--spot-config", help="the configuration the spot runs read (with the on-demand run's node cap)")
     p.add_argument("more", nargs="*", help="more simulate flags (after --)")
     args = p.parse_args()
-    base = replay(args.trace, args.days, *args.more)
+    base, cap = replay(args.trace, args.days, *args.more)
+    config = ("--config", args.spot_config, "--max-nodes", str(cap)) if args.spot_config else ()
     print("| run | money | / on-demand | paid nh | reclaims | killed by reclaim | killed by us "
           "| reclaim badput ch | % of work | p95 wait s | p95 turnaround h | wall s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -44,7 +50,7 @@ def main() -> int:
     runs = [("on-demand only", base)] + [
         (f"spot x{args.factor}, {rate}/VM-day" + (f" (configured {args.told})" if args.told else ""),
          replay(args.trace, args.days, "--spot-price-factor", args.factor, "--spot-interruptions-per-day", rate,
-                *told, *args.more))
+                *told, *config, *args.more)[0])
         for rate in args.rates.split(",")]
     for name, r in runs:
         work = r["lower_bound_work_node_hours"] * r["cores_per_node"]  # the jobs' own core-hours

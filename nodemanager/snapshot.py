@@ -13,7 +13,7 @@ The format (documented with an example in ``docs/plan.md``)::
                   "jobs"?: [...], "predicted_end_times"?: [E]}],   (see nodemanager.snapshot_jobs)
      "demand": [{"cpus": N, "ram_mb": N, "count": N, "scratch_mb"?: N, "size"?: S,
                  "oldest_submit"?: E, "walltime"?: N, "gpus"?: N, "requirements"?: S, "features"?: S,
-                 "partition"?: S, "sizes"?: [S], "unmatched"?: S}],
+                 "partition"?: S, "sizes"?: [S], "unmatched"?: S, "user"?: S, "name"?: S, "runtime"?: N}],
      "in_flight": [{"node": S, "action": "drain"|"destroy"|"boot"|"cancel_drain", "since": E,
                     "size"?: S, "request_id"?: S}],
      "held"?: [S], "forced_drains"?: [S], "paused"?: S, "quota"?: N, "blocked_sizes"?: [S], "unconfirmed"?: [S],
@@ -127,14 +127,16 @@ def _worker(v: Any, path: str) -> Worker:
 
 def _demand(v: Any, path: str) -> Demand:
     f = _Fields(v, path, ("cpus", "ram_mb", "count", "scratch_mb", "size", "oldest_submit",
-                          "walltime", "gpus", "requirements", "features", "partition", "sizes", "unmatched"))
+                          "walltime", "gpus", "requirements", "features", "partition", "sizes", "unmatched",
+                          "user", "name", "runtime"))
     return Demand(cpus=f.opt("cpus", lambda x, p: _int(x, p, 1), 1),
                   ram_mb=f.opt("ram_mb", _int, 0), count=f.opt("count", _int, 1),
                   scratch_mb=f.opt("scratch_mb", _int, 0), size=f.opt("size", _str),
                   oldest_submit=f.opt("oldest_submit", _number), walltime=f.opt("walltime", _number),
                   gpus=f.opt("gpus", _int, 0), requirements=f.opt("requirements", _str),
                   features=f.opt("features", _str), partition=f.opt("partition", _str),
-                  sizes=f.opt("sizes", _strings), unmatched=f.opt("unmatched", _str))
+                  sizes=f.opt("sizes", _strings), unmatched=f.opt("unmatched", _str),
+                  user=f.opt("user", _str), name=f.opt("name", _str), runtime=f.opt("runtime", _number))
 
 
 def match_sizes(s: Snapshot, sizes: Sequence[Size], scheduler: str, source: str = "") -> Snapshot:
@@ -322,7 +324,8 @@ def to_json(s: Snapshot) -> dict[str, Any]:
             "size": d.size, "oldest_submit": d.oldest_submit, "walltime": d.walltime, "gpus": d.gpus,
             "requirements": d.requirements, "features": d.features, "partition": d.partition,
             "sizes": sorted(d.sizes) if d.sizes is not None else None,
-            "unmatched": d.unmatched}, {"scratch_mb": 0, "gpus": 0})
+            "unmatched": d.unmatched, "user": d.user, "name": d.name, "runtime": d.runtime},
+            {"scratch_mb": 0, "gpus": 0})
             for d in s.demand],
         "in_flight": [_drop_defaults({
             "node": f.node, "action": f.action, "since": f.since, "size": f.size,

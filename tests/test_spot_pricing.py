@@ -97,7 +97,7 @@ def test_a_spot_capacity_error_falls_back_to_on_demand_next_cycle():
 
 
 def test_walltimes_round_up_to_a_doubling_bucket_and_none_stays_none():
-    from nodemanager.scheduler.walltime import WALLTIME_BUCKETS, walltime_bucket
+    from nodemanager.core.walltime import WALLTIME_BUCKETS, walltime_bucket
 
     assert [walltime_bucket(s) for s in (None, 0, -5, float("inf"), 1, 900, 901, 3600, 172800)] == [
         None, None, None, None, 900.0, 900.0, 1800.0, 3600.0, 230400.0]

@@ -20,6 +20,7 @@ from nodemanager.core.boot_room import PROBE, SIZE_MAX, BootRoom
 from nodemanager.core.classify import foreign_drain
 from nodemanager.core.plan_node import Decision
 from nodemanager.core.pricing import expected_price, reclaim_rate, spot_limits, spot_words
+from nodemanager.core.demand_runtime import priced_time
 from nodemanager.core.reclaim import RECLAIMED
 from nodemanager.core.warm import WarmCount, count_warm
 from nodemanager.core.size_choice import demand_signature, eligible, fits, per_node, pick
@@ -237,10 +238,10 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
         elif owner is not None and owner not in needed:
             needed[owner] = f"queued jobs need it ({k} job(s) of {d.cpus} cpus, {d.ram_mb} MB fit here)"
 
-    # the most constrained first (GPUs, then few eligible sizes, then long walltimes: a short job
+    # the most constrained first (GPUs, then few eligible sizes, then long runtimes: a short job
     # may fill a new on-demand node's spare cores, a long one must not fill a new spot node's)
     demand = sorted((d for d in snapshot.demand if d.count > 0),
-                    key=lambda d: (-d.gpus, d.sizes is None, len(d.sizes or ()), -(d.walltime or 0.0), -d.cpus,
+                    key=lambda d: (-d.gpus, d.sizes is None, len(d.sizes or ()), -(priced_time(d) or 0.0), -d.cpus,
                                    -d.ram_mb, d.size or "", d.scratch_mb, d.count,
                                    d.oldest_submit or 0.0, sorted(d.sizes or ())))
     for d in demand:
@@ -252,7 +253,8 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
             continue
         want = _size_name(sizes, d.size)
         allowed = eligible(d, want)
-        too_long = {n for n, limit in limits.items() if d.walltime is not None and d.walltime > limit}
+        runs_for = priced_time(d)   # seconds: predicted, else requested
+        too_long = {n for n, limit in limits.items() if runs_for is not None and runs_for > limit}
         if too_long:   # a spot market whose reclaims would re-run too much of these jobs
             allowed = (allowed if allowed is not None else frozenset(sizes)) - too_long
         left = d.count
@@ -277,7 +279,7 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
             continue
         while left > 0:
             best, need = pick(choices, left, d, scaling,
-                              lambda s: expected_price(s, d.walltime, settings.reclaim_penalty, rates[s.name]))
+                              lambda s: expected_price(s, runs_for, settings.reclaim_penalty, rates[s.name]))
             per = max(per_node(best, d, scaling), 1)
             got, cause, kind = room.boot(best, need)
             if got:

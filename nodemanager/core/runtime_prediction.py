@@ -22,7 +22,7 @@ from typing import Callable, Iterable, Sequence
 
 from nodemanager.model import RunningJob, Worker
 
-__all__ = ["RECENT", "Recent", "predict_runtime", "predict_ends", "expected_end_times", "Accuracy",
+__all__ = ["RECENT", "Recent", "recent_runtimes", "predict_runtime", "predict_ends", "expected_end_times", "Accuracy",
            "accuracy"]
 
 RECENT = 2
@@ -44,12 +44,14 @@ def predict_runtime(recent: Sequence[float], limit: float | None) -> float | Non
     return min(guess, limit) if limit is not None else guess
 
 
-def _recent(recent: Recent, job: RunningJob) -> Sequence[float]:
-    if job.name is not None:
-        same = recent(job.user, job.name)
+def recent_runtimes(recent: Recent, user: str, name: str | None) -> Sequence[float]:
+    """The recent runtimes a job of ``user`` named ``name`` is predicted from: of that user's jobs
+    of that name, else of any of that user's jobs."""
+    if name is not None:
+        same = recent(user, name)
         if same:
             return same
-    return recent(job.user, None)
+    return recent(user, None)
 
 
 def predict_ends(worker: Worker, recent: Recent) -> tuple[float, ...]:
@@ -57,7 +59,7 @@ def predict_ends(worker: Worker, recent: Recent) -> tuple[float, ...]:
     it names none or a job has no prediction (then the scheduler's end times stand)."""
     ends = []
     for job in worker.jobs:
-        runtime = predict_runtime(_recent(recent, job), job.limit)
+        runtime = predict_runtime(recent_runtimes(recent, job.user, job.name), job.limit)
         if runtime is None:
             return ()
         ends.append(job.start + runtime)

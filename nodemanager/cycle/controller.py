@@ -175,7 +175,6 @@ class Controller:
             now=now,
             polled_at={"cloud": cloud_polled_at, "scheduler": poll.polled_at},
             cloud_nodes=tuple(nodes),
-            demand=poll.demand,
             in_flight=build_in_flight(self.inputs.action_tagged(nodes), poll, state.in_flight,
                                       tag_grace=max(2 * self.settings.poll.scheduler_interval, 120.0),
                                       listed=nodes),

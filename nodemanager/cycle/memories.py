@@ -82,9 +82,11 @@ class Memories:
     # -- the cycle --------------------------------------------------------------------------------
 
     def recall(self, poll: SchedulerPoll, core: CoreSettings, now: float) -> dict[str, Any]:
-        """The snapshot's fields the memories give: the workers (with predicted ends when runtime
-        prediction is on), each size's idle grace, the reclaim rates and the consolidation back-off."""
+        """The snapshot's fields the memories give: the workers and the demand (with predicted ends and
+        runtimes when runtime prediction is on), each size's idle grace, the reclaim rates and the
+        consolidation back-off."""
         return {"workers": self.runtimes.workers(poll, core.runtime_prediction),
+                "demand": self.runtimes.demand(poll.demand, core.runtime_prediction),
                 "idle_graces": self.idle.for_plan(core),
                 "reclaim_rates": frozen_map(self.reclaim.rates(core, now)),
                 "consolidation_backoff": frozen_map(self.consolidation.backoffs(now, core.consolidate_backoff))}

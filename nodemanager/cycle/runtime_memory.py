@@ -18,8 +18,9 @@ from collections import OrderedDict, deque
 from dataclasses import replace
 from typing import Any, Iterable, Sequence
 
+from nodemanager.core.demand_runtime import predicted_demand
 from nodemanager.core.runtime_prediction import Accuracy, accuracy, predict_ends, predict_runtime
-from nodemanager.model import FinishedJob, RunningJob, Worker
+from nodemanager.model import Demand, FinishedJob, RunningJob, Worker
 from nodemanager.scheduler.port import SchedulerPoll
 
 __all__ = ["RuntimeMemory", "KEEP", "MAX_KEYS"]
@@ -63,6 +64,12 @@ class RuntimeMemory:
             return poll.workers
         self.learn(poll.finished)
         return self.observe(poll.workers)
+
+    def demand(self, demand: tuple[Demand, ...], mode: str) -> tuple[Demand, ...]:
+        """The queued demand as the size choice prices it: with predicted runtimes when ``mode``
+        is ``recent`` (:func:`nodemanager.core.demand_runtime.predicted_demand`), else as polled.
+        Reads what :meth:`workers` learned from the same poll, so call it after."""
+        return demand if mode == "off" else predicted_demand(demand, self._recent_of)
 
     def learn(self, finished: Iterable[FinishedJob]) -> None:
         """Remember completed jobs, and how their estimates compared with their runtimes."""

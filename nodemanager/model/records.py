@@ -234,6 +234,13 @@ class Demand:
     unmatched: str | None = None
     # how long the jobs asked to run, seconds (None: the scheduler gave no walltime)
     walltime: float | None = None
+    # whose jobs these are and their job name, when the scheduler groups its demand by them (the
+    # key runtime prediction looks up; None: jobs of several users or names)
+    user: str | None = None
+    name: str | None = None
+    # how long the jobs are predicted to run, seconds, rounded up to a walltime bucket (set by
+    # nodemanager.core.demand_runtime; None: priced by ``walltime``)
+    runtime: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

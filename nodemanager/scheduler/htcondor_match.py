@@ -35,7 +35,7 @@ from nodemanager.scheduler.htcondor_sizes import (WITHIN_RESOURCE_LIMITS, Refusa
                                                   size_ad)
 from nodemanager.scheduler.port import SchedulerError
 from nodemanager.scheduler.records import RecordProblem
-from nodemanager.scheduler.walltime import walltime_bucket
+from nodemanager.core.walltime import walltime_bucket
 
 __all__ = ["WALLTIME_ATTRIBUTE", "MATCH_ATTRIBUTES", "WITHIN_RESOURCE_LIMITS", "MAX_EXPANDED", "POLL_BUDGET",
            "SIGNATURE_BUDGET", "size_ad", "Verdict", "HTCondorMatcher"]

@@ -10,7 +10,7 @@ from typing import Any, Iterable, Sequence
 from nodemanager.model import Demand, Size
 from nodemanager.scheduler.slurm_json import SlurmJob
 from nodemanager.scheduler.slurm_match import SlurmMatcher
-from nodemanager.scheduler.walltime import walltime_bucket
+from nodemanager.core.walltime import walltime_bucket
 
 __all__ = ["demand_from_jobs", "DEMAND_REASONS"]
 
@@ -30,7 +30,7 @@ def demand_from_jobs(jobs: Iterable[SlurmJob], partitions: frozenset[str] = froz
     jobs whose size could not be read (``sized``). With ``sizes``, each item also says which
     sizes can run its jobs (:class:`~nodemanager.scheduler.slurm_match.SlurmMatcher`). Jobs are
     also grouped by their ``--time`` rounded up to a bucket (``Demand.walltime``, see
-    :mod:`nodemanager.scheduler.walltime`).
+    :mod:`nodemanager.core.walltime`).
     """
     matcher = SlurmMatcher(sizes) if sizes else None
     groups: dict[tuple[Any, ...], list[float]] = {}

@@ -7,12 +7,16 @@ import heapq
 import math
 from typing import Any
 
-from nodemanager.scheduler.walltime import walltime_bucket
+from nodemanager.core.walltime import walltime_bucket
 from nodemanager.model import Demand, Size
 from nodemanager.sim.job import Job
 from nodemanager.sim.startd import SimStartd
 
-__all__ = ["Negotiator", "PLACEMENTS", "size_attributes"]
+__all__ = ["Negotiator", "PLACEMENTS", "Shape", "size_attributes"]
+
+# a queue of alike jobs: (cpus, ram, gpus, requirements, and with spot sizes the walltime's bucket,
+# owner and command)
+Shape = tuple[int, int, int, str | None, float | None, str | None, str | None]
 
 
 def size_attributes(size: Size) -> dict[str, Any]:
@@ -37,8 +41,7 @@ class Negotiator:
     mem_scaling: float
     negotiation_interval: float
     _joined: dict[str, SimStartd]
-    # shape (cpus, ram, gpus, requirements) -> heap of (order, job)
-    _queue: dict[tuple[int, int, int, str | None, float | None], list[tuple[int, Job]]]
+    _queue: dict[Shape, list[tuple[int, Job]]]
     walltimes: bool
     _demand: tuple[Demand, ...] | None    # demand() until the queue changes
     _eligible: dict[tuple[int, str], frozenset[str]]
@@ -57,8 +60,9 @@ class Negotiator:
         raise NotImplementedError
 
     def _enqueue(self, job: Job) -> None:
-        shape = (job.cpus, job.ram_mb, job.gpus, job.requirements,
-                 walltime_bucket(job.walltime) if self.walltimes else None)
+        shape: Shape = (job.cpus, job.ram_mb, job.gpus, job.requirements, None, None, None)
+        if self.walltimes:
+            shape = (*shape[:4], walltime_bucket(job.walltime), job.owner or "", job.cmd)
         heapq.heappush(self._queue.setdefault(shape, []), (self._order[job.id], job))
         self._demand = None
         self._idle_count += 1
@@ -129,16 +133,16 @@ class Negotiator:
         return sorted(item for q in self._queue.values() for item in q)
 
     def demand(self) -> tuple[Demand, ...]:
-        """Idle jobs grouped by (cpus, ram_mb, gpus, requirements, and the walltime's bucket where a
-        spot size prices it), largest groups first; jobs with
+        """Idle jobs grouped by (cpus, ram_mb, gpus, requirements, and where a spot size prices
+        them the walltime's bucket, owner and command), largest groups first; jobs with
         requirements carry the sizes whose offline machine ad satisfies them (the scheduler side
         decides), GPU jobs their GPU count (the core matches it to sizes' GPUs)."""
         if self._demand is not None:
             return self._demand
         # the heap's head is the earliest queue place, which is the earliest submitted job
         out = [Demand(cpus=c, ram_mb=m, count=len(q), oldest_submit=q[0][1].submit_time, gpus=g,
-                      requirements=r, walltime=wt, **self._matched(g, r))
-               for (c, m, g, r, wt), q in self._queue.items() if q]
+                      requirements=r, walltime=wt, user=u, name=n, **self._matched(g, r))
+               for (c, m, g, r, wt, u, n), q in self._queue.items() if q]
         out.sort(key=lambda d: (-d.count, d.cpus, d.ram_mb))
         self._demand = tuple(out)
         return self._demand

@@ -55,7 +55,7 @@ from typing import Callable, Mapping, Sequence
 from nodemanager.model import CloudNode, Demand, FinishedJob, Size, Worker
 from nodemanager.scheduler import Confirmation, DrainSchedule, DrainTicket, DrainingStats, HTCondorScheduler
 from nodemanager.sim.collector_copy import CollectorCopy
-from nodemanager.sim.negotiator import PLACEMENTS, Negotiator, size_attributes
+from nodemanager.sim.negotiator import PLACEMENTS, Negotiator, Shape, size_attributes
 from nodemanager.sim.pool_bindings import PoolBindings
 from nodemanager.sim.pool_stats import PoolStats
 from nodemanager.sim.job import running_job
@@ -80,7 +80,8 @@ class SimPool(Negotiator, CollectorCopy):
             raise ValueError(f"placement {placement!r}: one of {', '.join(PLACEMENTS)}")
         self.name = name
         self.sizes = tuple(sizes)   # the offline machine ads jobs with requirements are matched to
-        # with spot sizes, demand carries the jobs' walltimes (the core prices reclaims with them)
+        # with spot sizes, demand carries the jobs' walltimes and owners (the core prices reclaims
+        # with their predicted runtimes)
         self.walltimes = any(s.market == "spot" for s in sizes)
         self._eligible: dict[tuple[int, str], frozenset[str]] = {}
         self.placement = placement
@@ -112,7 +113,7 @@ class SimPool(Negotiator, CollectorCopy):
         self._events: list[tuple[float, int, str]] = []             # (startd next event, seq, node id)
         self._seq = 0
         # shape (cpus, ram, gpus, requirements) -> heap of (order, job)
-        self._queue: dict[tuple[int, int, int, str | None, float | None], list[tuple[int, Job]]] = {}
+        self._queue: dict[Shape, list[tuple[int, Job]]] = {}
         self._demand: tuple[Demand, ...] | None = None   # demand() until the queue changes
         self._order: dict[str, int] = {}
         self._first_start: dict[str, float] = {}

@@ -351,4 +351,4 @@ _IDLE_STATE = (False, False, False, False)   # ... of an idle one
 
 
 def _shape(demand: Sequence[Demand]) -> tuple[tuple[object, ...], ...]:
-    return tuple((d.cpus, d.ram_mb, d.count, d.gpus, d.sizes, d.walltime) for d in demand)
+    return tuple((d.cpus, d.ram_mb, d.count, d.gpus, d.sizes, d.walltime, d.user, d.name, d.runtime) for d in demand)

@@ -145,9 +145,9 @@ def fits(demand: Sequence[Demand], free: Mapping[Capacity, int]) -> bool:
     count by at most max(ceil(c'/c), ceil(r'/r)). So if, for each shape in the placement's order,
     the nodes hold at least the jobs of that shape plus every earlier job's worst-case toll, no
     job goes past those nodes (no boot, no cancelled drain, no held-back drain or destroy)."""
-    # GPUs, eligible sizes and walltimes change what the placement may use and its order
+    # GPUs, eligible sizes and walltimes or runtimes change what the placement may use and its order
     if any(d.size is not None or d.gpus or d.sizes is not None or d.walltime is not None
-           for d in demand):
+           or d.runtime is not None for d in demand):
         return False
     shapes = sorted((d for d in demand if d.count > 0), key=lambda d: (-d.cpus, -d.ram_mb))
     for k, d in enumerate(shapes):

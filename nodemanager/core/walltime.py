@@ -15,7 +15,7 @@ import math
 __all__ = ["WALLTIME_BUCKETS", "walltime_bucket"]
 
 _FIRST = 900.0  # 15 minutes
-WALLTIME_BUCKETS = tuple(_FIRST * 2 ** k for k in range(12))  # 15 min .. 512 h (21 days 8 h)
+WALLTIME_BUCKETS: tuple[float, ...] = tuple(_FIRST * 2.0 ** k for k in range(12))  # 15 min .. 512 h (21 days 8 h)
 
 
 def walltime_bucket(seconds: float | None) -> float | None:
