@@ -8,10 +8,12 @@ import classad2
 import htcondor2
 import pytest
 
+from nodemanager.model import Size
 from nodemanager.scheduler.htcondor import PILOT_ATTRIBUTES, HTCondorScheduler
 from nodemanager.scheduler.htcondor_ads import demand_from_jobs, worker_from_ad
 from nodemanager.scheduler.htcondor_bindings import Htcondor2Bindings
 from nodemanager.scheduler.htcondor_classify import classify_htcondor
+from nodemanager.scheduler.htcondor_match import HTCondorMatcher
 from nodemanager.scheduler.port import SchedulerError
 from policy_matrix.vocabulary import BUSY, IDLE
 
@@ -82,6 +84,16 @@ def test_demand_defaults_for_missing_requests():
     (d,) = demand_from_jobs([{"QDate": 5}, {"RequestCpus": 1, "QDate": 3}])
     assert (d.cpus, d.ram_mb, d.count, d.oldest_submit) == (1, 0, 2, 3)
 
+
+
+def test_with_runtime_prediction_idle_jobs_are_grouped_by_owner_with_and_without_sizes():
+    jobs = [{"RequestCpus": 1, "Owner": "alice", "QDate": 3, "AutoClusterId": 4, "GlobalJobId": "ap#1.0#1"},
+            {"RequestCpus": 1, "Owner": "bob", "QDate": 4, "AutoClusterId": 4, "GlobalJobId": "ap#2.0#1"},
+            {"RequestCpus": 1, "Owner": "alice", "QDate": 5, "AutoClusterId": 4, "GlobalJobId": "ap#1.1#1"}]
+    assert [(d.user, d.count) for d in demand_from_jobs(jobs)] == [(None, 3)]
+    assert {(d.user, d.count) for d in demand_from_jobs(jobs, by_owner=True)} == {("alice", 2), ("bob", 1)}
+    matched = HTCondorMatcher((Size("small", 2, 4096, price=0.1),), by_owner=True).demand(jobs)
+    assert {(d.user, d.count) for d in matched} == {("alice", 2), ("bob", 1)}
 
 def test_collector_copy_lags_state_changes_by_the_update_latency():
     from tests.fixtures.htcondor import CondorWorld

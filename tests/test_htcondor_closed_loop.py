@@ -47,9 +47,12 @@ def test_jobs_boot_vms_that_are_drained_and_destroyed_with_no_job_killed(real_po
     cluster = pool.submit(seconds, count=jobs, cpus=1, memory=500)
     started: dict[str, str] = {}                     # instance id -> VM name (its startd)
     outcomes: list = []
+    owners: set = set()                               # whose queued jobs the demand named
 
     def cycle() -> bool:
-        report = ctl.cycle(cloud.list_nodes(), time.time(), sched.poll())
+        poll = sched.poll()
+        owners.update(d.user for d in poll.demand)
+        report = ctl.cycle(cloud.list_nodes(), time.time(), poll)
         outcomes.extend(report.outcomes)
         listed = cloud.list_nodes()
         for n in listed:                              # a booted VM's startd joins the pool
@@ -78,3 +81,4 @@ def test_jobs_boot_vms_that_are_drained_and_destroyed_with_no_job_killed(real_po
     # the finished jobs, from the schedd's history, once each under their owner and command
     runtimes = ctl.memories.runtimes.recent("nobody", "/bin/sleep")
     assert len(runtimes) == jobs and all(seconds <= r <= seconds + 10 for r in runtimes), runtimes
+    assert owners == {"nobody"}, owners               # queued demand is priced by its owner's runtimes

@@ -330,14 +330,32 @@ def test_unclaimed_core_seconds_are_counted_while_our_drain_holds_cores(slurm):
 def test_demand_from_pending_jobs(slurm, sched):
     for job in [slurm.sbatch("-w", n, "-c2") for n in slurm.nodes]:
         slurm.wait_job(job, "RUNNING")
-    slurm.sbatch("-c1", "--mem=300")
-    slurm.sbatch("-c1", "--mem=300")
+    slurm.sbatch("-c1", "--mem=300", "-J", "short")
+    slurm.sbatch("-c1", "--mem=300", "-J", "long")
     slurm.sbatch("-N2", "-c2", "--mem-per-cpu=200")
     slurm.sbatch("-c1", "--array=1-3")
     slurm.sbatch("-c1", "--hold")                         # held: not demand
     got = slurm.wait_for(lambda: _demand(sched) if sum(_demand(sched).values()) == 7 else None,
                          10, "7 nodes' worth of demand")
     assert got == {(1, 300): 2, (2, 400): 2, (1, 100): 3}
+    assert {(d.user, d.name) for d in sched.poll().demand} == {(None, None)}
+
+
+def test_with_runtime_prediction_demand_is_grouped_by_user_and_job_name(slurm, sched):
+    """The spot choice prices a group by its user's recent runtimes for that job name, so the
+    pending jobs alike but for their name are two groups, each naming its user and name."""
+    import getpass
+    for job in [slurm.sbatch("-w", n, "-c2") for n in slurm.nodes]:
+        slurm.wait_job(job, "RUNNING")
+    slurm.sbatch("-c1", "--mem=300", "-J", "short")
+    slurm.sbatch("-c1", "--mem=300", "-J", "long")
+    slurm.sbatch("-c1", "--mem=300", "-J", "long")
+    predicting = SlurmScheduler.from_settings(SchedulerSettings("slurm", slurm.scheduler_options),
+                                              finished_limit=100)
+    got = slurm.wait_for(lambda: {(d.cpus, d.user, d.name): d.count for d in predicting.poll().demand
+                                  if d.ram_mb == 300} or None, 10, "the pending jobs as demand")
+    me = getpass.getuser()
+    assert got == {(1, me, "short"): 1, (1, me, "long"): 2}
 
 
 def _demand(sched):

@@ -83,7 +83,8 @@ class HTCondorScheduler(DrainTransaction):
         self.walltime_attribute = walltime_attribute
         self._finished_window: FinishedWindow | None = None
         # with sizes, each idle job is matched to the sizes that can run it
-        self.matcher = HTCondorMatcher(sizes, machine_start, walltime_attribute) if sizes else None
+        self.matcher = (HTCondorMatcher(sizes, machine_start, walltime_attribute, by_owner=finished_limit > 0)
+                        if sizes else None)
         self._b = bindings
         self._clock = clock
         # [HA]: raises (naming the node) to stop a drain, cancel or vacate right before it is sent
@@ -151,7 +152,9 @@ class HTCondorScheduler(DrainTransaction):
         problems: list[RecordProblem] = []
         workers = self.workers_from_ads(raw, problems)
         if self.matcher is None:
-            demand = demand_from_jobs(self._idle_jobs(JOB_ATTRIBUTES), problems)
+            by_owner = self.finished_limit > 0
+            demand = demand_from_jobs(self._idle_jobs((*JOB_ATTRIBUTES, "Owner") if by_owner else JOB_ATTRIBUTES),
+                                      problems, by_owner=by_owner)
         else:
             demand = self.matcher.demand_from(self._idle_jobs, problems)
         self.problem_log.report(problems)

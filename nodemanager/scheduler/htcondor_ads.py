@@ -22,7 +22,7 @@ from nodemanager.scheduler.port import SchedulerError
 from nodemanager.scheduler.records import MAX_COUNT, RecordProblem, number_problem
 
 __all__ = ["JOB_ATTRIBUTES", "SLOT_COUNTS", "worker_from_ad", "htcondor_worker_fields", "machine_ad",
-           "demand_from_jobs", "slot_problems", "graceful_eviction_at",
+           "demand_from_jobs", "job_owner", "slot_problems", "graceful_eviction_at",
            "job_request", "job_name"]
 
 JOB_ATTRIBUTES = ("RequestCpus", "RequestMemory", "RequestDisk", "QDate", "ClusterId", "ProcId")
@@ -267,14 +267,15 @@ def job_name(ad: Mapping[str, Any], index: int) -> str:
     return f"#{index}"
 
 
-def demand_from_jobs(jobs: Iterable[Mapping[str, Any]],
-                     problems: list[RecordProblem] | None = None) -> tuple[Demand, ...]:
-    """Idle jobs grouped by (RequestCpus, RequestMemory MB, RequestDisk MB), largest groups first.
+def demand_from_jobs(jobs: Iterable[Mapping[str, Any]], problems: list[RecordProblem] | None = None,
+                     by_owner: bool = False) -> tuple[Demand, ...]:
+    """Idle jobs grouped by (RequestCpus, RequestMemory MB, RequestDisk MB), largest groups first;
+    with ``by_owner`` (runtime prediction) also by ``Owner`` (:func:`job_owner`).
 
     Jobs with an unusable request are left out (appended to ``problems`` when given). Raises
     SchedulerError naming the job if an ad cannot be read at all.
     """
-    groups: dict[tuple[int, int, int], list[float]] = defaultdict(list)
+    groups: dict[tuple[int, int, int, str | None], list[float]] = defaultdict(list)
     for i, job in enumerate(jobs):
         try:
             req = job_request(job, i)
@@ -286,8 +287,16 @@ def demand_from_jobs(jobs: Iterable[Mapping[str, Any]],
                 problems.append(req)
             continue
         cpus, mem, disk_mb, qdate = req
-        groups[(cpus, mem, disk_mb)].append(qdate)
-    out = [Demand(cpus=c, ram_mb=m, count=len(q), scratch_mb=d, oldest_submit=min(q) if any(q) else None)
-           for (c, m, d), q in groups.items()]
-    out.sort(key=lambda d: (-d.count, d.cpus, d.ram_mb))
+        groups[(cpus, mem, disk_mb, job_owner(job) if by_owner else None)].append(qdate)
+    out = [Demand(cpus=c, ram_mb=m, count=len(q), scratch_mb=d, oldest_submit=min(q) if any(q) else None,
+                  user=owner)
+           for (c, m, d, owner), q in groups.items()]
+    out.sort(key=lambda d: (-d.count, d.cpus, d.ram_mb, d.user or ""))
     return tuple(out)
+
+
+def job_owner(job: Mapping[str, Any]) -> str | None:
+    """A job's ``Owner`` as runtime prediction keys it (the history's ``Owner``); None when absent.
+    Queued jobs are grouped by owner only: a schedd's autocluster does not split by ``Cmd``."""
+    owner = job.get("Owner")
+    return owner if isinstance(owner, str) and owner else None

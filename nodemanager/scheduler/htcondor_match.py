@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from nodemanager.classad.expressions import expanded_size
 from nodemanager.model import Demand, Size
-from nodemanager.scheduler.htcondor_ads import JOB_ATTRIBUTES, job_name, job_request
+from nodemanager.scheduler.htcondor_ads import JOB_ATTRIBUTES, job_name, job_owner, job_request
 from nodemanager.scheduler.htcondor_projection import Wanted, grant
 from nodemanager.scheduler.htcondor_sizes import (WITHIN_RESOURCE_LIMITS, Refusal, classad_module, reachable,
                                                   size_ad)
@@ -110,8 +110,10 @@ class HTCondorMatcher:
 
     def __init__(self, sizes: Sequence[Size], start: str | None = None,
                  walltime: str = WALLTIME_ATTRIBUTE, *, clock: Callable[[], float] = time.monotonic,
-                 poll_budget: float = POLL_BUDGET, signature_budget: float = SIGNATURE_BUDGET) -> None:
+                 poll_budget: float = POLL_BUDGET, signature_budget: float = SIGNATURE_BUDGET,
+                 by_owner: bool = False) -> None:
         classad2 = classad_module()
+        self.by_owner = by_owner  # runtime prediction: demand also grouped by Owner
         if start is not None and start.strip():
             try:
                 classad2.ExprTree(start)
@@ -135,6 +137,7 @@ class HTCondorMatcher:
         # signature leaves out what only START (or a 1-core job's missing Cpus clause) asks about
         self._keyed = (*_REQUESTS, *(a for k, a in wanted.items()
                                      if k not in {x.lower() for x in (*JOB_ATTRIBUTES, *MATCH_ATTRIBUTES)}))
+        self._keyed += ("Owner",) if by_owner else ()
         # the walltime splits groups by bucket only, unless a size's START asks about it
         self._walltime_matters = walltime.lower() in wanted
         wanted.setdefault(walltime.lower(), walltime)
@@ -241,7 +244,8 @@ class HTCondorMatcher:
                 sig = _signature("; ".join(f"{k} = {v}" for k, v in sorted(texts.items()) if k.lower() not in _PER_JOB))
                 why = f"no size can run jobs like {job_name(g.first, g.index)} (signature {sig}): {_too_costly()}"
                 acc = items.setdefault((_plain_count(g.first, "RequestCpus", 1),
-                                        _plain_count(g.first, "RequestMemory", 0), 0, 0, frozenset(), why, None),
+                                        _plain_count(g.first, "RequestMemory", 0), 0, 0, frozenset(), why, None,
+                                        None),
                                        [0, 0.0])
                 acc[0] += g.count
                 acc[1] = min(acc[1] or g.oldest, g.oldest or acc[1])
@@ -264,14 +268,15 @@ class HTCondorMatcher:
                 continue
             # demand no size can run is one item per signature, whatever its walltimes
             key = (cpus, mem, disk_mb, gpus, verdict.sizes, verdict.unmatched,
-                   walltime_bucket(_seconds(g.first, self._walltime)) if verdict.unmatched is None else None)
+                   walltime_bucket(_seconds(g.first, self._walltime)) if verdict.unmatched is None else None,
+                   job_owner(g.first) if self.by_owner else None)
             acc = items.setdefault(key, [0, 0.0])
             acc[0] += g.count
             if g.oldest and (not acc[1] or g.oldest < acc[1]):
                 acc[1] = g.oldest
         out = [Demand(cpus=c, ram_mb=m, count=int(n), scratch_mb=d, oldest_submit=o or None, gpus=gp,
-                      sizes=sz, unmatched=why, walltime=wt)
-               for (c, m, d, gp, sz, why, wt), (n, o) in items.items()]
+                      sizes=sz, unmatched=why, walltime=wt, user=owner)
+               for (c, m, d, gp, sz, why, wt, owner), (n, o) in items.items()]
         out.sort(key=lambda d: (-d.count, d.cpus, d.ram_mb, d.gpus, sorted(d.sizes or ()), d.walltime or 0.0))
         return tuple(out)
 

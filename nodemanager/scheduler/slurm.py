@@ -159,7 +159,8 @@ class SlurmScheduler(DrainStatistics):
         workers = tuple(self._worker(n, state) for n in state.nodes.values())
         workers += self._rejected.workers(state.nodes)  # refused nodes sinfo hides, with SLURM's reason
         self._sample(state)
-        demand = demand_from_jobs(state.jobs, self.options.partitions, self._demand_reasons, self.sizes)
+        demand = demand_from_jobs(state.jobs, self.options.partitions, self._demand_reasons, self.sizes,
+                                  by_owner=self.finished_limit > 0)
         return SchedulerPoll(workers=workers, demand=demand, polled_at=state.at, problems=state.errors,
                              finished=state.finished)
 

@@ -21,7 +21,7 @@ DEMAND_REASONS = frozenset({"None", "Resources", "Priority", "NodeDown", "ReqNod
 
 def demand_from_jobs(jobs: Iterable[SlurmJob], partitions: frozenset[str] = frozenset(),
                      reasons: frozenset[str] = DEMAND_REASONS,
-                     sizes: Sequence[Size] = ()) -> tuple[Demand, ...]:
+                     sizes: Sequence[Size] = (), by_owner: bool = False) -> tuple[Demand, ...]:
     """Pending jobs that more nodes would start, grouped by per-node need.
 
     A job asking for N nodes counts as N nodes' worth of demand (``count``); per node it needs
@@ -30,7 +30,8 @@ def demand_from_jobs(jobs: Iterable[SlurmJob], partitions: frozenset[str] = froz
     jobs whose size could not be read (``sized``). With ``sizes``, each item also says which
     sizes can run its jobs (:class:`~nodemanager.scheduler.slurm_match.SlurmMatcher`). Jobs are
     also grouped by their ``--time`` rounded up to a bucket (``Demand.walltime``, see
-    :mod:`nodemanager.core.walltime`).
+    :mod:`nodemanager.core.walltime`). With ``by_owner`` (runtime prediction), also by user and
+    job name (``Demand.user``, ``Demand.name``).
     """
     matcher = SlurmMatcher(sizes) if sizes else None
     groups: dict[tuple[Any, ...], list[float]] = {}
@@ -52,11 +53,13 @@ def demand_from_jobs(jobs: Iterable[SlurmJob], partitions: frozenset[str] = froz
         if matcher is not None:
             n = matcher.need(job, per_node_cpus, mem)
             key = (n.cpus, n.ram_mb, n.gpus, n.sizes, n.unmatched, walltime if n.unmatched is None else None)
+        key += (job.user or None, job.name or None) if by_owner else (None, None)
         counts[key] = counts.get(key, 0) + job.node_count * job.array_tasks
         if job.submit_time:
             groups.setdefault(key, []).append(job.submit_time)
     return tuple(
         Demand(cpus=k[0], ram_mb=k[1], count=counts[k], oldest_submit=min(groups[k]) if groups.get(k) else None,
-               gpus=k[2], sizes=k[3], unmatched=k[4], walltime=k[5])
-        for k in sorted(counts, key=lambda k: (k[0], k[1], k[2], sorted(k[3] or ()), k[4] or "", k[5] or 0.0))
+               gpus=k[2], sizes=k[3], unmatched=k[4], walltime=k[5], user=k[6], name=k[7])
+        for k in sorted(counts, key=lambda k: (k[0], k[1], k[2], sorted(k[3] or ()), k[4] or "", k[5] or 0.0,
+                                               k[6] or "", k[7] or ""))
     )

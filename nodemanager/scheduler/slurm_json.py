@@ -114,9 +114,9 @@ class SlurmJob:
     gres: str = ""                  # pending: GRES per node (gres:gpu:1), from --gres, --gpus or --gpus-per-task
     exclusive: bool = False         # pending: --exclusive (a whole node)
     walltime: float | None = None   # --time in seconds (None: none or INFINITE)
-    user: str = ""                  # running: user_name (who spent what)
-    account: str = ""               # running: the SLURM account
-    name: str = ""                  # running: the job name (runtime prediction's key)
+    user: str = ""                  # user_name (who spent what; runtime prediction's key)
+    account: str = ""               # the SLURM account
+    name: str = ""                  # the job name (runtime prediction's key)
 
 
 # ------------------------------------------------------------------ reasons
@@ -378,7 +378,7 @@ def _job(rec: Mapping[str, Any], job_id: int, r: _Reader) -> SlurmJob | None:
                     bool(rec.get("requeue", True)), tasks, sized, r.text("features"),
                     gres_per_node(r.text("tres_per_node"), r.text("tres_per_job"), r.text("tres_per_task"),
                                   node_count, r.integer("tasks", 1)),
-                    _exclusive(rec), _time_limit(rec))
+                    _exclusive(rec), _time_limit(rec), r.text("user_name"), r.text("account"), r.text("name"))
 
 
 def _time_limit(rec: Mapping[str, Any]) -> float | None:
