@@ -41,3 +41,15 @@ def test_bench_builds_fresh_records_by_default_and_the_same_records_plan_alike(c
     same = json.loads(capsys.readouterr().out)["rows"][0]
     assert fresh["fresh_records"] is True and same["fresh_records"] is False
     assert (fresh["actions"], fresh["boots"]) == (same["actions"], same["boots"])
+
+
+def test_bench_plans_like_the_daemon_by_default_and_plain_on_request(capsys):
+    """The bench's controller reuses last cycle's work as the daemon's does; ``--plain-plan``
+    plans every node afresh, and the cycle decides the same actions with the same calls."""
+    assert main(["bench", "--nodes", "300", "--repeat", "3", "--json"]) == 0
+    reuse = json.loads(capsys.readouterr().out)["rows"][0]
+    assert main(["bench", "--nodes", "300", "--repeat", "3", "--json", "--plain-plan"]) == 0
+    plain = json.loads(capsys.readouterr().out)["rows"][0]
+    assert reuse["reuse"] is True and plain["reuse"] is False
+    assert [reuse[k] for k in ("actions", "boots", "cloud_call_detail", "scheduler_call_detail")] == [
+        plain[k] for k in ("actions", "boots", "cloud_call_detail", "scheduler_call_detail")]

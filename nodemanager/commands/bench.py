@@ -45,6 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     records.add_argument("--same-records", dest="fresh", action="store_false",
                          help="hand back the very same node and worker objects while unchanged, "
                               "as the simulated pool does in a replay")
+    p.add_argument("--plain-plan", dest="reuse", action="store_false",
+                   help="plan every node afresh each cycle, as the core alone does (default: reuse "
+                        "last cycle's work on equal records, as the daemon does)")
     p.set_defaults(func=_run)
 
 
@@ -82,10 +85,12 @@ def _rss_mb() -> float:
     return 0.0
 
 
-def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None, fresh: bool = True) -> dict:
+def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None, fresh: bool = True,
+            reuse: bool = True) -> dict:
     """Build a pool of ``n`` nodes and time its controller cycles (see the module docstring).
     ``tick`` is called once the pool is built and after each cycle (progress); ``fresh``: each
-    cycle's records are new equal objects (else the simulated pool's own, reused while unchanged)."""
+    cycle's records are new equal objects (else the simulated pool's own, reused while unchanged);
+    ``reuse``: the controller's own planner (else the core's plan alone, every node afresh)."""
     import time
     from dataclasses import replace
 
@@ -173,7 +178,8 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None, fr
     c_cloud = _Counting(cloud, _CLOUD_CALLS)
     c_sched = _Counting(pool, _SCHEDULER_CALLS)
     actuator = Actuator(c_cloud, c_sched, settings, clock=now)
-    controller = Controller(settings, matrix, actuator, clock=now)
+    from nodemanager.core import plan
+    controller = Controller(settings, matrix, actuator, clock=now, planner=None if reuse else plan)
     tune_gc()  # as `nodemanager run` does once it has started up
     rows: list[dict[str, Any]] = []
     for _ in range(max(1, repeat)):
@@ -206,7 +212,7 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None, fr
             generate_latest(metrics.registry)
             exposition = time.process_time() - t3
         rows.append({
-            "nodes": n, "fresh_records": fresh, "poll_cpu_s": t_poll - t0, "plan_cpu_s": t_plan - t1, "act_cpu_s": t2 - t_plan,
+            "nodes": n, "fresh_records": fresh, "reuse": reuse, "poll_cpu_s": t_poll - t0, "plan_cpu_s": t_plan - t1, "act_cpu_s": t2 - t_plan,
             "cycle_cpu_s": t2 - t1,
             "metrics_cpu_s": t3 - t2, "exposition_cpu_s": exposition,
             "total_cpu_s": (t_poll - t0) + (t3 - t1) + exposition,
@@ -223,12 +229,12 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None, fr
     return best
 
 
-def _child(n: int, repeat: int, conn, fresh: bool = True) -> None:
+def _child(n: int, repeat: int, conn, fresh: bool = True, reuse: bool = True) -> None:
     import logging
 
     logging.getLogger("nodemanager").setLevel(logging.ERROR)  # this child process only: no decision log
     try:
-        conn.send(measure(n, repeat, tick=lambda: conn.send(None), fresh=fresh))
+        conn.send(measure(n, repeat, tick=lambda: conn.send(None), fresh=fresh, reuse=reuse))
     except BaseException as exc:  # report, do not hang the parent
         conn.send({"nodes": n, "error": f"{type(exc).__name__}: {exc}"})
     finally:
@@ -256,7 +262,7 @@ def _run(args: argparse.Namespace) -> int:
     with progress_bar(len(sizes) * steps, "bench", enabled=not args.json, unit=" steps") as bar:
         for n in sizes:
             parent, child = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_child, args=(n, args.repeat, child, args.fresh))
+            proc = ctx.Process(target=_child, args=(n, args.repeat, child, args.fresh, args.reuse))
             proc.start()
             child.close()
             while (row := parent.recv()) is None:  # None: one step done
@@ -268,8 +274,10 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps({"machine": _machine(), "python": platform.python_version(), "rows": rows},
                          indent=2))
     else:
+        planning = "reusing last cycle's work" if args.reuse else "every node planned afresh"
         print(f"machine: {_machine()}, Python {platform.python_version()}, "
-              f"{'fresh' if args.fresh else 'the same'} records every cycle")
+              f"{'fresh' if args.fresh else 'the same'} records every cycle, "
+              f"{planning}")
         head = ("nodes", "poll s", "plan s", "act s", "metrics s", "scrape s", "total s",
                 "next s", "RSS MB", "cloud calls", "sched calls", "actions")
         print("  ".join(f"{h:>11}" for h in head))
