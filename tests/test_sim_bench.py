@@ -51,5 +51,6 @@ def test_bench_plans_like_the_daemon_by_default_and_plain_on_request(capsys):
     assert main(["bench", "--nodes", "300", "--repeat", "3", "--json", "--plain-plan"]) == 0
     plain = json.loads(capsys.readouterr().out)["rows"][0]
     assert reuse["reuse"] is True and plain["reuse"] is False
+    assert 0 < reuse["world_rss_mb"] <= reuse["rss_mb"]
     assert [reuse[k] for k in ("actions", "boots", "cloud_call_detail", "scheduler_call_detail")] == [
         plain[k] for k in ("actions", "boots", "cloud_call_detail", "scheduler_call_detail")]
