@@ -45,9 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     records.add_argument("--same-records", dest="fresh", action="store_false",
                          help="hand back the very same node and worker objects while unchanged, "
                               "as the simulated pool does in a replay")
-    p.add_argument("--plain-plan", dest="reuse", action="store_false",
-                   help="plan every node afresh each cycle, as the core alone does (default: reuse "
-                        "last cycle's work on equal records, as the daemon does)")
+    p.add_argument("--reuse", action="store_true",
+                   help="plan through the replay's reuse of last cycle's work on equal records "
+                        "(default: every node afresh each cycle, as the daemon plans)")
     p.set_defaults(func=_run)
 
 
@@ -86,11 +86,11 @@ def _rss_mb() -> float:
 
 
 def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None, fresh: bool = True,
-            reuse: bool = True) -> dict:
+            reuse: bool = False) -> dict:
     """Build a pool of ``n`` nodes and time its controller cycles (see the module docstring).
     ``tick`` is called once the pool is built and after each cycle (progress); ``fresh``: each
     cycle's records are new equal objects (else the simulated pool's own, reused while unchanged);
-    ``reuse``: the controller's own planner (else the core's plan alone, every node afresh)."""
+    ``reuse``: plan through the replay's reuse of last cycle's work (else as the daemon does)."""
     import time
     from dataclasses import replace
 
@@ -179,8 +179,8 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None, fr
     c_cloud = _Counting(cloud, _CLOUD_CALLS)
     c_sched = _Counting(pool, _SCHEDULER_CALLS)
     actuator = Actuator(c_cloud, c_sched, settings, clock=now)
-    from nodemanager.core import plan
-    controller = Controller(settings, matrix, actuator, clock=now, planner=None if reuse else plan)
+    from nodemanager.sim.plan_reuse import reusing
+    controller = Controller(settings, matrix, actuator, clock=now, planner=reusing() if reuse else None)
     tune_gc()  # as `nodemanager run` does once it has started up
     rows: list[dict[str, Any]] = []
     for _ in range(max(1, repeat)):
@@ -231,7 +231,7 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None, fr
     return best
 
 
-def _child(n: int, repeat: int, conn, fresh: bool = True, reuse: bool = True) -> None:
+def _child(n: int, repeat: int, conn, fresh: bool = True, reuse: bool = False) -> None:
     import logging
 
     logging.getLogger("nodemanager").setLevel(logging.ERROR)  # this child process only: no decision log

@@ -66,9 +66,8 @@ def _admin_view(admin: Any) -> tuple[frozenset[str], frozenset[str], str | None]
 
 
 def _default_planner() -> Callable[..., Plan]:
-    # last cycle's work on equal records reused: the plan's own answers, in less CPU (BENCHMARKS.md)
-    from nodemanager.cycle.plan_reuse import reusing
-    return reusing()
+    from nodemanager.core import plan
+    return plan
 
 
 def _default_escalation(settings: Settings) -> Any:
@@ -96,8 +95,8 @@ def _no_cyclic_gc() -> Iterator[None]:
 class Controller:
     """One controller: builds snapshots, runs the core, logs decisions, hands out tasks.
 
-    ``actuator`` may be None in dry-run. ``planner`` defaults to :func:`nodemanager.core.plan`
-    reusing last cycle's work (:func:`nodemanager.cycle.plan_reuse.reusing`); ``escalation`` to ``make_escalation(settings.drain)`` when that module exists.
+    ``actuator`` may be None in dry-run. ``planner`` defaults to :func:`nodemanager.core.plan`;
+    ``escalation`` to ``make_escalation(settings.drain)`` when that module exists.
     """
 
     def __init__(self, settings: Settings, matrix: Any, actuator: Actuator | None, *,

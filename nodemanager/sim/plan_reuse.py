@@ -1,7 +1,8 @@
 """Last cycle's per-node work reused: a :class:`~nodemanager.core.plan.Stages` for
 :func:`nodemanager.core.plan` that gives the plan's own answers, computing only nodes whose inputs
-changed. The controller plans through it (:func:`reusing`); ``nodemanager bench`` measures it
-against the plain plan on fresh records, as real adapters build them every poll.
+changed. The replay plans through it (:func:`reusing`); the daemon does not: on fresh records, as
+real adapters build them every poll, comparing a node's two records and handing the new ones on
+costs about what computing its facts does (``nodemanager bench --reuse`` measures it).
 
 A node's records are the same when they are equal: the very same objects (the simulated pool
 hands back an unchanged record cycle after cycle), or new ones that compare equal (the
