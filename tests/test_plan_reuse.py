@@ -213,6 +213,8 @@ class World:
         r = self.rng
         state = r.choice(STATES)
         kw: dict = dict(last_heard=self.now - r.choice((0, 10, 500, 900)), idle_for=r.choice((10, 250, 2000)))
+        if name in self.nodes:  # registered after its VM's launch, else pairing refuses it (a recycled name)
+            kw.update(registered_at=self.nodes[name].launched_at + r.choice((20, 120)))
         if state in ("drain", "drng") and r.random() < 0.6:
             kw.update(draining=True, drain_reason=ADMIN, drain_since=self.now - r.choice((0, 600, 3000)))
         return worker(name, state, **kw)
