@@ -41,3 +41,17 @@ def test_bench_builds_fresh_records_by_default_and_the_same_records_plan_alike(c
     same = json.loads(capsys.readouterr().out)["rows"][0]
     assert fresh["fresh_records"] is True and same["fresh_records"] is False
     assert (fresh["actions"], fresh["boots"]) == (same["actions"], same["boots"])
+
+
+def test_bench_plans_like_the_daemon_by_default_and_with_the_replays_reuse_on_request(capsys):
+    """The bench's controller plans every node afresh as the daemon's does; ``--reuse`` plans
+    through the replay's reuse of last cycle's work, and the cycle decides the same actions with
+    the same calls."""
+    assert main(["bench", "--nodes", "300", "--repeat", "3", "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)["rows"][0]
+    assert main(["bench", "--nodes", "300", "--repeat", "3", "--json", "--reuse"]) == 0
+    reuse = json.loads(capsys.readouterr().out)["rows"][0]
+    assert reuse["reuse"] is True and plain["reuse"] is False
+    assert 0 < reuse["world_rss_mb"] <= reuse["rss_mb"]
+    assert [reuse[k] for k in ("actions", "boots", "cloud_call_detail", "scheduler_call_detail")] == [
+        plain[k] for k in ("actions", "boots", "cloud_call_detail", "scheduler_call_detail")]

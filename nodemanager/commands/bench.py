@@ -45,6 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     records.add_argument("--same-records", dest="fresh", action="store_false",
                          help="hand back the very same node and worker objects while unchanged, "
                               "as the simulated pool does in a replay")
+    p.add_argument("--reuse", action="store_true",
+                   help="plan through the replay's reuse of last cycle's work on equal records "
+                        "(default: every node afresh each cycle, as the daemon plans)")
     p.set_defaults(func=_run)
 
 
@@ -82,10 +85,12 @@ def _rss_mb() -> float:
     return 0.0
 
 
-def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None, fresh: bool = True) -> dict:
+def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None, fresh: bool = True,
+            reuse: bool = False) -> dict:
     """Build a pool of ``n`` nodes and time its controller cycles (see the module docstring).
     ``tick`` is called once the pool is built and after each cycle (progress); ``fresh``: each
-    cycle's records are new equal objects (else the simulated pool's own, reused while unchanged)."""
+    cycle's records are new equal objects (else the simulated pool's own, reused while unchanged);
+    ``reuse``: plan through the replay's reuse of last cycle's work (else as the daemon does)."""
     import time
     from dataclasses import replace
 
@@ -162,6 +167,7 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None, fr
         assert vm is not None, nid  # built above, never destroyed
         cloud.set_tags(vm, {TAG_DRAIN: f"{int(clock[0])}:{ticket.request_id}"})
     build_s = time.perf_counter() - t_build
+    world_mb = _rss_mb()  # the simulated cloud and pool alone: what a daemon's process does not hold
     tick()
 
     metrics = None
@@ -173,7 +179,8 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None, fr
     c_cloud = _Counting(cloud, _CLOUD_CALLS)
     c_sched = _Counting(pool, _SCHEDULER_CALLS)
     actuator = Actuator(c_cloud, c_sched, settings, clock=now)
-    controller = Controller(settings, matrix, actuator, clock=now)
+    from nodemanager.sim.plan_reuse import reusing
+    controller = Controller(settings, matrix, actuator, clock=now, planner=reusing() if reuse else None)
     tune_gc()  # as `nodemanager run` does once it has started up
     rows: list[dict[str, Any]] = []
     for _ in range(max(1, repeat)):
@@ -206,7 +213,7 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None, fr
             generate_latest(metrics.registry)
             exposition = time.process_time() - t3
         rows.append({
-            "nodes": n, "fresh_records": fresh, "poll_cpu_s": t_poll - t0, "plan_cpu_s": t_plan - t1, "act_cpu_s": t2 - t_plan,
+            "nodes": n, "fresh_records": fresh, "reuse": reuse, "poll_cpu_s": t_poll - t0, "plan_cpu_s": t_plan - t1, "act_cpu_s": t2 - t_plan,
             "cycle_cpu_s": t2 - t1,
             "metrics_cpu_s": t3 - t2, "exposition_cpu_s": exposition,
             "total_cpu_s": (t_poll - t0) + (t3 - t1) + exposition,
@@ -219,16 +226,17 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None, fr
     if len(rows) > 1:
         best["next_cycles_cpu_s"] = sum(r["total_cpu_s"] for r in rows[1:]) / (len(rows) - 1)
     best["rss_mb"] = round(_rss_mb(), 1)
+    best["world_rss_mb"] = round(world_mb, 1)
     best["build_s"] = round(build_s, 2)
     return best
 
 
-def _child(n: int, repeat: int, conn, fresh: bool = True) -> None:
+def _child(n: int, repeat: int, conn, fresh: bool = True, reuse: bool = False) -> None:
     import logging
 
     logging.getLogger("nodemanager").setLevel(logging.ERROR)  # this child process only: no decision log
     try:
-        conn.send(measure(n, repeat, tick=lambda: conn.send(None), fresh=fresh))
+        conn.send(measure(n, repeat, tick=lambda: conn.send(None), fresh=fresh, reuse=reuse))
     except BaseException as exc:  # report, do not hang the parent
         conn.send({"nodes": n, "error": f"{type(exc).__name__}: {exc}"})
     finally:
@@ -256,7 +264,7 @@ def _run(args: argparse.Namespace) -> int:
     with progress_bar(len(sizes) * steps, "bench", enabled=not args.json, unit=" steps") as bar:
         for n in sizes:
             parent, child = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_child, args=(n, args.repeat, child, args.fresh))
+            proc = ctx.Process(target=_child, args=(n, args.repeat, child, args.fresh, args.reuse))
             proc.start()
             child.close()
             while (row := parent.recv()) is None:  # None: one step done
@@ -268,10 +276,12 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps({"machine": _machine(), "python": platform.python_version(), "rows": rows},
                          indent=2))
     else:
+        planning = "reusing last cycle's work" if args.reuse else "every node planned afresh"
         print(f"machine: {_machine()}, Python {platform.python_version()}, "
-              f"{'fresh' if args.fresh else 'the same'} records every cycle")
+              f"{'fresh' if args.fresh else 'the same'} records every cycle, "
+              f"{planning}")
         head = ("nodes", "poll s", "plan s", "act s", "metrics s", "scrape s", "total s",
-                "next s", "RSS MB", "cloud calls", "sched calls", "actions")
+                "next s", "RSS MB", "world MB", "cloud calls", "sched calls", "actions")
         print("  ".join(f"{h:>11}" for h in head))
         for r in rows:
             if "error" in r:
@@ -281,7 +291,7 @@ def _run(args: argparse.Namespace) -> int:
                      f"{r['act_cpu_s']:.3f}",
                      f"{r['metrics_cpu_s']:.3f}", f"{r['exposition_cpu_s']:.3f}",
                      f"{r['total_cpu_s']:.3f}", f"{r.get('next_cycles_cpu_s', 0.0):.3f}",
-                     r["rss_mb"], _calls(r["cloud_call_detail"], "list_nodes"),
+                     r["rss_mb"], r["world_rss_mb"], _calls(r["cloud_call_detail"], "list_nodes"),
                      _calls(r["scheduler_call_detail"], "poll"),
                      f"{r['actions']}+{r['boots']}b")
             print("  ".join(f"{c:>11}" for c in cells))
@@ -289,7 +299,9 @@ def _run(args: argparse.Namespace) -> int:
               "and scheduler ads to workers; plan = the controller's cycle: snapshot, pairing, "
               "classification, matrix, plan, decision logging; act = the actuator carrying the "
               "plan out (the daemon does this in its actuator actors); metrics = Metrics.observe; scrape = one Prometheus exposition; "
-              "total = all of them; next = the mean total of the following cycles. Calls: made "
+              "total = all of them; next = the mean total of the following cycles. RSS = the whole "
+              "process after the cycles; world = its RSS once the simulated cloud and pool were built, "
+              "before the first cycle (the rest is the controller's). Calls: made "
               "through the cloud and scheduler ports during the first cycle, as listing+actions "
               "(each drain, cancel or destroy costs one or two calls). actions = drains, "
               "cancels and destroys planned, b = nodes booted.")

@@ -239,9 +239,9 @@ def explain(decisions: list[Decision]) -> tuple[NodeExplanation, ...]:
     """Each node's explanation, in the decisions' order; empties ``decisions`` as it goes, so each
     node's stage records are freed once its explanation exists (the cycle's peak memory)."""
     out: list[NodeExplanation] = []
-    # the record's own constructor, called by keyword: calling the class passes the keywords
-    # through one more dict (one explanation per node per cycle)
-    append, explanation = out.append, NodeExplanation.__new__
+    # built from a tuple in field order (checked at import below): a call with 16 keywords or more
+    # goes through a dict on CPython, six times the cost of the record (one per node per cycle)
+    append, explanation = out.append, NodeExplanation._make
     # nodes no reason claimed that share a classification share one text (most busy nodes: less
     # to build now, less kept until the next plan)
     unclaimed: dict[str, str] = {}
@@ -257,11 +257,16 @@ def explain(decisions: list[Decision]) -> tuple[NodeExplanation, ...]:
         if not reason:
             why = f.cls.why
             reason = unclaimed.get(why) or unclaimed.setdefault(why, reason_of(d))
-        append(explanation(
-            NodeExplanation, node_id=node.id, name=node.name, size=node.size, tuple=f.tuple, rule=f.rule,
-            matrix_action=f.maction, action=d.want, blocked_by=d.blocked, reason=reason,
-            worker=w.name if w is not None else None, raw_state=w.state if w is not None else None,
-            next_change=f.next_change, next_change_what=f.next_what, cause=d.cause, lost=f.lost,
-            gone=f.gone, our_drain_since=drain.since if drain is not None else None, drained=f.drained,
-            up=f.up, after_boot=f.after_boot, budget=d.budget))
+        append(explanation((
+            node.id, node.name, node.size, f.tuple, f.rule, f.maction, d.want, d.blocked, reason,
+            w.name if w is not None else None, w.state if w is not None else None,
+            f.next_change, f.next_what, d.cause, f.lost, f.gone,
+            drain.since if drain is not None else None, f.drained, f.up, f.after_boot, d.budget)))
     return tuple(out)
+
+
+# the order :func:`explain` builds its records in
+assert NodeExplanation._fields == (
+    "node_id", "name", "size", "tuple", "rule", "matrix_action", "action", "blocked_by", "reason",
+    "worker", "raw_state", "next_change", "next_change_what", "cause", "lost", "gone",
+    "our_drain_since", "drained", "up", "after_boot", "budget"), "explain() builds NodeExplanation in field order"

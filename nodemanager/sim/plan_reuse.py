@@ -1,19 +1,21 @@
-"""The replay's reuse of last cycle's per-node work: a :class:`~nodemanager.core.plan.Stages` for
+"""Last cycle's per-node work reused: a :class:`~nodemanager.core.plan.Stages` for
 :func:`nodemanager.core.plan` that gives the plan's own answers, computing only nodes whose inputs
-changed.
+changed. The replay plans through it (:func:`reusing`); the daemon does not: on fresh records, as
+real adapters build them every poll, comparing a node's two records and handing the new ones on
+costs about what computing its facts does (``nodemanager bench --reuse`` measures it).
 
-It pays in the simulator, whose pool hands back an unchanged record as the very same object cycle
-after cycle; real adapters build new records every poll, so the daemon plans afresh. Kept, per
-cloud node id, and reused:
+A node's records are the same when they are equal: the very same objects (the simulated pool
+hands back an unchanged record cycle after cycle), or new ones that compare equal (the
+adapters' records are frozen values). Kept, per cloud node id, and reused:
 
-* the node's facts, while the listing holds the very same ``CloudNode`` object paired with the
-  very same ``Worker`` object (or with none, for the same pairing reason), the settings and the
-  matrix are the same objects and the held set is equal, no action of ours is under way on the
-  node now, ``now`` is before the facts' next change by time alone, and the worker is not lost
-  yet. Never kept: facts whose words name ``now`` (an idle node's "idle for", a reclaim notice's
-  countdown, a foreign drain past ``reclaim_foreign_after``) or made while an action of ours was
-  under way;
-* the explanation of a node no reason claimed, made from the very same facts object.
+* the node's facts, while the listing holds an equal ``CloudNode`` paired with an equal
+  ``Worker`` (or with none, for the same pairing reason), the settings and the matrix are the same
+  objects and the held set is equal, no action of ours is under way on the node now, ``now`` is
+  before the facts' next change by time alone, and the worker is not lost yet. Never kept: facts
+  whose words name ``now`` (an idle node's "idle for", a reclaim notice's countdown, a foreign
+  drain past ``reclaim_foreign_after``) or made while an action of ours was under way. Reused
+  facts are handed on with this cycle's records in them, so last cycle's records are freed;
+* the explanation of a node no reason claimed, made from facts equal to this cycle's.
 
 ``tests/test_plan_reuse.py`` holds it equal to the plain plan, cycle after cycle of a changing world.
 """
@@ -32,27 +34,23 @@ from nodemanager.model import CloudNode, NodeExplanation, Plan, Size, Snapshot, 
 from nodemanager.configuration.settings import CoreSettings
 from policy_matrix.vocabulary import IDLE
 
-__all__ = ["ReusingStages", "KeptFacts", "KeptExplanation", "reusing"]
+__all__ = ["ReusingStages", "KeptNode", "reusing"]
 
 _NEVER = float("inf")
 _BY_NODE_ID = attrgetter("node.id")  # the order node_facts gives: cloud nodes by id
+_facts_of = NodeFacts._make  # a node's facts with its new records in front (no keyword binding)
 
 
-class KeptFacts(NamedTuple):
-    """A node's facts and the records they were made from, valid while ``now < until``."""
+class KeptNode(NamedTuple):
+    """A node's facts, the records they were made from and the explanation they gave while no
+    reason claimed the node (None: not made yet); valid while ``now < until``."""
 
     node: CloudNode
     worker: Worker | None
     unpaired_why: str | None
     until: float
     facts: NodeFacts
-
-
-class KeptExplanation(NamedTuple):
-    """The explanation of an unclaimed node, and the facts it was made from."""
-
-    facts: NodeFacts
-    explanation: NodeExplanation
+    explanation: NodeExplanation | None = None
 
 
 def _undecided(d: Decision) -> bool:
@@ -68,27 +66,31 @@ class ReusingStages:
         self._settings: CoreSettings | None = None
         self._matrix: MatrixLookup | None = None
         self._held: frozenset[str] | None = None
-        self._facts: dict[str, KeptFacts] = {}
-        self._explained: dict[str, KeptExplanation] = {}
+        self._kept: dict[str, KeptNode] = {}
         self.reused = 0  # facts reused over the planner's life (a test's check that it reuses)
 
     def facts(self, snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, sizes: dict[str, Size],
               pairing: Pairing) -> list[NodeFacts]:
         if settings is not self._settings or matrix is not self._matrix or snapshot.held != self._held:
             self._settings, self._matrix, self._held = settings, matrix, snapshot.held
-            self._facts, self._explained = {}, {}
+            self._kept = {}
         now = snapshot.now
         busy = {f.node for f in snapshot.in_flight}
         paired, reasons = pairing.paired, pairing.reasons
-        last, kept = self._facts, {}
+        last, kept = self._kept, {}
         out: list[NodeFacts] = []
         changed: list[CloudNode] = []
         for node in snapshot.cloud_nodes:
             nid = node.id
             worker = paired.get(nid)
             e = last.get(nid)
-            if (e is not None and e.node is node and e.worker is worker and now < e.until and nid not in busy
+            if (e is not None and now < e.until and nid not in busy
+                    and (e.node is node or e.node == node)
+                    and (e.worker is worker or (worker is not None and e.worker == worker))
                     and (worker is not None or e.unpaired_why == reasons.get(nid))):
+                if e.node is not node or e.worker is not worker:  # equal new records: hand those on
+                    e = KeptNode(node=node, worker=worker, unpaired_why=e.unpaired_why, until=e.until,
+                                 facts=_facts_of((node, worker, *e.facts[2:])), explanation=e.explanation)
                 kept[nid] = e
                 out.append(e.facts)
             else:
@@ -106,41 +108,39 @@ class ReusingStages:
                 until = _NEVER if f.next_change is None else f.next_change
                 if w is not None and w.last_heard > 0:
                     until = min(until, w.last_heard + stale_after)  # lost from then on
-                kept[n.id] = KeptFacts(node=n, worker=w, unpaired_why=reasons.get(n.id) if w is None else None,
-                                       until=until, facts=f)
+                kept[n.id] = KeptNode(node=n, worker=w, unpaired_why=reasons.get(n.id) if w is None else None,
+                                      until=until, facts=f)
             out.sort(key=_BY_NODE_ID)
-        self._facts = kept
+        self._kept = kept
         return out
 
     def explain(self, decisions: list[Decision]) -> tuple[NodeExplanation, ...]:
-        last, kept = self._explained, {}
+        kept = self._kept
         out: list[NodeExplanation | None] = []  # None: made afresh below
         append = out.append
         fresh: list[Decision] = []
         where: list[int] = []
         for d in decisions:
             f = d.facts
-            e = last.get(f.node.id)
-            # an unclaimed node (no reason, want, block or cause) on the very same facts
-            if e is not None and e.facts is f and not d.reason and d.want is None and d.blocked is None and (
-                    d.cause is None):
-                kept[f.node.id] = e
+            e = kept.get(f.node.id)
+            # an unclaimed node (no reason, want, block or cause) on this cycle's kept facts
+            if e is not None and e.explanation is not None and e.facts is f and not d.reason and (
+                    d.want is None and d.blocked is None and d.cause is None):
                 append(e.explanation)
             else:
                 where.append(len(out))
                 append(None)
                 fresh.append(d)
         if fresh:
-            facts_kept = self._facts
             for i, d, x in zip(where, list(fresh), explain(fresh)):
                 out[i] = x
                 f = d.facts
-                k = facts_kept.get(f.node.id)
-                # only facts kept for the next cycle can come back as the same object
-                if k is not None and k.facts is f and _undecided(d):
-                    kept[f.node.id] = KeptExplanation(facts=f, explanation=x)
-        self._explained = kept
+                e = kept.get(f.node.id)
+                # only kept facts come back next cycle: their explanation with them
+                if e is not None and e.facts is f and _undecided(d):
+                    kept[f.node.id] = e._replace(explanation=x)
         return tuple(cast("list[NodeExplanation]", out))
+
 
 def reusing(inner: Callable[..., Plan] | None = None) -> Callable[..., Plan]:
     """``inner`` (default :func:`nodemanager.core.plan`; a planner with its signature that hands
