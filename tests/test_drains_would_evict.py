@@ -12,7 +12,7 @@ import os
 import policy_matrix
 from nodemanager.cli import main
 from nodemanager.core import plan
-from nodemanager.model import Blocked, ItemKind, Size
+from nodemanager.model import Blocked, ItemKind, RunningJob, Size
 from tests.core_world import NOW, InFlight, node, settings, snap, worker
 
 COST = policy_matrix.load(os.path.join(os.path.dirname(policy_matrix.default_path()), "cost.matrix"))
@@ -179,3 +179,42 @@ def test_a_drain_whose_job_runs_past_its_expected_end_is_cancelled_before_the_re
     workers = [condor("late", (-HOUR,)), condor("other", (HOUR, HOUR)), condor("full", (HOUR,) * 8)]
     p = plan(snap(nodes, workers), settings(consolidate=True, consolidate_margin=4), COST)
     assert [(i.kind, i.node_id) for i in p.items] == [(ItemKind.DRAIN, "other")]
+
+
+def _job(started_ago: float, limit: float) -> RunningJob:
+    return RunningJob(job_id=f"j{started_ago:.0f}", user="u", start=NOW - started_ago, limit=limit)
+
+
+def test_a_job_must_end_within_its_own_retirement_not_a_later_jobs():
+    """A graceful drain lets jobs run until the longest retirement of the jobs still running: a
+    100-hour job 70 h in, beside a 48-hour job just started, is covered only while that job runs.
+    With 72 h of retirement each, the node's retirement ends in 72 h (past both ends), yet the
+    short job may end first and the long one is then evicted 2 h in: the node is not drained."""
+    nodes = [node("two"), node("full")]
+    jobs = (_job(70 * HOUR, 100 * HOUR), _job(0.0, 48 * HOUR))
+    two = condor("two", (30 * HOUR, 48 * HOUR), retirement=72 * HOUR, jobs=jobs)
+    workers = [two, condor("full", (HOUR,) * 8)]
+    p = plan(snap(nodes, workers), settings(consolidate=True, consolidate_margin=0), COST)
+    assert p.items == () and by_id(p)["two"].tuple.worker_state == "busy"
+    # the same node past max_lifetime: its drain waits, and says why
+    old = [node("two", age=25 * HOUR)]
+    p = plan(snap(old, [two]), settings(max_lifetime=24 * HOUR), COST)
+    assert p.items == () and by_id(p)["two"].blocked_by == Blocked.WOULD_EVICT
+    assert "a job ends in 30h 00m, after its own retirement (2h 00m): the jobs whose retirement covers it" in by_id(p)["two"].reason
+    # each job within its own 72 hours: drained
+    jobs = (_job(10 * HOUR, 60 * HOUR), _job(0.0, 48 * HOUR))
+    workers[0] = condor("two", (50 * HOUR, 48 * HOUR), retirement=72 * HOUR, jobs=jobs)
+    p = plan(snap(nodes, workers), settings(consolidate=True, consolidate_margin=0), COST)
+    assert [(i.kind, i.node_id) for i in p.items] == [(ItemKind.DRAIN, "two")]
+
+
+def test_a_node_whose_jobs_have_outlived_their_retirement_is_not_drained():
+    """A job listed a minute past its expected end (it may still run) on a node whose retirement
+    has run out: a graceful drain would evict it at once."""
+    nodes = [node("late"), node("full")]
+    workers = [condor("late", (-60.0,), retirement=-5.0), condor("full", (HOUR,) * 8)]
+    p = plan(snap(nodes, workers), settings(consolidate=True, consolidate_margin=0), COST)
+    assert p.items == () and by_id(p)["late"].tuple.worker_state == "busy"
+    p = plan(snap([node("late", age=25 * HOUR)], workers[:1]), settings(max_lifetime=24 * HOUR), COST)
+    assert p.items == () and by_id(p)["late"].blocked_by == Blocked.WOULD_EVICT
+    assert "1 job(s) run and their retirement has run out" in by_id(p)["late"].reason

@@ -5,6 +5,7 @@ which of the two is missing."""
 from __future__ import annotations
 
 import json
+import pathlib
 
 import pytest
 
@@ -55,3 +56,37 @@ def test_a_collector_refusing_read_fails_naming_the_level(real_pool, ec2_proxy, 
     assert read["detail"].startswith(f"{real_pool.collector}: READ refused")
     assert read["fix"].startswith("allow this host and user READ at the collector (ALLOW_READ)")
     assert checks["htcondor collector"]["ok"] is True
+
+
+def _steering_checks(real_pool, ec2_proxy, tmp_path, capsys) -> tuple[int, dict[str, dict]]:
+    config = _ec2_config(tmp_path, ec2_proxy.port)
+    text = config.read_text().replace("collector = 127.0.0.1:1", f"collector = {real_pool.collector}")
+    config.write_text(text + "[Daemon]\nsteering = yes\n")
+    code = main(["check", "--config", str(config), "--format", "json"])
+    return code, {c["name"]: c for c in json.loads(capsys.readouterr().out)}
+
+
+def test_steering_warns_until_the_negotiator_ranks_by_the_keep_rank(real_pool, ec2_proxy, tmp_path, capsys):
+    """With [Daemon] steering on, a negotiator without the shipped rank places jobs as before:
+    the check warns (and says what to install); once the central manager has the file, it passes."""
+    code, checks = _steering_checks(real_pool, ec2_proxy, tmp_path, capsys)
+    steer = checks["htcondor steering"]
+    assert code == 0 and steer["ok"] is None
+    assert "does not read NodeManagerKeepRank: jobs are placed as without steering" in steer["detail"]
+    assert steer["fix"].startswith("install deploy/htcondor/70-nodemanager-steering.conf on the central manager")
+    config = real_pool.dir / "cm" / "condor.config"
+    before = config.read_text()
+    shipped = pathlib.Path(__file__).parent.parent / "deploy" / "htcondor" / "70-nodemanager-steering.conf"
+    config.write_text(before + shipped.read_text())
+    real_pool.run("condor_reconfig", "-daemon", "negotiator")
+    try:
+        real_pool.wait_for(lambda: _steering_checks(real_pool, ec2_proxy, tmp_path, capsys)[1][
+            "htcondor steering"]["ok"] is True, 20, "the negotiator ranks by NodeManagerKeepRank")
+    finally:
+        config.write_text(before)
+        real_pool.run("condor_reconfig", "-daemon", "negotiator")
+
+
+def test_without_steering_there_is_no_steering_check(real_pool, ec2_proxy, tmp_path, capsys):
+    _, checks = _checks(ec2_proxy, tmp_path, capsys, real_pool.collector)
+    assert "htcondor steering" not in checks

@@ -27,6 +27,10 @@ def would_evict(worker: Worker | None, now: float) -> str | None:
         return None
     if end is None:
         return f"{jobs} job(s) run and the scheduler gives no retirement time"
+    if end <= now:
+        # every running job has outlived its retirement: a drain evicts it at once, whatever its
+        # expected end says (one listed past its end may still run)
+        return f"{jobs} job(s) run and their retirement has run out"
     left = f"retirement ends in {duration(max(end - now, 0.0))}"
     unknown = jobs - len(worker.job_end_times)
     if unknown > 0:
@@ -39,4 +43,21 @@ def would_evict(worker: Worker | None, now: float) -> str | None:
     last = max(worker.job_end_times)
     if last > end:
         return f"its last job ends in {duration(max(last - now, 0.0))}; {left}"
-    return None
+    return _outlives_own(worker, end, now)
+
+
+def _outlives_own(worker: Worker, end: float, now: float) -> str | None:
+    """Why a job would outlive its own retirement, or None. A graceful drain lets every job run
+    until the longest retirement of the jobs *still running* ends, so a job that ends early takes
+    its retirement with it: each job must end within its own. With one MaxJobRetirementTime for
+    the node's jobs, a job's own retirement ends ``end`` less how much later the last one started.
+    Unknown without every running job's start and limit."""
+    jobs = worker.jobs
+    if not jobs or len(jobs) < worker.running_jobs or any(j.limit is None for j in jobs):
+        return None
+    retirement = end - max(j.start for j in jobs)   # one job's, from its start
+    worst = max(jobs, key=lambda j: j.limit or 0.0)
+    if (worst.limit or 0.0) <= retirement:
+        return None
+    return (f"a job ends in {duration(max(worst.start + (worst.limit or 0.0) - now, 0.0))}, after its own "
+            f"retirement ({duration(max(worst.start + retirement - now, 0.0))}): the jobs whose retirement covers it may end first")

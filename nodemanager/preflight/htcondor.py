@@ -1,7 +1,8 @@
 """HTCondor's part of ``nodemanager check``: the collector reachable, and the authorization the
 node manager needs there (READ: every poll queries the collector's slot and schedd ads), asked of
 the collector itself with a ``ping`` (what ``condor_ping -type collector READ`` asks: a
-collector that refuses READ refuses to say where it is too, so it is reached by address)."""
+collector that refuses READ refuses to say where it is too, so it is reached by address). With
+``[Daemon] steering`` on: whether the negotiator ranks by the controller's attribute."""
 
 from __future__ import annotations
 
@@ -49,3 +50,25 @@ def htcondor_checks(settings: Settings, module: Any = None) -> Iterator[Check]:
         yield Check(f"htcondor {level} at the collector", granted, f"{where}: {level} {who}",
                     f"allow this host and user {level} at the collector (ALLOW_{level}), "
                     "see docs/htcondor.md")
+    if settings.core.steering:
+        yield _steering(module, sinful)
+
+
+def _steering(module: Any, collector: str) -> Check:
+    """Steering sets ``NodeManagerKeepRank`` on the startds; only a negotiator whose
+    ``NEGOTIATOR_PRE_JOB_RANK`` reads it places jobs by it (its configuration, read remotely)."""
+    from nodemanager.scheduler.htcondor_steer import KEEP_RANK
+
+    fix = ("install deploy/htcondor/70-nodemanager-steering.conf on the central manager and run "
+           "condor_reconfig, or set [Daemon] steering = no")
+    try:
+        ad = module.Collector(collector).locate(module.DaemonType.Negotiator)
+        rank = module.RemoteParam(ad).get("NEGOTIATOR_PRE_JOB_RANK", "")
+    except (module.HTCondorException, OSError, ValueError) as exc:
+        return Check("htcondor steering", None, f"cannot read the negotiator's NEGOTIATOR_PRE_JOB_RANK: {exc}",
+                     fix)
+    if KEEP_RANK.lower() in str(rank).lower():
+        return Check("htcondor steering", True, f"the negotiator ranks by {KEEP_RANK}")
+    return Check("htcondor steering", None,
+                 f"[Daemon] steering is on but the negotiator's NEGOTIATOR_PRE_JOB_RANK "
+                 f"({rank or 'unset'}) does not read {KEEP_RANK}: jobs are placed as without steering", fix)
