@@ -12,18 +12,11 @@ from typing import Any, Mapping
 
 from nodemanager.model import FinishedJob, RunningJob
 from nodemanager.scheduler.records import RecordProblem
-from nodemanager.scheduler.slurm_json import _Reader, _time_limit
+from nodemanager.scheduler.slurm_json import Reader, job_state, time_limit
 
 __all__ = ["finished_jobs"]
 
 log = logging.getLogger("nodemanager.scheduler.slurm")
-
-
-def _state(rec: Mapping[str, Any]) -> str:
-    state = rec.get("job_state")
-    if isinstance(state, list):   # SLURM 23.02+: a list, base state first
-        state = state[0] if state else None
-    return state.upper() if isinstance(state, str) else ""
 
 
 def finished_jobs(doc: Any) -> list[FinishedJob]:
@@ -31,10 +24,10 @@ def finished_jobs(doc: Any) -> list[FinishedJob]:
     out: list[FinishedJob] = []
     records = doc.get("jobs") if isinstance(doc, Mapping) else None
     for rec in records if isinstance(records, list) else ():
-        if not isinstance(rec, Mapping) or _state(rec) != "COMPLETED":
+        if not isinstance(rec, Mapping) or job_state(rec) != "COMPLETED":
             continue
         problems: list[RecordProblem] = []
-        r = _Reader(rec, "job", str(rec.get("job_id", "?")), problems)
+        r = Reader(rec, "job", str(rec.get("job_id", "?")), problems)
         user, start, end = r.text("user_name"), r.number("start_time"), r.number("end_time")
         if not problems:
             for field, bad, words in (("user_name", not user, "is missing"), ("start_time", not start, "is missing"),
@@ -46,6 +39,6 @@ def finished_jobs(doc: Any) -> list[FinishedJob]:
                         "; ".join(f"{p.field} {p.problem}" for p in problems))
             continue
         out.append(FinishedJob(job=RunningJob(job_id=r.name, user=user, start=start,
-                                              name=r.text("name") or None, limit=_time_limit(rec)),
+                                              name=r.text("name") or None, limit=time_limit(rec)),
                                end=end))
     return out

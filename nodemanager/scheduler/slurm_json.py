@@ -25,17 +25,8 @@ from nodemanager.scheduler.slurm_hostlist import array_task_count, expand_hostli
 from nodemanager.scheduler.slurm_gres import gres_per_node
 from nodemanager.scheduler.slurm_state import flag_names, short_state
 
-__all__ = [
-    "RecordError",
-    "SlurmNode",
-    "SlurmJob",
-    "parse_nodes",
-    "parse_jobs",
-    "drain_reason",
-    "request_id_of",
-    "cloud_id_of",
-    "ACTIVE_JOB_STATES",
-]
+__all__ = ["RecordError", "SlurmNode", "SlurmJob", "parse_nodes", "parse_jobs", "drain_reason", "request_id_of",
+           "cloud_id_of", "ACTIVE_JOB_STATES", "Reader", "job_state", "time_limit"]
 
 # Job states that hold a node: the node is not free while any of these is on it.
 ACTIVE_JOB_STATES = frozenset({"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STOPPED",
@@ -163,7 +154,7 @@ def _plain(value: Any) -> Any:
 _UNSET = frozenset({0xFFFFFFFE, 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFE, 0xFFFFFFFFFFFFFFFF})
 
 
-def _memory(r: "_Reader", key: str) -> int | None:
+def _memory(r: "Reader", key: str) -> int | None:
     """A memory request in MB; an absent, unset, negative or NO_VAL one is None, so the other
     field (per node or per CPU) or none at all decides, never a negative demand. An unusable one
     (not finite, beyond 2^31-1 MB, not a number) is reported by the reader."""
@@ -176,7 +167,7 @@ def _memory(r: "_Reader", key: str) -> int | None:
     return r.integer(key)
 
 
-class _Reader:
+class Reader:
     """Typed access to one record's fields, collecting RecordProblems instead of raising."""
 
     def __init__(self, record: Mapping[str, Any], kind: str, name: str, errors: list[RecordProblem]) -> None:
@@ -270,7 +261,7 @@ def parse_nodes(doc: Any) -> tuple[list[SlurmNode], list[RecordProblem]]:
             errors.append(RecordProblem("node", f"#{i}", "name", f"is missing or not a string: {name!r}"))
             continue
         try:
-            node = _node(rec, _Reader(rec, "node", name, errors))
+            node = _node(rec, Reader(rec, "node", name, errors))
         except Exception as exc:  # noqa: BLE001 - hostile data: name the record, never a bare traceback
             raise RecordError("sinfo --json", "node", name, exc) from exc
         if node is not None:
@@ -278,7 +269,7 @@ def parse_nodes(doc: Any) -> tuple[list[SlurmNode], list[RecordProblem]]:
     return nodes, errors
 
 
-def _node(rec: Mapping[str, Any], r: _Reader) -> SlurmNode | None:
+def _node(rec: Mapping[str, Any], r: Reader) -> SlurmNode | None:
     base = rec.get("state")
     flags = r.strings("state_flags")
     if isinstance(base, list) and base and all(isinstance(x, str) for x in base):
@@ -324,7 +315,7 @@ def parse_jobs(doc: Any) -> tuple[list[SlurmJob], list[RecordProblem]]:
             errors.append(RecordProblem("job", f"#{i}", "job_id", f"is missing or not a number: {job_id!r}"))
             continue
         try:
-            job = _job(rec, job_id, _Reader(rec, "job", str(job_id), errors))
+            job = _job(rec, job_id, Reader(rec, "job", str(job_id), errors))
         except Exception as exc:  # noqa: BLE001 - hostile data: name the record, never a bare traceback
             raise RecordError("squeue --json", "job", str(job_id), exc) from exc
         if job is not None:
@@ -332,12 +323,9 @@ def parse_jobs(doc: Any) -> tuple[list[SlurmJob], list[RecordProblem]]:
     return jobs, errors
 
 
-def _job(rec: Mapping[str, Any], job_id: int, r: _Reader) -> SlurmJob | None:
+def _job(rec: Mapping[str, Any], job_id: int, r: Reader) -> SlurmJob | None:
     errors = r.errors
-    raw_state = rec.get("job_state")
-    if isinstance(raw_state, list):
-        raw_state = raw_state[0] if raw_state else None
-    state = raw_state.upper() if isinstance(raw_state, str) else ""
+    state = job_state(rec)
     if not state:
         r.problem("job_state", "is missing", "unreadable")
         return None
@@ -354,7 +342,7 @@ def _job(rec: Mapping[str, Any], job_id: int, r: _Reader) -> SlurmJob | None:
             r.problem("nodes", str(exc), "unreadable")
             nodes = ()
         # no limit: absent, infinite, or SLURM's NO_VAL/INFINITE integers (end_time is then start + 1 year)
-        limit = _time_limit(rec)
+        limit = time_limit(rec)
         end = r.number("end_time") if limit is not None else None
         # positional: this runs for every running job every poll
         return SlurmJob(job_id, state, nodes, cpus, node_count, None, None, "None", "", r.number("start_time"),
@@ -378,10 +366,18 @@ def _job(rec: Mapping[str, Any], job_id: int, r: _Reader) -> SlurmJob | None:
                     bool(rec.get("requeue", True)), tasks, sized, r.text("features"),
                     gres_per_node(r.text("tres_per_node"), r.text("tres_per_job"), r.text("tres_per_task"),
                                   node_count, r.integer("tasks", 1)),
-                    _exclusive(rec), _time_limit(rec), r.text("user_name"), r.text("account"), r.text("name"))
+                    _exclusive(rec), time_limit(rec), r.text("user_name"), r.text("account"), r.text("name"))
 
 
-def _time_limit(rec: Mapping[str, Any]) -> float | None:
+def job_state(rec: Mapping[str, Any]) -> str:
+    """A job record's base state, upper case ("" when missing); SLURM 23.02+ gives a list."""
+    state = rec.get("job_state")
+    if isinstance(state, list):
+        state = state[0] if state else None
+    return state.upper() if isinstance(state, str) else ""
+
+
+def time_limit(rec: Mapping[str, Any]) -> float | None:
     """The job's time limit in seconds (squeue gives minutes); None when absent, INFINITE or NO_VAL."""
     minutes = _plain(rec.get("time_limit"))
     return float(minutes) * 60.0 if type(minutes) is int and minutes not in _UNSET else None
