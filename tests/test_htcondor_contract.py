@@ -127,7 +127,7 @@ def test_a_foreign_drain_is_left_alone(startds):
 
 def test_a_dead_startds_lingering_drain_is_no_drain_in_flight(startds):
     name = startds.add()
-    ticket = startds.htc.drain(startds.worker(name), GRACEFUL, "idle exceeded")
+    ticket = startds.htc.drain(startds.worker(name), QUICK, "idle exceeded")   # a quick drain, confirmed too
     startds.until(lambda: startds.htc.confirm_drained(ticket).ok, "our drain confirmed")
     startds.until(lambda: startds.worker(name).state == "Drained/Idle", "the drained ad in the collector")
     startds.kill(name)                               # the VM died: its ads stay in the collector
