@@ -89,8 +89,12 @@ def test_a_refusal_by_the_cost_guard_names_the_estimate_that_grew():
     snapshot = {"ExpectedMachineGracefulDrainingBadput": 0, "ExpectedMachineGracefulDrainingCompletion": 1000}
     live = {"ExpectedMachineGracefulDrainingBadput": 7200, "ExpectedMachineGracefulDrainingCompletion": 1000}
     assert cost_growth(snapshot, live, GRACEFUL) == (
-        "ExpectedMachineGracefulDrainingBadput 7200, 0 in the snapshot")
+        "ExpectedMachineGracefulDrainingBadput 7200 s, 0 s in the snapshot")
     assert cost_growth(snapshot, snapshot, GRACEFUL) is None
+    # a completion is a time: said as how much later, never as epoch seconds
+    later = {**snapshot, "ExpectedMachineGracefulDrainingCompletion": 1_795_000_000 + 3 * 3600}
+    assert cost_growth({**snapshot, "ExpectedMachineGracefulDrainingCompletion": 1_795_000_000}, later, GRACEFUL) == (
+        "ExpectedMachineGracefulDrainingCompletion 3h 00m later than in the snapshot")
     assert cost_growth(snapshot, live, FAST) is None                 # fast is guarded by Quick's
 
 
