@@ -113,5 +113,9 @@ def test_the_drain_right_at_our_startds_and_read_at_the_schedd_are_asked(real_po
         real_pool.restart_vm(name)
         real_pool.wait_for(lambda: _checks(ec2_proxy, tmp_path, capsys, real_pool.collector)[1][
             "htcondor DRAIN_JOBS at the startds"]["ok"] is True, 60, "DRAIN_JOBS granted after the fix")
+        real_pool.stop_vm(name, kill=True)           # a dead VM's ad stays: it answers nothing, refuses nothing
+        drain = _checks(ec2_proxy, tmp_path, capsys, real_pool.collector)[1]["htcondor DRAIN_JOBS at the startds"]
+        assert drain["ok"] is None and drain["detail"].startswith(f"{name}: DRAIN_JOBS not answered"), drain
     finally:
-        real_pool.stop_vm(name, kill=True)
+        if name in real_pool.masters:
+            real_pool.stop_vm(name, kill=True)

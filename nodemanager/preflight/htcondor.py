@@ -44,7 +44,9 @@ def htcondor_checks(settings: Settings, module: Any = None) -> Iterator[Check]:
     yield Check("htcondor collector", True, f"{where}: reachable")
     sinful = f"<{address}:{port}>" if ":" not in address else f"<[{address}]:{port}>"
     for level in LEVELS:
-        granted, who = _granted(module, sinful, level)
+        answer, who = _granted(module, sinful, level)
+        granted = bool(answer)                       # a collector reached that does not answer refuses
+        who = who if answer is not None else f"refused ({who})"
         yield Check(f"htcondor {level} at the collector", granted, f"{where}: {level} {who}",
                     f"allow this host and user {level} at the collector (ALLOW_{level}), "
                     "see docs/htcondor.md")
@@ -53,12 +55,13 @@ def htcondor_checks(settings: Settings, module: Any = None) -> Iterator[Check]:
     yield from _schedds_and_startds(module, settings, sinful)
 
 
-def _granted(module: Any, location: Any, level: str) -> tuple[bool, str]:
-    """Whether ``level`` is granted at the daemon, and to whom (or the error), in words."""
+def _granted(module: Any, location: Any, level: str) -> tuple[bool | None, str]:
+    """Whether ``level`` is granted at the daemon, and to whom, in words; None and the error
+    when the ping got no answer."""
     try:
         reply = module.ping(location, level)
     except (module.HTCondorException, OSError) as exc:
-        return False, f"refused ({exc})"
+        return None, str(exc)
     granted = bool(reply.get("AuthorizationSucceeded"))
     return granted, f"{'granted' if granted else 'refused'} to {reply.get('MyRemoteUserName') or 'this user'}"
 
@@ -82,7 +85,8 @@ def _schedds_and_startds(module: Any, settings: Settings, collector: str) -> Ite
                     f"no schedd {'named ' + ', '.join(names) + ' ' if names else ''}in the collector", fix)
     for ad in schedds:
         granted, who = _granted(module, ad, "READ")
-        yield Check("htcondor READ at the schedds", granted, f"{ad.get('Name')}: READ {who}", fix)
+        yield Check("htcondor READ at the schedds", granted,
+                    f"{ad.get('Name')}: READ {who if granted is not None else f'not answered ({who})'}", fix)
     fix = ("allow this host and user ADMINISTRATOR at the execute nodes' startds (ALLOW_ADMINISTRATOR), "
            "see docs/htcondor.md")
     machines = {str(a.get("Machine") or a.get("Name")): a for a in startds}
@@ -91,17 +95,22 @@ def _schedds_and_startds(module: Any, settings: Settings, collector: str) -> Ite
                     "once a VM joined (condor_ping -type startd -name <its name> DRAIN_JOBS)", fix)
         return
     asked = [machines[m] for m in sorted(machines)[:STARTDS_ASKED]]
-    refused = []
+    said: dict[bool | None, list[str]] = {True: [], False: [], None: []}
     for ad in asked:
-        granted, who = _granted(module, str(ad.get("MyAddress")), "DRAIN_JOBS")
-        if not granted:
-            refused.append(f"{ad.get('Machine') or ad.get('Name')}: DRAIN_JOBS {who}")
-    if refused:
+        address = str(ad.get("MyAddress"))
+        granted, who = _granted(module, address, "DRAIN_JOBS")
+        if granted is None and _granted(module, address, "READ")[0] is not None:
+            granted, who = False, f"refused ({who})"  # the startd answers, but not this command
+        said[granted].append(f"{ad.get('Machine') or ad.get('Name')}: DRAIN_JOBS "
+                             + (who if granted is not None else f"not answered ({who})"))
+    if said[False]:
         yield Check("htcondor DRAIN_JOBS at the startds", False,
-                    f"{'; '.join(refused)}: every drain of these is refused", fix)
-    else:
-        yield Check("htcondor DRAIN_JOBS at the startds", True,
-                    f"granted at {', '.join(str(a.get('Machine')) for a in asked)} ({len(asked)} of {len(machines)})")
+                    f"{'; '.join(said[False])}: every drain of these is refused", fix)
+    elif said[True]:
+        yield Check("htcondor DRAIN_JOBS at the startds", True, f"{'; '.join(said[True])} "
+                    f"({len(said[True])} of {len(machines)} asked)")
+    else:                                            # a dead VM's ad lingers in the collector a while
+        yield Check("htcondor DRAIN_JOBS at the startds", None, "; ".join(said[None]), fix)
 
 
 def _steering(module: Any, collector: str) -> Check:
