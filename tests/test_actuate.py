@@ -201,6 +201,34 @@ def test_drain_refused_and_scheduler_failure(time_now, nm_settings, scripted_sch
     assert out.result == "failed" and "retry in 10s" in out.detail
 
 
+def test_a_drain_refused_again_backs_off_and_a_single_refusal_does_not(time_now, nm_settings, scripted_scheduler):
+    """A node that took a job after our look is refused once, and the next cycle's drain goes
+    through; a scheduler that refuses every drain (no ADMINISTRATOR at the startd) is asked again
+    after a doubling backoff, not every cycle."""
+    cloud, act = setup(time_now, nm_settings, scripted_scheduler)
+    node = running_node(cloud, scripted_scheduler)
+    snapshot = scripted_scheduler.workers["w1"]
+    scripted_scheduler.set_jobs("w1", 1)
+    [out] = act.run(Task(item(ItemKind.DRAIN, node), node, snapshot))
+    assert out.result == "refused" and "next try" not in out.detail
+    scripted_scheduler.set_jobs("w1", 0)
+    time_now.advance(5)
+    [out] = act.run(Task(item(ItemKind.DRAIN, node), node, scripted_scheduler.workers["w1"]))
+    assert out.result == "ok"
+
+    other = running_node(cloud, scripted_scheduler, name="w2")
+    snapshot = scripted_scheduler.workers["w2"]
+    scripted_scheduler.set_jobs("w2", 1)                 # every drain decided on this look is refused
+    asked = []
+    for _ in range(240):                                 # 20 minutes of 5-second cycles
+        [out] = act.run(Task(item(ItemKind.DRAIN, other, worker="w2"), other, snapshot))
+        if out.result == "refused":
+            asked.append(time_now())
+        time_now.advance(5)
+    assert 8 <= len(asked) <= 12, len(asked)             # was 240: every cycle
+    assert asked[1] - asked[0] == 5 and 300 <= asked[-1] - asked[-2] <= 305
+
+
 def test_escalate_uses_ticket_from_tag(time_now, nm_settings, scripted_scheduler):
     cloud, act = setup(time_now, nm_settings, scripted_scheduler)
     node = running_node(cloud, scripted_scheduler)

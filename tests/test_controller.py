@@ -181,13 +181,17 @@ def test_decision_lines_are_short_with_details_at_debug(caplog):
     between words, and every line names the rule as file:line; the node id, size, raw state, the
     rule's full path and the whole reason follow at DEBUG, and the node's history keeps the whole
     reason. A line with an action or a block keeps its whole reason."""
-    caplog.set_level(logging.DEBUG, "nodemanager.decisions")
+    caplog.set_level(logging.DEBUG)
     loop = Loop(sim_settings())
     loop.run(600)
     info = [r.getMessage() for r in caplog.records
             if r.levelno == logging.INFO and r.getMessage().startswith("node ") and " -> " in r.getMessage()]
     routine = [m for m in info if " -> none" in m and "blocked by" not in m]
     assert routine and all(len(m) <= 160 for m in routine), max(routine, key=len)
+    # the adapters' own INFO lines too (a drain's reason and check expression are at DEBUG)
+    others = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO
+              and not r.getMessage().startswith(("node ", "outcome "))]
+    assert others and all(len(m) <= 160 for m in others), max(others, key=len)
     e = next(e for r in loop.reports for e in r.plan.nodes if e.action is None and not e.blocked_by)
     long = e._replace(reason="the scheduler says " + "wordy " * 20 + "end")
     line = decision_line(long)

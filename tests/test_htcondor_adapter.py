@@ -335,6 +335,8 @@ def test_a_startd_whose_dynamic_slots_cannot_all_be_named_names_no_job_and_the_s
     assert [(j.job_id, j.user, j.start, j.name, j.limit) for j in workers["a"].jobs] == [
         ("s#1.0#1", "alice", 1001.0, None, None), ("s#2.0#1", "alice", 1002.0, "/bin/fit", 7200.0)]
     assert workers["b"].jobs == workers["c"].jobs == workers["d"].jobs == ()
+    # a job's own limit is its guaranteed end (as SLURM's time limit); one without has none known
+    assert workers["a"].job_end_times == (1002.0 + 7200,) and workers["b"].job_end_times == ()
     assert workers["a"].cpus == 4 and workers["a"].running_jobs == 2   # the dynamic slots are not summed in
     assert [str(p) for p in problems] == [
         "node slot1_2@c: field 'JobStart' is missing or not a time for job s#2.0#1: None; "

@@ -10,11 +10,18 @@ import pytest
 
 from nodemanager.cycle.controller_inputs import build_in_flight
 from nodemanager.model import CloudNode
+from nodemanager.scheduler.htcondor_attributes import PILOT_ATTRIBUTES, SLOT_ATTRIBUTES
 from nodemanager.scheduler.htcondor_drain import drain_check_expression
 from nodemanager.scheduler.port import DrainRefused, DrainSchedule
 from tests.fixtures.condor_contract import real_pool, startds  # noqa: F401 - fixtures
 
 GRACEFUL, QUICK, FAST = DrainSchedule.GRACEFUL, DrainSchedule.QUICK, DrainSchedule.FAST
+
+# what the adapter reads that a real startd's p-slot does not publish of itself (docs/htcondor.md,
+# "What one poll reads"): the design's fast-drain estimates, the dynamic slots' flag, and what the
+# site's crons or the controller set
+NOT_FROM_A_STARTD = {"ExpectedMachineFastDrainingCompletion", "ExpectedMachineFastDrainingBadput",
+                     "DynamicSlot", "ReclaimNoticeDeadline", "NodeManagerKeepRank", *PILOT_ATTRIBUTES}
 
 
 def test_an_idle_startd_is_drained_and_confirmed(startds):
@@ -96,6 +103,8 @@ def test_a_graceful_drain_lets_the_job_run_and_fast_kills_it_as_drain_badput(sta
     assert w.drain_reason == ticket.reason           # the same drain, renewed
     stats = startds.htc.draining_stats()
     assert stats.escalated == 1 and stats.badput > 0
+    if startds.real:                                 # what the adapter reads, against what the startd published
+        assert set(SLOT_ATTRIBUTES) - startds.seen == NOT_FROM_A_STARTD
 
 
 def test_a_graceful_drain_that_would_evict_at_once_is_not_started(startds):
@@ -118,7 +127,7 @@ def test_a_foreign_drain_is_left_alone(startds):
 
 def test_a_dead_startds_lingering_drain_is_no_drain_in_flight(startds):
     name = startds.add()
-    ticket = startds.htc.drain(startds.worker(name), GRACEFUL, "idle exceeded")
+    ticket = startds.htc.drain(startds.worker(name), QUICK, "idle exceeded")   # a quick drain, confirmed too
     startds.until(lambda: startds.htc.confirm_drained(ticket).ok, "our drain confirmed")
     startds.until(lambda: startds.worker(name).state == "Drained/Idle", "the drained ad in the collector")
     startds.kill(name)                               # the VM died: its ads stay in the collector
@@ -172,14 +181,19 @@ def test_demand_from_the_real_schedd_is_stable_across_polls(real):
     htc = HTCondorScheduler(Htcondor2Bindings(real.pool.collector), sizes=sizes)
     real.pool.submit(3600, count=3, cpus=8, memory=1000, extra='requirements = Machine == "nowhere"')
     real.pool.submit(3600, count=2, cpus=1, memory=500, extra='requirements = Machine == "nowhere"')
-    polls = [real.until(lambda: (lambda p: p if sum(d.count for d in p.demand) >= 5 else None)(htc.poll()),
-                        "5 idle jobs in demand")]
+    real.pool.submit(3600, cpus=2, memory=1500, extra="request_gpus = 1\nrequest_disk = 4 GB")
+    polls = [real.until(lambda: (lambda p: p if sum(d.count for d in p.demand) >= 6 else None)(htc.poll()),
+                        "6 idle jobs in demand")]
     first = _server_time(real)                       # the schedd stamps each reply with its time
     real.until(lambda: _server_time(real) != first, "the schedd's next second")
     polls.append(htc.poll())
     for p in polls:
         big = [d for d in p.demand if d.cpus == 8]
         assert big and sum(d.count for d in big) >= 3 and all(d.ram_mb == 1000 for d in big)
+        # RequestGPUs and RequestDisk (KiB) as the schedd gives them; no size has a GPU
+        [gpu] = [d for d in p.demand if d.gpus]
+        assert (gpu.cpus, gpu.ram_mb, gpu.gpus, gpu.scratch_mb, gpu.sizes) == (2, 1500, 1, 4096, frozenset())
+        assert "GPUs" in (gpu.unmatched or ""), gpu.unmatched
     # the same jobs, the same unmatched signatures: nothing that changes per reply is in them
     assert ({d.unmatched for d in polls[0].demand if d.unmatched}
             == {d.unmatched for d in polls[1].demand if d.unmatched} != set())

@@ -89,8 +89,12 @@ def test_a_refusal_by_the_cost_guard_names_the_estimate_that_grew():
     snapshot = {"ExpectedMachineGracefulDrainingBadput": 0, "ExpectedMachineGracefulDrainingCompletion": 1000}
     live = {"ExpectedMachineGracefulDrainingBadput": 7200, "ExpectedMachineGracefulDrainingCompletion": 1000}
     assert cost_growth(snapshot, live, GRACEFUL) == (
-        "ExpectedMachineGracefulDrainingBadput 7200, 0 in the snapshot")
+        "ExpectedMachineGracefulDrainingBadput 7200 s, 0 s in the snapshot")
     assert cost_growth(snapshot, snapshot, GRACEFUL) is None
+    # a completion is a time: said as how much later, never as epoch seconds
+    later = {**snapshot, "ExpectedMachineGracefulDrainingCompletion": 1_795_000_000 + 3 * 3600}
+    assert cost_growth({**snapshot, "ExpectedMachineGracefulDrainingCompletion": 1_795_000_000}, later, GRACEFUL) == (
+        "ExpectedMachineGracefulDrainingCompletion 3h 00m later than in the snapshot")
     assert cost_growth(snapshot, live, FAST) is None                 # fast is guarded by Quick's
 
 
@@ -325,3 +329,26 @@ def test_a_drained_startd_whose_job_count_cannot_be_read_is_not_confirmed(condor
     assert not c.ok and "node a.example: field 'NumDynamicSlots' is not finite: inf" in c.reason
     del st.attrs["NumDynamicSlots"]
     assert condor.htc.confirm_drained(ticket).ok
+
+
+@pytest.mark.parametrize("retirement, vacate, refused", [
+    (0, 600, True),        # HTCondor's default MAXJOBRETIREMENTTIME
+    (600, 600, True),      # equal: the startd evicts at once ("538s of retirement time remaining ...")
+    (601, 600, False),
+    (7200, 600, False),
+])
+def test_a_graceful_drain_of_a_busy_node_whose_retirement_is_not_above_its_vacate_time_is_refused(
+        condor, retirement, vacate, refused):
+    condor.add("a.example", max_retirement=float(retirement), vacate_time=float(vacate))
+    condor.run_job("a.example")
+    condor.advance(10)
+    w = condor.worker("a.example")
+    if refused:
+        with pytest.raises(DrainRefused, match=rf"MaxJobRetirementTime \({retirement} s\) is not above "
+                                               rf"MachineMaxVacateTime \({vacate} s\)"):
+            condor.htc.drain(w, GRACEFUL, "consolidation")
+        assert not condor.worker("a.example").draining
+    else:
+        condor.htc.drain(w, GRACEFUL, "consolidation")
+        condor.advance(1)
+        assert condor.worker("a.example").draining

@@ -116,6 +116,25 @@ def test_a_matrix_that_never_drains_idle_nodes_names_exactly_the_nodes_drained_n
     assert doc["cycle_at"] == d.last_report.snapshot.now
 
 
+def test_the_docs_sample_is_what_plan_live_prints(live, capsys, tmp_path):
+    """docs/plan.md's ``plan --live`` sample, the same edit on the embedded demo: the same rows,
+    reasons and count; the header differs only in the URL, times, paths and hashes. A joined
+    node's tuple is the matrix's (the page shows it as "joined"): unchanged, shown once."""
+    d, cfg, matrix = live
+    new = tmp_path / "new.matrix"
+    new.write_text(matrix.read_text().replace("idle exceeded -> START_DRAIN", "idle exceeded -> None"))
+    _, out, _ = _plan_live(capsys, d, "--config", str(cfg), "--matrix", str(new))
+    doc = (REPO / "docs" / "plan.md").read_text().split("$ nodemanager plan --live --config", 1)[1]
+    sample = doc.split("```", 1)[0].splitlines()[1:]
+    header = r"^http://\S+: cycle at .+ \(.+ ago\), \d+ nodes; planned with \S+ and matrix [0-9a-f]{12} \(running [0-9a-f]{12}\)$"
+    got = out.splitlines()
+    assert re.match(header, sample[0]) and re.match(header, got[0]), (sample[0], got[0])
+
+    def cells(lines: list[str]) -> list[list[str]]:
+        return [re.split(r"\s{2,}", line.replace("running.matrix", "default.matrix").strip()) for line in lines]
+    assert cells(got[1:]) == cells(sample[1:])
+
+
 def test_a_longer_idle_grace_in_an_edited_config_keeps_the_idle_nodes(live, capsys, tmp_path):
     d, cfg, _ = live
     expected = _drained_idle(d)

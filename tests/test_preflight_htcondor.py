@@ -90,3 +90,32 @@ def test_steering_warns_until_the_negotiator_ranks_by_the_keep_rank(real_pool, e
 def test_without_steering_there_is_no_steering_check(real_pool, ec2_proxy, tmp_path, capsys):
     _, checks = _checks(ec2_proxy, tmp_path, capsys, real_pool.collector)
     assert "htcondor steering" not in checks
+
+
+def test_the_drain_right_at_our_startds_and_read_at_the_schedd_are_asked(real_pool, ec2_proxy, tmp_path, capsys):
+    """Without ADMINISTRATOR at a startd every drain is refused and idle VMs stay paid: check
+    asks a startd of ours for DRAIN_JOBS (as condor_ping does) and the schedd for READ."""
+    code, checks = _checks(ec2_proxy, tmp_path, capsys, real_pool.collector)
+    assert checks["htcondor READ at the schedds"]["ok"] is True
+    assert checks["htcondor READ at the schedds"]["detail"].startswith("nm-schedd@nm-central: READ granted to ")
+    assert checks["htcondor DRAIN_JOBS at the startds"]["ok"] is None       # no VM of ours yet: undecided
+    name = "pf-1"
+    real_pool.start_vm(name, extra="DENY_ADMINISTRATOR = unauthenticated@*\n")   # this client's identity
+    config = real_pool._host_path(real_pool.vm_config[name])
+    try:
+        real_pool.wait_vm(name)
+        code, checks = _checks(ec2_proxy, tmp_path, capsys, real_pool.collector)
+        assert code == 1
+        drain = checks["htcondor DRAIN_JOBS at the startds"]
+        assert drain["ok"] is False and drain["detail"].startswith(f"{name}: DRAIN_JOBS refused"), drain
+        assert drain["fix"].startswith("allow this host and user ADMINISTRATOR at the execute nodes' startds")
+        config.write_text(config.read_text().replace("DENY_ADMINISTRATOR = unauthenticated@*\n", ""))
+        real_pool.restart_vm(name)
+        real_pool.wait_for(lambda: _checks(ec2_proxy, tmp_path, capsys, real_pool.collector)[1][
+            "htcondor DRAIN_JOBS at the startds"]["ok"] is True, 60, "DRAIN_JOBS granted after the fix")
+        real_pool.stop_vm(name, kill=True)           # a dead VM's ad stays: it answers nothing, refuses nothing
+        drain = _checks(ec2_proxy, tmp_path, capsys, real_pool.collector)[1]["htcondor DRAIN_JOBS at the startds"]
+        assert drain["ok"] is None and drain["detail"].startswith(f"{name}: DRAIN_JOBS not answered"), drain
+    finally:
+        if name in real_pool.masters:
+            real_pool.stop_vm(name, kill=True)

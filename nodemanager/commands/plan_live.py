@@ -72,8 +72,10 @@ def live_changes(status: Mapping[str, Any], new: Plan) -> tuple[list[NodeChange]
         action = e.action.value if e.action else None
         if (old.get("planned_action"), old.get("blocked_by")) == (action, e.blocked_by):
             continue
+        # the matrix's tuple, not the page's words for it ("joined", "down: drained")
+        old_tuple = old.get("matrix_tuple_text") or old.get("tuple_text") or "-"
         nodes.append(NodeChange(
-            node_id=e.node_id, name=e.name, old_tuple=str(old.get("tuple_text") or "-"),
+            node_id=e.node_id, name=e.name, old_tuple=str(old_tuple),
             new_tuple=str(e.tuple), old_rule=str(old.get("rule") or "-"), new_rule=e.rule,
             old_action=old.get("planned_action"), new_action=action,
             old_blocked=old.get("blocked_by"), new_blocked=e.blocked_by,

@@ -13,7 +13,9 @@ API note (shared by the daemon's actuator actors and the simulator, which calls 
 Nothing here sleeps or keeps a thread: a failed call is reported as an :class:`Outcome` with
 result ``failed`` and the same work is refused (``skipped``) until its backoff has passed; the
 controller plans it again next cycle if it is still wanted. Backoff doubles from
-:data:`INITIAL_BACKOFF` up to ``PollSettings.max_backoff``. Cloud errors by kind:
+:data:`INITIAL_BACKOFF` up to ``PollSettings.max_backoff``. A drain the scheduler refuses is
+retried at the next cycle; refused again within :data:`REFUSAL_REPEAT`, it backs off the same way
+(a startd that refuses every drain is not asked every cycle). Cloud errors by kind:
 
 - quota: learn the quota (our node count now) and block that size for ``CloudSettings.quota_backoff``;
 - capacity: block that size for ``quota_backoff``;
@@ -41,7 +43,7 @@ import math
 from dataclasses import dataclass
 
 from nodemanager.cycle.actuator_memory import (BOOT_LISTING_TIMEOUT, DESTROY_SETTLE, FAILED, INITIAL_BACKOFF,
-                                         OK, REFUSED, SKIPPED, ActuatorMemory)
+                                         OK, REFUSAL_REPEAT, REFUSED, SKIPPED, ActuatorMemory)
 from nodemanager.cloud import CloudError, ErrorKind, TAG_CLUSTER, TAG_DESTROY, TAG_DRAIN, TAG_REQUEST, TAG_SIZE
 from nodemanager.core import Reservation, is_lost
 from nodemanager.core.identity import controller_tag
@@ -184,7 +186,9 @@ class Actuator(ActuatorMemory):
         try:
             ticket = self.scheduler.drain(worker, schedule, reason)
         except DrainRefused as err:
-            return Outcome("drain", item.node_id, REFUSED, f"scheduler refused: {err}", now, size)
+            delay = self._refusal(key)
+            again = f"; refused again, next try in {delay:.0f}s" if delay is not None else ""
+            return Outcome("drain", item.node_id, REFUSED, f"scheduler refused: {err}{again}", now, size)
         except SchedulerError as err:
             delay = self._failed(key)
             return Outcome("drain", item.node_id, FAILED, f"{err}; retry in {delay:.0f}s", now, size)

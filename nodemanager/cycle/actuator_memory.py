@@ -24,9 +24,12 @@ from nodemanager.scheduler import Scheduler, SchedulerPoll
 from nodemanager.configuration.settings import Settings
 
 __all__ = ["ActuatorMemory", "ActuatorState", "INITIAL_BACKOFF", "BOOT_LISTING_TIMEOUT",
-           "DESTROY_SETTLE", "NAME_QUARANTINE", "OK", "REFUSED", "FAILED", "SKIPPED"]
+           "DESTROY_SETTLE", "NAME_QUARANTINE", "OK", "REFUSED", "FAILED", "SKIPPED", "REFUSAL_REPEAT"]
 
 INITIAL_BACKOFF = 10.0          # seconds before the first retry of a failed call
+# a refusal this soon after the last one of the same work is a repeated one: it backs off like a
+# failure (a node that took a job since the look is refused once, and the next try goes through)
+REFUSAL_REPEAT = 600.0
 BOOT_LISTING_TIMEOUT = 600.0    # a requested boot not listed after this long is given up
 DESTROY_SETTLE = 300.0          # a node destroyed this recently is not destroyed again
 NAME_QUARANTINE = 600.0         # a node name listed this recently is not given to a new VM
@@ -75,6 +78,7 @@ class ActuatorMemory:
         self._blocked: dict[str, float] = {}                  # size -> blocked until
         self.breakers = Breakers()                            # wall: capacity breakers per size
         self._backoff: dict[str, tuple[int, float]] = {}      # key -> (failures, not before)
+        self._refused: dict[str, float] = {}                  # key -> last refused at
         self._cloud_wait_until = -math.inf                    # rate limit: no cloud call before
         self._destroys: list[float] = []                      # wall: the core counts them per hour
         self._boots: dict[str, Reservation] = {}              # request id -> boot not yet listed
@@ -286,9 +290,20 @@ class ActuatorMemory:
             self._backoff[key] = (failures, now + delay)
             return delay
 
+    def _refusal(self, key: str) -> float | None:
+        """Record a refusal of ``key``; the backoff (as :meth:`_failed`) when it repeats one
+        within :data:`REFUSAL_REPEAT`, else None (retried at the next cycle)."""
+        now = self._mono()
+        with self._lock:
+            last, self._refused[key] = self._refused.get(key), now
+            if len(self._refused) > 1024:                # nodes gone since: no repeat to notice
+                self._refused = {k: at for k, at in self._refused.items() if now - at < REFUSAL_REPEAT}
+        return self._failed(key) if last is not None and now - last < REFUSAL_REPEAT else None
+
     def _succeeded(self, key: str) -> None:
         with self._lock:
             self._backoff.pop(key, None)
+            self._refused.pop(key, None)
 
     def _cloud_error(self, err: CloudError, key: str, size: str | None = None) -> str:
         """Apply what a cloud error teaches; return the words for the outcome."""

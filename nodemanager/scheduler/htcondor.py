@@ -39,7 +39,7 @@ from nodemanager.scheduler.htcondor_history import (HISTORY_ATTRIBUTES, finished
 from nodemanager.scheduler.finished_window import FinishedWindow
 from nodemanager.scheduler.htcondor_match import WALLTIME_ATTRIBUTE, HTCondorMatcher
 from nodemanager.scheduler.htcondor_running import (RUNNING_ATTRIBUTES, is_dynamic, running_by_machine,
-                                                    slot_counts, with_dynamic_slots)
+                                                    limit_ends, slot_counts, with_dynamic_slots)
 from nodemanager.scheduler.htcondor_steer import HTCondorSteering
 from nodemanager.scheduler.htcondor_transaction import DrainTransaction
 from nodemanager.scheduler.htcondor_drain import DRAIN_TIMEOUT
@@ -226,7 +226,8 @@ class HTCondorScheduler(DrainTransaction):
                                      node=key) from exc
             if problems is not None:
                 problems.extend(found)
-            workers.append(replace(w, jobs=running[key]) if key in running else w)
+            workers.append(replace(w, jobs=running[key], job_end_times=limit_ends(running[key]))
+                           if key in running else w)
         out = tuple(workers)
         self.observe(out)
         return out

@@ -12,6 +12,7 @@ from typing import Any, Iterable, Mapping
 from nodemanager.core import ad_number
 from nodemanager.model import Worker
 from nodemanager.scheduler.port import DRAIN_REASON_PREFIX, DrainSchedule, DrainTicket
+from nodemanager.text import duration
 
 __all__ = ["DRAIN_TIMEOUT", "drain_check_expression", "drain_reason", "pslot_of", "is_our_drain",
            "ticket_from_worker", "number", "jobs_on", "graceful_evicts_at_once", "cost_growth"]
@@ -71,7 +72,9 @@ def cost_growth(snapshot: Mapping[str, Any], live: Mapping[str, Any], schedule: 
         key = f"ExpectedMachine{kind}Draining{what}"
         then, now = number(snapshot, key), number(live, key)
         if then is not None and now is not None and now > int(bound(then)):
-            return f"{key} {now:.0f}, {then:.0f} in the snapshot"
+            if what == "Completion":                 # a time: how much later, never epoch seconds
+                return f"{key} {duration(now - then)} later than in the snapshot"
+            return f"{key} {now:.0f} s, {then:.0f} s in the snapshot"
     return None
 
 

@@ -22,7 +22,8 @@ from nodemanager.model import RunningJob
 from nodemanager.classad.values import ad_number
 from nodemanager.scheduler.records import RecordProblem
 
-__all__ = ["RUNNING_ATTRIBUTES", "with_dynamic_slots", "is_dynamic", "running_by_machine", "slot_counts"]
+__all__ = ["RUNNING_ATTRIBUTES", "with_dynamic_slots", "is_dynamic", "running_by_machine", "slot_counts",
+           "limit_ends"]
 
 # what a dynamic slot says of the job it runs (Cmd only where the site publishes it)
 RUNNING_ATTRIBUTES = ("GlobalJobId", "JobId", "JobStart", "RemoteOwner", "Cmd")
@@ -89,3 +90,9 @@ def running_by_machine(dslots: Iterable[tuple[str, Mapping[str, Any]]], counts: 
 def slot_counts(ads: Sequence[Mapping[str, Any]]) -> int:
     """How many dynamic slots a startd's partitionable slots count."""
     return int(sum(ad_number(a, "NumDynamicSlots") or 0 for a in ads))
+
+
+def limit_ends(jobs: Iterable[RunningJob]) -> tuple[float, ...]:
+    """The guaranteed ends of ``jobs``: start plus the job's own limit (the walltime attribute,
+    which HTCondor enforces), for the jobs that have one; a job without has no known end."""
+    return tuple(sorted(j.start + j.limit for j in jobs if j.limit is not None))

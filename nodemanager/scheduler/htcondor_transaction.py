@@ -134,8 +134,8 @@ class DrainTransaction:
             elapsed = self._clock() - now
             return self._after_failed_drain(worker, location, schedule, why, now, elapsed, exc)
         self._count("started")
-        log.info("htcondor: %s: %s drain started, request %s (%s); check: %s",
-                 name, schedule, rid, why, check)
+        log.info("htcondor: %s: %s drain started, request %s", name, schedule, rid)
+        log.debug("htcondor: %s: drain request %s: reason %s; check: %s", name, rid, why, check)
         return DrainTicket(worker=name, request_id=str(rid), reason=why, started_at=now,
                            daemon_start=started, schedule=schedule)
 
