@@ -168,12 +168,16 @@ def test_a_leftover_destroy_tag_on_a_node_that_recovered_is_removed(loop, caplog
     """Busy and tagged: the tag is removed (one decision line says why) and the VM outlives its
     job; given back later, it is drained first like any idle node."""
     node = _leftover(loop)
-    with caplog.at_level(logging.INFO, logger="nodemanager.decisions"):
+    with caplog.at_level(logging.DEBUG, logger="nodemanager.decisions"):
         loop.run(60)
     [listed] = loop.live()
     assert not listed.tags.get(TAG_DESTROY)
-    said = [r.getMessage() for r in caplog.records if "-> cancel_drain: not destroyed" in r.getMessage()]
-    assert len(said) == 1 and said[0].startswith(f"node {node.name} ") and "no longer holds" in said[0]
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO
+            and "-> cancel_drain: not destroyed" in r.getMessage()]
+    assert len(said) == 1 and said[0].startswith(f"node {node.name} ") and "decided 20m 30s ago" in said[0]
+    whole = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG
+             and r.getMessage().startswith(f"node {node.name} ({node.id}") and "not destroyed" in r.getMessage()]
+    assert len(whole) == 1 and "no longer holds" in whole[0]
     loop.sched.set_jobs(node.name, 0)
     loop.run(60)                                        # within idle_grace: kept
     assert [n.id for n in loop.live()] == [node.id]

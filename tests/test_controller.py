@@ -10,7 +10,7 @@ from nodemanager.console.admin import AdminState
 from nodemanager.cloud.port import TAG_DESTROY, TAG_DRAIN
 from nodemanager.cycle.controller import Controller
 from nodemanager.cycle.controller_inputs import build_in_flight
-from nodemanager.console.decision_log import DecisionLog, decision_line
+from nodemanager.console.decision_log import DecisionLog, decision_details, decision_line
 from nodemanager.console.history import NodeHistory
 from nodemanager.model import ItemKind, Plan, Worker
 from nodemanager.scheduler.port import DRAIN_REASON_PREFIX, SchedulerPoll
@@ -177,17 +177,18 @@ def test_quota_error_is_learned_and_reported():
 
 
 def test_decision_lines_are_short_with_details_at_debug(caplog):
-    """Routine INFO decision lines (no action, nothing blocked) fit 160 characters, cut only
-    between words, and every line names the rule as file:line; the node id, size, raw state, the
-    rule's full path and the whole reason follow at DEBUG, and the node's history keeps the whole
-    reason. A line with an action or a block keeps its whole reason."""
+    """INFO decision lines fit 160 characters, routine ones and those with an action or a block
+    alike, cut only between words, and every line names the rule as file:line; the node id, size,
+    raw state, the rule's full path and the whole reason follow at DEBUG, and the node's history
+    keeps the whole reason."""
     caplog.set_level(logging.DEBUG)
     loop = Loop(sim_settings())
     loop.run(600)
     info = [r.getMessage() for r in caplog.records
             if r.levelno == logging.INFO and r.getMessage().startswith("node ") and " -> " in r.getMessage()]
     routine = [m for m in info if " -> none" in m and "blocked by" not in m]
-    assert routine and all(len(m) <= 160 for m in routine), max(routine, key=len)
+    acting = [m for m in info if m not in routine]
+    assert routine and acting and all(len(m) <= 160 for m in info), max(info, key=len)
     # the adapters' own INFO lines too (a drain's reason and check expression are at DEBUG)
     others = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO
               and not r.getMessage().startswith(("node ", "outcome "))]
@@ -197,6 +198,10 @@ def test_decision_lines_are_short_with_details_at_debug(caplog):
     line = decision_line(long)
     assert len(line) <= 160 and line.endswith("wordy…")      # cut between words, never inside one
     assert decision_line(long, width=None).endswith(" end")
+    acted = next(e for r in loop.reports for e in r.plan.nodes if e.action is not None)
+    drain = acted._replace(reason=long.reason)
+    assert len(decision_line(drain)) <= 160 and decision_line(drain).endswith("wordy…")
+    assert decision_details(drain).endswith(" wordy end")  # the whole reason at DEBUG
     history = NodeHistory()
     DecisionLog().decisions(Plan(now=loop.time.now, nodes=(long,)), False, history, None)
     assert str(history.events(long.node_id)[-1][2]).endswith(" wordy end")  # history keeps it whole

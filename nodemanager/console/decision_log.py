@@ -34,7 +34,7 @@ __all__ = ["DecisionLog", "decision_line", "decision_details", "log_ignored_canc
 log = logging.getLogger("nodemanager.decisions")
 
 
-LINE_WIDTH = 160  # a routine decision line at INFO; the whole explanation is in history and at DEBUG
+LINE_WIDTH = 160  # a decision line at INFO; the whole explanation is in history and at DEBUG
 _WORKER_STATE = attrgetter("tuple.worker_state")
 
 
@@ -47,16 +47,15 @@ def log_ignored_cancels(cancels: frozenset[str], plan: Plan) -> None:
 
 def decision_line(e: NodeExplanation, dry_run: bool = False, width: int | None = LINE_WIDTH) -> str:
     """The operator's one line for a node decision: node, tuple, matched rule, matrix action ->
-    planned action and the reason. A routine line (no action, nothing blocked) is cut at a word
-    to fit ``width`` characters (None: whole); an action or a block keeps its whole reason."""
+    planned action and the reason, cut at a word to fit ``width`` characters (None: whole); the
+    whole reason is in :func:`decision_details` and the node's history."""
     action = e.action.value if e.action is not None else "none"
     if dry_run and e.action is not None:
         action = f"dry-run: would {action}"
     line = f"node {e.name} {e.tuple} {short_rule(e.rule)} {e.matrix_action} -> {action}"
     why = f"blocked by {e.blocked_by}: {e.reason}" if e.blocked_by else e.reason
     if why:
-        routine = e.action is None and not e.blocked_by
-        line += ": " + (_fit(why, width - len(line) - 2) if routine and width is not None else why)
+        line += ": " + (why if width is None else _fit(why, width - len(line) - 2))
     return line
 
 
