@@ -24,11 +24,11 @@ from tests.fixtures.condor_contract import real_pool  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.htcondor, pytest.mark.ec2, pytest.mark.slow]
 
-SIZE = Size("small", cores=2, ram_mb=2048, price=0.1, instance_type="t3.small")
+SIZE = Size("small", cores=2, ram_mb=2048, price=0.1, instance_type="t3.small", min_charge=15)
 
 
 # the default policy's loop runs as the daemon process: tests/system/test_htcondor_daemon_loop.py
-@pytest.mark.parametrize("jobs, seconds, consolidate", [(1, 40, True)], ids=["consolidation-with-a-long-job"])
+@pytest.mark.parametrize("jobs, seconds, consolidate", [(1, 20, True)], ids=["consolidation-with-a-long-job"])
 def test_jobs_boot_vms_that_are_drained_and_destroyed_with_no_job_killed(real_pool, ec2_cloud, jobs, seconds,
                                                                          consolidate):
     """With consolidation (the cost profile's matrix drains an underused busy node gracefully),
