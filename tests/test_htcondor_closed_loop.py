@@ -24,7 +24,7 @@ from tests.fixtures.condor_contract import real_pool  # noqa: F401 - fixture
 
 pytestmark = [pytest.mark.htcondor, pytest.mark.ec2, pytest.mark.slow]
 
-SIZE = Size("small", cores=2, ram_mb=2048, price=0.1, instance_type="t3.small")
+SIZE = Size("small", cores=2, ram_mb=2048, price=0.1, instance_type="t3.small", min_charge=15)
 # the execute file's line that puts each job's own time limit on its slot ad
 JOB_ATTRS = next(line for line in (pathlib.Path(__file__).resolve().parent.parent / "deploy" / "htcondor"
                                    / "50-nodemanager-execute.conf").read_text().splitlines()
@@ -32,7 +32,7 @@ JOB_ATTRS = next(line for line in (pathlib.Path(__file__).resolve().parent.paren
 
 
 # the default policy's loop runs as the daemon process: tests/system/test_htcondor_daemon_loop.py
-@pytest.mark.parametrize("jobs, seconds, consolidate", [(1, 40, True)], ids=["consolidation-with-a-long-job"])
+@pytest.mark.parametrize("jobs, seconds, consolidate", [(1, 20, True)], ids=["consolidation-with-a-long-job"])
 def test_jobs_boot_vms_that_are_drained_and_destroyed_with_no_job_killed(real_pool, ec2_cloud, jobs, seconds,
                                                                          consolidate):
     """With consolidation (the cost profile's matrix drains an underused busy node gracefully),

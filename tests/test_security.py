@@ -101,6 +101,15 @@ def _wait_http(url: str, proc: subprocess.Popen, out: pathlib.Path) -> None:
     pytest.fail("status server never answered")
 
 
+def _wait_log(out: pathlib.Path, proc: subprocess.Popen, done, what: str, timeout: float = 30) -> None:
+    """Poll the daemon's output until ``done(text)``; fail naming ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while not done(out.read_text()):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"no {what} (exit {proc.poll()}): {out.read_text()[-2000:]}")
+        time.sleep(0.1)
+
+
 def _listening(pid: int) -> list[tuple[str, int]]:
     """(address, port) of every TCP socket the process listens on, from /proc."""
     inodes = set()
@@ -162,7 +171,9 @@ def test_the_daemon_listens_on_loopback_only(running_daemon):
 
 def test_no_secret_in_anything_the_daemon_produced(running_daemon, tmp_path):
     url, proc, out, config = running_daemon
-    time.sleep(4)                                       # a few cycles: boots, decisions, outcomes
+    # a few cycles: boots, decisions, outcomes
+    _wait_log(out, proc, lambda text: "outcome boot" in text and text.count("cycle:") >= 4,
+              "four cycles and a boot outcome")
     produced = []
     for path in ("/status.json", "/", "/metrics", "/healthz", "/admin/pause", "/nope"):
         produced.append(_get(url + path)[1])
@@ -179,7 +190,7 @@ def test_no_secret_in_anything_the_daemon_produced(running_daemon, tmp_path):
     config.write_text(good.replace("[Daemon]", f"[Daemon]\nmax_nodes = lots\nbogus = {TOKEN}")
                       .replace(f"token = {TOKEN}", f"token = {TOKEN}\ntoken = {TOKEN}x"))
     proc.send_signal(signal.SIGHUP)
-    time.sleep(2)
+    _wait_log(out, proc, lambda text: "reload" in text.lower(), "reload in the log")
     produced.append(_get(url + "/status.json")[1])
     proc.send_signal(signal.SIGTERM)
     proc.wait(30)
@@ -241,8 +252,9 @@ def test_unreachable_cloud_errors_do_not_show_the_keys(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "nodemanager", "run", "--config", str(config)],
                             stdout=out.open("wb"), stderr=subprocess.STDOUT, cwd=REPO,
                             env={**os.environ, "PYTHONPATH": str(REPO)}, start_new_session=True)
-    try:
-        time.sleep(6)
+    try:   # failing polls until the backoff reached max_backoff
+        _wait_log(out, proc, lambda text: text.count("poll failed") >= 6 or "nodemanager run:" in text,
+                  "six failed polls")
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

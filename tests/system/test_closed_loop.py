@@ -115,8 +115,8 @@ def write_config(tmp: pathlib.Path, moto_port: int, cluster: str, slurm: VmSlurm
 
 def daemon_config(tmp: pathlib.Path, moto_port: int, cluster: str, status_port: int, scheduler: str, *,
                   cores: int, ram_mb: int) -> pathlib.Path:
-    """The closed loops' configuration: moto's EC2, 1 s polls, one small size; ``scheduler``: the
-    [Scheduler] section's lines."""
+    """The closed loops' configuration: moto's EC2, 1 s polls, one small size billed at least 15 s;
+    ``scheduler``: the [Scheduler] section's lines."""
     path = tmp / "nodemanager.ini"
     path.write_text(f"""
 [Daemon]
@@ -161,7 +161,8 @@ cores = {cores}
 ram_mb = {ram_mb}
 price = 0.02
 billing_period = 0
-min_charge = 60
+# billed per second with a short minimum: an idle node's billing window opens soon after its jobs
+min_charge = 15
 instance_type = t3.small
 """)
     path.chmod(0o600)

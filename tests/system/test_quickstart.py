@@ -52,6 +52,7 @@ def site_config(text: str, *, cluster: str, moto_port: int, slurm_conf: str, tmp
         # test speed: seconds instead of minutes
         r"^boot_grace = .*$": "boot_grace = 120s",
         r"^idle_grace = .*$": "idle_grace = 10s",
+        r"^min_charge = 60$": "min_charge = 15",
         r"^\[Cloud\]$": f"[Cloud]\nhost = 127.0.0.1\nport = {moto_port}\nsecure = no",
     }
     for pattern, value in replacements.items():
