@@ -32,7 +32,7 @@ JOB_ATTRS = next(line for line in (pathlib.Path(__file__).resolve().parent.paren
 
 
 # the default policy's loop runs as the daemon process: tests/system/test_htcondor_daemon_loop.py
-@pytest.mark.parametrize("jobs, seconds, consolidate", [(1, 20, True)], ids=["consolidation-with-a-long-job"])
+@pytest.mark.parametrize("jobs, seconds, consolidate", [(1, 30, True)], ids=["consolidation-with-a-long-job"])
 def test_jobs_boot_vms_that_are_drained_and_destroyed_with_no_job_killed(real_pool, ec2_cloud, jobs, seconds,
                                                                          consolidate):
     """With consolidation (the cost profile's matrix drains an underused busy node gracefully),
