@@ -83,3 +83,18 @@ def test_each_step_of_a_decision_changes_only_the_fields_it_names():
                 want=None, blocked=Blocked.BUDGET, reason="h", budget="b")
             assert d.saying("s") == d._replace(reason="s")
             assert type(d.saying("s")) is Decision
+
+
+def test_a_worker_smaller_than_its_size_is_noted_once_also_when_a_reason_relabels_its_node():
+    import policy_matrix
+
+    from nodemanager.core import plan
+    from tests.core_world import node, settings, snap, worker
+
+    nodes = [node("big", "large", age=90000.0), node("fits", "large")]
+    workers = [worker("big", "alloc", cpus=8), worker("fits", "alloc", cpus=16)]
+    p = plan(snap(nodes, workers), settings(max_lifetime=86400.0), policy_matrix.load_default())
+    expired = next(e for e in p.nodes if e.node_id == "big")
+    assert expired.tuple.worker_state == "expired"  # max_lifetime relabelled it
+    assert [n for n in p.notes if "smaller than its size" in n] == [
+        "node big: worker big has 8 CPUs, smaller than its size large (16 cores): jobs placed for its cores wait"]

@@ -103,9 +103,13 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     ctx = Context(snapshot=snapshot, settings=settings, frozen=False, escalation=escalation, matrix=matrix,
                   estimator=estimator or estimate)
     # stage LABELS: relabelled (consolidation, lifetimes, drift), as the matrix then sees them
-    decisions = _run(Stage.LABELS, [in_field_order(Decision, (f,) + UNDECIDED)  # Decision(facts=f)
-                                    for f in stages.facts(snapshot, settings, matrix, sizes, pairing)], ctx, reasons)
-    up_sizes = [d.facts.node.size for d in decisions if d.facts.up]
+    facts = stages.facts(snapshot, settings, matrix, sizes, pairing)
+    # read before the relabels, which keep both (they change a node's state, matrix word, next change)
+    up_sizes = [f.node.size for f in facts if f.up]
+    small = undersized(facts)
+    decisions = _run(Stage.LABELS, [in_field_order(Decision, (f,) + UNDECIDED) for f in facts],  # Decision(facts=f)
+                     ctx, reasons)
+    del facts  # from here on each node's facts are reached through its decision only
 
     halt = (f"paused: {snapshot.paused}" if snapshot.paused else None) or stale_inputs(
         snapshot, settings.poll_stale_after, settings.clock_tolerance)
@@ -134,7 +138,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     boots, notes, unmet, needed = placed.boots, placed.notes, placed.unmet, placed.needed
     boots = hold_boots(boots, rebuy_hold(snapshot.recent_destroys, snapshot.demand, settings, now),
                        notes, unmet)
-    notes.extend(undersized(decisions))
+    notes.extend(small)
     if needed:
         decisions = [d._replace(needed=needed[d.facts.node.id]) if d.facts.node.id in needed else d
                      for d in decisions]
