@@ -173,7 +173,7 @@ def test_a_queue_said_to_fit_is_placed_by_the_core_without_boots():
 
     from nodemanager.core.placement import place_demand
     from nodemanager.core.classify import Classification
-    from nodemanager.core.plan_node import NOT_OURS, Decision, MatrixVerdict, NodeFacts
+    from nodemanager.core.plan_node import Decision, NodeFacts
     from nodemanager.model import Action, CloudNode, Demand, Snapshot, StateTuple, Worker
     from nodemanager.sim.skip import fits
     from policy_matrix.vocabulary import BUSY, IDLE
@@ -193,9 +193,10 @@ def test_a_queue_said_to_fit_is_placed_by_the_core_without_boots():
                 node=CloudNode(id=f"n{k}", name=f"n{k}", size=size.name, launched_at=0.0),
                 worker=Worker(name=f"n{k}", scheduler="htcondor", cpus=cores, cpus_busy=cores - f, ram_mb=mem),
                 size=size, cls=Classification(state, state),
-                verdict=MatrixVerdict(StateTuple(state, "closed", "boot wait", "not idle"), "-", Action.NONE),
-                core_state=state, next_change=None, next_what=None, theirs=None, foreign=False, lost=False,
-                gone=False, up=True, ours=NOT_OURS)))
+                tuple=StateTuple(state, "closed", "boot wait", "not idle"), rule="-", maction=Action.NONE,
+                core_state=state, next_change=None, next_what=None, theirs=None, foreign=False, flights={},
+                held=False, lost=False, gone=False, our_drain=None, ours_draining=False, drained=False,
+                up=True)))
             if f:
                 free[(f, cores, mem)] = free.get((f, cores, mem), 0) + 1
         demand = tuple(Demand(cpus=c, ram_mb=rng.choice((0, 1024, 2048 * c, 3900 * c, 7000)),

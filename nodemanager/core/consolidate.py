@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from nodemanager.core.facts import MatrixLookup
-from nodemanager.core.plan_node import MatrixVerdict, NodeFacts
+from nodemanager.core.plan_node import NodeFacts
 from nodemanager.core.runtime_prediction import expected_end_times
 from nodemanager.core.victims import Estimator
 from nodemanager.core.classify import Classification
@@ -89,7 +89,7 @@ def relabelled(n: NodeFacts, state: str, why: str, matrix: MatrixLookup) -> Node
                     idle_grace=n.tuple.idle_grace)
     match = matrix.lookup(st)
     return n._replace(cls=Classification(state=state, why=f"{why}; {n.cls.why}", idle_since=n.cls.idle_since),
-                      verdict=MatrixVerdict(tuple=st, rule=match.rule.location, maction=match.action),
+                      tuple=st, rule=match.rule.location, maction=match.action,
                       core_state=vocabulary.core_state(state))
 
 

@@ -13,8 +13,8 @@ from nodemanager.core.classify import Classification, classify_foreign, classify
 from nodemanager.core.idle_timing import fixed_note
 from nodemanager.core.pair import Pairing, by_id
 from nodemanager.core.reclaim import cloud_reclaim
-from nodemanager.core.plan_node import NOT_OURS, MatrixVerdict, NodeFacts, OurActions
-from nodemanager.model import GONE_STATES, CloudNode, InFlight, Size, Snapshot, StateTuple, Worker
+from nodemanager.core.plan_node import NodeFacts, in_field_order
+from nodemanager.model import GONE_STATES, Action, CloudNode, InFlight, Size, Snapshot, StateTuple, Worker
 from nodemanager.configuration.settings import CoreSettings
 from policy_matrix.matrix import Match
 from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, DOWN, IDLE, UNPAIRED, Vocabulary
@@ -23,9 +23,6 @@ __all__ = ["MatrixLookup", "node_facts", "matches", "is_lost", "RECLAIM_ENDS"]
 
 RECLAIM_ENDS = "reclaim_foreign_after ends"
 _NO_FLIGHTS: Mapping[str, InFlight] = {}
-# the record's own constructor, called by keyword: calling the class passes the keywords through a
-# dict, which costs more than building the record (one per node per cycle)
-_new_facts = NodeFacts.__new__
 
 
 class MatrixLookup(Protocol):
@@ -65,7 +62,7 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
     flights = in_flight_by_node(snapshot)
     held = snapshot.held
     schedules: dict[str, Schedule] = {s: schedule_for(sz) for s, sz in sizes.items()}
-    lookups: dict[tuple[str, str, str, str], MatrixVerdict] = {}
+    lookups: dict[tuple[str, str, str, str], tuple[StateTuple, str, Action]] = {}
     out: list[NodeFacts] = []
     stale_after, boot_grace, idle_grace = settings.node_stale_after, settings.boot_grace, settings.idle_grace
     grace_note = fixed_note(idle_grace)
@@ -118,8 +115,8 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
         if found is None:
             st = StateTuple(*key)
             match = matrix.lookup(st)
-            found = lookups[key] = MatrixVerdict(tuple=st, rule=match.rule.location, maction=match.action)
-        st = found.tuple
+            found = lookups[key] = (st, match.rule.location, match.action)
+        st, rule, maction = found
         ws = core
         # the earliest time at which the tuple changes by time alone (unrolled: no tuples per node)
         nxt, what = win.next_change, win.next_what
@@ -137,24 +134,21 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
             after_boot = _earliest(win, idle, reclaim_at)
         mine = flights.get(nid, _NO_FLIGHTS)
         is_held = bool(held) and matches(node, worker, held)
-        ours: OurActions = NOT_OURS
-        destroying = False
-        if mine or is_held:
+        if mine:
             our_drain = mine.get("drain") if "cancel_drain" not in mine else None
             destroying = "destroy" in mine
-            # a hold freezes the node as it is, so its drain still counts even on a foreign drain
-            ours = OurActions(
-                flights=mine, held=is_held, our_drain=our_drain,
-                ours_draining=our_drain is not None and not destroying and (is_held or not foreign),
-                drained=(our_drain is not None and ws == DOWN and worker is not None
-                         and worker.running_jobs == 0 and not lost))
-        up = not ours.ours_draining and not foreign and not destroying and (
+        else:
+            our_drain, destroying = None, False
+        # a hold freezes the node as it is, so its drain still counts even on a foreign drain
+        ours_draining = our_drain is not None and not destroying and (is_held or not foreign)
+        drained = (our_drain is not None and ws == DOWN and worker is not None and worker.running_jobs == 0
+                   and not lost)
+        up = not ours_draining and not foreign and not destroying and (
             ws in (IDLE, BUSY) or (ws == UNPAIRED and st.boot_grace != BOOT_EXCEEDED))
-        f = _new_facts(NodeFacts, node=node, worker=worker, size=sizes.get(node.size), cls=c, verdict=found,
-                       core_state=ws, next_change=nxt, next_what=what, theirs=theirs, foreign=foreign,
-                       lost=lost, gone=node.state in GONE_STATES, up=up, ours=ours,
-                       after_boot=after_boot)
-        out.append(f)
+        # in field order (checked in plan_node): one record per node per cycle
+        out.append(in_field_order(NodeFacts, (
+            node, worker, sizes.get(node.size), c, st, rule, maction, ws, nxt, what, theirs, foreign, mine,
+            is_held, lost, node.state in GONE_STATES, our_drain, ours_draining, drained, up, after_boot)))
     return out
 
 

@@ -41,7 +41,7 @@ from nodemanager.core.halts import mass_down, stale_inputs
 from nodemanager.core.leftovers import gone_vm_drains
 from nodemanager.core.pair import Pairing, pair
 from nodemanager.core.placement import place_demand
-from nodemanager.core.plan_node import UNDECIDED, Decision, NodeFacts, reason_of
+from nodemanager.core.plan_node import UNDECIDED, Decision, NodeFacts, in_field_order, reason_of
 from nodemanager.core.reasons import REASONS, Context, Escalation, Reason, Stage
 from nodemanager.core.undersized import undersized
 from nodemanager.core.victims import Estimator, estimate
@@ -103,10 +103,13 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     ctx = Context(snapshot=snapshot, settings=settings, frozen=False, escalation=escalation, matrix=matrix,
                   estimator=estimator or estimate)
     # stage LABELS: relabelled (consolidation, lifetimes, drift), as the matrix then sees them
-    make = Decision._make  # Decision(facts=f) without the keyword binding (see UNDECIDED)
-    decisions = _run(Stage.LABELS, [make((f, *UNDECIDED)) for f in stages.facts(snapshot, settings, matrix, sizes,
-                                                                                 pairing)], ctx, reasons)
-    up_sizes = [d.facts.node.size for d in decisions if d.facts.up]
+    facts = stages.facts(snapshot, settings, matrix, sizes, pairing)
+    # read before the relabels, which keep both (they change a node's state, matrix word, next change)
+    up_sizes = [f.node.size for f in facts if f.up]
+    small = undersized(facts)
+    decisions = _run(Stage.LABELS, [in_field_order(Decision, (f,) + UNDECIDED) for f in facts],  # Decision(facts=f)
+                     ctx, reasons)
+    del facts  # from here on each node's facts are reached through its decision only
 
     halt = (f"paused: {snapshot.paused}" if snapshot.paused else None) or stale_inputs(
         snapshot, settings.poll_stale_after, settings.clock_tolerance)
@@ -135,7 +138,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     boots, notes, unmet, needed = placed.boots, placed.notes, placed.unmet, placed.needed
     boots = hold_boots(boots, rebuy_hold(snapshot.recent_destroys, snapshot.demand, settings, now),
                        notes, unmet)
-    notes.extend(undersized(decisions))
+    notes.extend(small)
     if needed:
         decisions = [d._replace(needed=needed[d.facts.node.id]) if d.facts.node.id in needed else d
                      for d in decisions]
@@ -241,7 +244,7 @@ def explain(decisions: list[Decision]) -> tuple[NodeExplanation, ...]:
     out: list[NodeExplanation] = []
     # built from a tuple in field order (checked at import below): a call with 16 keywords or more
     # goes through a dict on CPython, six times the cost of the record (one per node per cycle)
-    append, explanation = out.append, NodeExplanation._make
+    append, new, explanation = out.append, in_field_order, NodeExplanation
     # nodes no reason claimed that share a classification share one text (most busy nodes: less
     # to build now, less kept until the next plan)
     unclaimed: dict[str, str] = {}
@@ -257,7 +260,7 @@ def explain(decisions: list[Decision]) -> tuple[NodeExplanation, ...]:
         if not reason:
             why = f.cls.why
             reason = unclaimed.get(why) or unclaimed.setdefault(why, reason_of(d))
-        append(explanation((
+        append(new(explanation, (
             node.id, node.name, node.size, f.tuple, f.rule, f.maction, d.want, d.blocked, reason,
             w.name if w is not None else None, w.state if w is not None else None,
             f.next_change, f.next_what, d.cause, f.lost, f.gone,

@@ -6,16 +6,15 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from nodemanager.core.plan_node import Decision
+from nodemanager.core.plan_node import NodeFacts
 
 __all__ = ["undersized", "UNDERSIZED"]
 
 UNDERSIZED = "smaller than its size"
 
 
-def undersized(decisions: Iterable[Decision]) -> list[str]:
+def undersized(facts: Iterable[NodeFacts]) -> list[str]:
     """One note per node whose paired worker has fewer CPUs than its size has cores."""
-    return [f"node {f.node.name}: worker {f.worker.name} has {f.worker.cpus} CPUs, {UNDERSIZED} "
-            f"{f.size.name} ({f.size.cores} cores): jobs placed for its cores wait"
-            for f in (d.facts for d in decisions)
-            if f.worker is not None and f.size is not None and 0 < f.worker.cpus < f.size.cores]
+    return [f"node {f.node.name}: worker {w.name} has {w.cpus} CPUs, {UNDERSIZED} "
+            f"{z.name} ({z.cores} cores): jobs placed for its cores wait"
+            for f in facts if (w := f.worker) is not None and (z := f.size) is not None and 0 < w.cpus < z.cores]

@@ -313,8 +313,10 @@ class Controller:
         before = self._suspect_for
         vocabulary = getattr(self.matrix, "vocabulary", None)
         core_state = vocabulary.core_state if vocabulary is not None else str
+        cores: dict[str, str] = {}  # worker_state -> core state, asked once per state
         self._suspect_for = {e.node_id: before.get(e.node_id, -gap) + gap for e in plan.nodes
-                             if core_state(e.tuple.worker_state) in (UNPAIRED, DOWN)}
+                             if (cores.get(ws := e.tuple.worker_state) or cores.setdefault(ws, core_state(ws)))
+                             in (UNPAIRED, DOWN)}
         self._suspect_poll = polled_at
 
     def _watch_boots(self, plan: Plan, now: float) -> bool:

@@ -29,7 +29,7 @@ from typing import Any, Callable, NamedTuple, cast
 from nodemanager.core.facts import MatrixLookup, node_facts
 from nodemanager.core.pair import Pairing
 from nodemanager.core.plan import explain
-from nodemanager.core.plan_node import Decision, NodeFacts
+from nodemanager.core.plan_node import Decision, NodeFacts, in_field_order
 from nodemanager.model import CloudNode, NodeExplanation, Plan, Size, Snapshot, Worker
 from nodemanager.configuration.settings import CoreSettings
 from policy_matrix.vocabulary import IDLE
@@ -138,7 +138,7 @@ class ReusingStages:
                 e = kept.get(f.node.id)
                 # only kept facts come back next cycle: their explanation with them
                 if e is not None and e.facts is f and _undecided(d):
-                    kept[f.node.id] = e._replace(explanation=x)
+                    kept[f.node.id] = in_field_order(KeptNode, e[:-1] + (x,))  # _replace costs 5 times as much
         return tuple(cast("list[NodeExplanation]", out))
 
 

@@ -5,6 +5,7 @@ cancelled, whatever else was proposed for the node, never finished by a destroy.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Sequence
 
 from nodemanager.core.classify import is_our_drain
@@ -14,6 +15,8 @@ from nodemanager.core.reasons.base import Context, Stage
 from nodemanager.model import Cause, ItemKind
 
 __all__ = ["InheritedDrain"]
+
+_DRAINING = attrgetter("draining")
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,7 @@ class InheritedDrain:
         if ctx.frozen or ctx.snapshot.paused:
             return []
         # most cycles no worker drains: one scan of the workers, cheaper than of the decisions
-        if not any(w.draining for w in ctx.snapshot.workers):
+        if not any(map(_DRAINING, ctx.snapshot.workers)):
             return []
         out = []
         for d in candidates:
