@@ -10,7 +10,7 @@ from typing import Mapping, Protocol
 from nodemanager.core.billing import (BOOT_GRACE_ENDS, Schedule, TimedValue, _window, boot_grace_state,
                                       idle_grace_state, schedule_for, window_state)
 from nodemanager.core.classify import Classification, classify_foreign, classify_worker, foreign_drain
-from nodemanager.core.idle_timing import fixed_note
+from nodemanager.core.idle_timing import fixed_note, wait_keepers, wait_note
 from nodemanager.core.pair import Pairing, by_id
 from nodemanager.core.reclaim import cloud_reclaim
 from nodemanager.core.plan_node import NOT_OURS, MatrixVerdict, NodeFacts, OurActions
@@ -74,6 +74,11 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
     core_state = vocabulary.core_state
     cores: dict[str, str] = {}  # worker_state -> core state, asked once per state
     always_open = window_state(None, 0.0, now)
+    # idle_timing = wait: each size's last free cores keep idle_grace (the break-even one is for the rest)
+    keep = wait_keepers((n.id, n.size, w) for n in snapshot.cloud_nodes
+                        if (w := paired.get(n.id)) is not None and n.state not in GONE_STATES
+                        and not is_lost(w, now, stale_after)) \
+        if graces and settings.idle_timing == "wait" else frozenset()
     # an adapter's words (most workers share them) -> one classification, for workers heard
     # lately whose verdict is not idle: then the classification is the verdict's alone
     shared: dict[str, Classification] = {}
@@ -107,7 +112,9 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
         grace = idle_grace
         if core == IDLE:
             note = grace_note
-            if graces and node.size in graces:
+            if nid in keep:
+                note = wait_note(idle_grace)
+            elif graces and node.size in graces:
                 grace, note = graces[node.size]
             since = c.idle_since or launched
             unknown = "" if c.idle_since else " (idle-since unknown: counted from launch)"
