@@ -18,9 +18,10 @@ NOW = 1767225600
 BREAK_EVEN = " (idle grace 60s (the floor): break-even: boot+join 120s, 0 % of the last 50 idle periods re-used within it)"
 
 
-def _plan(tmp_path, capsys, timing: str, busy_cores: int) -> dict[str, tuple[str, str | None, str]]:
+def _plan(tmp_path, capsys, timing: str, busy_cores: int, down: bool = False) -> dict[str, tuple[str, str | None, str]]:
     """Node -> (idle grace tuple value, action, why) for two idle nodes (a idle 150 s, b 120 s) and
-    one busy node using ``busy_cores`` of 8, the size's break-even grace 60 s."""
+    one busy node using ``busy_cores`` of 8 (and with ``down`` a node d without jobs, down for
+    10 s), the size's break-even grace 60 s."""
     (tmp_path / "nm.ini").write_text(f"[Daemon]\nprofile = cost\nidle_timing = {timing}\n\n"
                                      "[Size small]\ncores = 8\nram_mb = 32000\nprice = 0.34\n")
 
@@ -31,9 +32,11 @@ def _plan(tmp_path, capsys, timing: str, busy_cores: int) -> dict[str, tuple[str
 
     (tmp_path / "snap.json").write_text(json.dumps({
         "now": NOW, "polled_at": {"cloud": NOW - 5, "scheduler": NOW - 5},
-        "cloud_nodes": [{"id": n, "name": n, "size": "small", "launched_at": NOW - 3600} for n in "abc"],
+        "cloud_nodes": [{"id": n, "name": n, "size": "small", "launched_at": NOW - 3600}
+                        for n in ("abcd" if down else "abc")],
         "workers": [worker("a", "idle", NOW - 150, 0), worker("b", "idle", NOW - 120, 0),
-                    worker("c", "mix" if busy_cores < 8 else "alloc", NOW - 900, busy_cores)],
+                    worker("c", "mix" if busy_cores < 8 else "alloc", NOW - 900, busy_cores)]
+        + ([worker("d", "down", NOW - 10, 0)] if down else []),
         "demand": [], "idle_graces": {"small": [60, BREAK_EVEN]}}))
     code = main(["plan", "--snapshot", str(tmp_path / "snap.json"), "--config", str(tmp_path / "nm.ini"),
                  "--format", "json"])
@@ -50,6 +53,12 @@ def test_wait_keeps_the_last_idle_node_when_no_busy_node_has_a_free_core(tmp_pat
     assert wait["a"][:2] == ("idle exceeded", "drain") and "break-even" in wait["a"][2]
     assert wait["b"][:2] == ("idle wait", None)
     assert "idle_grace 300s: idle_timing = wait keeps the size's last free cores" in wait["b"][2]
+
+
+def test_wait_keeps_an_idle_node_not_one_that_is_down(tmp_path, capsys):
+    wait = _plan(tmp_path, capsys, "wait", busy_cores=8, down=True)
+    assert wait["a"][:2] == ("idle exceeded", "drain")
+    assert wait["b"][:2] == ("idle wait", None) and "idle_timing = wait" in wait["b"][2]
 
 
 def test_wait_gives_back_every_idle_node_while_a_busy_node_has_a_free_core(tmp_path, capsys):

@@ -5,7 +5,7 @@ counted as up. Each fact is computed here once. Pure.
 
 from __future__ import annotations
 
-from typing import Mapping, Protocol
+from typing import Callable, Iterable, Iterator, Mapping, Protocol
 
 from nodemanager.core.billing import (BOOT_GRACE_ENDS, Schedule, TimedValue, _window, boot_grace_state,
                                       idle_grace_state, schedule_for, window_state)
@@ -75,9 +75,7 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
     cores: dict[str, str] = {}  # worker_state -> core state, asked once per state
     always_open = window_state(None, 0.0, now)
     # idle_timing = wait: each size's last free cores keep idle_grace (the break-even one is for the rest)
-    keep = wait_keepers((n.id, n.size, w) for n in snapshot.cloud_nodes
-                        if (w := paired.get(n.id)) is not None and n.state not in GONE_STATES
-                        and not is_lost(w, now, stale_after)) \
+    keep = wait_keepers(_idle_or_busy(snapshot.cloud_nodes, paired, now, stale_after, core_state)) \
         if graces and settings.idle_timing == "wait" else frozenset()
     # an adapter's words (most workers share them) -> one classification, for workers heard
     # lately whose verdict is not idle: then the classification is the verdict's alone
@@ -171,3 +169,15 @@ def _earliest(win: TimedValue, idle: TimedValue, reclaim_at: float | None) -> tu
     if reclaim_at is not None:
         found.append((reclaim_at, RECLAIM_ENDS))
     return min(found) if found else None
+
+
+def _idle_or_busy(nodes: Iterable[CloudNode], paired: Mapping[str, Worker], now: float, stale_after: float,
+                  core_state: Callable[[str], str]) -> Iterator[tuple[str, str, Worker, float | None]]:
+    """What :func:`wait_keepers` reads of the listed nodes with a heard worker: (node id, size,
+    worker, idle since when classified idle, else None)."""
+    for n in nodes:
+        w = paired.get(n.id)
+        if w is None or n.state in GONE_STATES or is_lost(w, now, stale_after):
+            continue
+        c = classify_worker(w, now, stale_after)
+        yield n.id, n.size, w, (c.idle_since or n.launched_at) if core_state(c.state) == IDLE else None

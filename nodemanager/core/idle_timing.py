@@ -84,23 +84,24 @@ def break_even_grace(joins: Sequence[float], reuse_after: Sequence[float], confi
                   f"re-used within it)")
 
 
-def wait_keepers(workers: Iterable[tuple[str, str, Worker]]) -> frozenset[str]:
+def wait_keepers(workers: Iterable[tuple[str, str, Worker, float | None]]) -> frozenset[str]:
     """``idle_timing = wait``: the node ids that keep the configured idle grace. ``workers``: (node
-    id, size name, worker) of the listed, heard nodes. Per size, when no busy worker (one running
-    jobs) that is not draining has a free core, the idle worker (no jobs, not draining) idle the
-    shortest (the latest ``state_since``, then the highest id): giving it back would leave the
-    size no free core, and the next job would wait for a boot. The size's other idle nodes follow
-    the break-even grace; a size with a free core on a busy node keeps none."""
+    id, size name, worker, idle since: None unless the worker is classified idle) of the listed,
+    heard nodes. Per size, when no busy worker (one running jobs) that is not draining has a free
+    core, the idle worker not draining idle the shortest (the latest idle-since, then the highest
+    id): giving it back would leave the size no free core, and the next job would wait for a boot.
+    The size's other idle nodes follow the break-even grace; a size with a free core on a busy
+    node keeps none."""
     free: set[str] = set()
     last: dict[str, tuple[float, str]] = {}
-    for nid, size, w in workers:
+    for nid, size, w, idle_since in workers:
         if w.draining:
             continue
         if w.running_jobs > 0 or w.cpus_busy > 0:
             if w.cpus > w.cpus_busy:
                 free.add(size)
-        else:
-            key = (w.state_since, nid)
+        elif idle_since is not None:
+            key = (idle_since, nid)
             if size not in last or key > last[size]:
                 last[size] = key
     return frozenset(nid for size, (_, nid) in last.items() if size not in free)
