@@ -69,6 +69,7 @@ DAEMON: dict[str, tuple[str, Callable[[str], Any]]] = {
     "max_lifetime": ("max_lifetime", parse_duration),
     "rebuy_hold": ("rebuy_hold", parse_duration),
     "idle_grace_mode": ("idle_grace_mode", choice("fixed", "break-even")),
+    "idle_timing": ("idle_timing", choice("money", "wait")),
     "steering": ("steering", parse_bool),
     # runtime prediction (nodemanager.core.runtime_prediction)
     "runtime_prediction": ("runtime_prediction", choice("off", "recent")),

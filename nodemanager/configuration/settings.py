@@ -82,6 +82,8 @@ class CoreSettings:
     rebuy_hold: float = 0.0               # no boot this long after a destroy; 0 = none
     size_digests: tuple[tuple[str, str], ...] = ()  # size -> settings_digest, tagged at boot (drift)
     idle_grace_mode: str = "fixed"        # fixed | break-even (nodemanager.core.idle_timing)
+    # money | wait: break-even gives every idle node its grace, or keeps each size's last free cores
+    idle_timing: str = "money"
     steering: bool = False                # rank our nodes for the scheduler's placement (core.steering)
     # off | recent: running jobs' ends predicted from their users' recent jobs (runtime_prediction)
     runtime_prediction: str = "off"

@@ -5,12 +5,12 @@ counted as up. Each fact is computed here once. Pure.
 
 from __future__ import annotations
 
-from typing import Mapping, Protocol
+from typing import Callable, Iterable, Iterator, Mapping, Protocol
 
 from nodemanager.core.billing import (BOOT_GRACE_ENDS, Schedule, TimedValue, _window, boot_grace_state,
                                       idle_grace_state, schedule_for, window_state)
 from nodemanager.core.classify import Classification, classify_foreign, classify_worker, foreign_drain
-from nodemanager.core.idle_timing import fixed_note
+from nodemanager.core.idle_timing import fixed_note, wait_keepers, wait_note
 from nodemanager.core.pair import Pairing, by_id
 from nodemanager.core.reclaim import cloud_reclaim
 from nodemanager.core.plan_node import NodeFacts, in_field_order
@@ -71,6 +71,9 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
     core_state = vocabulary.core_state
     cores: dict[str, str] = {}  # worker_state -> core state, asked once per state
     always_open = window_state(None, 0.0, now)
+    # idle_timing = wait: each size's last free cores keep idle_grace (the break-even one is for the rest)
+    keep = wait_keepers(_idle_or_busy(snapshot.cloud_nodes, paired, now, stale_after, core_state)) \
+        if graces and settings.idle_timing == "wait" else frozenset()
     # an adapter's words (most workers share them) -> one classification, for workers heard
     # lately whose verdict is not idle: then the classification is the verdict's alone
     shared: dict[str, Classification] = {}
@@ -104,7 +107,9 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
         grace = idle_grace
         if core == IDLE:
             note = grace_note
-            if graces and node.size in graces:
+            if nid in keep:
+                note = wait_note(idle_grace)
+            elif graces and node.size in graces:
                 grace, note = graces[node.size]
             since = c.idle_since or launched
             unknown = "" if c.idle_since else " (idle-since unknown: counted from launch)"
@@ -158,3 +163,15 @@ def _earliest(win: TimedValue, idle: TimedValue, reclaim_at: float | None) -> tu
     if reclaim_at is not None:
         found.append((reclaim_at, RECLAIM_ENDS))
     return min(found) if found else None
+
+
+def _idle_or_busy(nodes: Iterable[CloudNode], paired: Mapping[str, Worker], now: float, stale_after: float,
+                  core_state: Callable[[str], str]) -> Iterator[tuple[str, str, Worker, float | None]]:
+    """What :func:`wait_keepers` reads of the listed nodes with a heard worker: (node id, size,
+    worker, idle since when classified idle, else None)."""
+    for n in nodes:
+        w = paired.get(n.id)
+        if w is None or n.state in GONE_STATES or is_lost(w, now, stale_after):
+            continue
+        c = classify_worker(w, now, stale_after)
+        yield n.id, n.size, w, (c.idle_since or n.launched_at) if core_state(c.state) == IDLE else None

@@ -13,15 +13,22 @@ two: no floor at one re-boot's time (ski rental's worst-case 2x bound), because 
 less on both development traces (BENCHMARKS.md, "Break-even idle timing"). The configured value
 until there is enough history (:data:`MIN_PERIODS`, :data:`MIN_JOINS`).
 :class:`nodemanager.cycle.idle_memory.IdleMemory` keeps the history.
+
+``idle_timing = wait`` prices the wait the money rule leaves out: :func:`wait_keepers` names, per
+size, the idle node whose give-back would leave the size no free core (so the next job would wait
+for a boot); it keeps the configured ``idle_grace``, the others follow the break-even grace.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
-from typing import Sequence
+from typing import Iterable, Sequence
 
-__all__ = ["FLOOR", "MIN_PERIODS", "MIN_JOINS", "fixed_note", "break_even_grace"]
+from nodemanager.model import Worker
+
+__all__ = ["FLOOR", "MIN_PERIODS", "MIN_JOINS", "fixed_note", "break_even_grace", "wait_keepers",
+           "wait_note"]
 
 # one HTCondor negotiation cycle (NEGOTIATOR_INTERVAL's default): a node idle for less may only
 # be waiting for the next match
@@ -75,3 +82,32 @@ def break_even_grace(joins: Sequence[float], reuse_after: Sequence[float], confi
     return best, (f" (idle grace {best:.0f}s{bound}: break-even: boot+join {boot:.0f}s{billed}, "
                   f"{100 * reused / len(periods):.0f} % of the last {len(periods)} idle periods "
                   f"re-used within it)")
+
+
+def wait_keepers(workers: Iterable[tuple[str, str, Worker, float | None]]) -> frozenset[str]:
+    """``idle_timing = wait``: the node ids that keep the configured idle grace. ``workers``: (node
+    id, size name, worker, idle since: None unless the worker is classified idle) of the listed,
+    heard nodes. Per size, when no busy worker (one running jobs) that is not draining has a free
+    core, the idle worker not draining idle the shortest (the latest idle-since, then the highest
+    id): giving it back would leave the size no free core, and the next job would wait for a boot.
+    The size's other idle nodes follow the break-even grace; a size with a free core on a busy
+    node keeps none."""
+    free: set[str] = set()
+    last: dict[str, tuple[float, str]] = {}
+    for nid, size, w, idle_since in workers:
+        if w.draining:
+            continue
+        if w.running_jobs > 0 or w.cpus_busy > 0:
+            if w.cpus > w.cpus_busy:
+                free.add(size)
+        elif idle_since is not None:
+            key = (idle_since, nid)
+            if size not in last or key > last[size]:
+                last[size] = key
+    return frozenset(nid for size, (_, nid) in last.items() if size not in free)
+
+
+def wait_note(configured: float) -> str:
+    """How a kept node's why names its grace under ``idle_timing = wait``."""
+    return (f" (idle_grace {configured:.0f}s: idle_timing = wait keeps the size's last free cores; "
+            f"a job would wait for a boot without them)")

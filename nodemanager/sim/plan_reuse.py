@@ -17,6 +17,9 @@ adapters' records are frozen values). Kept, per cloud node id, and reused:
   facts are handed on with this cycle's records in them, so last cycle's records are freed;
 * the explanation of a node no reason claimed, made from facts equal to this cycle's.
 
+Nothing is kept under ``idle_timing = wait`` with break-even graces: an idle node's grace then
+reads the other nodes' free cores.
+
 ``tests/test_plan_reuse.py`` holds it equal to the plain plan, cycle after cycle of a changing world.
 """
 
@@ -74,6 +77,10 @@ class ReusingStages:
         if settings is not self._settings or matrix is not self._matrix or snapshot.held != self._held:
             self._settings, self._matrix, self._held = settings, matrix, snapshot.held
             self._kept = {}
+        if settings.idle_timing == "wait" and snapshot.idle_graces:
+            # an idle node's grace reads the other nodes' free cores (idle_timing = wait): all afresh
+            self._kept = {}
+            return node_facts(snapshot, settings, matrix, sizes, pairing)
         now = snapshot.now
         busy = {f.node for f in snapshot.in_flight}
         paired, reasons = pairing.paired, pairing.reasons

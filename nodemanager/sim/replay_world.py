@@ -39,15 +39,18 @@ class ReplayWorld:
         self.live: dict[str, None] = {}           # node ids launched and not destroyed
         self.boot_times: list[float] = []         # every successful boot, for destroy->boot pairs
         self.pool_changed = True
-        # consolidation and the karpenter/cobald baselines read free cores with nothing queued
+        # consolidation and the karpenter/cobald baselines read free cores with nothing queued;
+        # so does idle_timing = wait (whether a size's busy nodes have a free core)
+        keeps_free = settings.core.idle_grace_mode == "break-even" and settings.core.idle_timing == "wait"
         self.watch = CycleWatch(self.pool, self.live, self.running, policy.matrix.vocabulary.core_state,
                                 # steering ranks nodes by their jobs: a job's start or end may rerank
                                 free_matters=(settings.core.consolidate or policy.watch_load
-                                              or settings.core.steering or warm_wanted(settings.core)),
+                                              or settings.core.steering or warm_wanted(settings.core)
+                                              or keeps_free),
                                 # a spot VM taken back unseen leaves its worker carried as last seen
                                 margin=settings.core.consolidate_margin
                                 if settings.core.consolidate and not policy.watch_load and spot is None
-                                and not settings.core.steering
+                                and not settings.core.steering and not keeps_free
                                 else None,
                                 settles=None if policy.layer else settles(policy.matrix, settings.core),
                                 booting=booting_capacity(settings.core))
