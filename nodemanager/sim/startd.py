@@ -256,6 +256,12 @@ class SimStartd(SlotAds):
         n = self._next_n
         self._next_n += 1
         s = DSlot(n, job, now, self.max_retirement, self.vacate_time)
+        if self.dslots:  # jobs started together often end together: equal times as one float
+            last = next(reversed(self.dslots.values()))
+            if last.end == s.end:
+                s.end = s.event = last.end
+            if last.retire_end == s.retire_end:
+                s.retire_end = last.retire_end
         if self.draining:
             s.awd = True                        # accepted while draining: no retirement of its own
             s.retire_end = now
