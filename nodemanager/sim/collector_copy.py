@@ -58,6 +58,7 @@ class CollectorCopy:
         now = self.now
         due, self._unrendered = self._unrendered, set()
         resend, later = self._resend, []
+        again = now + self.update_interval * (1 - 1e-12)  # one float for every ad sent now
         # the heap's times are a hair early: the test that decides is the one below, as it always was
         while resend and resend[0][0] <= now:
             entry = heapq.heappop(resend)
@@ -84,7 +85,7 @@ class CollectorCopy:
             w = self.render(st, now, cached[2] if cached is not None and cached[0] == version else None)
             self._rendered[nid] = (version, now, w)
             workers[nid] = w
-            heapq.heappush(resend, (now + self.update_interval * (1 - 1e-12), nid, now))
+            heapq.heappush(resend, (again, nid, now))
         out = tuple(w for w in workers.values() if w is not None)
         self.adapter.observe(out)
         finished, self._finished = tuple(self._finished), []
