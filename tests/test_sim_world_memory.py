@@ -83,3 +83,17 @@ def test_equal_values_in_ads_are_shared_and_stay_each_ads_own_value():
     later = b.pslot_ad(T0 + 400)
     assert later["MyCurrentTime"] == 1000400 and later["ChildActivity"] == ["Retiring"] * 4
     assert a.pslot_ad(T0 + 200)["ChildActivity"] == ["Retiring"] * 3  # the shared list unchanged
+
+
+def test_workers_in_the_same_state_share_one_state_text_and_odd_values_still_read():
+    from nodemanager.scheduler.htcondor_classify import shown_state
+
+    busy = []
+    for name in ("wn1", "wn2"):
+        st = SimStartd(name, 8, 16000, T0)
+        for k in range(3):
+            st.start_job(Job(id=f"{name}.{k}", cpus=1, ram_mb=100, runtime=1000.0), T0)
+        busy.append(shown_state(st.pslot_ad(T0 + 1)))
+    assert busy[0] == "Unclaimed/Idle p-slot, 3 dynamic slots busy" and busy[0] is busy[1]
+    assert shown_state({"State": ["odd"], "Activity": "Idle"}) == "['odd']/Idle"
+    assert shown_state({"State": "Drained"}) == "Drained"
