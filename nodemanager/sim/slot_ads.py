@@ -50,7 +50,7 @@ def _child_states(phases: tuple[int, ...]) -> tuple[list[str], list[str]]:
 class SlotAds:
     """The ad side of a startd (mixed into :class:`~nodemanager.sim.startd.SimStartd`)."""
 
-    __slots__ = ()
+    __slots__ = ("_grace_done", "_quick_done")  # the estimates this side keeps up to date
 
     name: str
     address: str

@@ -58,7 +58,7 @@ class SimStartd(SlotAds):
     """
 
     # one startd per simulated node: no per-instance dict (about 1 KB a node at 100,000 nodes)
-    __slots__ = ("_grace_done", "_meets", "_next_n", "_quick_done", "_unclaimed_mark", "activity",
+    __slots__ = ("_meets", "_next_n", "_unclaimed_mark", "activity",
                  "address", "alive", "attrs", "cpus", "daemon_start", "drain_complete",
                  "drain_completion", "drain_how", "drain_id", "drain_reason", "drain_request",
                  "draining", "dslots", "ended", "entered_activity", "entered_state", "free_cpus",
