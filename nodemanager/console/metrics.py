@@ -189,33 +189,18 @@ class Metrics:
             sizes = self._sizes
         # charges are what the cloud bills, however long the gap; nothing before the first cycle
         gap = 0.0 if last_now is None else max(0.0, snap.now - last_now)
-        # one pass over the workers and one over the plan's nodes (each pass is per node work)
-        raw: dict[str, int] = {}
-        draining_workers: set[str] = set()
-        for w in snap.workers:
-            key = _label(w.state)
-            raw[key] = raw.get(key, 0) + 1
-            if w.draining:
-                draining_workers.add(w.name)
-        explained: dict[str, NodeExplanation] = {}
-        drains: dict[str, float] = {}   # our drains under way: node id -> since (_unpaired_drains)
-        paired: set[str] = set()
-        on_draining: set[str] = set()   # nodes whose worker drains
+        explained = {e.node_id: e for e in plan.nodes}
+        drains = _our_drains(snap, plan.nodes)
+        draining_workers = {w.name for w in snap.workers if w.draining}
+        draining_nodes = set(drains) | {e.node_id for e in plan.nodes
+                                        if e.worker in draining_workers}
+        draining_nodes |= {f.node for f in snap.in_flight if f.action == "destroy"}
+
         # per state tuple object first (the plan shares one per distinct tuple: no hash of its
         # fields per node), then by value
         by_object: dict[tuple[int, str], int] = {}
         of_id: dict[int, Any] = {}
-        blocked: dict[tuple[str, str], int] = {}
         for e in plan.nodes:
-            node_id = e.node_id
-            explained[node_id] = e
-            if e.our_drain_since is not None:
-                drains[node_id] = e.our_drain_since
-            worker = e.worker
-            if worker:
-                paired.add(worker)
-                if worker in draining_workers:
-                    on_draining.add(node_id)
             seen = (id(e.tuple), e.size)
             count = by_object.get(seen)
             if count is None:
@@ -223,16 +208,19 @@ class Metrics:
                 of_id[seen[0]] = e.tuple
             else:
                 by_object[seen] = count + 1
-            if e.blocked_by:
-                why = (_label(e.blocked_by), e.matrix_action.value)
-                blocked[why] = blocked.get(why, 0) + 1
-        _unpaired_drains(snap, paired, drains)
-        draining_nodes = set(drains) | on_draining
-        draining_nodes |= {f.node for f in snap.in_flight if f.action == "destroy"}
         nodes: dict[tuple[str, ...], int] = {}
         for (st_id, size), count in by_object.items():
             labels = (*of_id[st_id].as_tuple(), _label(size))
             nodes[labels] = nodes.get(labels, 0) + count
+        raw: dict[str, int] = {}
+        for w in snap.workers:
+            key = _label(w.state)
+            raw[key] = raw.get(key, 0) + 1
+        blocked: dict[tuple[str, str], int] = {}
+        for e in plan.nodes:
+            if e.blocked_by:
+                why = (_label(e.blocked_by), e.matrix_action.value)
+                blocked[why] = blocked.get(why, 0) + 1
         planned: dict[str, int] = {}
         for item in plan.items:
             planned[item.kind.value] = planned.get(item.kind.value, 0) + 1
@@ -348,12 +336,20 @@ class Metrics:
             self._badput.inc(stats.badput - last)
 
 
-def _unpaired_drains(snap: Snapshot, paired: set[str], drains: dict[str, float]) -> None:
-    """Add to ``drains`` (our drains under way as the core found them,
-    :attr:`NodeExplanation.our_drain_since`, by cloud node id) the workers drained by us that no
-    listed node pairs (``worker:<name>``)."""
+def _our_drains(snap: Snapshot, nodes: Iterable[NodeExplanation]) -> dict[str, float]:
+    """Drains of ours under way: cloud node id -> when the drain started, as the core found them
+    (:attr:`NodeExplanation.our_drain_since`), plus unlisted workers drained by us
+    (``worker:<name>``)."""
+    drains: dict[str, float] = {}
+    paired = set()
+    for e in nodes:
+        if e.our_drain_since is not None:
+            drains[e.node_id] = e.our_drain_since
+        if e.worker:
+            paired.add(e.worker)
     for w in snap.workers:
         if w.name not in paired and is_our_drain(w):
             drains[f"worker:{w.name}"] = w.state_since or snap.now
+    return drains
 
 
