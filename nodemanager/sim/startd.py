@@ -38,8 +38,7 @@ from nodemanager.sim.job import Job, JobEnd
 from nodemanager.sim.slot_ads import COLLECTOR_ONLY, SlotAds
 
 __all__ = [
-    "Job", "JobEnd", "SimStartd", "DrainError", "COLLECTOR_ONLY",
-    "GRACEFUL", "QUICK", "FAST", "SCHEDULES", "COMPLETIONS",
+    "Job", "JobEnd", "SimStartd", "DrainError", "COLLECTOR_ONLY", "GRACEFUL", "QUICK", "FAST", "SCHEDULES", "COMPLETIONS",
     "DRAINING_ALREADY_IN_PROGRESS", "DRAINING_NO_MATCHING_REQUEST_ID", "DRAINING_CHECK_EXPR_FAILED",
 ]
 
@@ -57,16 +56,14 @@ class SimStartd(SlotAds):
     ``RequestGPUs``; a job's ``requirements`` must hold against the p-slot ad (its TARGET).
     """
 
-    # one startd per simulated node: no per-instance dict (about 1 KB a node at 100,000 nodes)
-    __slots__ = ("_meets", "_next_n", "_unclaimed_mark", "activity",
-                 "address", "alive", "attrs", "cpus", "daemon_start", "drain_complete",
-                 "drain_completion", "drain_how", "drain_id", "drain_reason", "drain_request",
-                 "draining", "dslots", "ended", "entered_activity", "entered_state", "free_cpus",
-                 "free_gpus", "free_memory", "gpus", "graceful_end", "job_starts",
-                 "jobs_killed_by_drain", "kill_time", "last_change", "last_drain_start",
+    __slots__ = ("_meets", "_next_n", "_unclaimed_mark", "activity", "address", "alive", "attrs", "cpus",
+                 "daemon_start", "drain_complete", "drain_completion", "drain_how", "drain_id",
+                 "drain_reason", "drain_request", "draining", "dslots", "ended", "entered_activity",
+                 "entered_state", "free_cpus", "free_gpus", "free_memory", "gpus", "graceful_end",
+                 "job_starts", "jobs_killed_by_drain", "kill_time", "last_change", "last_drain_start",
                  "last_drain_stop", "max_retirement", "memory", "name", "next_event", "now",
-                 "reclaim_deadline", "start_expr", "state", "total_badput", "total_unclaimed",
-                 "vacate_time")
+                 "reclaim_deadline", "start_expr", "state",
+                 "total_badput", "total_unclaimed", "vacate_time")  # no instance dict
 
     def __init__(self, name: str, cpus: int, memory: int, now: float, *, address: str | None = None,
                  max_retirement: float = 0.0, vacate_time: float = 600.0, kill_time: float = 0.0,
@@ -240,9 +237,7 @@ class SimStartd(SlotAds):
 
     def _requirements(self, job: Job, now: float) -> bool:
         text = job.requirements or ""
-        meets = self._meets
-        if meets is None:
-            meets = self._meets = {}
+        meets = self._meets = self._meets if self._meets is not None else {}
         met = meets.get(text)
         if met is None:
             job_ad = {"RequestCpus": job.cpus, "RequestMemory": job.ram_mb, "RequestGPUs": job.gpus}
@@ -256,12 +251,8 @@ class SimStartd(SlotAds):
         n = self._next_n
         self._next_n += 1
         s = DSlot(n, job, now, self.max_retirement, self.vacate_time)
-        if self.dslots:  # jobs started together often end together: equal times as one float
-            last = next(reversed(self.dslots.values()))
-            if last.end == s.end:
-                s.end = s.event = last.end
-            if last.retire_end == s.retire_end:
-                s.retire_end = last.retire_end
+        if self.dslots:
+            s.share_times(next(reversed(self.dslots.values())))
         if self.draining:
             s.awd = True                        # accepted while draining: no retirement of its own
             s.retire_end = now
