@@ -135,10 +135,11 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None, fr
     for k, nid in enumerate(ids):
         st = joined(nid)
         if k < n_busy:
+            runtime, submitted = 7200.0 + k, clock[0] - 600  # one float each per node, not per job
             for _ in range(1 + k % 8):
                 jid += 1
-                st.start_job(Job(id=str(jid), cpus=1, ram_mb=1024, runtime=7200.0 + k,
-                                 submit_time=clock[0] - 600, walltime=14400.0), clock[0])
+                st.start_job(Job(id=str(jid), cpus=1, ram_mb=1024, runtime=runtime,
+                                 submit_time=submitted, walltime=14400.0), clock[0])
     clock[0] += 400.0                               # the first idle nodes pass the 300 s grace
     for k in range(n_booting):
         cloud.create_node(size, f"b{k:06d}", {})    # listed, booting: no startd yet
@@ -166,6 +167,7 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None, fr
         vm = cloud.node(nid)
         assert vm is not None, nid  # built above, never destroyed
         cloud.set_tags(vm, {TAG_DRAIN: f"{int(clock[0])}:{ticket.request_id}"})
+    del workers, poll  # the build's own view of the pool: not what a cycle holds
     build_s = time.perf_counter() - t_build
     world_mb = _rss_mb()  # the simulated cloud and pool alone: what a daemon's process does not hold
     tick()

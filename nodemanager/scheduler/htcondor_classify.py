@@ -89,14 +89,29 @@ def shown_state(ad: Mapping[str, Any]) -> str | None:
     st, act = ad.get("State"), ad.get("Activity")
     if st is None:
         return None
-    own = f"{st}/{act}" if act is not None else str(st)
     dslots = int(ad_number(ad, "NumDynamicSlots") or 0)
     if st in ("Unclaimed", "Owner") and (children_claimed(ad) or dslots > 0):
         acts = ad.get("ChildActivity")
         retiring = isinstance(acts, (list, tuple)) and bool(acts) and all(a == "Retiring" for a in acts)
-        count = f"{dslots} dynamic slot{'s' if dslots != 1 else ''}" if dslots else "dynamic slots"
-        return f"{own} p-slot, {count} {'retiring' if retiring else 'busy'}"
-    return own
+        return _shown(st, act, dslots, retiring)
+    return _shown(st, act, -1, False)
+
+
+def _shown(st: Any, act: Any, dslots: int, retiring: bool) -> str:
+    """The text of :func:`shown_state` (``dslots`` -1: the slot's own state alone); one string
+    per distinct text when the state and activity are strings (a pool's workers share a few)."""
+    if isinstance(st, str) and (act is None or isinstance(act, str)):
+        return _shown_text(st, act, dslots, retiring)
+    return _shown_text.__wrapped__(st, act, dslots, retiring)
+
+
+@functools.lru_cache(maxsize=1024)
+def _shown_text(st: Any, act: Any, dslots: int, retiring: bool) -> str:
+    own = f"{st}/{act}" if act is not None else str(st)
+    if dslots < 0:
+        return own
+    count = f"{dslots} dynamic slot{'s' if dslots != 1 else ''}" if dslots else "dynamic slots"
+    return f"{own} p-slot, {count} {'retiring' if retiring else 'busy'}"
 
 
 @functools.lru_cache(maxsize=1024)

@@ -97,6 +97,7 @@ class SimCloud:
         self._faults: dict[str, list[CloudError]] = {}
         self._phantom_creates = 0
         self._listing: list[CloudNode] | None = None
+        self._last_tags: dict[str, Mapping[str, str]] = {}  # size -> the last new node's tags
         # spot reclaims: the model draws them; (time, seq, node id, deadline or None)
         self.spot = spot
         self.on_notice = on_notice
@@ -219,7 +220,7 @@ class SimCloud:
             node = CloudNode(id=node_id, name=name, size=known.name, launched_at=self._cloud_now(now),
                              state=PENDING,
                              private_ip=f"10.{(self._seq >> 16) & 255}.{(self._seq >> 8) & 255}.{self._seq & 255}",
-                             hostname=name, tags=frozen_map(all_tags))
+                             hostname=name, tags=self._shared_tags(known.name, all_tags))
             self._live[node_id] = _Record(node, known)
             self._per_size[known.name] += 1
             self._listing = None
@@ -250,6 +251,15 @@ class SimCloud:
         self._listing = None
         if self.on_terminated is not None:
             self.on_terminated(node_id)
+
+    def _shared_tags(self, size: str, tags: dict[str, str]) -> Mapping[str, str]:
+        """``tags`` read-only, the same object as the last new node's of ``size`` when equal
+        (nodes of one size are usually created with the same tags: one map, not one a node)."""
+        last = self._last_tags.get(size)
+        if last is not None and last == tags:
+            return last
+        shared = self._last_tags[size] = frozen_map(tags)
+        return shared
 
     def set_tags(self, node: CloudNode, tags: Mapping[str, str]) -> None:
         with self._lock:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import replace
-from typing import Callable
+from typing import Callable, Iterable
 
 from nodemanager.model import Demand, FinishedJob, Worker, frozen_map
 from nodemanager.scheduler import HTCondorScheduler, SchedulerPoll, worker_from_ad
@@ -18,6 +18,12 @@ from nodemanager.sim.job import running_job
 from nodemanager.sim.startd import SimStartd
 
 __all__ = ["CollectorCopy"]
+
+
+def _shared_floats(values: Iterable[float]) -> list[float]:
+    """``values``, equal ones as one object (jobs started together end together: one float)."""
+    seen: dict[float, float] = {}
+    return [seen.setdefault(v, v) for v in values]
 
 
 class CollectorCopy:
@@ -52,6 +58,7 @@ class CollectorCopy:
         now = self.now
         due, self._unrendered = self._unrendered, set()
         resend, later = self._resend, []
+        again = now + self.update_interval * (1 - 1e-12)  # one float for every ad sent now
         # the heap's times are a hair early: the test that decides is the one below, as it always was
         while resend and resend[0][0] <= now:
             entry = heapq.heappop(resend)
@@ -78,7 +85,7 @@ class CollectorCopy:
             w = self.render(st, now, cached[2] if cached is not None and cached[0] == version else None)
             self._rendered[nid] = (version, now, w)
             workers[nid] = w
-            heapq.heappush(resend, (now + self.update_interval * (1 - 1e-12), nid, now))
+            heapq.heappush(resend, (again, nid, now))
         out = tuple(w for w in workers.values() if w is not None)
         self.adapter.observe(out)
         finished, self._finished = tuple(self._finished), []
@@ -90,7 +97,7 @@ class CollectorCopy:
         estimates moved (none of which the adapter's fields or classification read but
         ``last_heard`` and ``retirement_end``), so the new ad replaces the old one without parsing it again."""
         ad = st.pslot_ad(now)
-        ad["LastHeardFrom"] = int(now)
+        ad["LastHeardFrom"] = ad["MyCurrentTime"]  # int(now), the ad's own object
         if before is not None:
             # the retirement end follows the time once the jobs' retirement has run out
             return replace(before, ad=frozen_map(ad), last_heard=float(int(now)),
@@ -102,6 +109,6 @@ class CollectorCopy:
         if not st.dslots:
             return w
         running = list(st.running())
-        ends = tuple(sorted(start + job.walltime for job, start in running if job.walltime))
+        ends = tuple(sorted(_shared_floats(start + job.walltime for job, start in running if job.walltime)))
         named = tuple(running_job(job, start) for job, start in running if job.owner is not None)
         return replace(w, job_end_times=ends, jobs=named) if ends or named else w

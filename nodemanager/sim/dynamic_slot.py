@@ -42,6 +42,14 @@ class DSlot:
         self.vacated = False                    # hard-killed by condor_vacate, not by the drain
         self.retired_out = False                # evicted at a graceful drain's retirement end
 
+    def share_times(self, last: DSlot) -> None:
+        """Hold ``last``'s end and retirement times when equal to this (just started) slot's: jobs
+        started together often end together, and 300,000 slots' times are 300,000 floats."""
+        if last.end == self.end:
+            self.end = self.event = last.end
+        if last.retire_end == self.retire_end:
+            self.retire_end = last.retire_end
+
     def refresh(self) -> None:
         p = self.phase
         if p == BUSY:

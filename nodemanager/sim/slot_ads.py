@@ -18,9 +18,39 @@ __all__ = ["SlotAds", "COLLECTOR_ONLY"]
 # What the collector adds to a startd's ads; the startd's own slot ads lack it.
 COLLECTOR_ONLY = ("DaemonStartTime",)
 
+# Equal values in many ads held at once (100,000 startds' ads in the collector's copy) are one
+# object each: times and counts as one int per value, the child states as one list per sequence.
+_SHARED_MAX = 65536
+_ints: dict[int, int] = {}
+_children: dict[tuple[int, ...], tuple[list[str], list[str]]] = {}
+
+
+def shared_int(value: float) -> int:
+    """``int(value)``, the same object as the last equal one (bounded: forgotten past a size)."""
+    i = int(value)
+    got = _ints.get(i)
+    if got is None:
+        if len(_ints) >= _SHARED_MAX:
+            _ints.clear()
+        got = _ints[i] = i
+    return got
+
+
+def _child_states(phases: tuple[int, ...]) -> tuple[list[str], list[str]]:
+    """``ChildState`` and ``ChildActivity`` of dynamic slots in these phases (shared: never
+    mutated by a reader of the ad)."""
+    got = _children.get(phases)
+    if got is None:
+        if len(_children) >= _SHARED_MAX:
+            _children.clear()
+        got = _children[phases] = ([PHASE_STATE[p][0] for p in phases], [PHASE_STATE[p][1] for p in phases])
+    return got
+
 
 class SlotAds:
     """The ad side of a startd (mixed into :class:`~nodemanager.sim.startd.SimStartd`)."""
+
+    __slots__ = ("_grace_done", "_quick_done")  # the estimates this side keeps up to date
 
     name: str
     address: str
@@ -103,32 +133,31 @@ class SlotAds:
         ad = self._static_ad()
         ad["State"] = self.state
         ad["Activity"] = self.activity
-        ad["EnteredCurrentState"] = int(self.entered_state)
-        ad["EnteredCurrentActivity"] = int(self.entered_activity)
-        ad["MyCurrentTime"] = int(now)
-        ad["DaemonStartTime"] = int(self.daemon_start)
+        ad["EnteredCurrentState"] = shared_int(self.entered_state)
+        ad["EnteredCurrentActivity"] = shared_int(self.entered_activity)
+        ad["MyCurrentTime"] = shared_int(now)
+        ad["DaemonStartTime"] = shared_int(self.daemon_start)
         ad["Cpus"] = self.free_cpus
         ad["Memory"] = self.free_memory
         if self.gpus:
             ad["GPUs"] = self.free_gpus
             ad["TotalSlotGPUs"] = self.gpus
         ad["NumDynamicSlots"] = len(children)
-        ad["ChildState"] = [PHASE_STATE[s.phase][0] for s in children]
-        ad["ChildActivity"] = [PHASE_STATE[s.phase][1] for s in children]
+        ad["ChildState"], ad["ChildActivity"] = _child_states(tuple(s.phase for s in children))
         ad["Start"] = self._start_value()
         ad["JobStarts"] = self.job_starts
         if self.reclaim_deadline is not None:
             ad["ReclaimNoticeDeadline"] = int(self.reclaim_deadline)
-        ad["ExpectedMachineGracefulDrainingCompletion"] = int(self._grace_done or now)
-        ad["ExpectedMachineQuickDrainingCompletion"] = int(self._quick_done or now)
-        ad["ExpectedMachineGracefulDrainingBadput"] = int(gb)
-        ad["ExpectedMachineQuickDrainingBadput"] = int(qb)
+        ad["ExpectedMachineGracefulDrainingCompletion"] = shared_int(self._grace_done or now)
+        ad["ExpectedMachineQuickDrainingCompletion"] = shared_int(self._quick_done or now)
+        ad["ExpectedMachineGracefulDrainingBadput"] = shared_int(gb)
+        ad["ExpectedMachineQuickDrainingBadput"] = shared_int(qb)
         if self.total_badput > 0:
             ad["TotalMachineDrainingBadput"] = int(self.total_badput)
         if unclaimed > 0:
             ad["TotalMachineDrainingUnclaimedTime"] = int(unclaimed)
         if self.last_drain_start is not None:
-            ad["LastDrainStartTime"] = int(self.last_drain_start)
+            ad["LastDrainStartTime"] = shared_int(self.last_drain_start)
         if self.last_drain_stop is not None:
             ad["LastDrainStopTime"] = int(self.last_drain_stop)
         if self.draining:
@@ -139,25 +168,23 @@ class SlotAds:
         return ad
 
     def _static_ad(self) -> dict[str, Any]:
-        """A fresh copy of the attributes that do not change while the startd runs."""
-        base = self.__dict__.get("_static")
-        if base is None:
-            base = self._static = {
-                "MyType": "Machine",
-                "Name": f"slot1@{self.name}",
-                "Machine": self.name,
-                "MyAddress": self.address,
-                "SlotID": 1,
-                "SlotType": "Partitionable",
-                "PartitionableSlot": True,
-                "TotalSlotCpus": self.cpus,
-                "TotalCpus": self.cpus,
-                "TotalSlotMemory": self.memory,
-                "TotalMemory": self.memory,
-                "MaxJobRetirementTime": int(self.max_retirement),
-                "MachineMaxVacateTime": int(self.vacate_time),
-            }
-        return base.copy()
+        """A fresh dict of the attributes that do not change while the startd runs (built each
+        time rather than kept: a kept copy costs about 450 bytes a startd)."""
+        return {
+            "MyType": "Machine",
+            "Name": f"slot1@{self.name}",
+            "Machine": self.name,
+            "MyAddress": self.address,
+            "SlotID": 1,
+            "SlotType": "Partitionable",
+            "PartitionableSlot": True,
+            "TotalSlotCpus": self.cpus,
+            "TotalCpus": self.cpus,
+            "TotalSlotMemory": self.memory,
+            "TotalMemory": self.memory,
+            "MaxJobRetirementTime": shared_int(self.max_retirement),
+            "MachineMaxVacateTime": shared_int(self.vacate_time),
+        }
 
     def _start_value(self) -> Any:
         if not self.draining:

@@ -38,8 +38,7 @@ from nodemanager.sim.job import Job, JobEnd
 from nodemanager.sim.slot_ads import COLLECTOR_ONLY, SlotAds
 
 __all__ = [
-    "Job", "JobEnd", "SimStartd", "DrainError", "COLLECTOR_ONLY",
-    "GRACEFUL", "QUICK", "FAST", "SCHEDULES", "COMPLETIONS",
+    "Job", "JobEnd", "SimStartd", "DrainError", "COLLECTOR_ONLY", "GRACEFUL", "QUICK", "FAST", "SCHEDULES", "COMPLETIONS",
     "DRAINING_ALREADY_IN_PROGRESS", "DRAINING_NO_MATCHING_REQUEST_ID", "DRAINING_CHECK_EXPR_FAILED",
 ]
 
@@ -57,12 +56,21 @@ class SimStartd(SlotAds):
     ``RequestGPUs``; a job's ``requirements`` must hold against the p-slot ad (its TARGET).
     """
 
+    __slots__ = ("_meets", "_next_n", "_unclaimed_mark", "activity", "address", "alive", "attrs", "cpus",
+                 "daemon_start", "drain_complete", "drain_completion", "drain_how", "drain_id",
+                 "drain_reason", "drain_request", "draining", "dslots", "ended", "entered_activity",
+                 "entered_state", "free_cpus", "free_gpus", "free_memory", "gpus", "graceful_end",
+                 "job_starts", "jobs_killed_by_drain", "kill_time", "last_change", "last_drain_start",
+                 "last_drain_stop", "max_retirement", "memory", "name", "next_event", "now",
+                 "reclaim_deadline", "start_expr", "state",
+                 "total_badput", "total_unclaimed", "vacate_time")  # no instance dict
+
     def __init__(self, name: str, cpus: int, memory: int, now: float, *, address: str | None = None,
                  max_retirement: float = 0.0, vacate_time: float = 600.0, kill_time: float = 0.0,
                  attrs: Mapping[str, Any] | None = None, gpus: int = 0) -> None:
         self.name = name
         self.gpus = int(gpus)
-        self._meets: dict[str, bool] = {}  # requirements text -> holds here (they read static attributes)
+        self._meets: dict[str, bool] | None = None  # requirements text -> holds here (static attributes)
         self.address = address or f"<127.0.0.1:9618?alias={name}&sock=startd>"
         self.cpus = int(cpus)
         self.memory = int(memory)
@@ -229,10 +237,11 @@ class SimStartd(SlotAds):
 
     def _requirements(self, job: Job, now: float) -> bool:
         text = job.requirements or ""
-        met = self._meets.get(text)
+        meets = self._meets = self._meets if self._meets is not None else {}
+        met = meets.get(text)
         if met is None:
             job_ad = {"RequestCpus": job.cpus, "RequestMemory": job.ram_mb, "RequestGPUs": job.gpus}
-            met = self._meets[text] = is_true(evaluate(text, job_ad, now, target=self.pslot_ad(now)))
+            met = meets[text] = is_true(evaluate(text, job_ad, now, target=self.pslot_ad(now)))
         return met
 
     def start_job(self, job: Job, now: float) -> int:
@@ -242,6 +251,8 @@ class SimStartd(SlotAds):
         n = self._next_n
         self._next_n += 1
         s = DSlot(n, job, now, self.max_retirement, self.vacate_time)
+        if self.dslots:
+            s.share_times(next(reversed(self.dslots.values())))
         if self.draining:
             s.awd = True                        # accepted while draining: no retirement of its own
             s.retire_end = now
