@@ -174,7 +174,7 @@ def test_a_leftover_destroy_tag_on_a_node_that_recovered_is_removed(loop, caplog
     assert not listed.tags.get(TAG_DESTROY)
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO
             and "-> cancel_drain: not destroyed" in r.getMessage()]
-    assert len(said) == 1 and said[0].startswith(f"node {node.name} ") and "decided 20m 30s ago" in said[0]
+    assert len(said) == 1 and said[0].startswith(f"node {node.name} ") and "not destroyed: the destroy decided" in said[0]
     whole = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG
              and r.getMessage().startswith(f"node {node.name} ({node.id}") and "not destroyed" in r.getMessage()]
     assert len(whole) == 1 and "no longer holds" in whole[0]

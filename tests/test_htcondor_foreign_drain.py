@@ -16,7 +16,7 @@ ADMIN = "admin: bad dimm, do not touch"
 
 
 def test_a_foreign_drain_is_left_alone_while_our_idle_nodes_go(caplog):
-    caplog.set_level(logging.INFO, "nodemanager.decisions")
+    caplog.set_level(logging.DEBUG, "nodemanager.decisions")
     loop = Loop(sim_settings())
     # startds with an hour's MaxJobRetirementTime: with HTCondor's default of 0 a graceful drain
     # evicts running jobs at once, as the real startd does
@@ -42,7 +42,11 @@ def test_a_foreign_drain_is_left_alone_while_our_idle_nodes_go(caplog):
     assert touched == []
     why = next(e for e in loop.reports[-1].plan.nodes if e.node_id == theirs.id)
     assert why.tuple.worker_state == "busy" and f"drained by someone else: {ADMIN}" in why.reason
-    assert any(f"drained by someone else: {ADMIN}" in r.message for r in caplog.records)
+    # the INFO line names the block; the whole reason, the admin's words, follows at DEBUG
+    assert any(r.levelno == logging.INFO and r.message.startswith(f"node {theirs.name} ")
+               and "blocked by foreign_drain" in r.message for r in caplog.records)
+    assert any(r.levelno == logging.DEBUG and r.message.startswith(f"node {theirs.name} ")
+               and f"drained by someone else: {ADMIN}" in r.message for r in caplog.records)
     doc = status_document(StatusView(report=loop.reports[-1], last_cycle_at=loop.time.now), None,
                           loop.time.now)
     row = next(n for n in doc["nodes"] if n["node_id"] == theirs.id)
