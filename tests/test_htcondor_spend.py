@@ -53,7 +53,11 @@ def test_the_controller_expects_a_startds_jobs_to_end_one_learned_runtime_after_
     ctl = Controller(Settings(core=CoreSettings(runtime_prediction="recent")), policy_matrix.load_default(),
                      None, clock=time.time, dry_run=True)
     ctl.memories.runtimes.record("nobody", None, 900.0)   # as a finished job of nobody's teaches it
-    report = ctl.cycle([], time.time(), htc.poll())
+    # a new dynamic slot is Claimed/Idle for a moment before its job's attributes reach the collector
+    poll = real_pool.wait_for(lambda: next((p for p in [htc.poll()] for w in p.workers
+                                            if w.name == name and len(w.jobs) == 2), None),
+                              60, "both running jobs named in the collector's dynamic slots")
+    report = ctl.cycle([], time.time(), poll)
     w = {w.name: w for w in report.snapshot.workers}[name]
     jobs = real_pool.jobs("JobStatus == 2", ["GlobalJobId", "JobCurrentStartDate", "RemoteHost"])
     here = sorted((j["JobCurrentStartDate"], j["GlobalJobId"]) for j in jobs
