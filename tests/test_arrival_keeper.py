@@ -1,0 +1,128 @@
+"""``wait_grace = arrivals``: each size's last free cores kept while the recent job arrivals say a
+job is likely soon, through ``nodemanager plan`` on a snapshot and through replays of the controller."""
+
+import json
+from dataclasses import replace
+
+import policy_matrix
+import pytest
+
+from nodemanager.cli import main
+from nodemanager.configuration.config import ConfigError, loads
+from nodemanager.sim import baselines as B
+from nodemanager.sim.figures import lower_bounds
+from nodemanager.sim.replay import replay
+from nodemanager.sim.swf import SwfJob
+
+NOW = 1767225600
+BREAK_EVEN = " (idle grace 60s (the floor): break-even: boot+join 120s, 0 % of the last 50 idle periods re-used within it)"
+
+
+def _plan(tmp_path, capsys, grace: str, arrivals: list[float]) -> dict[str, tuple[str, str | None, str]]:
+    """Node -> (idle grace tuple value, action, why) for two idle nodes (a idle 150 s, b 120 s) and
+    one full busy node, the size's break-even grace 60 s, ``idle_timing = wait`` with ``wait_grace``."""
+    (tmp_path / "nm.ini").write_text(f"[Daemon]\nprofile = cost\nidle_timing = wait\nwait_grace = {grace}\n\n"
+                                     "[Size small]\ncores = 8\nram_mb = 32000\nprice = 0.34\n")
+
+    def worker(name: str, state: str, since: int, busy: int) -> dict:
+        return {"name": name, "scheduler": "slurm", "state": state, "cloud_id": name, "last_heard": NOW - 5,
+                "state_since": since, "registered_at": NOW - 3500, "cpus": 8, "cpus_busy": busy,
+                "ram_mb": 32000, "running_jobs": 1 if busy else 0}
+
+    (tmp_path / "snap.json").write_text(json.dumps({
+        "now": NOW, "polled_at": {"cloud": NOW - 5, "scheduler": NOW - 5},
+        "cloud_nodes": [{"id": n, "name": n, "size": "small", "launched_at": NOW - 3600} for n in "abc"],
+        "workers": [worker("a", "idle", NOW - 150, 0), worker("b", "idle", NOW - 120, 0),
+                    worker("c", "alloc", NOW - 900, 8)],
+        "demand": [], "idle_graces": {"small": [60, BREAK_EVEN]}, "arrivals": arrivals}))
+    code = main(["plan", "--snapshot", str(tmp_path / "snap.json"), "--config", str(tmp_path / "nm.ini"),
+                 "--format", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return {n["id"]: (n["tuple"]["idle_grace"], n["action"], n["reason"]) for n in json.loads(out)["nodes"]}
+
+
+# a job a minute for half an hour, the last one 30 s ago: a busy spell
+BUSY = [NOW - 30 - 60.0 * k for k in range(30, -1, -1)]
+# the same spell, then nothing for 50 minutes: a quiet one
+QUIET = [t - 3000 for t in BUSY]
+
+
+def test_the_last_free_cores_stay_in_a_busy_spell_and_go_at_break_even_in_a_quiet_one(tmp_path, capsys):
+    busy = _plan(tmp_path, capsys, "arrivals", BUSY)
+    assert busy["a"][:2] == ("idle exceeded", "drain")   # not the last free cores: break-even
+    assert busy["b"][:2] == ("idle wait", None)
+    # every remembered gap (60 s) ends within 120 s of 30 s: kept until a minute after the last job
+    assert "idle grace 150s: kept for arrivals: a job within 120s is 100 % likely after 30s without one" \
+        in busy["b"][2]
+    quiet = _plan(tmp_path, capsys, "arrivals", QUIET)
+    assert quiet["b"][:2] == ("idle exceeded", "drain")
+    assert "idle grace 60s (the floor): break-even" in quiet["b"][2]
+    assert "not kept: after 3030s without a job, 0 of the last 30 arrival gaps lasted as long" in quiet["b"][2]
+    # wait_grace = fixed keeps it the configured idle_grace whatever the arrivals
+    fixed = _plan(tmp_path, capsys, "fixed", QUIET)
+    assert fixed["b"][:2] == ("idle wait", None) and "idle_grace 300s: idle_timing = wait" in fixed["b"][2]
+
+
+def test_too_few_arrivals_keep_the_configured_idle_grace(tmp_path, capsys):
+    few = _plan(tmp_path, capsys, "arrivals", QUIET[-10:])
+    assert few["b"][:2] == ("idle wait", None) and "idle_grace 300s: idle_timing = wait" in few["b"][2]
+
+
+def test_wait_grace_and_the_arrival_options_are_checked():
+    core = loads("[Daemon]\nprofile = cost\n").core
+    assert (core.wait_grace, core.arrival_chance, core.arrival_window) == ("fixed", 0.3, 120.0)
+    core = loads("[Daemon]\nidle_timing = wait\nwait_grace = arrivals\narrival_chance = 25%\n"
+                 "arrival_window = 3m\n").core
+    assert (core.wait_grace, core.arrival_chance, core.arrival_window) == ("arrivals", 0.25, 180.0)
+    for line, words in (("wait_grace = rate", "fixed, arrivals"), ("arrival_chance = 1.5", "share"),
+                        ("arrival_window = soon", "arrival_window")):
+        with pytest.raises(ConfigError) as info:
+            loads(f"[Daemon]\nidle_timing = wait\n{line}\n", "site.ini")
+        assert "site.ini:3" in str(info.value) and words in str(info.value)
+
+
+def _cost(grace: str):
+    base = loads("", "<test>", profile="cost")
+    core = replace(base.core, sizes=(B.default_size(8),), max_nodes=3, idle_timing="wait", wait_grace=grace)
+    return B.ours(replace(base, core=core), policy_matrix.load(base.matrix_file), "nodemanager-cost")
+
+
+def _spells() -> list[SwfJob]:
+    """Three 8-core jobs boot three nodes (break-even needs three joins); then six busy spells, each
+    of twelve 8-core jobs of a minute every 150 s, three hours apart."""
+    jobs = [SwfJob(id=i + 1, submit=0.0, runtime=600.0, cores=8) for i in range(3)]
+    for spell in range(6):
+        start = 1800.0 + spell * 12600.0
+        jobs += [SwfJob(id=4 + 12 * spell + k, submit=start + 150.0 * k, runtime=60.0, cores=8) for k in range(12)]
+    return jobs
+
+
+def test_a_replay_of_busy_spells_and_quiet_hours_pays_less_than_fixed_for_the_same_waits():
+    """In a spell the node idles 90 s between jobs and is the size's last free cores: ``fixed``
+    keeps it the configured 300 s, ``arrivals`` while a job is likely within a boot's time, so both
+    run each spell's jobs on it at once; after each spell's last job ``arrivals`` gives it back once
+    the spell's gaps have passed, where ``fixed`` keeps it the whole 300 s."""
+    jobs = _spells()
+    bounds = lower_bounds(jobs, 8)
+    fixed, arrivals = (replay(jobs, policy, B.SimParams(), bounds, record_series=False).figures
+                       for policy in (_cost("fixed"), _cost("arrivals")))
+    assert fixed.jobs_completed == arrivals.jobs_completed == len(jobs)
+    assert fixed.jobs_killed == arrivals.jobs_killed == 0
+    assert fixed.wait_p50 <= 60   # a negotiation cycle, no boot
+    assert (arrivals.wait_p50, arrivals.wait_p95, arrivals.boots) == (fixed.wait_p50, fixed.wait_p95, fixed.boots)
+    assert arrivals.paid_node_hours < fixed.paid_node_hours
+
+
+def test_skipping_quiet_cycles_changes_no_arrivals_figure():
+    """The arrivals are seen at the cycles that run: a replay that skips quiet cycles remembers the
+    same instants and changes no figure."""
+    jobs = _spells()
+    bounds = lower_bounds(jobs, 8)
+    policy = _cost("arrivals")
+    fast = replay(jobs, policy, B.SimParams(), bounds, record_series=False).figures
+    slow = replay(jobs, policy, B.SimParams(), bounds, record_series=False, skip_cycles=False).figures
+    own = {"wall_seconds", "cycles", "cycles_skipped"}
+    assert fast.cycles < slow.cycles
+    assert {k: v for k, v in fast.as_dict().items() if k not in own} == \
+        {k: v for k, v in slow.as_dict().items() if k not in own}
