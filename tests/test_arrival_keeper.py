@@ -71,7 +71,7 @@ def test_too_few_arrivals_keep_the_configured_idle_grace(tmp_path, capsys):
 
 def test_wait_grace_and_the_arrival_options_are_checked():
     core = loads("[Daemon]\nprofile = cost\n").core
-    assert (core.wait_grace, core.arrival_chance, core.arrival_window) == ("fixed", 0.3, 120.0)
+    assert (core.wait_grace, core.arrival_chance, core.arrival_window) == ("fixed", 0.2, 120.0)
     core = loads("[Daemon]\nidle_timing = wait\nwait_grace = arrivals\narrival_chance = 25%\n"
                  "arrival_window = 3m\n").core
     assert (core.wait_grace, core.arrival_chance, core.arrival_window) == ("arrivals", 0.25, 180.0)

@@ -88,7 +88,7 @@ class CoreSettings:
     # (nodemanager.core.arrival_keeper): at least arrival_chance of the recent gaps so long ended
     # within arrival_window more
     wait_grace: str = "fixed"
-    arrival_chance: float = 0.3
+    arrival_chance: float = 0.2
     arrival_window: float = 120.0
     steering: bool = False                # rank our nodes for the scheduler's placement (core.steering)
     # off | recent: running jobs' ends predicted from their users' recent jobs (runtime_prediction)
