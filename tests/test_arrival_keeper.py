@@ -1,45 +1,23 @@
 """``wait_grace = arrivals``: each size's last free cores kept while the recent job arrivals say a
 job is likely soon, through ``nodemanager plan`` on a snapshot and through replays of the controller."""
 
-import json
 from dataclasses import replace
 
 import policy_matrix
 import pytest
 
-from nodemanager.cli import main
 from nodemanager.configuration.config import ConfigError, loads
 from nodemanager.sim import baselines as B
 from nodemanager.sim.figures import lower_bounds
 from nodemanager.sim.replay import replay
 from nodemanager.sim.swf import SwfJob
-
-NOW = 1767225600
-BREAK_EVEN = " (idle grace 60s (the floor): break-even: boot+join 120s, 0 % of the last 50 idle periods re-used within it)"
+from tests.test_idle_timing_wait import NOW, _plan as wait_plan, skipping_changes_no_figure
 
 
 def _plan(tmp_path, capsys, grace: str, arrivals: list[float]) -> dict[str, tuple[str, str | None, str]]:
     """Node -> (idle grace tuple value, action, why) for two idle nodes (a idle 150 s, b 120 s) and
     one full busy node, the size's break-even grace 60 s, ``idle_timing = wait`` with ``wait_grace``."""
-    (tmp_path / "nm.ini").write_text(f"[Daemon]\nprofile = cost\nidle_timing = wait\nwait_grace = {grace}\n\n"
-                                     "[Size small]\ncores = 8\nram_mb = 32000\nprice = 0.34\n")
-
-    def worker(name: str, state: str, since: int, busy: int) -> dict:
-        return {"name": name, "scheduler": "slurm", "state": state, "cloud_id": name, "last_heard": NOW - 5,
-                "state_since": since, "registered_at": NOW - 3500, "cpus": 8, "cpus_busy": busy,
-                "ram_mb": 32000, "running_jobs": 1 if busy else 0}
-
-    (tmp_path / "snap.json").write_text(json.dumps({
-        "now": NOW, "polled_at": {"cloud": NOW - 5, "scheduler": NOW - 5},
-        "cloud_nodes": [{"id": n, "name": n, "size": "small", "launched_at": NOW - 3600} for n in "abc"],
-        "workers": [worker("a", "idle", NOW - 150, 0), worker("b", "idle", NOW - 120, 0),
-                    worker("c", "alloc", NOW - 900, 8)],
-        "demand": [], "idle_graces": {"small": [60, BREAK_EVEN]}, "arrivals": arrivals}))
-    code = main(["plan", "--snapshot", str(tmp_path / "snap.json"), "--config", str(tmp_path / "nm.ini"),
-                 "--format", "json"])
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    return {n["id"]: (n["tuple"]["idle_grace"], n["action"], n["reason"]) for n in json.loads(out)["nodes"]}
+    return wait_plan(tmp_path, capsys, "wait", busy_cores=8, ini=f"wait_grace = {grace}\n", arrivals=arrivals)
 
 
 # a job a minute for half an hour, the last one 30 s ago: a busy spell
@@ -117,12 +95,4 @@ def test_a_replay_of_busy_spells_and_quiet_hours_pays_less_than_fixed_for_the_sa
 def test_skipping_quiet_cycles_changes_no_arrivals_figure():
     """The arrivals are seen at the cycles that run: a replay that skips quiet cycles remembers the
     same instants and changes no figure."""
-    jobs = _spells()
-    bounds = lower_bounds(jobs, 8)
-    policy = _cost("arrivals")
-    fast = replay(jobs, policy, B.SimParams(), bounds, record_series=False).figures
-    slow = replay(jobs, policy, B.SimParams(), bounds, record_series=False, skip_cycles=False).figures
-    own = {"wall_seconds", "cycles", "cycles_skipped"}
-    assert fast.cycles < slow.cycles
-    assert {k: v for k, v in fast.as_dict().items() if k not in own} == \
-        {k: v for k, v in slow.as_dict().items() if k not in own}
+    skipping_changes_no_figure(_spells(), _cost("arrivals"))
