@@ -7,10 +7,14 @@ import policy_matrix
 import pytest
 
 from nodemanager.configuration.config import ConfigError, loads
+from nodemanager.cycle.memories import Memories
+from nodemanager.model import Demand, RunningJob, Worker
+from nodemanager.scheduler.port import SchedulerPoll
 from nodemanager.sim import baselines as B
 from nodemanager.sim.figures import lower_bounds
 from nodemanager.sim.replay import replay
 from nodemanager.sim.swf import SwfJob
+from tests.core_world import settings as core_settings
 from tests.test_idle_timing_wait import NOW, _plan as wait_plan, skipping_changes_no_figure
 
 
@@ -96,3 +100,19 @@ def test_skipping_quiet_cycles_changes_no_arrivals_figure():
     """The arrivals are seen at the cycles that run: a replay that skips quiet cycles remembers the
     same instants and changes no figure."""
     skipping_changes_no_figure(_spells(), _cost("arrivals"))
+
+
+def test_the_controller_remembers_each_new_job_once_and_only_for_wait_grace_arrivals():
+    """A job queued at one poll and running at the next is one arrival, at the poll it was queued;
+    a poll with nothing new adds none; without ``wait_grace = arrivals`` the snapshot has none."""
+    def poll(at: float, queued: int, running: tuple[str, ...]) -> SchedulerPoll:
+        jobs = tuple(RunningJob(job_id=j, user="u", start=at) for j in running)
+        w = Worker(name="w1", scheduler="slurm", cpus=8, cpus_busy=len(jobs), running_jobs=len(jobs), jobs=jobs)
+        return SchedulerPoll(workers=(w,), demand=(Demand(count=queued),) if queued else (), polled_at=at)
+
+    polls = [poll(0, 0, ("1",)), poll(10, 1, ("1",)), poll(20, 0, ("1", "2")), poll(30, 0, ("1", "2")),
+             poll(40, 0, ("2", "3"))]
+    for grace, expected in (("arrivals", (10.0, 40.0)), ("fixed", ())):
+        memories, core = Memories(), core_settings(idle_timing="wait", wait_grace=grace)
+        seen = [memories.recall(p, core, p.polled_at)["arrivals"] for p in polls]
+        assert seen[-1] == expected
