@@ -4,7 +4,7 @@
 Giving back the last idle node of a size makes the next job wait for a boot; keeping it costs its
 price while no job comes. Whether a job is likely soon depends on how long the pool has already
 gone without one: in a busy spell the gaps between arrivals are short, in a quiet night they are
-long, and a gap that has lasted long tends to last longer. The rule reads the gaps between the
+long, and whether a gap that has lasted long will last longer is read from the gaps themselves. The rule reads the gaps between the
 recent arrivals (the instants the controller saw new jobs, queued or started; several jobs seen in
 one cycle are one arrival) and keeps the node while, of the remembered gaps at least as long as
 the current one, at least ``chance`` ended within ``window`` more seconds (a boot and join's
@@ -51,8 +51,7 @@ def keep_until(arrivals: Sequence[float], now: float, window: float, chance: flo
     # the share changes only where s or s + window passes a gap's length
     points = sorted({s, *(g for g in gaps if g > s), *(g - window for g in gaps if g - window > s)})
     for p in points:
-        share, longer = _chance(gaps, p, window)
-        if share < chance:
+        if _chance(gaps, p, window)[0] < chance:
             break
     else:  # chance 0: kept through the longest gap remembered
         p = points[-1]
