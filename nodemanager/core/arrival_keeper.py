@@ -4,15 +4,15 @@
 Giving back the last idle node of a size makes the next job wait for a boot; keeping it costs its
 price while no job comes. Whether a job is likely soon depends on how long the pool has already
 gone without one: in a busy spell the gaps between arrivals are short, in a quiet night they are
-long, and whether a gap that has lasted long will last longer is read from the gaps themselves. The rule reads the gaps between the
-recent arrivals (the instants the controller saw new jobs, queued or started; several jobs seen in
-one cycle are one arrival) and keeps the node while, of the remembered gaps at least as long as
-the current one, at least ``chance`` ended within ``window`` more seconds (a boot and join's
-time): a job is that likely to come before a re-booted node could take it. Once that share falls
-below ``chance`` the node goes as any idle node does (the break-even grace). With too few gaps to
-judge (:data:`MIN_GAPS`), the configured ``idle_grace`` holds, as ``wait_grace = fixed`` does;
-where fewer than :data:`MIN_TAIL` remembered gaps were as long as the current one, the pool has
-been quiet longer than it remembers and the node is not kept.
+long, and whether a gap that has lasted long will last longer is read from the gaps themselves.
+The rule reads the gaps between the recent arrivals (the instants the controller saw new jobs,
+queued or started; several jobs seen in one cycle are one arrival) and keeps the node while, of
+the remembered gaps at least as long as the current one, at least ``chance`` ended within
+``window`` more seconds (a boot and join's time): a job is that likely to come before a re-booted
+node could take it. Once that share falls below ``chance`` the node goes as any idle node does
+(the break-even grace). With too few gaps to judge (:data:`MIN_GAPS`), the configured
+``idle_grace`` holds, as ``wait_grace = fixed`` does; where fewer than :data:`MIN_TAIL`
+remembered gaps were as long as the current one, the pool has been quiet longer than it remembers and the node is not kept.
 """
 
 from __future__ import annotations
