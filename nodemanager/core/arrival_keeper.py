@@ -12,7 +12,8 @@ the remembered gaps at least as long as the current one, at least ``chance`` end
 node could take it. Once that share falls below ``chance`` the node goes as any idle node does
 (the break-even grace). With too few gaps to judge (:data:`MIN_GAPS`), the configured
 ``idle_grace`` holds, as ``wait_grace = fixed`` does; where fewer than :data:`MIN_TAIL`
-remembered gaps were as long as the current one, the pool has been quiet longer than it remembers and the node is not kept.
+remembered gaps were as long as the current one, the pool has been quiet longer than it
+remembers and the node is not kept.
 """
 
 from __future__ import annotations
