@@ -19,7 +19,7 @@ The format (documented with an example in ``docs/plan.md``)::
      "held"?: [S], "forced_drains"?: [S], "paused"?: S, "quota"?: N, "blocked_sizes"?: [S], "unconfirmed"?: [S],
      "recent_destroys"?: [E], "cloud_clock_skew"?: N, "protected_sizes"?: {S: S},
      "cancel_drains"?: [S], "destroyed"?: [S], "idle_graces"?: {S: [N, S]},
-     "consolidation_backoff"?: {S: [N|null, S]}}
+     "consolidation_backoff"?: {S: [N|null, S]}, "arrivals"?: [E]}
 
 For an HTCondor worker, fields missing from the worker object are taken from its ``ad``
 (``State/Activity``, ``CloudInstanceID``, ``LastHeardFrom``, ``EnteredCurrentState``,
@@ -173,7 +173,7 @@ def from_json(data: Any) -> Snapshot:
                            "held", "forced_drains", "paused", "quota", "blocked_sizes",
                            "recent_destroys", "unconfirmed", "cloud_clock_skew",
                            "protected_sizes", "cancel_drains", "destroyed", "idle_graces",
-                           "consolidation_backoff"))
+                           "consolidation_backoff", "arrivals"))
     polled = f.req("polled_at", _obj)
     polled_at = {k: _number(t, f"polled_at.{k}") for k, t in polled.items()}
     nodes = _items(f, "cloud_nodes", _cloud_node)
@@ -206,6 +206,7 @@ def from_json(data: Any) -> Snapshot:
                                 f.opt("idle_graces", _obj, {}).items()}),
         consolidation_backoff=frozen_map({k: _backoff(v, f"consolidation_backoff.{k}") for k, v in
                                           f.opt("consolidation_backoff", _obj, {}).items()}),
+        arrivals=tuple(_number(t, f"arrivals[{i}]") for i, t in enumerate(f.opt("arrivals", _list, []))),
     )
 
 
@@ -338,7 +339,8 @@ def to_json(s: Snapshot) -> dict[str, Any]:
              "cancel_drains": sorted(s.cancel_drains), "destroyed": sorted(s.destroyed),
              "idle_graces": {k: list(v) for k, v in s.idle_graces.items()} or None,
              "consolidation_backoff": {k: [None if math.isinf(f) else f, why]
-                                       for k, (f, why) in s.consolidation_backoff.items()} or None}
+                                       for k, (f, why) in s.consolidation_backoff.items()} or None,
+             "arrivals": list(s.arrivals)}
     out.update({k: v for k, v in extra.items() if v not in (None, [])})
     return out
 

@@ -18,11 +18,13 @@ NOW = 1767225600
 BREAK_EVEN = " (idle grace 60s (the floor): break-even: boot+join 120s, 0 % of the last 50 idle periods re-used within it)"
 
 
-def _plan(tmp_path, capsys, timing: str, busy_cores: int, down: bool = False) -> dict[str, tuple[str, str | None, str]]:
+def _plan(tmp_path, capsys, timing: str, busy_cores: int, down: bool = False, ini: str = "",
+          arrivals: list[float] | None = None) -> dict[str, tuple[str, str | None, str]]:
     """Node -> (idle grace tuple value, action, why) for two idle nodes (a idle 150 s, b 120 s) and
     one busy node using ``busy_cores`` of 8 (and with ``down`` a node d without jobs, down for
-    10 s), the size's break-even grace 60 s."""
-    (tmp_path / "nm.ini").write_text(f"[Daemon]\nprofile = cost\nidle_timing = {timing}\n\n"
+    10 s), the size's break-even grace 60 s; ``ini``: more [Daemon] lines; ``arrivals``: the
+    snapshot's."""
+    (tmp_path / "nm.ini").write_text(f"[Daemon]\nprofile = cost\nidle_timing = {timing}\n{ini}\n"
                                      "[Size small]\ncores = 8\nram_mb = 32000\nprice = 0.34\n")
 
     def worker(name: str, state: str, since: int, busy: int) -> dict:
@@ -37,7 +39,8 @@ def _plan(tmp_path, capsys, timing: str, busy_cores: int, down: bool = False) ->
         "workers": [worker("a", "idle", NOW - 150, 0), worker("b", "idle", NOW - 120, 0),
                     worker("c", "mix" if busy_cores < 8 else "alloc", NOW - 900, busy_cores)]
         + ([worker("d", "down", NOW - 10, 0)] if down else []),
-        "demand": [], "idle_graces": {"small": [60, BREAK_EVEN]}}))
+        "demand": [], "idle_graces": {"small": [60, BREAK_EVEN]},
+        **({"arrivals": arrivals} if arrivals is not None else {})}))
     code = main(["plan", "--snapshot", str(tmp_path / "snap.json"), "--config", str(tmp_path / "nm.ini"),
                  "--format", "json"])
     out, err = capsys.readouterr()
@@ -103,8 +106,13 @@ def test_skipping_quiet_cycles_changes_no_wait_figure():
     ``wait`` mode runs a cycle when free cores change: skipping the others changes no figure."""
     jobs = [SwfJob(id=i + 1, submit=i * 500.0 + (i % 4) * 170.0, runtime=250.0 + 90 * (i % 5),
                    cores=1 + 3 * (i % 3)) for i in range(60)]
+    skipping_changes_no_figure(jobs, _cost("wait", max_nodes=4))
+
+
+def skipping_changes_no_figure(jobs: list[SwfJob], policy) -> None:
+    """Replay ``jobs`` under ``policy`` skipping quiet cycles and running every cycle: the first
+    runs fewer cycles, and every figure but the cycle counts and the wall time is the same."""
     bounds = lower_bounds(jobs, 8)
-    policy = _cost("wait", max_nodes=4)
     fast = replay(jobs, policy, B.SimParams(), bounds, record_series=False).figures
     slow = replay(jobs, policy, B.SimParams(), bounds, record_series=False, skip_cycles=False).figures
     own = {"wall_seconds", "cycles", "cycles_skipped"}

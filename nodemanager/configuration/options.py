@@ -70,6 +70,9 @@ DAEMON: dict[str, tuple[str, Callable[[str], Any]]] = {
     "rebuy_hold": ("rebuy_hold", parse_duration),
     "idle_grace_mode": ("idle_grace_mode", choice("fixed", "break-even")),
     "idle_timing": ("idle_timing", choice("money", "wait")),
+    "wait_grace": ("wait_grace", choice("fixed", "arrivals")),
+    "arrival_chance": ("arrival_chance", parse_share),
+    "arrival_window": ("arrival_window", parse_duration),
     "steering": ("steering", parse_bool),
     # runtime prediction (nodemanager.core.runtime_prediction)
     "runtime_prediction": ("runtime_prediction", choice("off", "recent")),

@@ -84,6 +84,12 @@ class CoreSettings:
     idle_grace_mode: str = "fixed"        # fixed | break-even (nodemanager.core.idle_timing)
     # money | wait: break-even gives every idle node its grace, or keeps each size's last free cores
     idle_timing: str = "money"
+    # with wait: fixed keeps the last free cores idle_grace; arrivals, while a job is likely soon
+    # (nodemanager.core.arrival_keeper): at least arrival_chance of the recent gaps so long ended
+    # within arrival_window more
+    wait_grace: str = "fixed"
+    arrival_chance: float = 0.2
+    arrival_window: float = 120.0
     steering: bool = False                # rank our nodes for the scheduler's placement (core.steering)
     # off | recent: running jobs' ends predicted from their users' recent jobs (runtime_prediction)
     runtime_prediction: str = "off"

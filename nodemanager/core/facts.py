@@ -10,7 +10,8 @@ from typing import Callable, Iterable, Iterator, Mapping, Protocol
 from nodemanager.core.billing import (BOOT_GRACE_ENDS, Schedule, TimedValue, _window, boot_grace_state,
                                       idle_grace_state, schedule_for, window_state)
 from nodemanager.core.classify import Classification, classify_foreign, classify_worker, foreign_drain
-from nodemanager.core.idle_timing import fixed_note, wait_keepers, wait_note
+from nodemanager.core.arrival_keeper import keep_until
+from nodemanager.core.idle_timing import fixed_note, kept_grace, wait_keepers
 from nodemanager.core.pair import Pairing, by_id
 from nodemanager.core.reclaim import cloud_reclaim
 from nodemanager.core.plan_node import NodeFacts, in_field_order
@@ -71,18 +72,15 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
     core_state = vocabulary.core_state
     cores: dict[str, str] = {}  # worker_state -> core state, asked once per state
     always_open = window_state(None, 0.0, now)
-    # idle_timing = wait: each size's last free cores keep idle_grace (the break-even one is for the rest)
-    keep = wait_keepers(_idle_or_busy(snapshot.cloud_nodes, paired, now, stale_after, core_state)) \
-        if graces and settings.idle_timing == "wait" else frozenset()
     # an adapter's words (most workers share them) -> one classification, for workers heard
     # lately whose verdict is not idle: then the classification is the verdict's alone
     shared: dict[str, Classification] = {}
+    first: list[tuple[CloudNode, Worker | None, bool, Classification]] = []
     for node in sorted(snapshot.cloud_nodes, key=by_id):
-        nid = node.id
-        worker = paired.get(nid)
-        unpaired_why = reasons.get(nid) if worker is None else None
+        worker = paired.get(node.id)
         lost = is_lost(worker, now, stale_after)
         if worker is None:
+            unpaired_why = reasons.get(node.id)
             c = Classification(UNPAIRED, f"unpaired: {'no worker' if unpaired_why is None else unpaired_why}")
         elif lost or (verdict := worker.classified) is None or verdict.state == IDLE:
             c = classify_worker(worker, now, stale_after)
@@ -90,6 +88,15 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
             c = shared.get(verdict.why) or shared.setdefault(verdict.why, classify_worker(worker, now, stale_after))
             if c.state != verdict.state:  # the same words for another state: its own classification
                 c = classify_worker(worker, now, stale_after)
+        first.append((node, worker, lost, c))
+    # idle_timing = wait: each size's last free cores keep idle_grace (the break-even one is for the rest)
+    keep = wait_keepers(_idle_or_busy(first, core_state)) \
+        if graces and settings.idle_timing == "wait" else frozenset()
+    kept_until: tuple[float | None, str] = (None, "")
+    if keep and settings.wait_grace == "arrivals":
+        kept_until = keep_until(snapshot.arrivals, now, settings.arrival_window, settings.arrival_chance)
+    for node, worker, lost, c in first:
+        nid = node.id
         theirs = foreign_drain(worker)
         foreign = False
         reclaim_at = None
@@ -107,10 +114,10 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
         grace = idle_grace
         if core == IDLE:
             note = grace_note
-            if nid in keep:
-                note = wait_note(idle_grace)
-            elif graces and node.size in graces:
+            if graces and node.size in graces:
                 grace, note = graces[node.size]
+            if nid in keep:
+                grace, note = kept_grace(kept_until, c.idle_since or launched, idle_grace, grace, note)
             since = c.idle_since or launched
             unknown = "" if c.idle_since else " (idle-since unknown: counted from launch)"
             c = Classification(c.state, f"{c.why}{unknown}, idle for {now - since:.0f}s{note}", since)
@@ -165,13 +172,12 @@ def _earliest(win: TimedValue, idle: TimedValue, reclaim_at: float | None) -> tu
     return min(found) if found else None
 
 
-def _idle_or_busy(nodes: Iterable[CloudNode], paired: Mapping[str, Worker], now: float, stale_after: float,
+def _idle_or_busy(first: Iterable[tuple[CloudNode, Worker | None, bool, Classification]],
                   core_state: Callable[[str], str]) -> Iterator[tuple[str, str, Worker, float | None]]:
-    """What :func:`wait_keepers` reads of the listed nodes with a heard worker: (node id, size,
-    worker, idle since when classified idle, else None)."""
-    for n in nodes:
-        w = paired.get(n.id)
-        if w is None or n.state in GONE_STATES or is_lost(w, now, stale_after):
+    """What :func:`wait_keepers` reads of the listed nodes with a heard worker (``first``: each node,
+    its worker, whether lost, its scheduler's classification): (node id, size, worker, idle since
+    when classified idle, else None)."""
+    for n, w, lost, c in first:
+        if w is None or n.state in GONE_STATES or lost:
             continue
-        c = classify_worker(w, now, stale_after)
         yield n.id, n.size, w, (c.idle_since or n.launched_at) if core_state(c.state) == IDLE else None

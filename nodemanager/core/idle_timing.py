@@ -16,7 +16,8 @@ until there is enough history (:data:`MIN_PERIODS`, :data:`MIN_JOINS`).
 
 ``idle_timing = wait`` prices the wait the money rule leaves out: :func:`wait_keepers` names, per
 size, the idle node whose give-back would leave the size no free core (so the next job would wait
-for a boot); it keeps the configured ``idle_grace``, the others follow the break-even grace.
+for a boot); it keeps the configured ``idle_grace`` (or, with ``wait_grace = arrivals``, as long as the
+recent arrivals say a job is likely soon: :func:`kept_grace`), the others follow the break-even grace.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Iterable, Sequence
 from nodemanager.model import Worker
 
 __all__ = ["FLOOR", "MIN_PERIODS", "MIN_JOINS", "fixed_note", "break_even_grace", "wait_keepers",
-           "wait_note"]
+           "kept_grace"]
 
 # one HTCondor negotiation cycle (NEGOTIATOR_INTERVAL's default): a node idle for less may only
 # be waiting for the next match
@@ -107,7 +108,18 @@ def wait_keepers(workers: Iterable[tuple[str, str, Worker, float | None]]) -> fr
     return frozenset(nid for size, (_, nid) in last.items() if size not in free)
 
 
-def wait_note(configured: float) -> str:
-    """How a kept node's why names its grace under ``idle_timing = wait``."""
-    return (f" (idle_grace {configured:.0f}s: idle_timing = wait keeps the size's last free cores; "
-            f"a job would wait for a boot without them)")
+def kept_grace(kept_until: tuple[float | None, str], since: float, configured: float, grace: float,
+               note: str) -> tuple[float, str]:
+    """(idle grace, the words its why shows) of a node :func:`wait_keepers` named, idle since
+    ``since``. ``kept_until``: (the instant the arrivals stop keeping it, their words) from
+    :func:`nodemanager.core.arrival_keeper.keep_until` (``wait_grace = arrivals``), or (None, ...)
+    to keep the configured ``idle_grace``; ``grace``, ``note``: the size's break-even grace and words.
+    Never shorter than the break-even grace, never longer than ``configured``."""
+    until, why = kept_until
+    if until is None:
+        return configured, (f" (idle_grace {configured:.0f}s: idle_timing = wait keeps the size's last free "
+                            f"cores; a job would wait for a boot without them)")
+    kept = min(max(until - since, grace), configured)
+    if kept <= grace:
+        return grace, f"{note[:-1]}; not kept: {why})"
+    return kept, f" (idle grace {kept:.0f}s{' (the configured idle_grace)' if kept == configured else ''}: {why})"

@@ -1,6 +1,7 @@
 """What the controller learns from cycle to cycle, behind one seam: :class:`Memories`.
 
 - ``idle``: break-even idle timing's boot+join times and idle periods per size (:mod:`.idle_memory`);
+- ``arrivals``: the recent instants new jobs were seen, for ``wait_grace = arrivals`` (:mod:`.arrival_memory`);
 - ``reclaim``: the VM time watched and the reclaims seen per spot size (:mod:`.reclaim_memory`);
 - ``runtimes``: finished jobs' runtimes per user and job name (:mod:`.runtime_memory`);
 - ``consolidation``: what consolidation's drains came to per size (:mod:`.consolidation_memory`);
@@ -13,7 +14,7 @@ The controller asks :meth:`Memories.recall` for the snapshot's fields, hands eac
 there, one JSON file each (``<cluster>.runtimes.json``, ``.reclaim.json``, ``.breakers.json``),
 written atomically: the breakers at the end of the cycle they changed in, the others when they
 changed and :data:`SAVE_EVERY` has passed (and at a clean stop). The consolidation back-off keeps
-its own file. The idle timing and the steering ranks start afresh with each process, and a new HA
+its own file. The idle timing, the arrivals and the steering ranks start afresh with each process, and a new HA
 leader starts its idle timing and reclaim counts afresh (:meth:`Memories.forget`).
 """
 
@@ -24,6 +25,7 @@ from typing import Any, Mapping
 
 from nodemanager.configuration.settings import CoreSettings, Settings
 from nodemanager.core.breaker import Breaker
+from nodemanager.cycle.arrival_memory import ArrivalMemory
 from nodemanager.cycle.breakers import Breakers
 from nodemanager.cycle.consolidation_memory import ConsolidationMemory
 from nodemanager.cycle.idle_memory import IdleMemory
@@ -58,6 +60,7 @@ class Memories:
     def __init__(self, directory: str | None = None, cluster: str = "", *, breakers: Breakers | None = None,
                  consolidation: ConsolidationMemory | None = None) -> None:
         self.idle = IdleMemory()
+        self.arrivals = ArrivalMemory()
         self.reclaim = ReclaimMemory()
         self.runtimes = RuntimeMemory()
         self.consolidation = consolidation if consolidation is not None else ConsolidationMemory()
@@ -83,11 +86,12 @@ class Memories:
 
     def recall(self, poll: SchedulerPoll, core: CoreSettings, now: float) -> dict[str, Any]:
         """The snapshot's fields the memories give: the workers and the demand (with predicted ends and
-        runtimes when runtime prediction is on), each size's idle grace, the reclaim rates and the
-        consolidation back-off."""
+        runtimes when runtime prediction is on), each size's idle grace, the recent arrivals (with
+        ``wait_grace = arrivals``), the reclaim rates and the consolidation back-off."""
         return {"workers": self.runtimes.workers(poll, core.runtime_prediction),
                 "demand": self.runtimes.demand(poll.demand, core.runtime_prediction),
                 "idle_graces": self.idle.for_plan(core),
+                "arrivals": self.arrivals.observe(poll, now) if core.wait_grace == "arrivals" else (),
                 "reclaim_rates": frozen_map(self.reclaim.rates(core, now)),
                 "consolidation_backoff": frozen_map(self.consolidation.backoffs(now, core.consolidate_backoff))}
 
@@ -101,8 +105,9 @@ class Memories:
         return graces
 
     def forget(self) -> None:
-        """Start the idle timing and reclaim counts afresh (a new HA leader), as a first start does."""
-        self.idle, self.reclaim = IdleMemory(), ReclaimMemory()
+        """Start the idle timing, arrivals and reclaim counts afresh (a new HA leader), as a first
+        start does."""
+        self.idle, self.arrivals, self.reclaim = IdleMemory(), ArrivalMemory(), ReclaimMemory()
 
     # -- the state dir ----------------------------------------------------------------------------
 

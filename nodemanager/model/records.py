@@ -313,6 +313,8 @@ class Snapshot:
     destroyed: frozenset[str] = frozenset()      # node ids this process destroyed, maybe still listed
     # idle_grace_mode = break-even: size -> (idle grace seconds, its words); a size not here: idle_grace
     idle_graces: Mapping[str, tuple[float, str]] = field(default_factory=lambda: EMPTY_MAP)
+    # wait_grace = arrivals: the recent instants new jobs were seen (queued or started), oldest first
+    arrivals: tuple[float, ...] = ()
     # spot size -> (reclaims per hour its market was seen to have lately, in words); absent: configured
     reclaim_rates: Mapping[str, tuple[float, str]] = field(default_factory=lambda: EMPTY_MAP)
     # capacity breakers (nodemanager.core.breaker): open sizes -> why, not booted; half-open sizes
