@@ -1,7 +1,8 @@
 """The simulated negotiator's end-grouping placements: a job goes to the node whose running jobs
 are expected to end closest to when the job itself is expected to end, so that a node's jobs
 end together and the node can be given back, instead of one long job keeping it up among short
-ones. Ties, and nodes with no running job, go by the controller's keep rank (as ``steered``).
+ones. A node with no running job counts as ending now; ties go by the controller's keep rank
+(as ``steered``).
 
 ``ends-oracle`` knows every job's true runtime (an upper bound on what grouping by ends can
 give); ``ends`` uses the runtimes the controller predicts from each user's recent jobs
