@@ -141,25 +141,12 @@ def test_a_replay_with_steered_placement_gives_the_short_lived_node_back_sooner(
     """Two 4-core nodes boot for a 3-core job of 10 minutes and one of 2.5 hours; a 1-core job of
     50 minutes comes while each has a core free. First fit puts it beside the short job, which
     keeps that node 50 minutes more; steered, it goes beside the long job."""
-    import json
+    from tests.sim_cli import replay_rows
 
-    from nodemanager.cli import main
-
-    head = "; Version: 2.2\n; Computer: synthetic\n; UnixStartTime: 0\n"
     rows = [(1000, 600, 3, 700), (1000, 9000, 3, 9100), (1300, 3000, 1, 3100)]
-    trace = tmp_path / "t.swf"
-    trace.write_text(head + "".join(f"{i} {s} 0 {r} {c} -1 -1 {c} {q} -1 1 1 1 -1 1 1 -1 -1\n"
-                                    for i, (s, r, c, q) in enumerate(rows, 1)))
-    ini = tmp_path / "30s.ini"
-    ini.write_text("[Polling]\ncycle_interval = 30s\n")
 
     def paid(placement: str) -> float:
-        code = main(["simulate", "--trace", str(trace), "--config", str(ini), "--boot-delay", "60",
-                     "--join-delay", "30", "--jobs", "1", "--json", "--cores-per-node", "4",
-                     "--placement", placement])
-        out = capsys.readouterr()
-        assert code == 0, out.err
-        run = json.loads(out.out)["runs"][0]
+        run = replay_rows(tmp_path, capsys, rows, placement)
         assert run["jobs_completed"] == 3 and run["jobs_killed"] == 0
         return float(run["paid_node_hours"])
 

@@ -47,10 +47,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--sizes", metavar="C1,C2,...",
                    help="several node sizes by cores (e.g. 2,4,8,16): 4 GB and the same price per "
                         "core each (default: the config's sizes, else one size)")
-    p.add_argument("--placement", choices=("breadth", "depth", "steered"), default="breadth",
-                   help="how the simulated pool places jobs: breadth = first fit in join order "
-                        "(default), depth = the fullest node that fits, steered = the lowest "
-                        "keep rank that fits (nodemanager policies run with [Daemon] steering = yes)")
+    p.add_argument("--placement", choices=("breadth", "depth", "steered", "ends", "ends-oracle"), default="breadth",
+                   help="how the pool places jobs: breadth = first fit in join order (default), depth = the "
+                        "fullest node that fits, steered = the lowest keep rank (with steering = yes), ends / "
+                        "ends-oracle = the node whose jobs end closest to the job's predicted / true end")
     p.add_argument("--max-nodes", type=int, metavar="N",
                    help="node cap (default: the config's max_nodes with --config, else the peak of "
                         "the no-wait schedule)")

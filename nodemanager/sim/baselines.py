@@ -65,8 +65,8 @@ class SimParams:
     queued jobs to free slots (HTCondor's ``NEGOTIATOR_INTERVAL`` default, 60 s); ``tail``: after
     the last job ends, how long the replay goes on letting policies give their nodes back (nodes
     still up then are paid until then); ``sample_every``: the nodes-over-time plot's resolution;
-    ``placement``: how the pool's negotiator picks a startd for a job (``breadth`` or ``depth``,
-    see :class:`~nodemanager.sim.pool.SimPool`); ``max_retirement``: every startd's
+    ``placement``: how the pool's negotiator picks a startd for a job (``breadth``, ``depth``,
+    ``steered``, ``ends`` or ``ends-oracle``, see :class:`~nodemanager.sim.pool.SimPool`); ``max_retirement``: every startd's
     ``MaxJobRetirementTime``, how long a graceful drain lets a running job run from its start
     before evicting it.
     """

@@ -9,6 +9,7 @@ from typing import Any
 
 from nodemanager.core.walltime import walltime_bucket
 from nodemanager.model import Demand, Size
+from nodemanager.sim.end_grouping import END_PLACEMENTS, Runtime, end_distance, node_end
 from nodemanager.sim.job import Job
 from nodemanager.sim.startd import SimStartd
 
@@ -28,8 +29,9 @@ def size_attributes(size: Size) -> dict[str, Any]:
 
 
 # breadth: first fit in join order (the default); depth: best fit, the fullest startd that fits;
-# steered: the lowest NodeManagerKeepRank that fits (none: 0), as deploy/htcondor/steering.config
-PLACEMENTS = ("breadth", "depth", "steered")
+# steered: the lowest NodeManagerKeepRank that fits (none: 0), as deploy/htcondor/steering.config;
+# ends, ends-oracle: the node whose jobs end closest to the job's end (nodemanager.sim.end_grouping)
+PLACEMENTS = ("breadth", "depth", "steered", *END_PLACEMENTS)
 
 
 class Negotiator:
@@ -38,6 +40,7 @@ class Negotiator:
     now: float
     sizes: tuple[Size, ...]
     placement: str
+    runtime: Runtime | None     # the end-grouping placements' runtime estimate
     mem_scaling: float
     negotiation_interval: float
     _joined: dict[str, SimStartd]
@@ -91,8 +94,8 @@ class Negotiator:
             _, shape = heapq.heappop(heads)
             q = self._queue[shape]
             job = q[0][1]
-            target = None
-            for st in nodes:
+            target = self._by_end(job, nodes, now) if self.placement in END_PLACEMENTS else None
+            for st in nodes if target is None else ():
                 if st.free_cpus >= job.cpus and st.free_memory >= job.ram_mb and st.accepts(job, now):
                     if self.placement == "breadth":
                         target = st
@@ -128,6 +131,24 @@ class Negotiator:
             else:
                 del self._queue[shape]
         self._dirty = False
+
+    def _by_end(self, job: Job, nodes: list[SimStartd], now: float) -> SimStartd | None:
+        """The node that fits ``job`` whose running jobs end closest to the job's own expected
+        end, then the lowest keep rank (:mod:`nodemanager.sim.end_grouping`)."""
+        runtime = self.runtime
+        if runtime is None:
+            raise RuntimeError(f"placement {self.placement}: no runtime estimate set")
+        r = runtime(job)
+        end = None if r is None else now + r
+        best: tuple[float, float] | None = None
+        target = None
+        for st in nodes:
+            if st.free_cpus >= job.cpus and st.free_memory >= job.ram_mb and st.accepts(job, now):
+                key = (end_distance(node_end(((s.job, s.start) for s in st.dslots.values()), now, runtime), end),
+                       st.attrs.get("NodeManagerKeepRank", 0))
+                if best is None or key < best:
+                    best, target = key, st
+        return target
 
     def _idle_jobs(self) -> list[tuple[int, Job]]:
         return sorted(item for q in self._queue.values() for item in q)

@@ -55,6 +55,7 @@ from typing import Callable, Mapping, Sequence
 from nodemanager.model import CloudNode, Demand, FinishedJob, Size, Worker
 from nodemanager.scheduler import Confirmation, DrainSchedule, DrainTicket, DrainingStats, HTCondorScheduler
 from nodemanager.sim.collector_copy import CollectorCopy
+from nodemanager.sim.end_grouping import Runtime, oracle_runtime
 from nodemanager.sim.negotiator import PLACEMENTS, Negotiator, Shape, size_attributes
 from nodemanager.sim.pool_bindings import PoolBindings
 from nodemanager.sim.pool_stats import PoolStats
@@ -85,6 +86,8 @@ class SimPool(Negotiator, CollectorCopy):
         self.walltimes = any(s.market == "spot" for s in sizes)
         self._eligible: dict[tuple[int, str], frozenset[str]] = {}
         self.placement = placement
+        # ends: set to the controller's predictions by the replay (nodemanager.sim.end_grouping)
+        self.runtime: Runtime | None = oracle_runtime if placement == "ends-oracle" else None
         self._clock = clock
         self.now = clock()
         self.join_delay = join_delay

@@ -37,6 +37,7 @@ from nodemanager.sim.prediction_figures import with_accuracy
 from nodemanager.cycle.controller_inputs import DESTROYED_KEPT
 from nodemanager.model import ItemKind, Plan, PlanItem
 from nodemanager.sim.baseline_layer import layer_planner
+from nodemanager.sim.end_grouping import STEERED, predicted_runtime
 from nodemanager.sim.plan_reuse import reusing
 from nodemanager.sim.baselines import Policy, SimParams
 from nodemanager.sim.constrained import constrain
@@ -93,8 +94,11 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
     nothing). ``progress`` is called with the number of job pieces submitted since its last
     call, about every 1 % of them (a progress bar's ``update``)."""
     wall0 = time.perf_counter()
-    if sim.placement == "steered" and policy.baseline.startswith("nodemanager"):
+    if sim.placement in STEERED and policy.baseline.startswith("nodemanager"):
         policy = replace(policy, settings=replace(policy.settings, core=replace(policy.settings.core, steering=True)))
+    if sim.placement == "ends":   # the negotiator reads the controller's predicted runtimes
+        policy = replace(policy, settings=replace(policy.settings, core=replace(
+            policy.settings.core, runtime_prediction="recent")))
     settings = policy.settings
     # max_lifetime's relabel is not yet proven exact under skipping (tests/test_sim_skip.py)
     skip_cycles = skip_cycles and settings.core.max_lifetime <= 0
@@ -129,6 +133,8 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
     actuator = Actuator(cloud, pool, settings, clock=w.clock, request_ids=request_id)
     # the replay's records come back as the same objects while unchanged: last cycle's work is reused
     controller = Controller(settings, policy.matrix, actuator, clock=w.clock, planner=reusing(planner))
+    if sim.placement == "ends":
+        pool.runtime = predicted_runtime(controller.memories.runtimes.recent)
 
     counts = dict(boots=0, drains=0, drain_cancels=0, destroys=0, escalations=0, cycles=0, skipped=0)
     drained_at: dict[str, float] = {}
