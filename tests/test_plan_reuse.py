@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 
 from nodemanager.core import plan
 from nodemanager.core.pair import pair
-from nodemanager.sim.plan_reuse import ReusingStages
+from nodemanager.cycle.plan_reuse import ReusingStages
 from nodemanager.model import CloudNode, Demand, InFlight, Plan, Snapshot, Worker
 from tests.core_world import NOW, node, settings, worker
 from tests.test_core_properties import matrix_for, TUPLES

@@ -1,8 +1,10 @@
 """Last cycle's per-node work reused: a :class:`~nodemanager.core.plan.Stages` for
 :func:`nodemanager.core.plan` that gives the plan's own answers, computing only nodes whose inputs
-changed. The replay plans through it (:func:`reusing`); the daemon does not: on fresh records, as
-real adapters build them every poll, comparing a node's two records and handing the new ones on
-costs about what computing its facts does (``nodemanager bench --reuse`` measures it).
+changed. The controller plans through it (:func:`reusing`), in the daemon and in the replay. It pays
+off when an unchanged node's records are the very same objects: the simulated pool hands them
+back, and so do the adapters while a node's source is unchanged (the HTCondor adapter while its
+slot ads are equal, the SLURM and libcloud adapters while the node's record is equal); new equal
+records are compared field by field, which costs about what computing the facts does.
 
 A node's records are the same when they are equal: the very same objects (the simulated pool
 hands back an unchanged record cycle after cycle), or new ones that compare equal (the
