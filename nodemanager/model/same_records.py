@@ -40,6 +40,16 @@ class SameRecords(Generic[R]):
         self._now[key] = (source, record)
         return record
 
+    def holds(self, key: Hashable, record: R) -> bool:
+        """True when ``record`` is the very record last poll kept for ``key``."""
+        kept = self._last.get(key)
+        return kept is not None and kept[1] is record
+
+    def carry(self, key: Hashable) -> R:
+        """Last poll's record for ``key``, kept as it was (its source known unchanged)."""
+        kept = self._now[key] = self._last[key]
+        return kept[1]
+
     def same(self, key: Hashable, record: R) -> R:
         """Last poll's record for ``key`` when it equals ``record`` (the record is its own
         source), else ``record``, kept for the next poll."""

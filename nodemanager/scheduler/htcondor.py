@@ -191,14 +191,22 @@ class HTCondorScheduler(DrainTransaction):
         worker is kept, see :func:`worker_from_ad`); an ad that cannot be read at all is a
         SchedulerError. With runtime prediction on, dynamic slots' ads name the workers' running
         jobs (``Worker.jobs``) instead."""
-        machines: dict[str, list[Mapping[str, Any]]] = {}
-        dslots: list[tuple[str, dict[str, Any]]] = []
+        # machine -> its ads, or last poll's very worker while its one ad is unchanged (in the
+        # order the machines first appear)
+        machines: dict[str, list[Mapping[str, Any]] | Worker] = {}
+        dslots: list[tuple[str, Mapping[str, Any]]] = []
         bad: dict[str, list[RecordProblem]] = {}
         memory = self._memory
+        whole = self.finished_limit <= 0  # else dynamic slots name running jobs: no machine is plain
         for r in raw:
             seen = memory.reading(r)
             if seen is not None:  # an ad equal to the one last read under its name
-                ad, slot, found = seen
+                ad, slot, found, kept = seen
+                # the worker its one ad gave last poll, if that was the machine's worker then
+                if (kept is not None and whole and kept.name not in machines
+                        and memory.workers.holds(kept.name, kept)):
+                    machines[kept.name] = kept
+                    continue
             else:
                 slot = "?"
                 try:
@@ -208,21 +216,32 @@ class HTCondorScheduler(DrainTransaction):
                 except Exception as exc:  # noqa: BLE001 - hostile data: name the slot, never a bare traceback
                     raise SchedulerError(f"slot {slot}: cannot read its ad ({type(exc).__name__}: {exc})",
                                          node=slot) from exc
-                memory.read(r, (ad, slot, found))
+                memory.read(r, (ad, slot, found, None))
             machine = ad.get("Machine")
             key = machine if isinstance(machine, str) and machine else slot.split("@", 1)[-1]
-            if self.finished_limit > 0 and is_dynamic(ad):
+            if not whole and is_dynamic(ad):
                 dslots.append((key, ad))
                 continue
-            machines.setdefault(key, []).append(ad)
+            ads = machines.get(key)
+            if ads is None:
+                machines[key] = [ad]
+            elif isinstance(ads, list):
+                ads.append(ad)
+            else:  # a second slot of a machine last seen with one: read it whole
+                machines[key] = [ads.ad, ad]
             if found:
                 bad.setdefault(key, []).extend(found)
-        running = running_by_machine(dslots, {k: slot_counts(ads) for k, ads in machines.items()},
+        running = running_by_machine(dslots, {k: slot_counts(ads) for k, ads in machines.items()
+                                              if isinstance(ads, list)},
                                      self.walltime_attribute, problems if problems is not None else []
                                      ) if dslots else {}
         workers: list[Worker] = []
+        no_problems: list[RecordProblem] = []
         for key, ads in machines.items():
-            found = bad.get(key, [])
+            if not isinstance(ads, list):  # last poll's worker, its one ad unchanged
+                workers.append(memory.unchanged(key))
+                continue
+            found = bad.get(key, no_problems)
             # everything the worker is built from: an equal source gives last poll's very worker
             plain = len(ads) == 1 and not found and key not in running  # the worker's ad is the source
             source: Any = ads[0] if plain else (ads, [p.field for p in found], running.get(key))

@@ -18,7 +18,8 @@ from nodemanager.scheduler.records import RecordProblem
 
 __all__ = ["AdMemory", "Reading"]
 
-Reading = tuple[Mapping[str, Any], str, list[RecordProblem]]  # (plain ad, slot name, problems)
+# (plain ad, slot name, problems, the worker of a plain machine: its one ad, no problem, no job named)
+Reading = tuple[Mapping[str, Any], str, list[RecordProblem], "Worker | None"]
 
 
 class AdMemory:
@@ -60,9 +61,14 @@ class AdMemory:
             name = source.get("Name")
             seen = self._now.get(name) if type(name) is str else None
             if seen is not None and seen[0] is source:
-                self._now[name] = (worker.ad, seen[1], seen[2])
+                self._now[name] = (worker.ad, seen[1], seen[2], worker)
             source = worker.ad
         return self.workers.put(machine, source, worker)
+
+    def unchanged(self, machine: str) -> Worker:
+        """Last poll's worker of a plain machine whose one ad is unchanged (a reading's worker
+        that ``workers.holds``), kept again."""
+        return self.workers.carry(machine)
 
     def end_poll(self) -> None:
         """This poll's readings and workers are the ones the next poll compares with."""
