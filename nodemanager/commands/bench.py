@@ -204,7 +204,7 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None, fr
     adapter = HTCondorScheduler(PoolBindings(pool), clock=now, id_attribute=pool.id_attribute)
     listing: SameRecords[Any] = SameRecords()  # the libcloud adapter's check of each listed node
     # churn: a job starts on busy nodes with a free core, a new share of them every cycle
-    changing = [st for k, nid in enumerate(ids[:n_busy]) if k % 8 != 7 and (st := pool.startd(nid))]
+    changing = [joined(nid) for k, nid in enumerate(ids[:n_busy]) if k % 8 != 7]
     per_cycle = min(len(changing), round(churn * n))
     tune_gc()  # as `nodemanager run` does once it has started up
     rows: list[dict[str, Any]] = []

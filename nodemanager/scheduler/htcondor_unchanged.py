@@ -38,7 +38,9 @@ class AdMemory:
         if type(raw) is not dict:
             return None
         name = raw.get("Name")
-        seen = self._read.get(name) if type(name) is str else None
+        if not isinstance(name, str):
+            return None
+        seen = self._read.get(name)
         if seen is not None and (seen[0] is raw or seen[0] == raw):
             self._now[name] = seen
             return seen
