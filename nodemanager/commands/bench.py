@@ -196,7 +196,7 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None, fr
     c_sched = _Counting(pool, _SCHEDULER_CALLS)
     actuator = Actuator(c_cloud, c_sched, settings, clock=now)
     from nodemanager.core import plan as plain_plan
-    from nodemanager.model.same_records import SameRecords
+    from nodemanager.model.same_records import SameRecords, node_id
     from nodemanager.scheduler import HTCondorScheduler
     from nodemanager.sim.pool_bindings import PoolBindings
 
@@ -228,8 +228,7 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None, fr
             reply = [dict(w.ad) for w in sim_poll.workers]
         t0 = time.process_time()
         if fresh:  # timed: the adapters reading it
-            nodes = [listing.same(x.id, x) for x in nodes]
-            listing.end_poll()
+            nodes = listing.keep(nodes, node_id)
             poll = replace(sim_poll, workers=adapter.workers_from_ads(reply))
         else:
             poll = sim_poll

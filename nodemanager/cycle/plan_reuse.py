@@ -2,9 +2,9 @@
 :func:`nodemanager.core.plan` that gives the plan's own answers, computing only nodes whose inputs
 changed. The controller plans through it (:func:`reusing`), in the daemon and in the replay. It pays
 off when an unchanged node's records are the very same objects: the simulated pool hands them
-back, and so do the adapters while a node's source is unchanged (the HTCondor adapter while its
-slot ads are equal, the SLURM and libcloud adapters while the node's record is equal); new equal
-records are compared field by field, which costs about what computing the facts does.
+back, and so do the HTCondor and libcloud adapters while a node's source is equal
+(:mod:`nodemanager.model.same_records`); new equal records are compared field by field, which
+costs about what computing the facts does.
 
 The pairing is last cycle's while the listing holds the very same nodes in the same order and
 each worker in its place is the same object or pairs alike (the same cloud id; without one, the

@@ -9,9 +9,12 @@ source can only build an equal record."""
 
 from __future__ import annotations
 
-from typing import Generic, Hashable, TypeVar
+from operator import attrgetter
+from typing import Callable, Generic, Hashable, Iterable, TypeVar
 
-__all__ = ["SameRecords"]
+__all__ = ["SameRecords", "node_id"]
+
+node_id = attrgetter("id")  # the key of a listed cloud node
 
 R = TypeVar("R")
 
@@ -55,6 +58,13 @@ class SameRecords(Generic[R]):
         source), else ``record``, kept for the next poll."""
         kept = self.get(key, record)
         return kept if kept is not None else self.put(key, record, record)
+
+    def keep(self, records: Iterable[R], key: Callable[[R], Hashable]) -> list[R]:
+        """``records``, each equal to last poll's record of its key as that very object; this
+        poll's are the ones the next poll compares with (a whole poll: :meth:`end_poll` is done)."""
+        out = [self.same(key(r), r) for r in records]
+        self.end_poll()
+        return out
 
     def end_poll(self) -> None:
         """This poll's records are the ones the next poll compares with."""
