@@ -261,7 +261,7 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None, fr
             "total_cpu_s": (t_poll - t0) + (t3 - t1) + exposition,
             "cloud_calls": c_cloud.total(), "scheduler_calls": c_sched.total(),
             "cloud_call_detail": dict(c_cloud.calls), "scheduler_call_detail": dict(c_sched.calls),
-            "same_workers": round(same_share, 4), "actions": len(report.plan.items), "boots": sum(b.count for b in report.plan.boots),
+            "same_workers": round(same_share, 4), "rss_after_mb": round(_rss_mb(), 1), "actions": len(report.plan.items), "boots": sum(b.count for b in report.plan.boots),
         })
     # the first cycle does the work (drains, destroys, boots) and reads every record; the steady
     # cycles after it (their medians) find what changed
@@ -271,6 +271,7 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None, fr
         best["steady_" + key] = statistics.median(r[key] for r in steady)
     best["steady_cloud_call_detail"] = steady[-1]["cloud_call_detail"]
     best["steady_scheduler_call_detail"] = steady[-1]["scheduler_call_detail"]
+    best["rss_by_cycle_mb"] = [r["rss_after_mb"] for r in rows]
     best["rss_mb"] = round(_rss_mb(), 1)
     best["world_rss_mb"] = round(world_mb, 1)
     best["build_s"] = round(build_s, 2)
