@@ -274,3 +274,19 @@ def test_actuator_threads_can_share_one_adapter(ec2_cloud):
                              range(20)))
     assert len({n.id for n in made}) == 20
     assert sorted(n.name for n in cloud.list_nodes()) == sorted(f"par-{i}" for i in range(20))
+
+
+def test_an_unchanged_node_is_listed_as_the_very_same_record_and_a_changed_one_anew(ec2_cloud):
+    """The controller knows an unchanged node by identity (cycle/plan_reuse.py): each listing
+    hands back the last listing's object for a node the cloud reports alike, a new one when
+    anything the core reads of it (here a drain tag) changed."""
+    cloud = ec2_cloud()
+    kept = cloud.create_node(SMALL, "kept", {TAG_REQUEST: "r-kept"})
+    tagged = cloud.create_node(SMALL, "tagged", {TAG_REQUEST: "r-tagged"})
+    cloud.list_nodes()  # the first listing that shows both running
+    first = {n.id: n for n in cloud.list_nodes()}
+    cloud.set_tags(tagged, {TAG_DRAIN: "1700000000:drain-7"})
+    again = {n.id: n for n in cloud.list_nodes()}
+    assert again[kept.id] is first[kept.id]
+    assert again[tagged.id] is not first[tagged.id] and again[tagged.id].tags[TAG_DRAIN] == "1700000000:drain-7"
+    assert {n.id: n for n in cloud.list_nodes()}[tagged.id] is again[tagged.id]

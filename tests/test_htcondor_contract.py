@@ -140,6 +140,20 @@ def test_a_dead_startds_lingering_drain_is_no_drain_in_flight(startds):
     assert [f.action for f in build_in_flight([], poll, listed=[alive])] == ["drain"]
 
 
+def test_an_unchanged_startd_is_polled_as_the_very_same_worker_and_a_changed_one_anew(startds):
+    """The controller knows an unchanged node by identity (cycle/plan_reuse.py): a poll hands
+    back the last poll's worker while the collector's ad of the startd is equal (no update came
+    between the polls), a new one once it changed (a job started)."""
+    name = startds.add()
+    first, again = startds.until(lambda: (lambda a, b: (a, b) if a.ad == b.ad else None)(
+        startds.worker(name), startds.worker(name)), "two polls between two updates of the ad")
+    assert again is first
+    startds.run_job(name)
+    busy = startds.until(lambda: (lambda w: w if w.running_jobs == 1 else None)(startds.worker(name)),
+                         "the job in the collector's ad")
+    assert busy is not first and (first.classified.state, busy.classified.state) == ("idle", "busy")
+
+
 # ---------------------------------------------------------------- real daemons only
 
 

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings as hsettings, strategies as 
 
 from nodemanager.core import plan
 from nodemanager.core.pair import pair
-from nodemanager.sim.plan_reuse import ReusingStages
+from nodemanager.cycle.plan_reuse import ReusingStages
 from nodemanager.model import CloudNode, Demand, InFlight, Plan, Snapshot, Worker
 from tests.core_world import NOW, node, settings, worker
 from tests.test_core_properties import matrix_for, TUPLES
@@ -68,6 +68,26 @@ def test_a_changed_worker_record_is_classified_again():
     both(at(NOW, nodes, [busy("a")]), st_, memo)
     p = both(at(NOW + 60, nodes, [worker("a", "down")]), st_, memo)
     assert explained(p, "a").tuple.worker_state == "down"
+
+
+def test_the_pairing_is_kept_while_workers_pair_alike_and_made_again_when_one_does_not():
+    """The same nodes with workers that pair alike (a job started: new records, same name and
+    cloud id) keep last cycle's pairs, with the new workers in them; a worker whose record is
+    now older than its VM (a recycled name), or that advertises another cloud id, is paired again."""
+    memo, st_ = ReusingStages(), settings()
+    nodes = [node("a"), node("b"), node("c")]
+    workers = [busy("a"), worker("b"), worker("c", cloud_id="c")]
+    both(at(NOW, nodes, workers), st_, memo)
+    started = [replace(workers[0], cpus_busy=1), workers[1], replace(workers[2], cpus_busy=2)]
+    p = memo.pair(tuple(nodes), tuple(started))
+    assert p.paired["a"] is started[0] and p.paired["c"] is started[2]
+    both(at(NOW + 60, nodes, started), st_, memo)
+    recycled = [started[0], replace(started[1], registered_at=NOW - 8000), started[2]]
+    p = both(at(NOW + 120, nodes, recycled), st_, memo)
+    assert explained(p, "b").tuple.worker_state == "unpaired"
+    moved = [started[0], started[1], replace(started[2], cloud_id="elsewhere")]
+    p = both(at(NOW + 180, nodes, moved), st_, memo)
+    assert explained(p, "c").tuple.worker_state == "unpaired"
 
 
 def test_a_changed_cloud_record_is_seen():

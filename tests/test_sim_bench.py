@@ -43,15 +43,29 @@ def test_bench_builds_fresh_records_by_default_and_the_same_records_plan_alike(c
     assert (fresh["actions"], fresh["boots"]) == (same["actions"], same["boots"])
 
 
-def test_bench_plans_like_the_daemon_by_default_and_with_the_replays_reuse_on_request(capsys):
-    """The bench's controller plans every node afresh as the daemon's does; ``--reuse`` plans
-    through the replay's reuse of last cycle's work, and the cycle decides the same actions with
+def test_bench_plans_like_the_daemon_by_default_and_every_node_afresh_on_request(capsys):
+    """The bench's controller reuses last cycle's work for unchanged records as the daemon's
+    does; ``--no-reuse`` plans every node afresh, and the cycle decides the same actions with
     the same calls."""
     assert main(["bench", "--nodes", "300", "--repeat", "3", "--json"]) == 0
-    plain = json.loads(capsys.readouterr().out)["rows"][0]
-    assert main(["bench", "--nodes", "300", "--repeat", "3", "--json", "--reuse"]) == 0
     reuse = json.loads(capsys.readouterr().out)["rows"][0]
+    assert main(["bench", "--nodes", "300", "--repeat", "3", "--json", "--no-reuse"]) == 0
+    plain = json.loads(capsys.readouterr().out)["rows"][0]
     assert reuse["reuse"] is True and plain["reuse"] is False
     assert 0 < reuse["world_rss_mb"] <= reuse["rss_mb"]
     assert [reuse[k] for k in ("actions", "boots", "cloud_call_detail", "scheduler_call_detail")] == [
         plain[k] for k in ("actions", "boots", "cloud_call_detail", "scheduler_call_detail")]
+
+
+def test_bench_reads_fresh_ads_through_the_adapter_which_hands_back_unchanged_workers(capsys):
+    """On fresh ads every cycle, the HTCondor adapter hands back last poll's very worker for an
+    unchanged startd and a new one for each node ``--churn`` changed; a steady cycle still makes
+    one listing and one poll."""
+    got = {}
+    for churn in ("0", "0.2"):
+        assert main(["bench", "--nodes", "500", "--repeat", "3", "--json", "--churn", churn]) == 0
+        got[churn] = json.loads(capsys.readouterr().out)["rows"][0]
+    assert got["0"]["steady_same_workers"] > 0.97            # nothing but the odd ad sent again
+    assert 0.7 < got["0.2"]["steady_same_workers"] < 0.82    # a fifth of the nodes changed
+    for r in got.values():
+        assert r["steady_cloud_call_detail"]["list_nodes"] == 1 == r["steady_scheduler_call_detail"]["poll"]

@@ -15,8 +15,7 @@ What the adapter does, and what it leaves to the daemon:
   node's tags/metadata). Terminated and terminating nodes are listed with their state
   (see :data:`nodemanager.cloud.reconcile.GONE_STATES`) so the core can ignore them.
 - every failure is raised as a classified :class:`CloudError` (``nodemanager.cloud.errors``). The
-  adapter never retries: the daemon's actors schedule retries with backoff, honouring
-  ``retry_after``.
+  adapter never retries: the daemon's actors retry with backoff, honouring ``retry_after``.
 - a create that raised but made the VM, and a destroy that raised but removed it, are settled by
   the daemon with the next listing (``nodemanager.cloud.reconcile``); the adapter adds the
   request-id tag. On EC2 the ``ClientToken`` is made from the deployment id, the node name and a
@@ -35,7 +34,7 @@ What the adapter does, and what it leaves to the daemon:
   one raises ValueError naming the ``[Cloud]``/``[Cloud Create]`` option.
 
 Tested against moto's EC2 and local servers answering as the other providers' APIs document
-(docs/architecture.md, "Clouds").
+(docs/architecture.md, "Clouds"). A node equal to the last listing's is listed as that very object.
 """
 
 from __future__ import annotations
@@ -66,6 +65,7 @@ from nodemanager.core import date_skew
 from nodemanager.core.identity import client_token
 from nodemanager.tags import TAG_DEPLOYMENT
 from nodemanager.model import CloudNode, Size, frozen_map
+from nodemanager.model.same_records import SameRecords, node_id as _node_id
 
 __all__ = ["LibcloudCloud"]
 
@@ -102,6 +102,7 @@ class LibcloudCloud:
         self._lock = threading.RLock()
         self._raw: dict[str, Node] = {}
         self._first_seen: dict[str, float] = {}
+        self._same: SameRecords[CloudNode] = SameRecords()  # each node while equal: one object
         cls = get_driver(self.provider)
         if self._provider.tolerant_driver:
             cls = tolerant_ec2_driver(cls)  # type: ignore[arg-type]  # mypy takes a class for unhashable (NodeDriver.__hash__); classes hash by identity
@@ -189,9 +190,8 @@ class LibcloudCloud:
             cache[str(item.id)] = item
             nodes.append(self._to_cloud_node(item, tags))
         self._raw = cache
-        self._first_seen = {k: v for k, v in self._first_seen.items()
-                            if k.removeprefix("preempted:") in cache}
-        return nodes
+        self._first_seen = {k: v for k, v in self._first_seen.items() if k.removeprefix("preempted:") in cache}
+        return self._same.keep(nodes, _node_id)
 
     def _state(self, node: Node) -> str:
         status = (node.extra or {}).get("status")

@@ -8,14 +8,20 @@ the simulated cloud and the simulated HTCondor pool, with a realistic mix of nod
 * 5 % booting (listed by the cloud, no startd yet), 2 % drained (ours, ready to destroy);
 * a queue of idle jobs (some fit on free cores, some need new nodes).
 
-Timed, with ``time.process_time`` (the best of ``--repeat`` cycles): the scheduler poll (ads to
-workers), then the controller cycle (snapshot, pairing, classification, matrix, planning, and the
-actuator carrying the plan out against the simulated ports), then the metrics update (and one
-Prometheus exposition). Each cycle's cloud listing and worker records are new objects, equal to
-the last cycle's where nothing changed, as a real adapter builds them every poll (the copying is
-not timed); ``--same-records`` hands back the very same objects instead, as the simulated pool
-does in a replay. Calls are counted at the ports: what one cycle asks of the cloud and the
-scheduler.
+Timed, with ``time.process_time``: the scheduler poll (the HTCondor adapter reading the collector's
+reply into workers), the cloud listing's records, then the controller cycle (snapshot, pairing,
+classification, matrix, planning, decision logging), the actuator carrying the plan out against
+the simulated ports, then the metrics update (and one Prometheus exposition).
+
+Each cycle, by default (``--fresh-records``), the adapters get new source data, as a real poll
+does: the collector's reply is new ad dicts (the simulated collector's copies) read by the real
+HTCondor adapter, and the cloud listing is new node records passed through the libcloud adapter's
+own check; each adapter hands back last poll's very record for a node whose source is equal
+(copying the source data is not timed, reading it is). Between cycles ``--churn`` of the nodes
+change (a job starts on a busy node: its ad changes), and ads are sent again every
+UPDATE_INTERVAL as the collector has them. ``--same-records`` hands the simulated pool's own
+records to the controller instead, as a replay does. Calls are counted at the ports: what one
+cycle asks of the cloud and the scheduler.
 """
 
 from __future__ import annotations
@@ -36,7 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--nodes", default="1000,10000,50000", metavar="N,N,...",
                    help="pool sizes (default 1000,10000,50000)")
     p.add_argument("--repeat", type=int, default=3, metavar="K",
-                   help="cycles run per size: the first is reported, the rest averaged (default 3)")
+                   help="cycles run per size: the first is reported, and the median of the rest "
+                        "(default 3)")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     records = p.add_mutually_exclusive_group()
     records.add_argument("--fresh-records", dest="fresh", action="store_true", default=True,
@@ -45,9 +52,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     records.add_argument("--same-records", dest="fresh", action="store_false",
                          help="hand back the very same node and worker objects while unchanged, "
                               "as the simulated pool does in a replay")
-    p.add_argument("--reuse", action="store_true",
-                   help="plan through the replay's reuse of last cycle's work on equal records "
-                        "(default: every node afresh each cycle, as the daemon plans)")
+    p.add_argument("--no-reuse", dest="reuse", action="store_false",
+                   help="plan every node afresh each cycle (default: the controller reuses last "
+                        "cycle's work for nodes whose records are unchanged, as the daemon does)")
+    p.add_argument("--churn", type=float, default=0.05, metavar="SHARE",
+                   help="share of the nodes that change between two cycles: a job starts on a "
+                        "busy node, so its ad and worker change (default 0.05: 5 %%; ads also "
+                        "change when the startd sends them again, every UPDATE_INTERVAL)")
     p.set_defaults(func=_run)
 
 
@@ -73,6 +84,7 @@ class _Counting:
         return sum(self.calls.values())
 
 
+_PHASES = ("poll_cpu_s", "plan_cpu_s", "act_cpu_s", "metrics_cpu_s", "exposition_cpu_s")
 _SCHEDULER_CALLS = ("poll", "drain", "cancel_drain", "confirm_drained", "escalate", "node_destroyed")
 _CLOUD_CALLS = ("list_nodes", "create_node", "destroy_node", "set_tags")
 
@@ -86,11 +98,13 @@ def _rss_mb() -> float:
 
 
 def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None, fresh: bool = True,
-            reuse: bool = False) -> dict:
+            reuse: bool = True, churn: float = 0.05) -> dict:
     """Build a pool of ``n`` nodes and time its controller cycles (see the module docstring).
     ``tick`` is called once the pool is built and after each cycle (progress); ``fresh``: each
-    cycle's records are new equal objects (else the simulated pool's own, reused while unchanged);
-    ``reuse``: plan through the replay's reuse of last cycle's work (else as the daemon does)."""
+    cycle's source data is new and read by the adapters (else the simulated pool's own records);
+    ``reuse``: the controller reuses last cycle's work (else plans every node afresh); ``churn``:
+    the share of nodes changed between two cycles."""
+    import statistics
     import time
     from dataclasses import replace
 
@@ -181,23 +195,49 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None, fr
     c_cloud = _Counting(cloud, _CLOUD_CALLS)
     c_sched = _Counting(pool, _SCHEDULER_CALLS)
     actuator = Actuator(c_cloud, c_sched, settings, clock=now)
-    from nodemanager.sim.plan_reuse import reusing
-    controller = Controller(settings, matrix, actuator, clock=now, planner=reusing() if reuse else None)
+    from nodemanager.core import plan as plain_plan
+    from nodemanager.model.same_records import SameRecords, node_id
+    from nodemanager.scheduler import HTCondorScheduler
+    from nodemanager.sim.pool_bindings import PoolBindings
+
+    controller = Controller(settings, matrix, actuator, clock=now, planner=None if reuse else plain_plan)
+    adapter = HTCondorScheduler(PoolBindings(pool), clock=now, id_attribute=pool.id_attribute)
+    listing: SameRecords[Any] = SameRecords()  # the libcloud adapter's check of each listed node
+    # churn: a job starts on busy nodes with a free core, a new share of them every cycle
+    changing = [joined(nid) for k, nid in enumerate(ids[:n_busy]) if k % 8 != 7]
+    per_cycle = min(len(changing), round(churn * n))
     tune_gc()  # as `nodemanager run` does once it has started up
     rows: list[dict[str, Any]] = []
-    for _ in range(max(1, repeat)):
+    last_ids: set[int] = set()
+    for cycle in range(max(1, repeat)):
         if rows:
             tick()
+            for st in changing[(cycle - 1) * per_cycle % len(changing):][:per_cycle]:
+                jid += 1
+                st.start_job(Job(id=f"c{jid}", cpus=1, ram_mb=512, runtime=86400.0, submit_time=clock[0]),
+                             clock[0])
+                pool._touch(st)
         clock[0] += 5.0
         c_cloud.calls.clear()
         c_sched.calls.clear()
-        t0 = time.process_time()
         nodes = c_cloud.list_nodes()
-        poll = c_sched.poll()
-        t_poll = time.process_time()
-        if fresh:  # untimed: a real adapter builds its records while it parses
+        sim_poll = c_sched.poll()
+        reply: list[dict[str, Any]] = []
+        if fresh:  # untimed: the source data a real poll receives, new objects every cycle
             nodes = [replace(x) for x in nodes]
-            poll = replace(poll, workers=tuple(replace(w) for w in poll.workers))
+            reply = [dict(w.ad) for w in sim_poll.workers]
+        t0 = time.process_time()
+        if fresh:  # timed: the adapters reading it
+            nodes = listing.keep(nodes, node_id)
+            poll = replace(sim_poll, workers=adapter.workers_from_ads(reply))
+        else:
+            poll = sim_poll
+        t_poll = time.process_time()
+        del reply, sim_poll
+        # untimed: the share of workers handed back as last poll's very objects (unchanged)
+        ids_now = {id(w) for w in poll.workers}
+        same_share = len(ids_now & last_ids) / max(1, len(ids_now))
+        last_ids = ids_now
         t1 = time.process_time()
         report, tasks = controller.prepare(nodes, clock[0], poll)
         t_plan = time.process_time()
@@ -215,30 +255,35 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None, fr
             generate_latest(metrics.registry)
             exposition = time.process_time() - t3
         rows.append({
-            "nodes": n, "fresh_records": fresh, "reuse": reuse, "poll_cpu_s": t_poll - t0, "plan_cpu_s": t_plan - t1, "act_cpu_s": t2 - t_plan,
+            "nodes": n, "fresh_records": fresh, "reuse": reuse, "churn": churn, "poll_cpu_s": t_poll - t0, "plan_cpu_s": t_plan - t1, "act_cpu_s": t2 - t_plan,
             "cycle_cpu_s": t2 - t1,
             "metrics_cpu_s": t3 - t2, "exposition_cpu_s": exposition,
             "total_cpu_s": (t_poll - t0) + (t3 - t1) + exposition,
             "cloud_calls": c_cloud.total(), "scheduler_calls": c_sched.total(),
             "cloud_call_detail": dict(c_cloud.calls), "scheduler_call_detail": dict(c_sched.calls),
-            "actions": len(report.plan.items), "boots": sum(b.count for b in report.plan.boots),
+            "same_workers": round(same_share, 4), "rss_after_mb": round(_rss_mb(), 1), "actions": len(report.plan.items), "boots": sum(b.count for b in report.plan.boots),
         })
-    # the first cycle does the work (drains, destroys, boots); later ones find less to do
+    # the first cycle does the work (drains, destroys, boots) and reads every record; the steady
+    # cycles after it (their medians) find what changed
     best = dict(rows[0])
-    if len(rows) > 1:
-        best["next_cycles_cpu_s"] = sum(r["total_cpu_s"] for r in rows[1:]) / (len(rows) - 1)
+    steady = rows[1:] or rows
+    for key in _PHASES + ("total_cpu_s", "same_workers"):
+        best["steady_" + key] = statistics.median(r[key] for r in steady)
+    best["steady_cloud_call_detail"] = steady[-1]["cloud_call_detail"]
+    best["steady_scheduler_call_detail"] = steady[-1]["scheduler_call_detail"]
+    best["rss_by_cycle_mb"] = [r["rss_after_mb"] for r in rows]
     best["rss_mb"] = round(_rss_mb(), 1)
     best["world_rss_mb"] = round(world_mb, 1)
     best["build_s"] = round(build_s, 2)
     return best
 
 
-def _child(n: int, repeat: int, conn, fresh: bool = True, reuse: bool = False) -> None:
+def _child(n: int, repeat: int, conn, fresh: bool = True, reuse: bool = True, churn: float = 0.05) -> None:
     import logging
 
     logging.getLogger("nodemanager").setLevel(logging.ERROR)  # this child process only: no decision log
     try:
-        conn.send(measure(n, repeat, tick=lambda: conn.send(None), fresh=fresh, reuse=reuse))
+        conn.send(measure(n, repeat, tick=lambda: conn.send(None), fresh=fresh, reuse=reuse, churn=churn))
     except BaseException as exc:  # report, do not hang the parent
         conn.send({"nodes": n, "error": f"{type(exc).__name__}: {exc}"})
     finally:
@@ -266,7 +311,7 @@ def _run(args: argparse.Namespace) -> int:
     with progress_bar(len(sizes) * steps, "bench", enabled=not args.json, unit=" steps") as bar:
         for n in sizes:
             parent, child = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_child, args=(n, args.repeat, child, args.fresh, args.reuse))
+            proc = ctx.Process(target=_child, args=(n, args.repeat, child, args.fresh, args.reuse, args.churn))
             proc.start()
             child.close()
             while (row := parent.recv()) is None:  # None: one step done
@@ -282,31 +327,31 @@ def _run(args: argparse.Namespace) -> int:
         print(f"machine: {_machine()}, Python {platform.python_version()}, "
               f"{'fresh' if args.fresh else 'the same'} records every cycle, "
               f"{planning}")
-        head = ("nodes", "poll s", "plan s", "act s", "metrics s", "scrape s", "total s",
-                "next s", "RSS MB", "world MB", "cloud calls", "sched calls", "actions")
+        head = ("nodes", "first s", "poll s", "plan s", "act s", "metrics s", "scrape s", "steady s",
+                "RSS MB", "world MB", "cloud calls", "sched calls", "actions")
         print("  ".join(f"{h:>11}" for h in head))
         for r in rows:
             if "error" in r:
                 print(f"{r['nodes']:>11}  failed: {r['error']}")
                 continue
-            cells = (r["nodes"], f"{r['poll_cpu_s']:.3f}", f"{r['plan_cpu_s']:.3f}",
-                     f"{r['act_cpu_s']:.3f}",
-                     f"{r['metrics_cpu_s']:.3f}", f"{r['exposition_cpu_s']:.3f}",
-                     f"{r['total_cpu_s']:.3f}", f"{r.get('next_cycles_cpu_s', 0.0):.3f}",
-                     r["rss_mb"], r["world_rss_mb"], _calls(r["cloud_call_detail"], "list_nodes"),
-                     _calls(r["scheduler_call_detail"], "poll"),
+            cells = (r["nodes"], f"{r['total_cpu_s']:.3f}",
+                     *(f"{r['steady_' + k]:.3f}" for k in _PHASES + ("total_cpu_s",)),
+                     r["rss_mb"], r["world_rss_mb"],
+                     f"{_calls(r['cloud_call_detail'], 'list_nodes')}/{_calls(r['steady_cloud_call_detail'], 'list_nodes')}",
+                     f"{_calls(r['scheduler_call_detail'], 'poll')}/{_calls(r['steady_scheduler_call_detail'], 'poll')}",
                      f"{r['actions']}+{r['boots']}b")
             print("  ".join(f"{c:>11}" for c in cells))
-        print("CPU seconds of the first cycle (the one with the most to do): poll = cloud listing "
-              "and scheduler ads to workers; plan = the controller's cycle: snapshot, pairing, "
-              "classification, matrix, plan, decision logging; act = the actuator carrying the "
-              "plan out (the daemon does this in its actuator actors); metrics = Metrics.observe; scrape = one Prometheus exposition; "
-              "total = all of them; next = the mean total of the following cycles. RSS = the whole "
-              "process after the cycles; world = its RSS once the simulated cloud and pool were built, "
-              "before the first cycle (the rest is the controller's). Calls: made "
-              "through the cloud and scheduler ports during the first cycle, as listing+actions "
-              "(each drain, cancel or destroy costs one or two calls). actions = drains, "
-              "cancels and destroys planned, b = nodes booted.")
+        print(f"CPU seconds. first = the first cycle (every record read, the most to do); then the "
+              f"median of the {max(1, args.repeat - 1)} steady cycle(s) after it, with "
+              f"{args.churn:.0%} of the nodes changed before each: poll = the adapters reading the cloud "
+              "listing and the collector's ads into records; plan = the controller's cycle: snapshot, "
+              "pairing, classification, matrix, plan, decision logging; act = the actuator carrying the "
+              "plan out (the daemon does this in its actuator actors); metrics = Metrics.observe; "
+              "scrape = one Prometheus exposition; steady = all of them. RSS = the whole process after "
+              "the cycles; world = its RSS once the simulated cloud and pool were built, before the "
+              "first cycle (the rest is the controller's). Calls through the cloud and scheduler ports, "
+              "first cycle/last cycle, as listing+actions (each drain, cancel or destroy costs one or "
+              "two calls). actions = drains, cancels and destroys planned in the first cycle, b = nodes booted.")
     return 1 if failed else 0
 
 

@@ -46,8 +46,8 @@ from nodemanager.core.reasons import REASONS, Context, Escalation, Reason, Stage
 from nodemanager.core.undersized import undersized
 from nodemanager.core.victims import Estimator, estimate
 from nodemanager.core.warm import hold_warm
-from nodemanager.model import (Action, Blocked, BudgetUse, Freeze, ItemKind, NodeExplanation, Plan, PlanItem, Snapshot,
-                               Size, Unmet)
+from nodemanager.model import (Action, Blocked, BudgetUse, CloudNode, Freeze, ItemKind, NodeExplanation, Plan,
+                               PlanItem, Snapshot, Size, Unmet, Worker)
 from nodemanager.configuration.settings import CoreSettings
 from nodemanager.tags import TAG_REQUEST
 from policy_matrix.vocabulary import BOOT_EXCEEDED, DOWN, UNPAIRED
@@ -59,8 +59,12 @@ _KIND_ORDER = {ItemKind.CANCEL_DRAIN: 0, ItemKind.DESTROY: 1, ItemKind.DRAIN: 2,
 
 
 class Stages(Protocol):
-    """The plan's two per-node stages, which a caller may replace with ones that give the same
-    answers (the simulator reuses last cycle's work where a node's inputs did not change)."""
+    """The plan's per-node stages, which a caller may replace with ones that give the same
+    answers (the controller reuses last cycle's work where a node's inputs did not change)."""
+
+    def pair(self, cloud_nodes: Sequence[CloudNode], workers: Sequence[Worker]) -> Pairing:
+        """Nodes paired with workers (:func:`nodemanager.core.pair.pair`)."""
+        ...
 
     def facts(self, snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, sizes: dict[str, Size],
               pairing: Pairing) -> list[NodeFacts]:
@@ -74,7 +78,10 @@ class Stages(Protocol):
 
 @dataclass(frozen=True)
 class PlainStages:
-    """Every node's facts and explanation computed afresh: the plan's default."""
+    """Every node's pairing, facts and explanation computed afresh: the plan's default."""
+
+    def pair(self, cloud_nodes: Sequence[CloudNode], workers: Sequence[Worker]) -> Pairing:
+        return pair(cloud_nodes, workers)
 
     def facts(self, snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, sizes: dict[str, Size],
               pairing: Pairing) -> list[NodeFacts]:
@@ -95,11 +102,11 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     ``estimator`` prices victims (default :func:`nodemanager.core.victims.estimate`);
     ``escalation`` may return ``"quick"`` or ``"fast"`` for a drain of ours that should be made
     harsher; ``reasons`` are the disruption reasons, in order (default
-    :data:`nodemanager.core.reasons.REASONS`); ``stages`` computes each node's facts and explanation
-    (default :class:`PlainStages`: afresh; another must give the same answers)."""
+    :data:`nodemanager.core.reasons.REASONS`); ``stages`` computes the pairing and each node's facts
+    and explanation (default :class:`PlainStages`: afresh; another must give the same answers)."""
     now = snapshot.now
     sizes = {s.name: s for s in settings.sizes}
-    pairing = pair(snapshot.cloud_nodes, snapshot.workers)
+    pairing = stages.pair(snapshot.cloud_nodes, snapshot.workers)
     ctx = Context(snapshot=snapshot, settings=settings, frozen=False, escalation=escalation, matrix=matrix,
                   estimator=estimator or estimate)
     # stage LABELS: relabelled (consolidation, lifetimes, drift), as the matrix then sees them

@@ -64,8 +64,8 @@ def _admin_view(admin: Any) -> tuple[frozenset[str], frozenset[str], str | None]
 
 
 def _default_planner() -> Callable[..., Plan]:
-    from nodemanager.core import plan
-    return plan
+    from nodemanager.cycle.plan_reuse import reusing
+    return reusing()  # the core's plan, last cycle's work reused for unchanged records
 
 
 def _default_escalation(settings: Settings) -> Any:
@@ -93,7 +93,8 @@ def _no_cyclic_gc() -> Iterator[None]:
 class Controller:
     """One controller: builds snapshots, runs the core, logs decisions, hands out tasks.
 
-    ``actuator`` may be None in dry-run. ``planner`` defaults to :func:`nodemanager.core.plan`;
+    ``actuator`` may be None in dry-run. ``planner`` defaults to :func:`nodemanager.core.plan`
+    through :func:`nodemanager.cycle.plan_reuse.reusing`;
     ``escalation`` to ``make_escalation(settings.drain)`` when that module exists.
     """
 

@@ -44,6 +44,7 @@ from nodemanager.scheduler.htcondor_steer import HTCondorSteering
 from nodemanager.scheduler.htcondor_transaction import DrainTransaction
 from nodemanager.scheduler.htcondor_drain import DRAIN_TIMEOUT
 from nodemanager.scheduler.records import ProblemLog, RecordProblem
+from nodemanager.scheduler.htcondor_unchanged import AdMemory
 from nodemanager.configuration.settings import SchedulerSettings
 
 __all__ = ["HTCondorScheduler", "SLOT_ATTRIBUTES", "PILOT_ATTRIBUTES", "DEFAULT_CONSTRAINT",
@@ -112,6 +113,7 @@ class HTCondorScheduler(DrainTransaction):
         self._counted: dict[tuple[str, str], tuple[Any, ...]] = {}
         # (worker, reason) -> request ids our drain took when an escalation renewed it
         self._renewed: dict[tuple[str, str], tuple[str, ...]] = {}
+        self._memory = AdMemory()  # last poll's readings and workers, reused while the ads are equal
 
     @classmethod
     def from_settings(cls, settings: SchedulerSettings, *, clock: Callable[[], float] = time.time,
@@ -189,32 +191,66 @@ class HTCondorScheduler(DrainTransaction):
         worker is kept, see :func:`worker_from_ad`); an ad that cannot be read at all is a
         SchedulerError. With runtime prediction on, dynamic slots' ads name the workers' running
         jobs (``Worker.jobs``) instead."""
-        machines: dict[str, list[dict[str, Any]]] = {}
-        dslots: list[tuple[str, dict[str, Any]]] = []
+        # machine -> its ads, or last poll's very worker while its one ad is unchanged (in the
+        # order the machines first appear)
+        machines: dict[str, list[Mapping[str, Any]] | Worker] = {}
+        dslots: list[tuple[str, Mapping[str, Any]]] = []
         bad: dict[str, list[RecordProblem]] = {}
+        memory = self._memory
+        whole = self.finished_limit <= 0  # else dynamic slots name running jobs: no machine is plain
         for r in raw:
-            slot = "?"
-            try:
-                ad = plain_ad(r)
-                slot = str(ad.get("Name") or ad.get("Machine") or "?")
-                found = slot_problems(ad, slot, r)
-            except Exception as exc:  # noqa: BLE001 - hostile data: name the slot, never a bare traceback
-                raise SchedulerError(f"slot {slot}: cannot read its ad ({type(exc).__name__}: {exc})",
-                                     node=slot) from exc
+            seen = memory.reading(r)
+            if seen is not None:  # an ad equal to the one last read under its name
+                ad, slot, found, kept = seen
+                # the worker its one ad gave last poll, if that was the machine's worker then
+                if (kept is not None and whole and kept.name not in machines
+                        and memory.workers.holds(kept.name, kept)):
+                    machines[kept.name] = kept
+                    continue
+            else:
+                slot = "?"
+                try:
+                    ad = plain_ad(r)
+                    slot = str(ad.get("Name") or ad.get("Machine") or "?")
+                    found = slot_problems(ad, slot, r)
+                except Exception as exc:  # noqa: BLE001 - hostile data: name the slot, never a bare traceback
+                    raise SchedulerError(f"slot {slot}: cannot read its ad ({type(exc).__name__}: {exc})",
+                                         node=slot) from exc
+                memory.read(r, (ad, slot, found, None))
             machine = ad.get("Machine")
             key = machine if isinstance(machine, str) and machine else slot.split("@", 1)[-1]
-            if self.finished_limit > 0 and is_dynamic(ad):
+            if not whole and is_dynamic(ad):
                 dslots.append((key, ad))
                 continue
-            machines.setdefault(key, []).append(ad)
+            ads = machines.get(key)
+            if ads is None:
+                machines[key] = [ad]
+            elif isinstance(ads, list):
+                ads.append(ad)
+            else:  # a second slot of a machine last seen with one: read it whole
+                machines[key] = [ads.ad, ad]
             if found:
                 bad.setdefault(key, []).extend(found)
-        running = running_by_machine(dslots, {k: slot_counts(ads) for k, ads in machines.items()},
+        running = running_by_machine(dslots, {k: slot_counts(ads) for k, ads in machines.items()
+                                              if isinstance(ads, list)},
                                      self.walltime_attribute, problems if problems is not None else []
                                      ) if dslots else {}
         workers: list[Worker] = []
+        no_problems: list[RecordProblem] = []
         for key, ads in machines.items():
-            found = bad.get(key, [])
+            if not isinstance(ads, list):  # last poll's worker, its one ad unchanged
+                workers.append(memory.unchanged(key))
+                continue
+            found = bad.get(key, no_problems)
+            # everything the worker is built from: an equal source gives last poll's very worker
+            plain = len(ads) == 1 and not found and key not in running  # the worker's ad is the source
+            source: Any = ads[0] if plain else (ads, [p.field for p in found], running.get(key))
+            kept = memory.worker(key, source)
+            if kept is not None:
+                if problems is not None:
+                    problems.extend(found)
+                workers.append(kept)
+                continue
             try:
                 w = worker_from_ad(machine_ad(ads), id_attribute=self.id_attribute,
                                    unusable=[p.field for p in found])
@@ -226,8 +262,10 @@ class HTCondorScheduler(DrainTransaction):
                                      node=key) from exc
             if problems is not None:
                 problems.extend(found)
-            workers.append(replace(w, jobs=running[key], job_end_times=limit_ends(running[key]))
-                           if key in running else w)
+            if key in running:
+                w = replace(w, jobs=running[key], job_end_times=limit_ends(running[key]))
+            workers.append(memory.built(key, source, plain, w))
+        memory.end_poll()
         out = tuple(workers)
         self.observe(out)
         return out

@@ -13,7 +13,7 @@ classes it busy and leaves it alone. An ad that cannot be read at all is a Sched
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from nodemanager.classad.values import ad_number, ad_true
 from nodemanager.model import Demand, JobOwner, Worker, frozen_map
@@ -133,7 +133,7 @@ def _activity_rank(ad: Mapping[str, Any]) -> tuple[bool, bool, bool]:
     return jobs, ad.get("Activity") not in (None, "Idle"), ad.get("State") == "Drained"
 
 
-def machine_ad(ads: list[dict[str, Any]]) -> dict[str, Any]:
+def machine_ad(ads: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
     """One ad for a startd with several partitionable slots (``SLOT_TYPE_n_PARTITIONABLE``):
     cores, memory, dynamic slots and job starts summed, child states joined, the State/Activity
     of the slot with jobs (else the busiest), the drain fields of a draining slot, the latest

@@ -38,7 +38,7 @@ from nodemanager.cycle.controller_inputs import DESTROYED_KEPT
 from nodemanager.model import ItemKind, Plan, PlanItem
 from nodemanager.sim.baseline_layer import layer_planner
 from nodemanager.sim.end_grouping import STEERED, predicted_runtime
-from nodemanager.sim.plan_reuse import reusing
+from nodemanager.cycle.plan_reuse import reusing
 from nodemanager.sim.baselines import Policy, SimParams
 from nodemanager.sim.constrained import constrain
 from nodemanager.sim.figures import Bounds, Figures, Series

@@ -1,8 +1,14 @@
 """Last cycle's per-node work reused: a :class:`~nodemanager.core.plan.Stages` for
 :func:`nodemanager.core.plan` that gives the plan's own answers, computing only nodes whose inputs
-changed. The replay plans through it (:func:`reusing`); the daemon does not: on fresh records, as
-real adapters build them every poll, comparing a node's two records and handing the new ones on
-costs about what computing its facts does (``nodemanager bench --reuse`` measures it).
+changed. The controller plans through it (:func:`reusing`), in the daemon and in the replay. It pays
+off when an unchanged node's records are the very same objects: the simulated pool hands them
+back, and so do the HTCondor and libcloud adapters while a node's source is equal
+(:mod:`nodemanager.model.same_records`); new equal records are compared field by field, which
+costs about what computing the facts does.
+
+The pairing is last cycle's while the listing holds the very same nodes in the same order and
+each worker in its place is the same object or pairs alike (the same cloud id; without one, the
+same name, address and record times), with this cycle's workers in it.
 
 A node's records are the same when they are equal: the very same objects (the simulated pool
 hands back an unchanged record cycle after cycle), or new ones that compare equal (the
@@ -26,11 +32,11 @@ reads the other nodes' free cores.
 from __future__ import annotations
 
 from dataclasses import replace
-from operator import attrgetter
-from typing import Any, Callable, NamedTuple, cast
+from operator import attrgetter, is_
+from typing import Any, Callable, NamedTuple, Sequence, cast
 
 from nodemanager.core.facts import MatrixLookup, node_facts
-from nodemanager.core.pair import Pairing
+from nodemanager.core.pair import Pairing, pair
 from nodemanager.core.plan import explain
 from nodemanager.core.plan_node import Decision, NodeFacts, in_field_order
 from nodemanager.model import CloudNode, NodeExplanation, Plan, Size, Snapshot, Worker
@@ -56,6 +62,15 @@ class KeptNode(NamedTuple):
     explanation: NodeExplanation | None = None
 
 
+def _pairs_by(w: Worker) -> tuple[object, ...]:
+    """What pairing reads of a worker (:mod:`nodemanager.core.pair`): one with a cloud id pairs by
+    it alone (its name and address name it in reasons and order orphans); one without, by name or
+    address, refused when its record is older than the VM."""
+    if w.cloud_id:
+        return (w.cloud_id, w.name, w.address)
+    return (None, w.name, w.address, w.registered_at, w.last_heard)
+
+
 def _undecided(d: Decision) -> bool:
     """No reason claimed the node and nothing blocked it: its explanation is its facts' alone."""
     return not d.reason and d.want is None and d.blocked is None and d.cause is None
@@ -70,7 +85,31 @@ class ReusingStages:
         self._matrix: MatrixLookup | None = None
         self._held: frozenset[str] | None = None
         self._kept: dict[str, KeptNode] = {}
+        # last cycle's nodes and workers, in order, and their pairing
+        self._pairing: tuple[tuple[CloudNode, ...], tuple[Worker, ...], Pairing] | None = None
         self.reused = 0  # facts reused over the planner's life (a test's check that it reuses)
+
+    def pair(self, cloud_nodes: Sequence[CloudNode], workers: Sequence[Worker]) -> Pairing:
+        last = self._pairing
+        if (last is not None and len(cloud_nodes) == len(last[0]) and len(workers) == len(last[1])
+                and all(map(is_, cloud_nodes, last[0]))):
+            moved: dict[int, Worker] = {}  # id of last cycle's worker -> the one in its place now
+            for old, new in zip(last[1], workers):
+                if old is not new:
+                    if _pairs_by(old) != _pairs_by(new):
+                        break
+                    moved[id(old)] = new
+            else:
+                p = last[2]
+                if moved:  # the same pairs, this cycle's records in them
+                    get = moved.get
+                    p = Pairing({k: get(id(w), w) for k, w in p.paired.items()}, p.reasons,
+                                tuple(get(id(w), w) for w in p.orphans), p.ambiguous)
+                self._pairing = (tuple(cloud_nodes), tuple(workers), p)
+                return p
+        p = pair(cloud_nodes, workers)
+        self._pairing = (tuple(cloud_nodes), tuple(workers), p)
+        return p
 
     def facts(self, snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, sizes: dict[str, Size],
               pairing: Pairing) -> list[NodeFacts]:
