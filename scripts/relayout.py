@@ -128,7 +128,9 @@ def rewrite(text: str) -> str:
 def files(top: pathlib.Path) -> list[pathlib.Path]:
     out = []
     for path in sorted(top.rglob("*")):
-        if SKIP_DIRS.intersection(path.relative_to(top).parts) or not path.is_file():
+        parts = path.relative_to(top).parts
+        # pip's *.egg-info is rebuilt on install and may list an older tree's files
+        if SKIP_DIRS.intersection(parts) or any(p.endswith(".egg-info") for p in parts) or not path.is_file():
             continue
         rel = path.relative_to(top).as_posix()
         if rel in KEEP:

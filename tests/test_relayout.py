@@ -69,6 +69,14 @@ def test_old_imports_are_rewritten_once_and_a_second_run_changes_nothing(tmp_pat
     assert (tmp_path / "tests" / "test_old.py").read_text() == NEW_CODE
 
 
+def test_an_old_install_s_build_metadata_is_left_alone(tmp_path) -> None:
+    stale = tmp_path / "nodemanager.egg-info"
+    stale.mkdir()
+    (stale / "SOURCES.txt").write_text("nodemanager/controller.py\nnodemanager/whynot.py\n")
+    assert (run("--root", str(tmp_path), "--check").returncode, run("--root", str(tmp_path)).stdout) == (0, "")
+    assert (stale / "SOURCES.txt").read_text() == "nodemanager/controller.py\nnodemanager/whynot.py\n"
+
+
 def test_this_tree_names_no_old_module() -> None:
     check = run("--root", str(ROOT), "--check")
     assert (check.returncode, check.stdout) == (0, "")
