@@ -153,6 +153,13 @@ def test_a_billing_window_opening_is_seen():
     assert explained(both(at(opens + 1, nodes, workers), st_, memo), "a").tuple.window == "open"
 
 
+def test_a_clock_stepped_back_plans_every_node_afresh():
+    memo, st_ = ReusingStages(), settings()
+    nodes, workers = [node("a", "hourly", age=3000)], [busy("a")]
+    assert explained(both(at(NOW + 400, nodes, workers), st_, memo), "a").tuple.window == "open"
+    assert explained(both(at(NOW, nodes, workers), st_, memo), "a").tuple.window == "closed"
+
+
 def test_a_worker_silent_past_node_stale_after_is_lost_with_the_same_record():
     memo, st_ = ReusingStages(), settings(node_stale_after=600.0)
     nodes, workers = [node("a")], [busy("a")]  # last heard NOW - 10

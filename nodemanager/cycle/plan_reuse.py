@@ -17,7 +17,7 @@ adapters' records are frozen values). Kept, per cloud node id, and reused:
 * the node's facts, while the listing holds an equal ``CloudNode`` paired with an equal
   ``Worker`` (or with none, for the same pairing reason), the settings and the matrix are the same
   objects and the held set is equal, no action of ours is under way on the node now, ``now`` is
-  before the facts' next change by time alone, and the worker is not lost yet. Never kept: facts
+  before the facts' next change by time alone and not before the cycle that made them, and the worker is not lost yet. Never kept: facts
   whose words name ``now`` (an idle node's "idle for", a reclaim notice's countdown, a foreign
   drain past ``reclaim_foreign_after``) or made while an action of ours was under way. Reused
   facts are handed on with this cycle's records in them, so last cycle's records are freed;
@@ -84,6 +84,7 @@ class ReusingStages:
         self._settings: CoreSettings | None = None
         self._matrix: MatrixLookup | None = None
         self._held: frozenset[str] | None = None
+        self._now = -float("inf")
         self._kept: dict[str, KeptNode] = {}
         # last cycle's nodes and workers, in order, and their pairing
         self._pairing: tuple[tuple[CloudNode, ...], tuple[Worker, ...], Pairing] | None = None
@@ -113,9 +114,13 @@ class ReusingStages:
 
     def facts(self, snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, sizes: dict[str, Size],
               pairing: Pairing) -> list[NodeFacts]:
-        if settings is not self._settings or matrix is not self._matrix or snapshot.held != self._held:
+        # kept facts are valid until a later time, never before the cycle that made them: a clock
+        # stepped back (NTP, a VM resumed) plans every node afresh
+        if (settings is not self._settings or matrix is not self._matrix or snapshot.held != self._held
+                or snapshot.now < self._now):
             self._settings, self._matrix, self._held = settings, matrix, snapshot.held
             self._kept = {}
+        self._now = snapshot.now
         if settings.idle_timing == "wait" and snapshot.idle_graces:
             # an idle node's grace reads the other nodes' free cores (idle_timing = wait): all afresh
             self._kept = {}
