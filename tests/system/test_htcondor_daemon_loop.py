@@ -75,8 +75,8 @@ def test_the_daemon_boots_drains_and_destroys_vms_of_a_real_pool_and_says_why(re
         # a drain planned and finished between two looks at the page is in the node's history
         final = status(port) or {}
         for n in [*final.get("nodes", []), *final.get("recent", [])]:
-            for _, kind, text in n.get("events", []):
-                planned = re.search(r"\) \S+\.matrix:\d+ \S+ -> (\w+)", text) if kind == "decision" else None
+            for ev in n.get("events", []):   # the page gives each event as {"at", "kind", "text"}
+                planned = re.search(r"\) \S+\.matrix:\d+ \S+ -> (\w+)", ev["text"]) if ev["kind"] == "decision" else None
                 if planned and planned.group(1) != "none" and n["node_id"] in seen:
                     seen[n["node_id"]]["actions"].add(planned.group(1))
     finally:
