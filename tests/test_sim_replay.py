@@ -193,3 +193,14 @@ def test_coinciding_default_points_are_found_for_labelling():
               "static": [fig("static", 57, 6479.3)],
               "arvados": [fig("arvados", 146, 2450.8)]}
     assert coinciding(points) == [["nodemanager", "slurm-power-save"]]
+
+
+def test_a_sweep_reads_each_value_as_its_config_option_does(trace, capsys):
+    code, out, err = run(["--trace", str(trace), "--cores-per-node", "4", "--jobs", "1", "--json",
+                          "--sweep", "arrival_chance=15%,0.2", "--sweep", "idle_grace=5m"], capsys)
+    assert code == 0, err
+    swept = [r["policy"] for r in json.loads(out)["sweep"]]
+    assert swept == ["nodemanager arrival_chance=0.15", "nodemanager arrival_chance=0.2",
+                     "nodemanager idle_grace=300"]
+    code, out, err = run(["--trace", str(trace), "--jobs", "1", "--sweep", "arrival_chance=150%"], capsys)
+    assert code == 1 and "--sweep arrival_chance '150%': expected a share from 0 to 100%" in err

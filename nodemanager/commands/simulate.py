@@ -10,6 +10,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from nodemanager.commands.simulate_values import BadInput, duration, read_sweeps, size_list
+
 if TYPE_CHECKING:
     from nodemanager.model import Size
     from nodemanager.configuration.settings import Settings
@@ -41,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "slurm-power-save,nodemanager-cost with --compare)")
     p.add_argument("--sweep", action="append", default=[], metavar="KEY=V1,V2,...",
                    help="run each policy once per value (e.g. idle_grace=60,300,900); repeatable, "
-                        "each sweep on its own; durations take s/m/h suffixes")
+                        "each sweep on its own; values read as in the config (5m, 15%%)")
     p.add_argument("--cores-per-node", type=int, metavar="N",
                    help="the one node size's cores (default: the config's size, else 8)")
     p.add_argument("--sizes", metavar="C1,C2,...",
@@ -93,34 +95,6 @@ def _fail(message: str) -> int:
     return 1
 
 
-class _Bad(Exception):
-    """Bad input: the message names the option, file:line or section."""
-
-
-def _duration(option: str, text: str) -> float:
-    from nodemanager.configuration.config import parse_duration
-
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise _Bad(f"{option} {text!r}: {exc}") from None
-
-
-def _sweeps(specs: list[str]) -> list[tuple[str, list[float]]]:
-    from nodemanager.sim.baselines import SWEEPABLE
-
-    out = []
-    for spec in specs:
-        key, sep, values = spec.partition("=")
-        key = key.strip()
-        if not sep or not values.strip():
-            raise _Bad(f"--sweep {spec!r}: expected KEY=V1,V2,... (e.g. idle_grace=60,300,900)")
-        if key not in SWEEPABLE:
-            raise _Bad(f"--sweep {spec!r}: unknown setting {key!r}; one of: {', '.join(SWEEPABLE)}")
-        out.append((key, [_duration(f"--sweep {key}", v.strip()) for v in values.split(",") if v.strip()]))
-    return out
-
-
 def _settings(args: argparse.Namespace, profile: str | None = None):
     from dataclasses import replace
 
@@ -131,12 +105,12 @@ def _settings(args: argparse.Namespace, profile: str | None = None):
         settings = (load(args.config, profile=profile) if args.config
                     else loads("", "<embedded defaults>", profile=profile))
     except ConfigError as exc:
-        raise _Bad("bad configuration:\n" + "\n".join(f"  {p}" for p in exc.problems)) from None
+        raise BadInput("bad configuration:\n" + "\n".join(f"  {p}" for p in exc.problems)) from None
     sizes = settings.core.sizes
     if args.cores_per_node is not None and args.cores_per_node <= 0:
-        raise _Bad("--cores-per-node must be at least 1")
+        raise BadInput("--cores-per-node must be at least 1")
     if args.sizes is not None:
-        sizes = _size_list(args.sizes, args.cores_per_node)
+        sizes = size_list(args.sizes, args.cores_per_node)
     elif args.cores_per_node or not sizes:
         base = sizes[0] if sizes else None
         cores = args.cores_per_node or (base.cores if base else 8)
@@ -159,7 +133,7 @@ def _spot_sizes(args: argparse.Namespace, sizes: tuple[Size, ...]) -> tuple[Size
     try:
         return spot_sizes(sizes, args.spot_price_factor, args.spot_interruptions_per_day, args.spot_configured_rate)
     except ValueError as exc:
-        raise _Bad(str(exc)) from None
+        raise BadInput(str(exc)) from None
 
 
 def _special_sizes(args: argparse.Namespace, base: Size) -> tuple[Size, ...]:
@@ -169,21 +143,7 @@ def _special_sizes(args: argparse.Namespace, base: Size) -> tuple[Size, ...]:
     try:
         return special_sizes(base, args.gpu_fraction, args.constrained_fraction)
     except ValueError as exc:
-        raise _Bad(str(exc)) from None
-
-
-def _size_list(text: str, cores_per_node: int | None) -> tuple:
-    from nodemanager.sim.baselines import default_size
-
-    if cores_per_node is not None:
-        raise _Bad("--sizes and --cores-per-node exclude each other")
-    try:
-        cores = sorted({int(c) for c in text.split(",") if c.strip()})
-    except ValueError:
-        raise _Bad(f"--sizes {text!r}: expected core counts, e.g. 2,4,8,16") from None
-    if not cores or cores[0] <= 0:
-        raise _Bad(f"--sizes {text!r}: expected positive core counts, e.g. 2,4,8,16")
-    return tuple(default_size(c) for c in cores)
+        raise BadInput(str(exc)) from None
 
 
 def _matrices(args: argparse.Namespace, settings: Settings) -> list[tuple[str, Matrix]]:
@@ -199,9 +159,9 @@ def _matrices(args: argparse.Namespace, settings: Settings) -> list[tuple[str, M
         try:
             m = policy_matrix.load(path)
         except policy_matrix.MatrixError as exc:
-            raise _Bad(f"bad matrix:\n{exc}") from None
+            raise BadInput(f"bad matrix:\n{exc}") from None
         except OSError as exc:
-            raise _Bad(f"{path}: cannot read the matrix: {exc}") from None
+            raise BadInput(f"{path}: cannot read the matrix: {exc}") from None
         name = "nodemanager" if len(paths) == 1 else f"nodemanager[{os.path.basename(path)}]"
         out.append((name, m))
     return out
@@ -229,7 +189,7 @@ def _only(policies: list, names: str | None) -> list:
     known = [p.name for p in policies]
     unknown = [n for n in wanted if n not in known]
     if unknown or not wanted:
-        raise _Bad(f"--only {names}: unknown policy {', '.join(unknown) or '(none named)'}; "
+        raise BadInput(f"--only {names}: unknown policy {', '.join(unknown) or '(none named)'}; "
                    f"this run has {', '.join(known)}")
     return [p for p in policies if p.name in wanted]
 
@@ -237,7 +197,7 @@ def _only(policies: list, names: str | None) -> list:
 def _run(args: argparse.Namespace) -> int:
     try:
         return _simulate(args)
-    except _Bad as exc:
+    except BadInput as exc:
         return _fail(str(exc))
 
 
@@ -258,25 +218,25 @@ def _simulate(args: argparse.Namespace) -> int:
     t_start = time.perf_counter()
     settings = _settings(args)
     matrices = _matrices(args, settings)
-    sweeps = _sweeps(args.sweep)
-    sim = B.SimParams(boot_delay=_duration("--boot-delay", args.boot_delay),
-                      join_delay=_duration("--join-delay", args.join_delay),
+    sweeps = read_sweeps(args.sweep)
+    sim = B.SimParams(boot_delay=duration("--boot-delay", args.boot_delay),
+                      join_delay=duration("--join-delay", args.join_delay),
                       gpu_fraction=args.gpu_fraction, constrained_fraction=args.constrained_fraction,
                       job_seed=args.job_seed,
                       placement=args.placement,
-                      max_retirement=_duration("--max-retirement", args.max_retirement), spend_by=args.by or "",
+                      max_retirement=duration("--max-retirement", args.max_retirement), spend_by=args.by or "",
                       spot_rate=args.spot_interruptions_per_day if args.spot_configured_rate is not None else None)
     try:
         jobs, reader = read_jobs(args.trace, skip_days=args.skip_days, days=args.days,  # a schedule reads the trace's clock
                                  absolute=any(s.warm_schedule is not None for s in settings.core.sizes))
     except (SwfError, ValueError) as exc:
-        raise _Bad(str(exc)) from None
+        raise BadInput(str(exc)) from None
     except OSError as exc:
-        raise _Bad(f"{args.trace}: {exc}") from None
+        raise BadInput(f"{args.trace}: {exc}") from None
     if not jobs:
         why = "; ".join(f"{v} skipped: {k} (first at line {reader.first_skipped_line[k]})"
                         for k, v in reader.skipped.items())
-        raise _Bad(f"{args.trace}: no usable jobs in the chosen window" + (f" ({why})" if why else ""))
+        raise BadInput(f"{args.trace}: no usable jobs in the chosen window" + (f" ({why})" if why else ""))
     sizes = settings.core.sizes
     cpn = max(s.cores for s in sizes)
     bounds = lower_bounds(jobs, cpn)
