@@ -44,7 +44,7 @@ def test_every_problem_is_reported_with_file_line_section_and_option():
         "[Sizes big]\n"
     )
     assert "site.ini:2: [Daemon] idle_grace: expected a duration like 300, 5m or 1h, got 'soon'" in problems
-    assert "site.ini:3: [Daemon] max_nodes: must not be negative, got '-1'" in problems
+    assert "site.ini:3: [Daemon] max_nodes: must be from 0 to 100000, got '-1'" in problems
     assert "site.ini:4: [Daemon] idle_gace: unknown option; did you mean 'idle_grace'?" in problems
     assert any(p.startswith("site.ini:5: [Sizes big]: unknown section") for p in problems)
 

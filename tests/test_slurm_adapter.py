@@ -399,7 +399,7 @@ def test_options_are_checked_with_the_option_named():
                                       "cloud_id_field": "extra"})
     assert (opts.slurm_conf, opts.timeout, opts.mark_destroyed) == ("/x/slurm.conf", 60.0, "future")
     assert opts.partitions == frozenset({"cloud", "big"}) and opts.cloud_id_fields == ("extra",)
-    with pytest.raises(ValueError, match=r"\[Scheduler\] timeout: expected a duration > 0 like 30s, got 'soon'"):
+    with pytest.raises(ValueError, match=r"\[Scheduler\] timeout: expected a duration like 300, 5m or 1h, got 'soon'"):
         SlurmOptions.from_mapping({"timeout": "soon"})
     with pytest.raises(ValueError, match=r"\[Scheduler\] mark_destroyed: expected one of down, future"):
         SlurmOptions.from_mapping({"mark_destroyed": "gone"})

@@ -13,6 +13,7 @@ from typing import Any, Callable, Mapping
 from nodemanager.cloud.port import PROVIDERS
 from nodemanager.cloud.providers import PROVIDER_TABLE, Provider
 from nodemanager.configuration.settings import CloudSettings
+from nodemanager.configuration.options import CLOUD_DRIVER_NUMBERS
 from nodemanager.configuration.values import parse_bool
 
 __all__ = ["CloudOptions", "parse_options", "check_driver_args", "node_tags", "to_epoch",
@@ -20,9 +21,7 @@ __all__ = ["CloudOptions", "parse_options", "check_driver_args", "node_tags", "t
 
 SECRET_WORDS = re.compile(r"key|secret|password|token|credential|creds", re.IGNORECASE)
 
-_DRIVER_ARG_TYPES: Mapping[str, Callable[[str], Any]] = {
-    "port": int, "secure": parse_bool, "timeout": float, "retry_delay": float, "backoff": float,
-}
+_DRIVER_ARG_TYPES: Mapping[str, Callable[[str], Any]] = {**CLOUD_DRIVER_NUMBERS, "secure": parse_bool}
 _CONNECTION_KWARGS = frozenset({"timeout", "retry_delay", "backoff", "proxy_url"})
 
 # The create_node keywords that carry a boot script, and the placeholders filled in per node.

@@ -16,13 +16,14 @@ from dataclasses import fields, replace
 from typing import Any, Callable, Mapping
 
 from nodemanager.cloud.port import PROVIDERS, image_required
-from nodemanager.configuration.values import nonneg, parse_bool, parse_duration, parse_float
+from nodemanager.configuration.values import parse_bool, parse_duration
 from nodemanager.model import Size, frozen_map
 from nodemanager.tags import settings_digest
 from nodemanager.configuration.warm import warm_schedule
 from nodemanager.configuration.settings import (CloudSettings, CoreSettings, DrainSettings, HASettings, ManageSettings,
                                   PollSettings, SchedulerSettings, Settings)
-from nodemanager.configuration.options import (CLOUD_OWN as _CLOUD_OWN, DAEMON as _DAEMON,
+from nodemanager.configuration.options import (CLOUD_DRIVER_NUMBERS, CLOUD_NUMBERS, SCHEDULER_NUMBERS,
+                                               CLOUD_OWN as _CLOUD_OWN, DAEMON as _DAEMON,
                                                DAEMON_SHELL as _DAEMON_SHELL, DRAIN as _DRAIN,
                                                HA as _HA, MANAGE as _MANAGE, MAX_BYTES, POLL as _POLL,
                                                PROFILE_DIR, PROFILES, SCHEDULER_OPTIONS,
@@ -267,15 +268,14 @@ def _check_markets(r: _Reader, driver: str, sizes: list[Size]) -> None:
 def _cloud(r: _Reader) -> CloudSettings:
     own_schema: dict[str, Callable[[str], Any]] = {
         "driver": lambda v: v.strip().lower(), "cluster": str, "node_name_template": str,
-        "calls_per_second": nonneg(parse_float), "quota_backoff": parse_duration,
-        "capacity_cooldown": nonneg(parse_duration), "capacity_max_cooldown": nonneg(parse_duration),
-        "deployment_id": lambda v: v.strip(),
+        **CLOUD_NUMBERS, "deployment_id": lambda v: v.strip(),
     }
     own = r.typed("Cloud", own_schema, open_ended=True)
-    # libcloud constructor arguments stay text: the cloud adapter knows their types and checks
-    # them when it is built, before anything starts
+    # libcloud constructor arguments stay text: the cloud adapter converts them when it is built;
+    # the numeric ones are range-checked here, at their lines, at load and on reload
     args = {option: raw for option, raw in r.cp.items("Cloud", raw=True)
             if option not in _CLOUD_OWN} if r.cp.has_section("Cloud") else {}
+    r.typed("Cloud", {o: p for o, p in CLOUD_DRIVER_NUMBERS.items() if o in args}, open_ended=True)
     create: dict[str, str] = {}
     tags: dict[str, str] = {}
     if r.cp.has_section("Cloud Create"):
@@ -345,6 +345,7 @@ def _scheduler(r: _Reader) -> SchedulerSettings:
     for option in items:
         if option not in allowed:
             r.problem("Scheduler", option, f"unknown option for type {kind}" + _suggest(option, allowed))
+    r.typed("Scheduler", SCHEDULER_NUMBERS[kind], open_ended=True)
     return SchedulerSettings(kind=kind, options=frozen_map(items))
 
 

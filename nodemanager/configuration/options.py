@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Mapping
 
-from nodemanager.configuration.values import (address, choice, nonneg, parse_attributes, parse_bool,
-                                              parse_duration, parse_float, parse_host_names, parse_int,
-                                              parse_minutes, parse_names, parse_share)
+from nodemanager.configuration.values import (Ranged, address, amount, choice, count, parse_attributes,
+                                              parse_bool, parse_host_names, parse_minutes, parse_names,
+                                              seconds, share)
 
-__all__ = ["MAX_BYTES", "SECRET_OPTIONS", "SCHEDULER_OPTIONS", "CLOUD_OWN", "DAEMON", "DAEMON_SHELL",
+__all__ = ["MAX_BYTES", "NUMBERS", "SCHEDULER_NUMBERS", "CLOUD_NUMBERS", "CLOUD_DRIVER_NUMBERS", "SECRET_OPTIONS", "SCHEDULER_OPTIONS", "CLOUD_OWN", "DAEMON", "DAEMON_SHELL",
            "POLL", "DRAIN", "MANAGE", "SIZE", "SIZE_CREATE_OPTIONS", "HA", "SECTIONS", "PROFILE_DIR",
            "PROFILES"]
 
@@ -25,6 +25,30 @@ MAX_BYTES = 1024 * 1024
 # Options whose values are secrets: never logged, shown or put in error messages.
 SECRET_OPTIONS = frozenset({"key", "secret", "password", "token", "secret_key", "access_key",
                             "client_secret", "ex_token", "auth_token"})
+
+# Every number has a finite range (docs/configuration.md lists them all, from these tables).
+NODES = count(100_000)
+PRICE = amount(0.000001, 1_000_000)            # per hour: 0, or a price a cloud could charge
+SPAN = seconds(0.001, 365 * 86400)             # graces, horizons, lifetimes: 0 (off) up to a year
+INTERVAL = seconds(0.01, 86400, zero=False)    # how often something runs: never 0 (a busy loop)
+
+# Numeric [Scheduler] options of each adapter, checked at load; the adapters parse with these.
+SCHEDULER_NUMBERS: Mapping[str, Mapping[str, Ranged]] = {
+    "slurm": {"timeout": seconds(0.1, 3600, zero=False)},
+    "htcondor": {"query_timeout": seconds(1, 3600, zero=False)},
+    "simulated": {"join_delay": SPAN, "boot_delay": SPAN, "job_runtime": SPAN,
+                  "burst_every": seconds(1, 7 * 86400, zero=False), "burst_size": count(100_000),
+                  "job_cpus": count(1024, low=1), "seed": count(2**31), "jobs_per_hour": amount(0.001, 1_000_000)},
+}
+# [Cloud] options of our own that are numbers, and libcloud constructor arguments that are.
+CLOUD_NUMBERS: Mapping[str, Ranged] = {
+    "calls_per_second": amount(0.1, 1000), "quota_backoff": SPAN,
+    "capacity_cooldown": SPAN, "capacity_max_cooldown": SPAN,
+}
+CLOUD_DRIVER_NUMBERS: Mapping[str, Ranged] = {
+    "port": count(65535, low=1), "timeout": amount(0.1, 3600, zero=False),
+    "retry_delay": amount(0.01, 3600), "backoff": amount(0.01, 3600),
+}
 
 # Options each scheduler adapter understands in [Scheduler] (besides `type`).
 SCHEDULER_OPTIONS: Mapping[str, frozenset[str]] = {
@@ -42,37 +66,37 @@ CLOUD_OWN = frozenset({"driver", "cluster", "node_name_template", "calls_per_sec
 
 DAEMON: dict[str, tuple[str, Callable[[str], Any]]] = {
     # option: (CoreSettings field, parser)
-    "min_nodes": ("min_nodes", nonneg(parse_int)),
-    "max_nodes": ("max_nodes", nonneg(parse_int)),
-    "max_total_price": ("max_total_price", nonneg(parse_float)),
-    "boot_grace": ("boot_grace", parse_duration),
-    "idle_grace": ("idle_grace", parse_duration),
-    "node_stale_after": ("node_stale_after", parse_duration),
-    "poll_stale_after": ("poll_stale_after", parse_duration),
-    "max_concurrent_drains": ("max_concurrent_drains", nonneg(parse_int)),
-    "max_destroys_per_hour": ("max_destroys_per_hour", nonneg(parse_int)),
-    "down_freeze_count": ("down_freeze_count", nonneg(parse_int)),
-    "down_freeze_fraction": ("down_freeze_fraction", nonneg(parse_float)),
-    "node_mem_scaling": ("node_mem_scaling", nonneg(parse_float)),
-    "victim_horizon": ("victim_horizon", parse_duration),
-    "clock_tolerance": ("clock_tolerance", parse_duration),
-    "max_clock_skew": ("max_clock_skew", parse_duration),
-    "reclaim_penalty": ("reclaim_penalty", parse_duration),
-    "max_rerun_share": ("max_rerun_share", parse_share),
-    "reclaim_prior": ("reclaim_prior", parse_duration),
-    "protect_after_failed_boots": ("protect_after_failed_boots", nonneg(parse_int)),
-    "protect_backoff": ("protect_backoff", parse_duration),
-    "protect_max_backoff": ("protect_max_backoff", parse_duration),
+    "min_nodes": ("min_nodes", NODES),
+    "max_nodes": ("max_nodes", NODES),
+    "max_total_price": ("max_total_price", PRICE),
+    "boot_grace": ("boot_grace", SPAN),
+    "idle_grace": ("idle_grace", SPAN),
+    "node_stale_after": ("node_stale_after", SPAN),
+    "poll_stale_after": ("poll_stale_after", SPAN),
+    "max_concurrent_drains": ("max_concurrent_drains", NODES),
+    "max_destroys_per_hour": ("max_destroys_per_hour", count(1_000_000)),
+    "down_freeze_count": ("down_freeze_count", NODES),
+    "down_freeze_fraction": ("down_freeze_fraction", amount(0.0001, 1)),
+    "node_mem_scaling": ("node_mem_scaling", amount(0.01, 1, zero=False)),
+    "victim_horizon": ("victim_horizon", SPAN),
+    "clock_tolerance": ("clock_tolerance", SPAN),
+    "max_clock_skew": ("max_clock_skew", SPAN),
+    "reclaim_penalty": ("reclaim_penalty", SPAN),
+    "max_rerun_share": ("max_rerun_share", share()),
+    "reclaim_prior": ("reclaim_prior", seconds(1, 3650 * 86400)),
+    "protect_after_failed_boots": ("protect_after_failed_boots", count(1000)),
+    "protect_backoff": ("protect_backoff", SPAN),
+    "protect_max_backoff": ("protect_max_backoff", SPAN),
     "consolidate": ("consolidate", parse_bool),
-    "consolidate_margin": ("consolidate_margin", nonneg(parse_int)),
-    "min_lifetime": ("min_lifetime", parse_duration),
-    "max_lifetime": ("max_lifetime", parse_duration),
-    "rebuy_hold": ("rebuy_hold", parse_duration),
+    "consolidate_margin": ("consolidate_margin", count(1_000_000)),
+    "min_lifetime": ("min_lifetime", SPAN),
+    "max_lifetime": ("max_lifetime", SPAN),
+    "rebuy_hold": ("rebuy_hold", SPAN),
     "idle_grace_mode": ("idle_grace_mode", choice("fixed", "break-even")),
     "idle_timing": ("idle_timing", choice("money", "wait")),
     "wait_grace": ("wait_grace", choice("fixed", "arrivals")),
-    "arrival_chance": ("arrival_chance", parse_share),
-    "arrival_window": ("arrival_window", parse_duration),
+    "arrival_chance": ("arrival_chance", share()),
+    "arrival_window": ("arrival_window", SPAN),
     "steering": ("steering", parse_bool),
     # runtime prediction (nodemanager.core.runtime_prediction)
     "runtime_prediction": ("runtime_prediction", choice("off", "recent")),
@@ -84,41 +108,57 @@ DAEMON_SHELL: dict[str, Callable[[str], Any]] = {"matrix": str, "dry_run": parse
                  "profile": lambda t: choice(*PROFILES)(t) if t.strip() else "",
                  "log_level": choice("debug", "info", "warning", "error")}
 POLL: dict[str, Callable[[str], Any]] = {
-    "cloud_interval": parse_duration, "scheduler_interval": parse_duration,
-    "cycle_interval": parse_duration, "max_backoff": parse_duration, "watchdog": parse_duration,
+    "cloud_interval": INTERVAL, "scheduler_interval": INTERVAL,
+    "cycle_interval": INTERVAL, "max_backoff": INTERVAL, "watchdog": seconds(1, 86400),
 }
 DRAIN: dict[str, Callable[[str], Any]] = {
     "schedule": choice("graceful", "quick", "fast"), "escalate_quick": str,
-    "escalate_fast": str, "deadline": parse_duration,
-    "reclaim_foreign_after": parse_duration,    # a CoreSettings field: the plan decides on it
+    "escalate_fast": str, "deadline": SPAN,
+    "reclaim_foreign_after": SPAN,    # a CoreSettings field: the plan decides on it
 }
-MANAGE: dict[str, Callable[[str], Any]] = {"address": address, "port": parse_int, "token": str,
+MANAGE: dict[str, Callable[[str], Any]] = {"address": address, "port": count(65535, low=-1), "token": str,
                                             "state_file": str, "state_dir": str,
                                             "allowed_hosts": parse_host_names,
-                                            "spend_ledger": parse_bool, "spend_top": nonneg(parse_int)}
+                                            "spend_ledger": parse_bool, "spend_top": count(1000)}
 SIZE: dict[str, Callable[[str], Any]] = {
-    "cores": nonneg(parse_int), "ram_mb": nonneg(parse_int), "price": nonneg(parse_float),
-    "scratch_mb": nonneg(parse_int), "billing_period": parse_duration,
-    "min_charge": parse_duration, "shutdown_window": parse_duration,
+    "cores": count(100_000), "ram_mb": count(1_000_000_000), "price": PRICE,
+    "scratch_mb": count(10_000_000_000), "billing_period": SPAN,
+    "min_charge": SPAN, "shutdown_window": SPAN,
     "shutdown_windows": parse_minutes, "instance_type": str,
-    "market": choice("on-demand", "spot"), "max_price": nonneg(parse_float),
-    "interruptions_per_day": nonneg(parse_float),
+    "market": choice("on-demand", "spot"), "max_price": PRICE,
+    "interruptions_per_day": amount(0.000001, 10_000),
     # what the size offers jobs, its own node limits and create options
-    "gpus": nonneg(parse_int), "gpu_type": str, "features": parse_names,
+    "gpus": count(1024), "gpu_type": str, "features": parse_names,
     "attributes": parse_attributes, "partitions": parse_names,
-    "min_nodes": nonneg(parse_int), "max_nodes": nonneg(parse_int),
-    "warm_nodes": nonneg(parse_int), "warm_cores": nonneg(parse_int),
-    "warm_schedule": str, "warm_duration": parse_duration, "warm_time_zone": str,
+    "min_nodes": NODES, "max_nodes": NODES,
+    "warm_nodes": NODES, "warm_cores": count(10_000_000),
+    "warm_schedule": str, "warm_duration": SPAN, "warm_time_zone": str,
     # what a node of the size really costs: a reservation or savings plan rate, a licence per VM
-    "price_override": nonneg(parse_float), "licence_price": nonneg(parse_float),
+    "price_override": PRICE, "licence_price": PRICE,
 }
 # [Cloud Create] options a [Size NAME] may override (a GPU size needs another image); tag_* too
 SIZE_CREATE_OPTIONS = ("image", "user_data", "user_data_file")
 HA: dict[str, Callable[[str], Any]] = {
     "backend": choice("etcd"), "endpoints": lambda t: tuple(e.strip() for e in t.split(",") if e.strip()),
     "ca_file": str, "cert_file": str, "key_file": str, "user": str, "password": str,
-    "lease_ttl": parse_duration, "stop_margin": parse_duration, "election_key": str, "admin_key": str,
+    "lease_ttl": seconds(1, 3600, zero=False), "stop_margin": seconds(0.001, 3600), "election_key": str, "admin_key": str,
     "deployment": str,
-    "timeout": parse_duration,
+    "timeout": seconds(0.01, 300, zero=False),
 }
 SECTIONS = ("Daemon", "Polling", "Drain", "Cloud", "Cloud Create", "Scheduler", "Manage", "HA")
+
+
+def numbers() -> dict[tuple[str, str], Ranged]:
+    """Every numeric option as (section, option) -> its parser and range; ``[Size NAME]`` and
+    ``[Scheduler]`` (per type, as ``Scheduler type``) once each."""
+    out: dict[tuple[str, str], Ranged] = {}
+    tables: list[tuple[str, Mapping[str, Any]]] = [
+        ("Daemon", {k: v[1] for k, v in DAEMON.items()}), ("Polling", POLL), ("Drain", DRAIN),
+        ("Manage", MANAGE), ("Size NAME", SIZE), ("HA", HA), ("Cloud", {**CLOUD_NUMBERS, **CLOUD_DRIVER_NUMBERS}),
+        *((f"Scheduler {kind}", table) for kind, table in SCHEDULER_NUMBERS.items())]
+    for section, table in tables:
+        out.update(((section, option), parse) for option, parse in table.items() if isinstance(parse, Ranged))
+    return out
+
+
+NUMBERS = numbers()

@@ -7,10 +7,12 @@ from __future__ import annotations
 import ipaddress
 import math
 import re
+from dataclasses import dataclass
 from typing import Any, Callable
 
 __all__ = ["parse_duration", "parse_bool", "parse_int", "parse_float", "parse_host_names", "parse_minutes",
-           "parse_names", "parse_attributes", "nonneg", "choice", "address"]
+           "parse_names", "parse_attributes", "choice", "address", "Ranged", "count", "amount",
+           "seconds", "share"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -61,6 +63,60 @@ def parse_float(text: str) -> float:
         return _bounded(float(text.strip()))
     except ValueError as exc:
         raise ValueError(_TOO_LARGE if str(exc) == _TOO_LARGE else "expected a number") from None
+
+
+@dataclass(frozen=True)
+class Ranged:
+    """A numeric option's parser and its finite range: from ``low`` to ``high``, or exactly 0
+    when ``zero`` (a non-zero value below ``low`` is a typo that divides to infinity)."""
+
+    parse: Callable[[str], float]
+    low: float
+    high: float
+    zero: bool = False
+    unit: str = ""                      # "s": shown as a duration; "%": a share
+
+    def __call__(self, text: str) -> Any:
+        value = self.parse(text)
+        if not (self.low <= value <= self.high or (self.zero and value == 0)):
+            raise ValueError(f"must be {self.text}")
+        return value
+
+    @property
+    def text(self) -> str:
+        """``from 0.0001 to 1000000, or 0``: the range as the docs and errors say it."""
+        shown = f"from {self._show(self.low)} to {self._show(self.high)}"
+        return shown + (", or 0" if self.zero and self.low > 0 else "")
+
+    def _show(self, value: float) -> str:
+        if self.unit == "s":
+            for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
+                if value >= n and value % n == 0:
+                    return f"{value / n:g}{unit}"
+            return f"{value:g}s"
+        if self.unit == "%":
+            return f"{value * 100:g}%"
+        return f"{value:.6f}".rstrip("0").rstrip(".")
+
+
+def count(high: int, low: int = 0) -> Ranged:
+    """A whole number from ``low`` to ``high``."""
+    return Ranged(parse_int, low, high)
+
+
+def amount(low: float, high: float, *, zero: bool = True) -> Ranged:
+    """A decimal number from ``low`` to ``high`` (or 0 when ``zero``)."""
+    return Ranged(parse_float, low, high, zero)
+
+
+def seconds(low: float, high: float, *, zero: bool = True) -> Ranged:
+    """A duration from ``low`` to ``high`` seconds (or 0 when ``zero``)."""
+    return Ranged(parse_duration, low, high, zero, "s")
+
+
+def share() -> Ranged:
+    """A share of a whole, ``5%`` or ``0.05``: 0, or from 0.01% to 100%."""
+    return Ranged(parse_share, 0.0001, 1.0, True, "%")
 
 
 def parse_share(text: str) -> float:
@@ -127,15 +183,6 @@ def parse_attributes(text: str) -> tuple[tuple[str, str], ...]:
         elif rest:
             raise ValueError(f"expected ';' before {rest[:40]!r}")
     return tuple(out)
-
-
-def nonneg(parse: Callable[[str], Any]) -> Callable[[str], Any]:
-    def check(text: str) -> Any:
-        value = parse(text)
-        if value < 0:
-            raise ValueError("must not be negative")
-        return value
-    return check
 
 
 def choice(*allowed: str) -> Callable[[str], str]:

@@ -55,8 +55,8 @@ log = logging.getLogger(__name__)
 def _seconds(text: str | None) -> float | None:
     if not text or not text.strip():
         return None
-    from nodemanager.configuration.config import parse_duration
-    return float(parse_duration(text))
+    from nodemanager.configuration.options import SCHEDULER_NUMBERS
+    return float(SCHEDULER_NUMBERS["htcondor"]["query_timeout"](text))
 
 
 

@@ -33,7 +33,7 @@ class SlurmOptions:
     @classmethod
     def from_mapping(cls, options: Mapping[str, str]) -> "SlurmOptions":
         """Parse ``[Scheduler]`` options; a bad value raises :class:`OptionError` naming the option."""
-        from nodemanager.configuration.config import parse_duration
+        from nodemanager.configuration.options import SCHEDULER_NUMBERS
 
         out = cls()
         for key, raw in options.items():
@@ -42,11 +42,9 @@ class SlurmOptions:
                 out = replace(out, slurm_conf=value or None)
             elif key == "timeout":
                 try:
-                    timeout = parse_duration(value)
-                except ValueError:
-                    timeout = -1.0
-                if not timeout > 0:
-                    raise OptionError(key, f"expected a duration > 0 like 30s, got {value!r}")
+                    timeout = SCHEDULER_NUMBERS["slurm"]["timeout"](value)
+                except ValueError as exc:
+                    raise OptionError(key, f"{exc}, got {value!r}") from None
                 out = replace(out, timeout=timeout)
             elif key == "mark_destroyed":
                 value = (value or "down").lower()

@@ -25,7 +25,8 @@ import threading
 from typing import Any, Callable, Mapping
 
 from nodemanager.cloud import CloudDriver
-from nodemanager.configuration.config import ConfigError, Problem, parse_duration
+from nodemanager.configuration.config import ConfigError, Problem
+from nodemanager.configuration.options import SCHEDULER_NUMBERS
 from nodemanager.model import CloudNode, Size, Worker
 from nodemanager.scheduler import (Confirmation, DrainSchedule, DrainTicket, DrainingStats,
                                    Scheduler, SchedulerPoll)
@@ -54,10 +55,7 @@ class WorldOptions:
 
 def world_options(settings: Settings) -> WorldOptions:
     """Typed options from ``settings.scheduler.options``; a bad value is a ConfigError naming it."""
-    parsers: dict[str, Callable[[str], Any]] = {
-        "boot_delay": parse_duration, "join_delay": parse_duration, "burst_every": parse_duration,
-        "job_runtime": parse_duration, "burst_size": int, "job_cpus": int, "seed": int,
-        "jobs_per_hour": float}
+    parsers: Mapping[str, Callable[[str], Any]] = SCHEDULER_NUMBERS["simulated"]
     values: dict[str, Any] = {}
     problems = []
     for option, raw in settings.scheduler.options.items():
@@ -68,8 +66,6 @@ def world_options(settings: Settings) -> WorldOptions:
             continue
         try:
             value = parse(str(raw))
-            if isinstance(value, (int, float)) and value < 0:
-                raise ValueError("must not be negative")
         except ValueError as exc:
             problems.append(Problem(settings.source or "config", None, "Scheduler", option,
                                     f"{raw!r}: {exc}"))
