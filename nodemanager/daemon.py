@@ -105,6 +105,7 @@ class Daemon:
         self._done_at: dict[str, float] = {}
         self.counters: dict[str, float] = {"cycles": 0, "actor_restarts": 0, "reloads": 0,
                                            "reload_errors": 0}
+        self.config_error: str | None = None  # the last reload's rejection, until a good reload
         # bound before the cloud and scheduler are built: a second instance stops here having called neither
         self.status_server: Any = self._bind_status() if status and settings.manage.port >= 0 else None
         try:
@@ -213,7 +214,8 @@ class Daemon:
         return StatusView(report=self.last_report, counters=dict(self.counters), started_at=self.started_at,
                           last_cycle_at=self.last_cycle_at, version=installed_version(""),
                           ha=self.ha.describe() if self.ha is not None else None,
-                          core=self.settings.core, history=self.history, ages=self._ages(), spend=self.spend)
+                          core=self.settings.core, history=self.history, ages=self._ages(), spend=self.spend,
+                          config_error=self.config_error)
 
     def _ages(self) -> tuple[tuple[str, float, float], ...]:
         """Seconds since the last cycle and each input's last good poll (monotonic), with their
@@ -267,7 +269,12 @@ class Daemon:
             self.counters["reload_errors"] += 1
             for problem in exc.problems:  # one line each: a log line holds one record
                 log.error("reload rejected, the running configuration stays: %s", problem)
+            more = f" (and {len(exc.problems) - 1} more: see the log)" if len(exc.problems) > 1 else ""
+            self.config_error = f"{exc.problems[0] if exc.problems else exc}{more}"
+            self.metrics.observe_config_reload(False)
             return False
+        self.config_error = None
+        self.metrics.observe_config_reload(True)
         old = self.settings
         if not new.cloud.deployment_id:  # made at the first start, not read from the file
             new = replace(new, cloud=replace(new.cloud, deployment_id=old.cloud.deployment_id))

@@ -46,7 +46,7 @@ def test_user_data_file_is_relative_to_the_config_and_must_be_a_small_regular_fi
     (tmp_path / "boot.sh").write_text(SCRIPT)
     ini = tmp_path / "nm.ini"
     ini.write_text("[Cloud]\ndriver = ec2\ncluster = site\nkey = k\nsecret = s\n[Cloud Create]\nimage = ami-1\n"
-                   "user_data_file = boot.sh\n[Size small]\ncores = 2\nram_mb = 1000\n")
+                   "user_data_file = boot.sh\n[Size small]\ncores = 2\nram_mb = 1000\nprice = 0.1\n")
     settings = config.load(str(ini))
     assert settings.cloud.create_args["user_data_file"] == str(tmp_path / "boot.sh")
     LibcloudCloud(settings.cloud)  # reads and accepts it
@@ -71,8 +71,8 @@ def test_a_size_boots_with_its_own_image_boot_script_and_tags(moto_server, ec2_c
     [Cloud Create] for that size only, as the cloud records the VM."""
     (tmp_path / "gpu.sh").write_text("#!/bin/sh\n# gpu node @NODE_NAME@\n")
     ini = tmp_path / "nm.ini"
-    ini.write_text("[Size gpu]\ncores = 8\nram_mb = 1000\ngpus = 1\nimage = ami-0gpu0001\n"
-                   "user_data_file = gpu.sh\ntag_role = gpu\n[Size cpu]\ncores = 8\nram_mb = 1000\n")
+    ini.write_text("[Size gpu]\ncores = 8\nram_mb = 1000\nprice = 0.1\ngpus = 1\nimage = ami-0gpu0001\n"
+                   "user_data_file = gpu.sh\ntag_role = gpu\n[Size cpu]\ncores = 8\nram_mb = 1000\nprice = 0.1\n")
     gpu, cpu = config.load(str(ini)).core.sizes
     cloud = ec2_cloud("size-opts", create_args={"user_data": "#!/bin/sh\n# cpu node\n"})
     ec2 = boto3.client("ec2", endpoint_url=moto_server.url, region_name="us-east-1",
@@ -90,7 +90,7 @@ def test_a_size_boots_with_its_own_image_boot_script_and_tags(moto_server, ec2_c
 def test_a_size_with_an_unreadable_boot_script_is_refused_before_anything_starts(tmp_path):
     ini = tmp_path / "nm.ini"
     ini.write_text("[Cloud]\ndriver = ec2\ncluster = site\nkey = k\nsecret = s\n[Cloud Create]\nimage = ami-1\n"
-                   "[Size gpu]\ncores = 2\nram_mb = 1000\nuser_data_file = nope.sh\n")
+                   "[Size gpu]\ncores = 2\nram_mb = 1000\nprice = 0.1\nuser_data_file = nope.sh\n")
     settings = config.load(str(ini))
     with pytest.raises(ValueError, match=r"\[Size gpu\] user_data_file: .*No such file"):
         LibcloudCloud(settings.cloud, sizes=settings.core.sizes)

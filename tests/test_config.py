@@ -62,7 +62,7 @@ def test_real_cloud_needs_a_size():
 
 def test_cloud_constructor_arguments_pass_through():
     settings = loads("[Cloud]\ndriver = EC2\ncluster = site\nkey = AK\nsecret = s3cr3t\nport = 5000\nsecure = no\n"
-                     "[Cloud Create]\nimage = ami-1\n[Size m5.large]\ncores = 2\nram_mb = 8000\n")
+                     "[Cloud Create]\nimage = ami-1\n[Size m5.large]\ncores = 2\nram_mb = 8000\nprice = 0.1\n")
     assert settings.cloud.driver == "ec2"
     assert dict(settings.cloud.driver_args) == {"key": "AK", "secret": "s3cr3t", "port": "5000",
                                                 "secure": "no"}
@@ -105,7 +105,7 @@ def test_missing_file(tmp_path):
 
 def test_credentials_readable_by_others_are_warned(tmp_path):
     path = tmp_path / "nm.ini"
-    path.write_text("[Cloud]\ndriver = ec2\ncluster = site\nkey = AK\nsecret = s3cr3t\n[Cloud Create]\nimage = ami-1\n[Size a]\ncores = 1\nram_mb = 1\n")
+    path.write_text("[Cloud]\ndriver = ec2\ncluster = site\nkey = AK\nsecret = s3cr3t\n[Cloud Create]\nimage = ami-1\n[Size a]\ncores = 1\nram_mb = 1\nprice = 0.1\n")
     os.chmod(path, 0o644)
     warnings = credential_warnings(str(path), load(str(path)))
     assert len(warnings) == 1 and "chmod 600" in warnings[0] and "s3cr3t" not in warnings[0]

@@ -28,10 +28,10 @@ def test_a_misspelt_driver_gets_a_suggestion_at_its_line():
 
 def test_a_real_cloud_needs_an_image_named_where_it_belongs():
     # the section is there without the option: the section's line
-    assert _problems("[Cloud]\ndriver = ec2\ncluster = site\n[Cloud Create]\nkey_name = k\n" + SIZE) == [
+    assert _problems("[Cloud]\ndriver = ec2\ncluster = site\n[Cloud Create]\nkey_name = k\n" + SIZE + "price = 0.1\n") == [
         "site.ini:4: [Cloud Create] image: required for driver ec2"]
     # no section at all: the line that chose the driver
-    assert _problems("[Daemon]\nmin_nodes = 0\n[Cloud]\ndriver = gce\ncluster = site\n" + SIZE) == [
+    assert _problems("[Daemon]\nmin_nodes = 0\n[Cloud]\ndriver = gce\ncluster = site\n" + SIZE + "price = 0.1\n") == [
         "site.ini:4: [Cloud Create] image: required for driver gce"]
     loads("[Cloud]\ndriver = dummy\n" + SIZE)  # libcloud's dummy cloud needs none
 
@@ -111,15 +111,15 @@ def test_plan_with_a_huge_number_in_the_config_names_the_option(tmp_path, capsys
 def test_a_spot_size_the_driver_cannot_buy_is_refused_at_its_line():
     """[Size NAME] market = spot: refused where libcloud cannot buy spot capacity (it
     would boot on-demand VMs at the on-demand price), and a max_price where none is taken."""
-    spot = "[Size cheap]\ncores = 4\nram_mb = 16000\nmarket = spot\n"
+    spot = "[Size cheap]\ncores = 4\nram_mb = 16000\nmarket = spot\nprice = 0.1\n"
     azure = "[Cloud]\ndriver = azure_arm\ncluster = site\n[Cloud Create]\nimage = a:b:c\n"
     [problem] = _problems(azure + spot)
     assert problem.startswith("site.ini:9: [Size cheap] market: spot is not offered for driver azure_arm")
     assert "priority/evictionPolicy" in problem
     assert _problems("[Cloud]\ndriver = gce\ncluster = site\n[Cloud Create]\nimage = i\n" + spot + "max_price = 0.1\n") == [
-        "site.ini:10: [Size cheap] max_price: driver gce takes no max price for spot capacity"]
-    assert _problems("[Cloud]\ndriver = ec2\ncluster = site\n[Cloud Create]\nimage = i\n" + SIZE + "max_price = 0.1\n") == [
-        "site.ini:9: [Size small] max_price: only a spot size takes a max_price"]
+        "site.ini:11: [Size cheap] max_price: driver gce takes no max price for spot capacity"]
+    assert _problems("[Cloud]\ndriver = ec2\ncluster = site\n[Cloud Create]\nimage = i\n" + SIZE + "price = 0.1\nmax_price = 0.1\n") == [
+        "site.ini:10: [Size small] max_price: only a spot size takes a max_price"]
     assert _problems("[Cloud]\ndriver = dummy\n" + SIZE + "market = reserved\n")[0].startswith(
         "site.ini:6: [Size small] market: expected one of on-demand, spot")
     ec2 = loads("[Cloud]\ndriver = ec2\ncluster = site\n[Cloud Create]\nimage = i\n" + spot + "max_price = 0.1\n")

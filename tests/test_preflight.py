@@ -58,6 +58,7 @@ state_dir = {tmp_path / "state"}
 [Size t3.large]
 cores = 2
 ram_mb = 8192
+price = 0.1
 """)
     return path
 

@@ -87,6 +87,7 @@ state_dir = {state_dir or tmp_path / "state"}
 [Size small]
 cores = {cores}
 ram_mb = {ram_mb}
+price = 0.1
 instance_type = t3.small
 """)
     return path

@@ -11,7 +11,7 @@ from nodemanager.configuration import config
 from tests.conftest import REPO
 
 SITE = {"<your-region>": "eu-west-1", "<access-key-id>": "AKIDEXAMPLE",
-        "<secret-access-key>": "example-secret", "<your-ami>": "ami-0123456789abcdef0"}
+        "<secret-access-key>": "example-secret", "<your-ami>": "ami-12c6146b"}
 
 
 @pytest.mark.parametrize("doc", ["quickstart-ec2-slurm.md", "quickstart-ec2-htcondor.md"])

@@ -249,7 +249,7 @@ def test_unreachable_cloud_errors_do_not_show_the_keys(tmp_path):
     # a real scheduler type (its polls fail too: nothing listens) so the EC2 driver is taken
     text = re.sub(r"\[Scheduler\]\n(.+\n)+", f"[Scheduler]\ntype = htcondor\ncollector = 127.0.0.1:{free_port()}\n",
                   config.read_text())
-    config.write_text(text + "\n[Cloud Create]\nimage = ami-0123456789abcdef0\n")
+    config.write_text(text + "\n[Cloud Create]\nimage = ami-12c6146b\n")
     out = tmp_path / "daemon.out"
     proc = subprocess.Popen([sys.executable, "-m", "nodemanager", "run", "--config", str(config)],
                             stdout=out.open("wb"), stderr=subprocess.STDOUT, cwd=REPO,

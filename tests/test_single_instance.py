@@ -16,7 +16,7 @@ from tests.test_daemon_cli import private_config, running, stops_cleanly
 EXIT_RUNNING = 75
 
 
-def ec2_config(path, proxy_port, *, status_port=-1, cluster="demo", state_dir="state"):
+def ec2_config(path, proxy_port, *, status_port=-1, cluster="pool1", state_dir="state"):
     """A real-cloud config (libcloud EC2 on the test proxy, SLURM) sharing ``cluster`` and
     ``state_dir`` with the simulated one from ``write_config``: the same cluster to the lock."""
     path.write_text(f"""[Cloud]
@@ -40,6 +40,7 @@ state_dir = {state_dir}
 [Size small]
 cores = 2
 ram_mb = 1000
+price = 0.1
 """)
     path.chmod(0o600)
     return str(path)
@@ -60,8 +61,13 @@ def run_briefly(config, timeout=60.0):
 
 @pytest.fixture
 def first(tmp_path):
-    """A running daemon (embedded default, cluster "demo", state_dir tmp_path/state)."""
-    with running("run", "--config", private_config(tmp_path, "first.ini")) as proc:
+    """A running daemon (embedded default, cluster "pool1", state_dir tmp_path/state)."""
+    config = private_config(tmp_path, "first.ini")
+    with open(config) as f:
+        text = f.read().replace("\ncluster = demo\n", "\ncluster = pool1\n")
+    with open(config, "w") as f:
+        f.write(text)
+    with running("run", "--config", config) as proc:
         yield proc
 
 
@@ -69,7 +75,7 @@ def test_a_second_instance_with_the_same_config_refuses_and_names_the_first(tmp_
     code, out = run_briefly(str(tmp_path / "first.ini"))
     assert code == EXIT_RUNNING, out
     assert f"pid {first.p.pid} on {socket.gethostname()} since " in out
-    assert str(tmp_path / "state" / "demo.lock") in out
+    assert str(tmp_path / "state" / "pool1.lock") in out
     assert len(out.strip().splitlines()) == 1 and "Traceback" not in out
     assert "boot" not in out and "started" not in out       # its simulated world never ran
     assert first.p.poll() is None                            # and the first one runs on
@@ -95,7 +101,7 @@ def test_a_taken_status_port_is_a_config_error_before_any_cloud_call(tmp_path, e
 def test_the_lock_of_a_killed_instance_does_not_block_the_next(tmp_path, first):
     first.p.send_signal(signal.SIGKILL)
     first.p.wait()
-    assert (tmp_path / "state" / "demo.lock").read_text().startswith(f"{first.p.pid} ")  # stale file
+    assert (tmp_path / "state" / "pool1.lock").read_text().startswith(f"{first.p.pid} ")  # stale file
     with running("run", "--config", str(tmp_path / "first.ini")) as nxt:
         assert stops_cleanly(nxt)
 

@@ -62,7 +62,7 @@ def test_expected_price():
 
 
 def test_interruptions_per_day_is_for_spot_sizes_only():
-    ini = ("[Cloud]\ndriver = ec2\ncluster = site\n[Cloud Create]\nimage = i\n[Size s]\ncores = 4\nram_mb = 1\n"
+    ini = ("[Cloud]\ndriver = ec2\ncluster = site\n[Cloud Create]\nimage = i\n[Size s]\ncores = 4\nram_mb = 1\nprice = 0.1\n"
            "interruptions_per_day = 0.1\n")
     with pytest.raises(Exception, match="interruptions_per_day: only a spot size is interrupted"):
         loads(ini)

@@ -27,7 +27,8 @@ from nodemanager.configuration.options import (CLOUD_DRIVER_NUMBERS, CLOUD_NUMBE
                                                DAEMON_SHELL as _DAEMON_SHELL, DRAIN as _DRAIN,
                                                HA as _HA, MANAGE as _MANAGE, MAX_BYTES, POLL as _POLL,
                                                PROFILE_DIR, PROFILES, SCHEDULER_OPTIONS,
-                                               SECRET_OPTIONS, SECTIONS as _SECTIONS, SIZE as _SIZE,
+                                               EXAMPLE_VALUES, SECRET_OPTIONS, SECTIONS as _SECTIONS,
+                                               SIZE as _SIZE,
                                                SIZE_CREATE_OPTIONS)
 from nodemanager.configuration.budget_sections import budget_sections
 from nodemanager.core.pricing import effective_price
@@ -36,6 +37,7 @@ from nodemanager.configuration.reader import Reader as _Reader
 from nodemanager.configuration.reader import suggest as _suggest
 
 _DEPLOYMENT_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_PRETEND_CLOUDS = ("simulated", "dummy")  # nothing is billed: example values and free sizes are fine
 
 __all__ = ["ConfigError", "Problem", "load", "loads", "parse_duration", "credential_warnings",
            "default_state_dir", "MAX_BYTES",
@@ -142,6 +144,8 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
                   "too: without one nothing is ever booted")
 
     _check_markets(r, cloud.driver, sizes)
+    if cloud.driver in PROVIDERS and cloud.driver not in _PRETEND_CLOUDS:
+        _check_real_cloud(r)
     ha = _ha(r)
     _check_identity(r, cloud, ha is not None)
 
@@ -297,6 +301,31 @@ def _cloud(r: _Reader) -> CloudSettings:
                       "would get the same name")
     return CloudSettings(driver_args=frozen_map(args), create_args=frozen_map(create),
                          tags=frozen_map(tags), **own)
+
+
+def _check_real_cloud(r: _Reader) -> None:
+    """On a cloud that bills: every size says its price, and no example value is left in place."""
+    for section in r.cp.sections():
+        if section.startswith("Size ") and not any(r.cp.has_option(section, o) for o in ("price", "price_override")):
+            r.problem(section, None, "missing required option price: the hourly price the cloud "
+                      "charges (price = 0 for a size that costs nothing), else every decision and "
+                      "cap would take it as free")
+    for section, option, value in _example_values(r):
+        r.problem(section, option, f"{value!r} is the example's placeholder, not this site's value: "
+                  "set the real one")
+
+
+def _example_values(r: _Reader) -> list[tuple[str, str, str]]:
+    """The (section, option, value) left at an example value of config.example.ini or the quickstarts."""
+    found = []
+    for section in r.cp.sections():
+        if section not in ("Cloud", "Cloud Create") and not section.startswith("Size "):
+            continue
+        for option, raw in r.cp.items(section, raw=True):
+            value = raw.strip()
+            if (option, value.lower()) in EXAMPLE_VALUES or (value.startswith("<") and value.endswith(">")):
+                found.append((section, option, value))
+    return found
 
 
 def _check_identity(r: _Reader, cloud: CloudSettings, ha: bool) -> None:

@@ -14,7 +14,7 @@ from nodemanager.configuration.values import (Ranged, address, amount, choice, c
                                               parse_bool, parse_host_names, parse_minutes, parse_names,
                                               seconds, share)
 
-__all__ = ["MAX_BYTES", "NUMBERS", "SCHEDULER_NUMBERS", "CLOUD_NUMBERS", "CLOUD_DRIVER_NUMBERS", "SECRET_OPTIONS", "SCHEDULER_OPTIONS", "CLOUD_OWN", "DAEMON", "DAEMON_SHELL",
+__all__ = ["MAX_BYTES", "EXAMPLE_VALUES", "NUMBERS", "SCHEDULER_NUMBERS", "CLOUD_NUMBERS", "CLOUD_DRIVER_NUMBERS", "SECRET_OPTIONS", "SCHEDULER_OPTIONS", "CLOUD_OWN", "DAEMON", "DAEMON_SHELL",
            "POLL", "DRAIN", "MANAGE", "SIZE", "SIZE_CREATE_OPTIONS", "HA", "SECTIONS", "PROFILE_DIR",
            "PROFILES"]
 
@@ -49,6 +49,11 @@ CLOUD_DRIVER_NUMBERS: Mapping[str, Ranged] = {
     "port": count(65535, low=1), "timeout": amount(0.1, 3600, zero=False),
     "retry_delay": amount(0.01, 3600), "backoff": amount(0.01, 3600),
 }
+
+# (option, value) pairs of config.example.ini that only stand for a site's own value: refused on
+# a real cloud, as is any `<...>` placeholder of the quickstarts whatever the option.
+EXAMPLE_VALUES = frozenset({("image", "ami-0123456789abcdef0"), ("key_name", "cluster-key"),
+                            ("subnet", "subnet-0123"), ("cluster", "demo")})
 
 # Options each scheduler adapter understands in [Scheduler] (besides `type`).
 SCHEDULER_OPTIONS: Mapping[str, frozenset[str]] = {

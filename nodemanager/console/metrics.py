@@ -7,6 +7,7 @@ The daemon feeds a :class:`Metrics` with:
   paid node-seconds by what the node was doing, spend, demand, boots, frozen state, matrix hash;
 * :meth:`Metrics.observe_call` after every cloud or scheduler call (latency, errors by kind);
 * :meth:`Metrics.observe_matrix_reload` after every matrix reload attempt;
+* :meth:`Metrics.observe_config_reload` after every reload of the config file;
 * :meth:`Metrics.observe_record_problems` after every scheduler poll with its unusable values.
 
 Names follow Prometheus conventions (``nodemanager_`` prefix, base units, ``_total`` counters).
@@ -112,6 +113,10 @@ class Metrics:
         self._reloads = Counter("nodemanager_matrix_reloads",
                                 "Matrix reload attempts, by result (ok, error).", ["result"],
                                 registry=r)
+        self._config_rejected = Gauge("nodemanager_config_reload_rejected",
+                                      "1 while the last reload of the config file was rejected (the "
+                                      "previous configuration runs), until a good reload or restart.",
+                                      registry=r)
         self._matrix = Info("nodemanager_matrix", "The matrix in force (sha256 of its text).",
                             registry=r)
         self._matrix_mtime = Gauge("nodemanager_matrix_file_mtime_seconds",
@@ -177,6 +182,10 @@ class Metrics:
             self._matrix.info({"sha256": sha256})
         if ok and mtime is not None:
             self._matrix_mtime.set(mtime)
+
+    def observe_config_reload(self, ok: bool) -> None:
+        """One reload of the config file (SIGHUP): ``ok`` False while it was rejected."""
+        self._config_rejected.set(0 if ok else 1)
 
     # -- one cycle ---------------------------------------------------------------------------
     def observe(self, report: CycleReport) -> None:

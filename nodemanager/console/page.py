@@ -238,11 +238,12 @@ def _events(node: Mapping[str, Any]) -> str:
 
 def header_level(doc: Mapping[str, Any]) -> str:
     """The header's colour: ``bad`` (red) when unhealthy, ``warn`` (amber) while the controller
-    is frozen or paused or a size is in protected mode or behind an open capacity breaker, else
-    ``ok`` (green)."""
+    is frozen or paused, a size is in protected mode or behind an open capacity breaker, or the
+    last reload was rejected, else ``ok`` (green)."""
     if not doc.get("healthy"):
         return "bad"
-    if doc.get("frozen") or doc.get("paused") or doc.get("protected_sizes") or doc.get("capacity_breakers"):
+    if (doc.get("frozen") or doc.get("paused") or doc.get("protected_sizes") or doc.get("capacity_breakers")
+            or doc.get("config_error")):
         return "warn"
     return "ok"
 
@@ -256,6 +257,9 @@ def _top(doc: Mapping[str, Any]) -> str:
                      f"{e(str(why))}</span>")  # the words start "protected: ..."
     if doc.get("ha"):
         parts.append(f"<span id='ha'>{e(str(doc['ha']))}</span>")
+    if doc.get("config_error"):
+        parts.append(f"<span class='warn' id='config-error'>reload rejected, the previous configuration "
+                     f"runs: {e(str(doc['config_error']))}</span>")
     if doc.get("paused"):
         parts.append(f"<span class='warn' id='paused'>paused: {e(str(doc['paused']))}</span>")
     if doc.get("frozen"):

@@ -43,6 +43,7 @@ class StatusView:
     # input's last good poll; health fails on any past its limit (a wall-clock step moves no age)
     ages: tuple[tuple[str, float, float], ...] = ()
     spend: Any = None               # nodemanager.console.spend_ledger.SpendLedger: who spent what
+    config_error: str | None = None  # the last SIGHUP's rejected config (the previous one runs)
 
 
 def when_text(at: float | None, what: str | None, now: float) -> str | None:
@@ -68,7 +69,8 @@ def cycle_health(view: StatusView, now: float, stale_after: float) -> tuple[bool
             return False, (f"last {what} {duration(age)} ago (limit {duration(limit)}): "
                            + ("the controller is stuck or stopped" if what.startswith("cycle")
                               else "its poller is stuck or failing"))
-    return True, "ok: " + ", ".join(f"last {what} {duration(age)} ago" for what, age, _ in ages)
+    rejected = f"; reload rejected, the previous configuration runs: {view.config_error}" if view.config_error else ""
+    return True, "ok: " + ", ".join(f"last {what} {duration(age)} ago" for what, age, _ in ages) + rejected
 
 
 def status_document(view: StatusView, admin: AdminState | None, now: float, *,
@@ -80,6 +82,7 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
             "%Y-%m-%d %H:%M:%S UTC"),
         "started_at": view.started_at, "last_cycle_at": view.last_cycle_at,
         "healthy": healthy, "health": health, "counters": dict(view.counters), "ha": view.ha,
+        "config_error": view.config_error,
         "admin": {"enabled": admin_enabled, **(admin.to_json() if admin else {})},
     }
     report = view.report
