@@ -57,7 +57,7 @@ from nodemanager.cloud.errors import classify
 from nodemanager.cloud.libcloud_options import (SECRET_WORDS, USER_DATA_KWARGS, CloudOptions,
                                                 check_driver_args, node_tags, parse_options, to_epoch)
 from nodemanager.cloud.markets import market_create_kwargs
-from nodemanager.cloud.permissions import Permission, ec2_dry_run, ec2_dry_run_calls
+from nodemanager.cloud.permissions import Permission, dry_run_verdict, ec2_dry_run, ec2_dry_run_calls
 from nodemanager.cloud.port import TAG_CLUSTER, TAG_REQUEST, TAG_SIZE, CloudError, ErrorKind
 from nodemanager.cloud.ratelimit import TokenBucket
 from nodemanager.configuration.settings import CloudSettings
@@ -382,6 +382,33 @@ class LibcloudCloud:
             self._call("set_tags", lambda: setattr(raw, "extra", {**(raw.extra or {}), "tags": merged}))
 
     # --- preflight -----------------------------------------------------------------------------
+
+    def dry_run_boot(self, size: Size) -> Permission | None:
+        """The cloud's own answer to booting one VM of ``size`` exactly as :meth:`create_node`
+        would (libcloud builds the request: image, type, key pair, subnet, profile, tags), sent
+        with EC2's ``DryRun``: nothing is booted. None where the cloud has no dry run."""
+        if not self._provider.dry_run:
+            return None
+        opts, size_tags = self._options_for(size)
+        tags = {**self._static_tags, **size_tags, TAG_CLUSTER: self.cluster, TAG_SIZE: size.name}
+        kwargs = self._create_kwargs(size, f"{self.cluster}-{size.name}-dry-run", tags, "dry-run", opts)
+        connection = self._driver.connection
+        send = connection.request
+
+        def dry(action: str, params: Any = None, *args: Any, **kw: Any) -> Any:
+            return send(action, {**(params or {}), "DryRun": "true"}, *args, **kw)
+
+        name = f"ec2:RunInstances {size.name}"
+        self._bucket.acquire()
+        with self._lock:
+            connection.request = dry
+            try:
+                self._driver.create_node(**kwargs)
+            except Exception as exc:  # EC2 answers every dry run with an error: the verdict is in it
+                return dry_run_verdict(name, exc, self._secrets, whole_call=True)
+            finally:
+                del connection.request  # the class's own method again
+        return Permission(name, None, "no verdict: EC2 carried out a dry run without an answer")
 
     def check_permissions(self, size: Size, node_id: str | None = None) -> list[Permission]:
         """Whether these credentials may make each mutating call the adapter uses, asked without

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 from nodemanager.cloud.errors import error_codes, scrub
 from nodemanager.cloud.port import TAG_CLUSTER, TAG_DRAIN
 
-__all__ = ["EC2_ACTIONS", "Permission", "ec2_dry_run"]
+__all__ = ["EC2_ACTIONS", "Permission", "ec2_dry_run", "dry_run_verdict"]
 
 EC2_ACTIONS: Mapping[str, str] = {
     "DescribeInstances": "list the cluster's nodes every cloud poll",
@@ -56,12 +56,23 @@ def ec2_dry_run(connection: Any, action: str, params: Mapping[str, str],
     try:
         connection.request("/", params={"Action": action, "DryRun": "true", **params})
     except Exception as exc:  # EC2 always answers a dry run with an error: the verdict is in it
-        text = scrub(str(exc), secrets)
-        codes = error_codes(text)
-        status = getattr(exc, "code", None)
-        if "DryRunOperation" in codes or status == 412:
-            return Permission(name, True, "allowed (EC2 answered DryRunOperation)")
-        if "UnauthorizedOperation" in codes or status == 403 or "UnauthorizedOperation" in text:
-            return Permission(name, False, f"refused: {text or 'HTTP 403'}")
-        return Permission(name, None, f"no verdict: {text or type(exc).__name__}")
+        return dry_run_verdict(name, exc, secrets)
     return Permission(name, None, "no verdict: EC2 carried out a dry run without an answer")
+
+
+def dry_run_verdict(name: str, exc: BaseException, secrets: tuple[str, ...] = (), *,
+                    whole_call: bool = False) -> Permission:
+    """What EC2's answer ``exc`` to a ``DryRun`` request says. ``whole_call``: the request was the
+    real one (every parameter a boot sends), so any other client error (a wrong image id, key
+    pair or profile) is EC2 refusing it too, not only a missing right."""
+    text = scrub(str(exc), secrets)
+    codes = error_codes(text)
+    status = getattr(exc, "code", None)
+    if "DryRunOperation" in codes or status == 412:
+        return Permission(name, True, "allowed (EC2 answered DryRunOperation)")
+    if "UnauthorizedOperation" in codes or status == 403 or "UnauthorizedOperation" in text:
+        return Permission(name, False, f"refused: {text or 'HTTP 403'}")
+    if whole_call and codes and not any(c.startswith(("RequestLimitExceeded", "InternalError", "Unavailable",
+                                                      "ServiceUnavailable")) for c in codes):
+        return Permission(name, False, f"refused: {text}")
+    return Permission(name, None, f"no verdict: {text or type(exc).__name__}")

@@ -207,6 +207,21 @@ def _cloud(settings: Settings, cloud: Any) -> Iterator[Check]:
                "action the daemon uses)" if r.allowed is False else
                "" if r.allowed else "check the credentials' policy by hand")
         yield Check(f"cloud permission {r.action}", r.allowed, r.detail, fix)
+    yield from _dry_run_boots(settings, cloud)
+
+
+def _dry_run_boots(settings: Settings, cloud: Any) -> Iterator[Check]:
+    """Each size booted as the daemon would, with the cloud's own dry run (EC2 ``DryRun``)."""
+    boot = getattr(cloud, "dry_run_boot", None)
+    for size in settings.core.sizes if boot is not None else ():
+        r = boot(size)
+        if r is None:
+            return
+        words = {True: "the cloud would boot it", False: "the cloud refuses it", None: "the cloud gave no verdict"}
+        fix = (f"correct what the cloud names in [Cloud Create] or [Size {size.name}] (image, "
+               "instance_type, key_name, subnet, security groups, iam_profile) or the credentials' policy"
+               if r.allowed is False else "" if r.allowed else "try a boot by hand")
+        yield Check(f"cloud dry run: boot {size.name}", r.allowed, f"{words[r.allowed]}: {r.detail}", fix)
 
 
 def _running_here(settings: Settings) -> Any:
