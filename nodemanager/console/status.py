@@ -54,6 +54,7 @@ from urllib.parse import unquote, urlsplit
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 
 from nodemanager.actors.clock import monotonic_of
+from nodemanager.console.admin_body import BadBody, admin_body
 from nodemanager.console.admin import AdminChange, AdminRefused, AdminState
 from nodemanager.console.page import render_html
 from nodemanager.console.http_server import HttpServer, LogThrottle, host_allowed, own_names
@@ -342,32 +343,17 @@ class StatusServer:
         elif verb not in _GLOBAL_VERBS or len(parts) != 1:
             return self._json(404, {"error": f"unknown admin action {path!r}: use hold, release, "
                                              "drain, cancel (with /NODE), pause or resume"})
-        reason = ""
-        if verb == "pause":
-            try:
-                reason = _reason(environ["wsgi.input"].read())
-            except ValueError as err:
-                return self._json(400, {"error": str(err)})
+        try:  # every admin verb reads its body: a bad one is a 400 whatever the verb
+            fields = admin_body(environ["wsgi.input"].read())
+        except BadBody as err:
+            return self._json(400, {"error": f"{verb}: {err}"})
+        reason = fields.get("reason", "") if verb == "pause" else ""
         try:
             change = self.apply(verb, node, reason, peer)
         except AdminRefused as standby:
             log.info("admin %s%s by %s refused: %s", verb, f" node={node}" if node else "", peer, standby)
             return self._json(409, {"error": str(standby), "leader": standby.leader})
         return self._json(200, change.to_json())
-
-
-def _reason(body: bytes) -> str:
-    """The printable reason of a pause body ``{"reason": "..."}`` (waitress capped its size)."""
-    if not body:
-        return ""
-    try:
-        doc = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"body is not JSON: {err}") from None
-    reason = doc.get("reason", "") if isinstance(doc, dict) else None
-    if not isinstance(reason, str):
-        raise ValueError('body must be {"reason": "..."}')
-    return "".join(ch for ch in reason if ch.isprintable())[:200]
 
 
 def _is_loopback(host: str) -> bool:
