@@ -50,6 +50,7 @@ from nodemanager.cycle.memories import Memories
 from nodemanager.console.history import NodeHistory
 from nodemanager.console.spend_ledger import SpendLedger
 from nodemanager.cycle.journal import ReservationJournal
+from nodemanager.cycle.state_files import set_aside_files
 from nodemanager.model import CycleReport, Worker
 from nodemanager.ports import Timed as _Timed
 from nodemanager.ports import build_ports
@@ -85,6 +86,7 @@ class Daemon:
         self.stop_timeout = stop_timeout
         self.started_at = self.clock()
         self.metrics = Metrics(sizes=settings.core.sizes, clock=self.clock)
+        self.metrics.watch_state_dir(settings.manage.state_dir)
         self.matrix_source = policy_matrix.MatrixSource(settings.matrix_file or None)
         self.metrics.observe_matrix_reload(True, self.matrix_source.sha256)
         self.ha = ha  # [HA]: nodemanager.ha.wiring.HighAvailability (tests pass their own)
@@ -215,7 +217,8 @@ class Daemon:
                           last_cycle_at=self.last_cycle_at, version=installed_version(""),
                           ha=self.ha.describe() if self.ha is not None else None,
                           core=self.settings.core, history=self.history, ages=self._ages(), spend=self.spend,
-                          config_error=self.config_error)
+                          config_error=self.config_error,
+                          set_aside=tuple(set_aside_files(self.settings.manage.state_dir)))
 
     def _ages(self) -> tuple[tuple[str, float, float], ...]:
         """Seconds since the last cycle and each input's last good poll (monotonic), with their

@@ -90,7 +90,7 @@ def test_a_broken_history_file_starts_empty_and_says_which(tmp_path, caplog) -> 
     path = tmp_path / "pool.history.json"
     path.write_text(json.dumps({"nodes": {"a": [[1, "decision"]]}}))
     assert NodeHistory(str(path)).events("a") == []
-    assert str(path) in caplog.text and "starting with an empty history" in caplog.text
+    assert str(path) in caplog.text and "the node history starts empty" in caplog.text
 
 
 def test_the_daemons_history_file_is_per_cluster_in_state_dir(tmp_path) -> None:

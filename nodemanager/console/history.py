@@ -8,7 +8,8 @@ With a ``path`` (``[Manage] state_dir``/``CLUSTER.history.json``, :meth:`NodeHis
 file, fsync, rename) at most every ``save_every`` seconds and on :meth:`save`, and read back at
 start, so a restart keeps them. The history is local to each head, also with ``[HA]`` (it is a
 record of what this process saw, not state a new leader needs to act safely). A file that cannot
-be read back is logged, naming it, and the history starts empty: it never stops the daemon.
+be read back is set aside, never overwritten (:mod:`nodemanager.cycle.state_files`), and the
+history starts empty: it never stops the daemon.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import logging
 import os
 import threading
 from typing import Any, Iterable
+
+from nodemanager.cycle.state_files import may_write, read_state
 
 __all__ = ["NodeHistory", "Event", "RING", "KEEP_GONE", "EVENT_KINDS"]
 
@@ -107,7 +110,7 @@ class NodeHistory:
 
     def save(self) -> None:
         """Write the file now (when there is a path and something changed); a failure is logged."""
-        if not self.path or not self._dirty:
+        if not self.path or not self._dirty or not may_write(self.path):
             return
         with self._lock:
             doc = {"version": 1,
@@ -129,25 +132,20 @@ class NodeHistory:
             log.warning("node history not saved to %s: %s", self.path, err.strerror or err)
 
     def _load(self, path: str) -> None:
-        try:
-            with open(path, encoding="utf-8") as f:
-                doc = json.load(f)
-        except FileNotFoundError:
-            return
-        except (OSError, ValueError) as err:
-            log.warning("node history %s cannot be read (%s): starting with an empty history",
-                        path, err)
-            return
-        try:
-            events: dict[str, list[_Stored]] = {str(k): list(_events(v)) for k, v in doc["nodes"].items()}
-            gone = {str(k): (float(v["gone_at"]), {**{i: v[i] for i in v if i not in ("gone_at", "events")},
-                                                    "events": _events(v.get("events", []))})
-                    for k, v in doc.get("gone", {}).items()}
-        except (KeyError, TypeError, ValueError, AttributeError) as err:
-            log.warning("node history %s is not a history file (%s: %s): starting with an empty "
-                        "history", path, type(err).__name__, err)
-            return
-        self._events, self._gone = events, gone
+        loaded = read_state(path, _parse, "node history")
+        if loaded is not None:
+            self._events, self._gone = loaded
+
+
+def _parse(text: str) -> tuple[dict[str, list[_Stored]], dict[str, tuple[float, dict[str, Any]]]]:
+    """The rings and the recent list of a history file's text; ValueError (or KeyError...) when
+    it is not one."""
+    doc = json.loads(text)
+    events: dict[str, list[_Stored]] = {str(k): list(_events(v)) for k, v in doc["nodes"].items()}
+    gone = {str(k): (float(v["gone_at"]), {**{i: v[i] for i in v if i not in ("gone_at", "events")},
+                                            "events": _events(v.get("events", []))})
+            for k, v in doc.get("gone", {}).items()}
+    return events, gone
 
 
 def _event(ev: _Stored) -> Event:

@@ -8,6 +8,7 @@ The daemon feeds a :class:`Metrics` with:
 * :meth:`Metrics.observe_call` after every cloud or scheduler call (latency, errors by kind);
 * :meth:`Metrics.observe_matrix_reload` after every matrix reload attempt;
 * :meth:`Metrics.observe_config_reload` after every reload of the config file;
+* :meth:`Metrics.watch_state_dir` once, for the state files set aside as unreadable;
 * :meth:`Metrics.observe_record_problems` after every scheduler poll with its unusable values.
 
 Names follow Prometheus conventions (``nodemanager_`` prefix, base units, ``_total`` counters).
@@ -182,6 +183,11 @@ class Metrics:
             self._matrix.info({"sha256": sha256})
         if ok and mtime is not None:
             self._matrix_mtime.set(mtime)
+
+    def watch_state_dir(self, state_dir: str) -> None:
+        """Expose how many state files of ``state_dir`` were set aside as unreadable (read at
+        each scrape: the count falls when the operator removes them)."""
+        self.registry.register(_SetAsideCollector(state_dir))
 
     def observe_config_reload(self, ok: bool) -> None:
         """One reload of the config file (SIGHUP): ``ok`` False while it was rejected."""
@@ -362,3 +368,19 @@ def _our_drains(snap: Snapshot, nodes: Iterable[NodeExplanation]) -> dict[str, f
     return drains
 
 
+
+
+class _SetAsideCollector:
+    """``nodemanager_state_files_set_aside``: a listing of the state dir at each scrape."""
+
+    def __init__(self, state_dir: str) -> None:
+        self.state_dir = state_dir
+
+    def collect(self) -> Iterable[Any]:
+        from prometheus_client.core import GaugeMetricFamily
+
+        from nodemanager.cycle.state_files import set_aside_files
+        yield GaugeMetricFamily("nodemanager_state_files_set_aside",
+                                "State files that could not be read and were set aside "
+                                "(<name>.unreadable-<time>), until the operator removes them.",
+                                value=len(set_aside_files(self.state_dir)))

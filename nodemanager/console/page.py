@@ -238,12 +238,12 @@ def _events(node: Mapping[str, Any]) -> str:
 
 def header_level(doc: Mapping[str, Any]) -> str:
     """The header's colour: ``bad`` (red) when unhealthy, ``warn`` (amber) while the controller
-    is frozen or paused, a size is in protected mode or behind an open capacity breaker, or the
-    last reload was rejected, else ``ok`` (green)."""
+    is frozen or paused, a size is in protected mode or behind an open capacity breaker, the
+    last reload was rejected or a state file was set aside, else ``ok`` (green)."""
     if not doc.get("healthy"):
         return "bad"
     if (doc.get("frozen") or doc.get("paused") or doc.get("protected_sizes") or doc.get("capacity_breakers")
-            or doc.get("config_error")):
+            or doc.get("config_error") or doc.get("state_set_aside")):
         return "warn"
     return "ok"
 
@@ -260,6 +260,9 @@ def _top(doc: Mapping[str, Any]) -> str:
     if doc.get("config_error"):
         parts.append(f"<span class='warn' id='config-error'>reload rejected, the previous configuration "
                      f"runs: {e(str(doc['config_error']))}</span>")
+    if doc.get("state_set_aside"):
+        parts.append(f"<span class='warn' id='state-set-aside'>state that could not be read, set aside "
+                     f"(look, then remove): {e(', '.join(str(p) for p in doc['state_set_aside']))}</span>")
     if doc.get("paused"):
         parts.append(f"<span class='warn' id='paused'>paused: {e(str(doc['paused']))}</span>")
     if doc.get("frozen"):

@@ -8,7 +8,8 @@ scheduler's ``Worker.jobs_by``), and the node's life is extended to now; a node 
 :data:`KEEP` seconds. The ledger is written to ``<state_dir>/<cluster>.spend.json`` (temporary
 file, fsync, rename) at most every ``save_every`` seconds and on :meth:`SpendLedger.save`, and read
 back at start: time the daemon was down is charged, at the next cycle, to the jobs last seen. A
-file that cannot be read is logged, naming it, and the ledger starts empty.
+file that cannot be read is set aside, never overwritten (:mod:`nodemanager.cycle.state_files`),
+and the ledger starts empty.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import threading
 from typing import Any, Callable, Iterable
 
 from nodemanager.core.attribution import NodeUse, accrue
+from nodemanager.cycle.state_files import may_write, read_state
 from nodemanager.model import CycleReport, JobOwner, Size, is_gone
 
 __all__ = ["SpendLedger", "KEEP", "read_uses"]
@@ -113,7 +115,7 @@ class SpendLedger:
 
     def save(self) -> None:
         """Write the file now (temporary file, fsync, rename); a failure is logged."""
-        if not (self.path and self.enabled):
+        if not (self.path and self.enabled and may_write(self.path)):
             return
         with self._lock:
             doc = {"version": _VERSION,
@@ -131,13 +133,10 @@ class SpendLedger:
             log.warning("spend ledger %s not written: %s", self.path, exc)
 
     def _load(self, path: str) -> None:
-        try:
-            closed, live = read_file(path)
-        except FileNotFoundError:
+        loaded = read_state(path, parse_ledger, "spend ledger")
+        if loaded is None:
             return
-        except (OSError, ValueError) as exc:
-            log.warning("spend ledger %s not read, starting empty: %s", path, exc)
-            return
+        closed, live = loaded
         self._closed = closed
         for u, jobs in live:
             e = _Live(u.size, u.price, u.start)
@@ -165,7 +164,12 @@ def _read(d: dict[str, Any]) -> NodeUse:
 def read_file(path: str) -> tuple[list[NodeUse], list[tuple[NodeUse, tuple[JobOwner, ...]]]]:
     """The closed and live nodes of a ledger file; ValueError names what is wrong."""
     with open(path) as f:
-        doc = json.load(f)
+        return parse_ledger(f.read())
+
+
+def parse_ledger(text: str) -> tuple[list[NodeUse], list[tuple[NodeUse, tuple[JobOwner, ...]]]]:
+    """The closed and live nodes of a ledger file's text; ValueError names what is wrong."""
+    doc = json.loads(text)
     try:
         if doc.get("version") != _VERSION:
             raise ValueError(f"version {doc.get('version')!r}, expected {_VERSION}")

@@ -44,6 +44,7 @@ class StatusView:
     ages: tuple[tuple[str, float, float], ...] = ()
     spend: Any = None               # nodemanager.console.spend_ledger.SpendLedger: who spent what
     config_error: str | None = None  # the last SIGHUP's rejected config (the previous one runs)
+    set_aside: tuple[str, ...] = ()  # state files that could not be read, kept under a new name
 
 
 def when_text(at: float | None, what: str | None, now: float) -> str | None:
@@ -83,6 +84,7 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
         "started_at": view.started_at, "last_cycle_at": view.last_cycle_at,
         "healthy": healthy, "health": health, "counters": dict(view.counters), "ha": view.ha,
         "config_error": view.config_error,
+        "state_set_aside": list(view.set_aside),
         "admin": {"enabled": admin_enabled, **(admin.to_json() if admin else {})},
     }
     report = view.report

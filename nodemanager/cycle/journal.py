@@ -4,7 +4,8 @@ reservation (:class:`nodemanager.core.reservations.Reservation`).
 API note (the actuator is the only writer)::
 
     journal = ReservationJournal.for_settings(settings)   # None: no durable journal (see there)
-    journal.load()              # reservations on disk; a bad line is logged (file:line) and skipped
+    journal.load()              # reservations on disk; a bad line is logged (file:line) and skipped,
+                                # the file copied aside first unless it is a torn last line
     journal.record(reservation) # append + fsync before the create is sent; raises OSError
     journal.keep(reservations)  # rewrite with only these (tmp + fsync + rename); raises OSError
 
@@ -23,6 +24,7 @@ from typing import Iterable
 
 from nodemanager.core import Reservation, from_line, to_line
 from nodemanager.configuration.settings import Settings
+from nodemanager.cycle.state_files import may_write, read_state, set_aside
 
 __all__ = ["ReservationJournal", "journal_path"]
 
@@ -57,29 +59,29 @@ class ReservationJournal:
 
     def load(self) -> list[Reservation]:
         """The reservations on disk, in file order (none if the file does not exist)."""
-        try:
-            with open(self.path, encoding="utf-8", errors="replace") as fh:
-                lines = fh.read().splitlines()
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            log.warning("reservation journal %s unreadable: %s; starting without it",
-                        self.path, exc.strerror or exc)
-            return []
+        # a bad byte spoils its line only: the other reservations still count
+        lines = read_state(self.path, str.splitlines, "reservation journal", errors="replace")
         out: list[Reservation] = []
-        for lineno, line in enumerate(lines, 1):
+        bad: list[str] = []
+        for lineno, line in enumerate(lines or (), 1):
             if not line.strip():
                 continue
             try:
                 out.append(from_line(line))
             except ValueError as err:
                 log.warning("%s:%d: reservation line skipped: %s", self.path, lineno, err)
+                if lineno < len(lines or ()):  # a torn last line is a create never sent; others are kept
+                    bad.append(f"line {lineno}: {err}")
+        if bad:
+            set_aside(self.path, "; ".join(bad[:3]), "reservation journal", copy=True)
         return out
 
     def record(self, reservation: Reservation) -> None:
         """Append one whole reservation line and fsync it; OSError if it could not be made durable
         (a part written on a full disk is cut off again, so no torn line outlives the failure)."""
         with self._lock:
+            if not may_write(self.path):
+                raise OSError(errno.EIO, f"{self.path} could not be read nor set aside; not written over")
             os.makedirs(os.path.dirname(self.path) or ".", mode=0o750, exist_ok=True)
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o640)
             try:
@@ -99,6 +101,8 @@ class ReservationJournal:
         with self._lock:
             if not text and not os.path.exists(self.path):
                 return
+            if not may_write(self.path):
+                raise OSError(errno.EIO, f"{self.path} could not be read nor set aside; not written over")
             tmp = f"{self.path}.tmp"
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640)
             try:

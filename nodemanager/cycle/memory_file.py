@@ -1,6 +1,7 @@
 """One JSON file of the state dir per memory: written whole and atomically (a temporary file, then
 a rename), read back at start. A missing file is an empty memory; an unreadable or malformed one
-is one warning naming the file, and the memory starts empty (the daemon never stops for it)."""
+is set aside (:mod:`nodemanager.cycle.state_files`) and the memory starts empty (the daemon never
+stops for it)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import json
 import logging
 import os
 from typing import Any, Callable, TypeVar
+
+from nodemanager.cycle.state_files import may_write, read_state
 
 __all__ = ["save_json", "load_json"]
 
@@ -19,6 +22,8 @@ T = TypeVar("T")
 def save_json(path: str, doc: Any, what: str) -> bool:
     """Write ``doc`` to ``path`` atomically; False (one warning naming ``what`` and the file) when
     it cannot be written."""
+    if not may_write(path):
+        return False
     tmp = f"{path}.tmp"
     try:
         with open(tmp, "w", encoding="utf-8") as f:
@@ -31,14 +36,6 @@ def save_json(path: str, doc: Any, what: str) -> bool:
 
 
 def load_json(path: str, parse: Callable[[Any], T], what: str) -> T | None:
-    """``parse`` of the JSON in ``path``; None when the file is missing, or (one warning naming the
-    file and what is wrong) when it cannot be read, is not JSON or ``parse`` rejects it."""
-    if not path or not os.path.exists(path):
-        return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-        return parse(doc)
-    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
-        log.warning("%s: unreadable (%s: %s); the %s starts empty", path, type(exc).__name__, exc, what)
-        return None
+    """``parse`` of the JSON in ``path``; None when the file is missing, or when it cannot be read,
+    is not JSON or ``parse`` rejects it (then it is set aside, naming it)."""
+    return read_state(path, lambda text: parse(json.loads(text)), what)

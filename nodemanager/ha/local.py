@@ -9,7 +9,8 @@ loses nothing that matters:
 - ``ha-admin.json``: a copy of the admin state (holds, forced drains, pause) as last written to
   or read from etcd, re-published when etcd comes back empty.
 
-Every write is whole or not at all (a temporary file, fsync, rename).
+Every write is whole or not at all (a temporary file, fsync, rename); a file that cannot be read
+is set aside, never overwritten (:mod:`nodemanager.cycle.state_files`).
 """
 
 from __future__ import annotations
@@ -18,9 +19,20 @@ import logging
 import os
 import threading
 
+from nodemanager.cycle.state_files import may_write, read_state
+
 __all__ = ["HeadRecords"]
 
 log = logging.getLogger("nodemanager.ha")
+
+
+def _fence(text: str) -> str:
+    if not text.strip().isdigit():
+        raise ValueError(f"not a fencing value: {text.strip()[:40]!r}")
+    return text.strip()
+
+
+_PARSE = {"ha-fence": _fence}
 
 
 class HeadRecords:
@@ -39,18 +51,11 @@ class HeadRecords:
     def _read(self, name: str) -> str | None:
         if not self.dir:
             return None
-        try:
-            with open(self._path(name), encoding="utf-8") as fh:
-                return fh.read().strip()
-        except FileNotFoundError:
-            return None
-        except (OSError, UnicodeDecodeError) as exc:
-            log.warning("HA: cannot read %s: %s", self._path(name), exc)
-            return None
+        return read_state(self._path(name), _PARSE.get(name, str.strip), f"HA record {name}")
 
     def _write(self, name: str, text: str) -> None:
         self._memory[name] = text
-        if not self.dir:
+        if not self.dir or not may_write(self._path(name)):
             return
         tmp = self._path(name) + ".tmp"
         try:
