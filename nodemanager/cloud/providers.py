@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from nodemanager.configuration.options import CLOUD_CREATE_NUMBERS
 from nodemanager.configuration.values import parse_bool
 from nodemanager.model import CloudNode, Size
 
@@ -163,7 +164,7 @@ PROVIDER_TABLE: Mapping[str, Provider] = {p.name: p for p in (
             "iam_profile": ("ex_iamprofile", _text),
             "placement_group": ("ex_placement_group", _text),
             "spot": ("ex_spot", parse_bool),
-            "spot_max_price": ("ex_spot_max_price", float),
+            "spot_max_price": ("ex_spot_max_price", CLOUD_CREATE_NUMBERS["spot_max_price"]),
             "ebs_optimized": ("ex_ebs_optimized", parse_bool),
             "assign_public_ip": ("ex_assign_public_ip", parse_bool),
         },
@@ -180,7 +181,7 @@ PROVIDER_TABLE: Mapping[str, Provider] = {p.name: p for p in (
             "network": ("ex_network", _text),
             "subnet": ("ex_subnetwork", _text),
             "preemptible": ("ex_preemptible", parse_bool),
-            "disk_size": ("ex_disk_size", int),
+            "disk_size": ("ex_disk_size", CLOUD_CREATE_NUMBERS["disk_size"]),
             "service_account": ("ex_service_accounts",
                                 lambda v: [{"email": v, "scopes": ["cloud-platform"]}]),
         },

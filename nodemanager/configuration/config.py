@@ -22,7 +22,8 @@ from nodemanager.tags import settings_digest
 from nodemanager.configuration.warm import warm_schedule
 from nodemanager.configuration.settings import (CloudSettings, CoreSettings, DrainSettings, HASettings, ManageSettings,
                                   PollSettings, SchedulerSettings, Settings)
-from nodemanager.configuration.options import (CLOUD_DRIVER_NUMBERS, CLOUD_NUMBERS, SCHEDULER_NUMBERS,
+from nodemanager.configuration.options import (CLOUD_CREATE_NUMBERS, CLOUD_DRIVER_NUMBERS, CLOUD_NUMBERS,
+                                               SCHEDULER_NUMBERS,
                                                CLOUD_OWN as _CLOUD_OWN, DAEMON as _DAEMON,
                                                DAEMON_SHELL as _DAEMON_SHELL, DRAIN as _DRAIN,
                                                HA as _HA, MANAGE as _MANAGE, MAX_BYTES, POLL as _POLL,
@@ -280,6 +281,7 @@ def _cloud(r: _Reader) -> CloudSettings:
     args = {option: raw for option, raw in r.cp.items("Cloud", raw=True)
             if option not in _CLOUD_OWN} if r.cp.has_section("Cloud") else {}
     r.typed("Cloud", {o: p for o, p in CLOUD_DRIVER_NUMBERS.items() if o in args}, open_ended=True)
+    r.typed("Cloud Create", CLOUD_CREATE_NUMBERS, open_ended=True)
     create: dict[str, str] = {}
     tags: dict[str, str] = {}
     if r.cp.has_section("Cloud Create"):

@@ -14,7 +14,8 @@ from nodemanager.configuration.values import (Ranged, address, amount, choice, c
                                               parse_bool, parse_host_names, parse_minutes, parse_names,
                                               seconds, share)
 
-__all__ = ["MAX_BYTES", "EXAMPLE_VALUES", "NUMBERS", "SCHEDULER_NUMBERS", "CLOUD_NUMBERS", "CLOUD_DRIVER_NUMBERS", "SECRET_OPTIONS", "SCHEDULER_OPTIONS", "CLOUD_OWN", "DAEMON", "DAEMON_SHELL",
+__all__ = ["MAX_BYTES", "EXAMPLE_VALUES", "NUMBERS", "SCHEDULER_NUMBERS", "CLOUD_NUMBERS", "CLOUD_DRIVER_NUMBERS",
+           "CLOUD_CREATE_NUMBERS", "SECRET_OPTIONS", "SCHEDULER_OPTIONS", "CLOUD_OWN", "DAEMON", "DAEMON_SHELL",
            "POLL", "DRAIN", "MANAGE", "SIZE", "SIZE_CREATE_OPTIONS", "HA", "SECTIONS", "PROFILE_DIR",
            "PROFILES"]
 
@@ -45,6 +46,7 @@ CLOUD_NUMBERS: Mapping[str, Ranged] = {
     "calls_per_second": amount(0.1, 1000), "quota_backoff": SPAN,
     "capacity_cooldown": SPAN, "capacity_max_cooldown": SPAN,
 }
+CLOUD_CREATE_NUMBERS: Mapping[str, Ranged] = {"spot_max_price": PRICE, "disk_size": count(65536, low=1)}
 CLOUD_DRIVER_NUMBERS: Mapping[str, Ranged] = {
     "port": count(65535, low=1), "timeout": amount(0.1, 3600, zero=False),
     "retry_delay": amount(0.01, 3600), "backoff": amount(0.01, 3600),
@@ -160,6 +162,7 @@ def numbers() -> dict[tuple[str, str], Ranged]:
     tables: list[tuple[str, Mapping[str, Any]]] = [
         ("Daemon", {k: v[1] for k, v in DAEMON.items()}), ("Polling", POLL), ("Drain", DRAIN),
         ("Manage", MANAGE), ("Size NAME", SIZE), ("HA", HA), ("Cloud", {**CLOUD_NUMBERS, **CLOUD_DRIVER_NUMBERS}),
+        ("Cloud Create", CLOUD_CREATE_NUMBERS),
         *((f"Scheduler {kind}", table) for kind, table in SCHEDULER_NUMBERS.items())]
     for section, table in tables:
         out.update(((section, option), parse) for option, parse in table.items() if isinstance(parse, Ranged))

@@ -145,8 +145,8 @@ def parse_minutes(text: str) -> tuple[int, ...]:
         values = tuple(int(v) for v in text.replace(",", " ").split())
     except ValueError:
         raise ValueError("expected minutes separated by commas, like 54, 5, 1") from None
-    if not values or any(v <= 0 for v in values):
-        raise ValueError("expected positive minutes separated by commas, like 54, 5, 1")
+    if not values or any(not 0 < v <= 525600 for v in values):
+        raise ValueError("expected minutes from 1 to 525600 (a year) separated by commas, like 54, 5, 1")
     return values
 
 
