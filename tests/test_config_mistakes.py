@@ -9,17 +9,12 @@ import re
 import pytest
 
 from nodemanager.cli import main
-from nodemanager.configuration.config import ConfigError, load, loads
+from nodemanager.configuration.config import load, loads
 from tests.conftest import REPO
+from tests.test_config_errors import _problems
 from tests.test_preflight import _ec2_config
 
 EC2 = "[Cloud]\ndriver = ec2\ncluster = site\n[Cloud Create]\nimage = ami-12c6146b\n"
-
-
-def _problems(text: str) -> list[str]:
-    with pytest.raises(ConfigError) as err:
-        loads(text, "site.ini")
-    return [str(p) for p in err.value.problems]
 
 
 def test_a_size_without_a_price_is_refused_on_a_real_cloud_and_price_0_is_allowed():

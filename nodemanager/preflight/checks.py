@@ -219,7 +219,9 @@ def _cloud(settings: Settings, cloud: Any) -> Iterator[Check]:
 def _dry_run_boots(settings: Settings, cloud: Any) -> Iterator[Check]:
     """Each size booted as the daemon would, with the cloud's own dry run (EC2 ``DryRun``)."""
     boot = getattr(cloud, "dry_run_boot", None)
-    for size in settings.core.sizes if boot is not None else ():
+    if boot is None:
+        return
+    for size in settings.core.sizes:
         r = boot(size)
         if r is None:
             return
