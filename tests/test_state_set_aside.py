@@ -69,6 +69,15 @@ def _fence(tmp_path):
     return path, b"12x\n"
 
 
+def _admin_copy(tmp_path):
+    path = tmp_path / "ha-admin.json"
+    path.write_bytes(GARBAGE)
+    records = HeadRecords(str(tmp_path))
+    assert records.admin_copy() is None          # never published again to etcd
+    records.keep_admin('{"held": {}}')
+    return path, GARBAGE
+
+
 def _history_save(h):
     h.add("i-1", 1_000_000.0, "decision", "kept")
     h.save()
@@ -83,6 +92,7 @@ STATE_FILES = {
     "consolidation back-off": _simple("pool.consolidation", ConsolidationMemory, lambda c: c._save(c.path or "")),
     "reservation journal": _journal,
     "HA fence": _fence,
+    "HA admin copy": _admin_copy,
 }
 
 

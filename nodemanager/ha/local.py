@@ -15,6 +15,7 @@ is set aside, never overwritten (:mod:`nodemanager.cycle.state_files`).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -32,7 +33,13 @@ def _fence(text: str) -> str:
     return text.strip()
 
 
-_PARSE = {"ha-fence": _fence}
+def _json_object(text: str) -> str:
+    if not isinstance(json.loads(text), dict):
+        raise ValueError("not a JSON object")
+    return text.strip()
+
+
+_PARSE = {"ha-fence": _fence, "ha-admin.json": _json_object}
 
 
 class HeadRecords:
