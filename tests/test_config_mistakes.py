@@ -45,6 +45,13 @@ def test_example_values_are_refused_on_a_real_cloud_at_their_line(section, optio
            "site's value: set the real one" in problems
 
 
+def test_a_placeholder_secret_is_refused_without_being_quoted():
+    text = EC2.replace("cluster = site\n", "cluster = site\nkey = <access-key-id>\n")
+    problems = _problems(text + "[Size big]\ncores = 8\nram_mb = 16000\nprice = 0.1\n")
+    assert problems == ["site.ini:4: [Cloud] key: the value is the example's placeholder, not this "
+                        "site's value: set the real one"]
+
+
 def test_the_example_config_still_runs_on_the_simulated_cloud():
     settings = load(str(REPO / "config.example.ini"))
     assert settings.cloud.driver == "simulated" and settings.cloud.cluster == "demo"

@@ -313,7 +313,8 @@ def _check_real_cloud(r: _Reader) -> None:
                       "charges (price = 0 for a size that costs nothing), else every decision and "
                       "cap would take it as free")
     for section, option, value in _example_values(r):
-        r.problem(section, option, f"{value!r} is the example's placeholder, not this site's value: "
+        shown = "the value" if option in SECRET_OPTIONS else repr(value)
+        r.problem(section, option, f"{shown} is the example's placeholder, not this site's value: "
                   "set the real one")
 
 
