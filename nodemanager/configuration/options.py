@@ -116,7 +116,7 @@ DAEMON_SHELL: dict[str, Callable[[str], Any]] = {"matrix": str, "dry_run": parse
                  "log_level": choice("debug", "info", "warning", "error")}
 POLL: dict[str, Callable[[str], Any]] = {
     "cloud_interval": INTERVAL, "scheduler_interval": INTERVAL,
-    "cycle_interval": INTERVAL, "max_backoff": INTERVAL, "watchdog": seconds(1, 86400),
+    "cycle_interval": INTERVAL, "max_backoff": INTERVAL, "watchdog": seconds(1, 86400, zero=False),
 }
 DRAIN: dict[str, Callable[[str], Any]] = {
     "schedule": choice("graceful", "quick", "fast"), "escalate_quick": str,
