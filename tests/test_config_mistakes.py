@@ -28,6 +28,14 @@ def test_a_size_without_a_price_is_refused_on_a_real_cloud_and_price_0_is_allowe
     loads("[Size big]\ncores = 8\nram_mb = 16000\n")  # the simulated cloud bills nothing
 
 
+def test_check_fails_on_a_size_without_a_price_naming_it(tmp_path, capsys):
+    config = tmp_path / "nm.ini"
+    config.write_text(EC2 + "[Size big]\ncores = 8\nram_mb = 16000\n")
+    assert main(["check", "--config", str(config)]) == 1
+    out = capsys.readouterr().out
+    assert f"[FAIL] config: {config}:6: [Size big]: missing required option price" in out, out
+
+
 @pytest.mark.parametrize("section, option, value", [
     ("Cloud Create", "image", "ami-0123456789abcdef0"), ("Cloud Create", "image", "<your-ami>"),
     ("Cloud Create", "key_name", "cluster-key"), ("Cloud", "cluster", "demo"),
