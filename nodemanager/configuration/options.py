@@ -51,6 +51,7 @@ DAEMON: dict[str, tuple[str, Callable[[str], Any]]] = {
     "poll_stale_after": ("poll_stale_after", parse_duration),
     "max_concurrent_drains": ("max_concurrent_drains", nonneg(parse_int)),
     "max_destroys_per_hour": ("max_destroys_per_hour", nonneg(parse_int)),
+    "max_boots_per_hour": ("max_boots_per_hour", nonneg(parse_int)),
     "down_freeze_count": ("down_freeze_count", nonneg(parse_int)),
     "down_freeze_fraction": ("down_freeze_fraction", nonneg(parse_float)),
     "node_mem_scaling": ("node_mem_scaling", nonneg(parse_float)),
