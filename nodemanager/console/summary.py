@@ -98,7 +98,8 @@ def _caps(report: CycleReport, core: CoreSettings, spend_now: float,
     snap, plan = report.snapshot, report.plan
     unlisted = len(unlisted_boots(report))
     drains = sum(1 for f in snap.in_flight if f.action == "drain")
-    budget = counts[("node", "budget")] > 0
+    # a budget binds on any node it holds back, drained ones waiting for their destroy too
+    budget = any(e.blocked_by == "budget" for e in plan.nodes)
     caps = [
         ("max_nodes", len(snap.cloud_nodes) + unlisted, core.max_nodes,
          counts[("demand", "max_nodes")] > 0),
