@@ -312,7 +312,7 @@ class Metrics:
             held=len(snap.held), frozen=frozen_reason(plan, snap.paused),
             matrix_error=report.matrix_error is not None,
             polled_at=dict(snap.polled_at), last_cycle=self._clock(),
-            clock_skew=snap.cloud_clock_skew,
+            clock_skew=snap.cloud_clock_skew, scheduler_ahead=snap.scheduler_clock_ahead,
             budget_active={_label(b.name): int(b.active) for b in plan.budgets},
             budget_allowed={_label(b.name): b.allowed for b in plan.budgets if b.active},
             budget_held={_label(b.name): b.held for b in plan.budgets},

@@ -263,6 +263,10 @@ def _top(doc: Mapping[str, Any]) -> str:
         parts.append(f"<span class='warn' id='paused'>paused: {e(str(doc['paused']))}</span>")
     if doc.get("frozen"):
         parts.append(f"<span class='warn' id='frozen'>actions frozen: {e(str(doc['frozen']))}</span>")
+    if doc.get("scheduler_clock_ahead"):
+        parts.append(f"<span class='warn' id='scheduler-clock'>scheduler clock "
+                     f"{e(duration(doc['scheduler_clock_ahead']))} ahead of ours: idle nodes reporting "
+                     f"an idle-since in the future count from when first seen idle</span>")
     if doc.get("other_controller"):
         parts.append(f"<span class='bad' id='other-controller'>stopped: {e(str(doc['other_controller']))}</span>")
     matrix = doc.get("matrix") or {}
