@@ -13,7 +13,7 @@ drain or destroy the matrix asks for is held back).
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 from nodemanager.core.boot_room import PROBE, SIZE_MAX, BootRoom
@@ -22,7 +22,7 @@ from nodemanager.core.plan_node import Decision
 from nodemanager.core.pricing import expected_price, reclaim_rate, spot_limits, spot_words
 from nodemanager.core.demand_runtime import priced_time
 from nodemanager.core.reclaim import RECLAIMED
-from nodemanager.core.warm import WarmCount, count_warm
+from nodemanager.core.warm import GIVE_WAY_CAPS, WarmCount, count_warm, give_way
 from nodemanager.core.size_choice import demand_signature, eligible, fits, per_node, pick
 from nodemanager.model import Blocked, BootRequest, Demand, InFlight, Size, Snapshot, Unmet, Worker
 from nodemanager.configuration.settings import CoreSettings
@@ -231,6 +231,8 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
     rates = {s.name: reclaim_rate(s, snapshot.reclaim_rates) for s in sizes.values()}
     limits = spot_limits(sizes.values(), snapshot.reclaim_rates, settings.max_rerun_share, settings.reclaim_penalty)
     took_in_flight: set[str] = set()
+    # demand a global cap held back: (index of its note and unmet, nodes or money short, which cap)
+    starved: list[tuple[int, float, str]] = []
 
     def taken(owner: str | None, d: Demand, k: int) -> None:
         if owner is not None and owner.startswith(_IN_FLIGHT):
@@ -307,10 +309,20 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
             queued = f"{left} job(s) of {sig} stay queued" if left < unplaced else label
             notes.append(f"{queued}: {need - got} more node(s) of {best.name} not booted: {cause}")
             unmet.append(Unmet(label, left, "max_nodes" if kind == SIZE_MAX else kind, notes[-1]))
+            if kind in GIVE_WAY_CAPS:   # how many nodes, or how much money per hour, must be freed
+                short = (room.price + (need - got) * best.price - settings.max_total_price
+                         if kind == "max_total_price" else need - got)
+                starved.append((len(notes) - 1, short, kind))
             break
 
     took = Counter(f.size or "" for f in boots_in_flight if f.node not in took_in_flight)
     warm = count_warm(sizes.values(), nodes, needed, took, snapshot.now)  # a blocked size's are kept too
+    if warm and starved:   # warm nodes holding a slot or money queued jobs need give way
+        warm, gave = give_way(warm, [(short, kind) for _, short, kind in starved], sizes)
+        for (i, *_), words in zip(starved, gave):
+            if words:
+                notes[i] += f"; {words}"
+                unmet[i] = replace(unmet[i], text=notes[i])
     _min_nodes(settings, usable, room, up, boots_in_flight, why, notes, unmet, warm)
     return Placement([BootRequest(size=s, count=c, reason="; ".join(why.get(s, ())))
                       for s, c in sorted(room.boots.items())], notes, unmet, needed,

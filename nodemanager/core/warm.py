@@ -8,12 +8,16 @@ drains a node that warm capacity would boot again. With a ``warm_schedule`` (wor
 warm capacity is kept only inside its windows; outside them the idle nodes go as any others. Nodes of the size still booting and boots not
 listed yet that demand did not take count as warm too; placement boots the rest in the same room
 demand boots in (``max_nodes``, the size's ``max_nodes``, the quota, ``max_total_price``).
+Warm capacity never starves queued work: when a global cap (``max_nodes``, the quota,
+``max_total_price``) holds back jobs, as many warm nodes as would make room for them (the
+youngest first) are no longer kept (:func:`give_way`): they go as any idle node, at the end of
+their idle grace, and the jobs' note names them.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Mapping, Sequence
 
 from nodemanager.core.budgets import verb
@@ -23,7 +27,11 @@ from nodemanager.model import Blocked, ItemKind, Size
 from nodemanager.configuration.settings import CoreSettings
 from policy_matrix.vocabulary import BOOT_EXCEEDED, IDLE, UNPAIRED
 
-__all__ = ["WarmCount", "warm_target", "warm_wanted", "warm_turns", "count_warm", "hold_warm"]
+__all__ = ["WarmCount", "warm_target", "warm_wanted", "warm_turns", "count_warm", "hold_warm", "give_way",
+           "GIVE_WAY_CAPS"]
+
+# the caps a warm node's slot or price counts in: queued jobs they hold back make warm nodes give way
+GIVE_WAY_CAPS = ("max_nodes", "quota", "max_total_price")
 
 
 def warm_target(size: Size, now: float | None = None) -> int:
@@ -116,3 +124,32 @@ def hold_warm(decisions: list[Decision], kept: Mapping[str, str]) -> list[Decisi
     give_back = (ItemKind.DRAIN, ItemKind.DESTROY)
     return [d.held_back(Blocked.WARM, f"{verb(d.want)} held back: {kept[d.facts.node.id]}; {d.reason}")
             if d.want in give_back and not d.forced and d.facts.node.id in kept else d for d in decisions]
+
+
+def give_way(warm: Sequence[WarmCount], starved: Sequence[tuple[float, str]],
+             sizes: Mapping[str, Size]) -> tuple[list[WarmCount], list[str]]:
+    """``warm`` with the nodes that give way to queued jobs no longer kept, and for each entry of
+    ``starved`` (what must be freed: nodes, or money per hour for ``max_total_price``; the cap that
+    binds, one of :data:`GIVE_WAY_CAPS`) the words naming the warm nodes that give way for it ("" for
+    none)."""
+    # the youngest kept warm first: the longest-running stay warm longest
+    pool = [(w.size, nid) for w in warm for nid in reversed(list(w.kept))]
+    gone: dict[str, list[str]] = {}
+    words: list[str] = []
+    for short, cap in starved:
+        freed, count, mine = 0.0, 0, []
+        while pool and (freed < short - 1e-9 if cap == "max_total_price" else count < short):
+            name, nid = pool.pop(0)
+            price = sizes[name].price if name in sizes else 0.0
+            if cap == "max_total_price" and price <= 0.0:
+                continue   # frees no money
+            freed, count = freed + price, count + 1
+            gone.setdefault(name, []).append(nid)
+            mine.append(f"{nid} ([Size {name}])")
+        words.append(f"held by warm node(s) {', '.join(mine)}, which give way: no longer kept warm, "
+                     f"they go once idle past their grace" if mine else "")
+    # they still count as had until they are gone: booting their replacements would spend the
+    # very slot or money the jobs wait for
+    out = [replace(w, kept={k: v for k, v in w.kept.items() if k not in gone[w.size]})
+           if w.size in gone else w for w in warm]
+    return out, words
