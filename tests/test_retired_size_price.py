@@ -12,6 +12,7 @@ from dataclasses import replace
 import pytest
 
 from nodemanager.cli import main
+from nodemanager.console.metrics import Metrics
 from nodemanager.console.page import render_html
 from nodemanager.console.status_document import StatusView, status_document
 from nodemanager.model import Demand, Size
@@ -88,6 +89,9 @@ def test_daemon_after_a_reload_that_removes_a_size_boots_no_more_than_the_cap(ec
                           None, loop.time.now)
     [cap] = [c for c in doc["summary"]["caps"] if c["name"] == "max_total_price"]
     assert (cap["used"], cap["limit"], cap["binds"]) == (0.25, 0.25, True)
+    metrics = Metrics(sizes=(SMALL,), clock=loop.time)
+    metrics.observe(report)
+    assert metrics.registry.get_sample_value("nodemanager_estimated_spend_per_hour", {"size": "big"}) == 0.15
     page = render_html(doc)
     assert f"{big.name}: size big no longer configured, counted at 0.15/h (its price tagged at boot)" in page
     # a restart with the new settings only: the tag still prices the VM

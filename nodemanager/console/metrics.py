@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable, Sequence
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
 from nodemanager.core import charged_between, is_our_drain, late_give_back
+from nodemanager.core.pricing import unsized_price
 from nodemanager.model import CycleReport, NodeExplanation, Size, Snapshot, is_gone
 from nodemanager.scheduler import DrainingStats, KINDS, REASONS, RecordProblem
 from nodemanager.console.metric_families import (CALL_TARGETS, FROZEN_REASONS, PAID_STATES,
@@ -243,6 +244,8 @@ class Metrics:
                 known = of_size[node.size] = (_label(node.size), node_size,
                                               node_size.price if node_size is not None else 0.0)
             size, node_size, price = known
+            if node_size is None:   # a size no longer configured: its VM's booted price
+                price = unsized_price(node, snap.known_prices)[0]
             paid_nodes[(state, size)] = paid_nodes.get((state, size), 0) + 1
             spend[size] = spend.get(size, 0.0) + price
             if interval:
