@@ -20,7 +20,7 @@ __all__ = ["BUDGET_REASONS", "DisruptionBudget", "CoreSettings", "CloudSettings"
 
 
 # the disruption reasons a [Budget NAME] may name (nodemanager.core.disruption_budgets)
-BUDGET_REASONS = ("consolidate", "drift", "max_lifetime", "matrix_drain", "matrix_shutdown")
+BUDGET_REASONS = ("consolidate", "drift", "max_lifetime", "matrix_drain", "matrix_shutdown", "warm_gives_way")
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,7 @@ class Placement:
     unmet: list[Unmet]
     needed: dict[str, str]
     warm: dict[str, str] = field(default_factory=dict)  # idle nodes kept warm: node id -> why
+    gives_way: dict[str, str] = field(default_factory=dict)  # warm nodes that give way to queued jobs -> why
 
 
 _Taken = Callable[[str | None, Demand, int], None]  # told each owner (a node id) a placement used
@@ -231,8 +232,9 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
     rates = {s.name: reclaim_rate(s, snapshot.reclaim_rates) for s in sizes.values()}
     limits = spot_limits(sizes.values(), snapshot.reclaim_rates, settings.max_rerun_share, settings.reclaim_penalty)
     took_in_flight: set[str] = set()
-    # demand a global cap held back: (index of its note and unmet, nodes or money short, which cap)
-    starved: list[tuple[int, float, str]] = []
+    # demand a global cap held back: (index of its note and unmet, nodes or money short, which cap,
+    # the size it needs)
+    starved: list[tuple[int, float, str, str]] = []
 
     def taken(owner: str | None, d: Demand, k: int) -> None:
         if owner is not None and owner.startswith(_IN_FLIGHT):
@@ -312,13 +314,14 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
             if kind in GIVE_WAY_CAPS:   # how many nodes, or how much money per hour, must be freed
                 short = (room.price + (need - got) * best.price - settings.max_total_price
                          if kind == "max_total_price" else need - got)
-                starved.append((len(notes) - 1, short, kind))
+                starved.append((len(notes) - 1, short, kind, best.name))
             break
 
     took = Counter(f.size or "" for f in boots_in_flight if f.node not in took_in_flight)
+    gives_way: dict[str, str] = {}
     warm = count_warm(sizes.values(), nodes, needed, took, snapshot.now)  # a blocked size's are kept too
     if warm and starved:   # warm nodes holding a slot or money queued jobs need give way
-        warm, gave = give_way(warm, [(short, kind) for _, short, kind in starved], sizes)
+        warm, gave, gives_way = give_way(warm, [(short, kind, size) for _, short, kind, size in starved], sizes)
         for (i, *_), words in zip(starved, gave):
             if words:
                 notes[i] += f"; {words}"
@@ -326,7 +329,7 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
     _min_nodes(settings, usable, room, up, boots_in_flight, why, notes, unmet, warm)
     return Placement([BootRequest(size=s, count=c, reason="; ".join(why.get(s, ())))
                       for s, c in sorted(room.boots.items())], notes, unmet, needed,
-                     {nid: words for w in warm for nid, words in w.kept.items()})
+                     {nid: words for w in warm for nid, words in w.kept.items()}, gives_way)
 
 
 def _min_nodes(settings: CoreSettings, usable: Sequence[Size], room: BootRoom, up: Sequence[str],

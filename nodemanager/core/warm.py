@@ -10,8 +10,9 @@ listed yet that demand did not take count as warm too; placement boots the rest 
 demand boots in (``max_nodes``, the size's ``max_nodes``, the quota, ``max_total_price``).
 Warm capacity never starves queued work: when a global cap (``max_nodes``, the quota,
 ``max_total_price``) holds back jobs, as many warm nodes as would make room for them (the
-youngest first) are no longer kept (:func:`give_way`): they go as any idle node, at the end of
-their idle grace, and the jobs' note names them.
+youngest first) are no longer kept (:func:`give_way`): the reason ``warm_gives_way``
+(:mod:`nodemanager.core.reasons.warm_gives_way`) drains them at once, under the budgets, and they
+are destroyed once drained; the jobs' note names them.
 """
 
 from __future__ import annotations
@@ -126,17 +127,18 @@ def hold_warm(decisions: list[Decision], kept: Mapping[str, str]) -> list[Decisi
             if d.want in give_back and not d.forced and d.facts.node.id in kept else d for d in decisions]
 
 
-def give_way(warm: Sequence[WarmCount], starved: Sequence[tuple[float, str]],
-             sizes: Mapping[str, Size]) -> tuple[list[WarmCount], list[str]]:
-    """``warm`` with the nodes that give way to queued jobs no longer kept, and for each entry of
+def give_way(warm: Sequence[WarmCount], starved: Sequence[tuple[float, str, str]],
+             sizes: Mapping[str, Size]) -> tuple[list[WarmCount], list[str], dict[str, str]]:
+    """``warm`` with the nodes that give way to queued jobs no longer kept; for each entry of
     ``starved`` (what must be freed: nodes, or money per hour for ``max_total_price``; the cap that
-    binds, one of :data:`GIVE_WAY_CAPS`) the words naming the warm nodes that give way for it ("" for
-    none)."""
+    binds, one of :data:`GIVE_WAY_CAPS`; the size the held jobs need) the words naming the warm
+    nodes that give way for it ("" for none); and each node that gives way (node id -> why)."""
     # the youngest kept warm first: the longest-running stay warm longest
     pool = [(w.size, nid) for w in warm for nid in reversed(list(w.kept))]
     gone: dict[str, list[str]] = {}
     words: list[str] = []
-    for short, cap in starved:
+    going: dict[str, str] = {}
+    for short, cap, held in starved:
         freed, count, mine = 0.0, 0, []
         while pool and (freed < short - 1e-9 if cap == "max_total_price" else count < short):
             name, nid = pool.pop(0)
@@ -146,10 +148,11 @@ def give_way(warm: Sequence[WarmCount], starved: Sequence[tuple[float, str]],
             freed, count = freed + price, count + 1
             gone.setdefault(name, []).append(nid)
             mine.append(f"{nid} ([Size {name}])")
+            going[nid] = f"warm [Size {name}] node gives way to queued [Size {held}] jobs held by {cap}"
         words.append(f"held by warm node(s) {', '.join(mine)}, which give way: no longer kept warm, "
-                     f"they go once idle past their grace" if mine else "")
+                     f"drained now and destroyed once drained" if mine else "")
     # they still count as had until they are gone: booting their replacements would spend the
     # very slot or money the jobs wait for
     out = [replace(w, kept={k: v for k, v in w.kept.items() if k not in gone[w.size]})
            if w.size in gone else w for w in warm]
-    return out, words
+    return out, words, going
