@@ -8,13 +8,12 @@ destroy from the cloud's records and holds its own destroys too, naming the budg
 from __future__ import annotations
 
 import configparser
-import os
 import time
 
 import pytest
 
 from tests.system.test_closed_loop import status
-from tests.test_ha_failover import CYCLE, JOBS, Head, Rig, ha_slurm  # noqa: F401  (ha_slurm: a fixture)
+from tests.test_ha_failover import CYCLE, Head, Rig, ha_slurm, running  # noqa: F401  (ha_slurm: a fixture)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.ec2, pytest.mark.slow]
 
@@ -47,16 +46,7 @@ def _last_cycle(head: Head) -> float:
 @pytest.fixture
 def one_destroy_rig(ha_slurm, moto_server, etcd, tmp_path):  # noqa: F811
     cluster, slurm = ha_slurm
-    rig = OneDestroyRig(tmp_path, moto_server, etcd, slurm, cluster)
-    for _ in range(JOBS):
-        slurm.run("sbatch", "--parsable", "-n", str(slurm.cpus), "--wrap", "sleep 600")
-    for h in rig.heads:
-        h.start()
-    try:
-        yield rig
-    finally:
-        slurm.run("scancel", "--user", str(os.getuid()), check=False)
-        rig.stop()
+    yield from running(OneDestroyRig(tmp_path, moto_server, etcd, slurm, cluster))
 
 
 def test_the_new_leader_does_not_destroy_a_second_vm_within_the_hour(one_destroy_rig: Rig) -> None:
