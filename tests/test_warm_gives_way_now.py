@@ -63,3 +63,16 @@ def test_a_budget_holds_it_back_and_a_busy_node_never_gives_way(tmp_path, capsys
     out = _plan(tmp_path, capsys, worker={"state": "allocated", "cpus_busy": 4})
     assert _items(out) == []
     assert "which give way" not in out["unmet"][0]["text"]
+
+
+def test_warm_nodes_that_cannot_free_one_node_of_the_money_stay_warm(tmp_path, capsys):
+    from tests.test_warm_capacity import _plan as plan_nodes
+    # 3 warm small nodes (0.2/h each) under a 0.7/h cap: a big node (0.8/h) would need 0.7 freed,
+    # more than all three hold; draining them would starve warm capacity for nothing
+    nodes = [("s1", "idle", 7200), ("s2", "idle", 7100), ("s3", "idle", 7000)]
+    out = plan_nodes(tmp_path, capsys, warm="warm_nodes = 3", nodes=nodes, demand=[BIG_JOB],
+                     daemon="max_total_price = 0.7")
+    assert _items(out) == []
+    assert all("kept warm" in n["reason"] for n in out["nodes"])
+    [unmet] = out["unmet"]
+    assert unmet["reason"] == "max_total_price" and "give way" not in unmet["text"]

@@ -232,9 +232,9 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
     rates = {s.name: reclaim_rate(s, snapshot.reclaim_rates) for s in sizes.values()}
     limits = spot_limits(sizes.values(), snapshot.reclaim_rates, settings.max_rerun_share, settings.reclaim_penalty)
     took_in_flight: set[str] = set()
-    # demand a global cap held back: (index of its note and unmet, nodes or money short, which cap,
-    # the size it needs)
-    starved: list[tuple[int, float, str, str]] = []
+    # demand a global cap held back: (index of its note and unmet, nodes or money short, the least
+    # that boots one node, which cap, the size it needs)
+    starved: list[tuple[int, float, float, str, str]] = []
 
     def taken(owner: str | None, d: Demand, k: int) -> None:
         if owner is not None and owner.startswith(_IN_FLIGHT):
@@ -312,16 +312,17 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
             notes.append(f"{queued}: {need - got} more node(s) of {best.name} not booted: {cause}")
             unmet.append(Unmet(label, left, "max_nodes" if kind == SIZE_MAX else kind, notes[-1]))
             if kind in GIVE_WAY_CAPS:   # how many nodes, or how much money per hour, must be freed
-                short = (room.price + (need - got) * best.price - settings.max_total_price
-                         if kind == "max_total_price" else need - got)
-                starved.append((len(notes) - 1, short, kind, best.name))
+                over = room.price - settings.max_total_price
+                short, least = ((over + (need - got) * best.price, over + best.price) if kind == "max_total_price"
+                                else (need - got, 1))
+                starved.append((len(notes) - 1, short, least, kind, best.name))
             break
 
     took = Counter(f.size or "" for f in boots_in_flight if f.node not in took_in_flight)
     gives_way: dict[str, str] = {}
     warm = count_warm(sizes.values(), nodes, needed, took, snapshot.now)  # a blocked size's are kept too
     if warm and starved:   # warm nodes holding a slot or money queued jobs need give way
-        warm, gave, gives_way = give_way(warm, [(short, kind, size) for _, short, kind, size in starved], sizes)
+        warm, gave, gives_way = give_way(warm, [entry[1:] for entry in starved], sizes)
         for (i, *_), words in zip(starved, gave):
             if words:
                 notes[i] += f"; {words}"

@@ -127,25 +127,33 @@ def hold_warm(decisions: list[Decision], kept: Mapping[str, str]) -> list[Decisi
             if d.want in give_back and not d.forced and d.facts.node.id in kept else d for d in decisions]
 
 
-def give_way(warm: Sequence[WarmCount], starved: Sequence[tuple[float, str, str]],
+def give_way(warm: Sequence[WarmCount], starved: Sequence[tuple[float, float, str, str]],
              sizes: Mapping[str, Size]) -> tuple[list[WarmCount], list[str], dict[str, str]]:
     """``warm`` with the nodes that give way to queued jobs no longer kept; for each entry of
-    ``starved`` (what must be freed: nodes, or money per hour for ``max_total_price``; the cap that
-    binds, one of :data:`GIVE_WAY_CAPS`; the size the held jobs need) the words naming the warm
-    nodes that give way for it ("" for none); and each node that gives way (node id -> why)."""
+    ``starved`` (what must be freed: nodes, or money per hour for ``max_total_price``; the least
+    that lets one node of the held jobs boot (none give way when the warm nodes cannot free it);
+    the cap that binds, one of :data:`GIVE_WAY_CAPS`; the size the held jobs need) the words naming
+    the warm nodes that give way for it ("" for none); and each node that gives way (node id -> why)."""
     # the youngest kept warm first: the longest-running stay warm longest
     pool = [(w.size, nid) for w in warm for nid in reversed(list(w.kept))]
     gone: dict[str, list[str]] = {}
     words: list[str] = []
     going: dict[str, str] = {}
-    for short, cap, held in starved:
-        freed, count, mine = 0.0, 0, []
-        while pool and (freed < short - 1e-9 if cap == "max_total_price" else count < short):
-            name, nid = pool.pop(0)
-            price = sizes[name].price if name in sizes else 0.0
-            if cap == "max_total_price" and price <= 0.0:
+    for short, least, cap, held in starved:
+        money = cap == "max_total_price"
+        freed, popped, taken = 0.0, [], []
+        while pool and (freed < short - 1e-9 if money else len(taken) < short):
+            popped.append(pool.pop(0))
+            price = sizes[popped[-1][0]].price if popped[-1][0] in sizes else 0.0
+            if money and price <= 0.0:
                 continue   # frees no money
-            freed, count = freed + price, count + 1
+            freed += price
+            taken.append(popped[-1])
+        if (freed if money else len(taken)) < least - 1e-9:   # not even one of the jobs' nodes: all stay warm
+            taken = []
+        pool[:0] = [t for t in popped if t not in taken]   # what did not give way, for the next jobs
+        mine = []
+        for name, nid in taken:
             gone.setdefault(name, []).append(nid)
             mine.append(f"{nid} ([Size {name}])")
             going[nid] = f"warm [Size {name}] node gives way to queued [Size {held}] jobs held by {cap}"
