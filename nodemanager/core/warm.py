@@ -141,7 +141,9 @@ def give_way(warm: Sequence[WarmCount], starved: Sequence[tuple[float, float, st
     going: dict[str, str] = {}
     for short, least, cap, held in starved:
         money = cap == "max_total_price"
-        freed, popped, taken = 0.0, [], []
+        freed = 0.0
+        popped: list[tuple[str, str]] = []
+        taken: list[tuple[str, str]] = []
         while pool and (freed < short - 1e-9 if money else len(taken) < short):
             popped.append(pool.pop(0))
             price = sizes[popped[-1][0]].price if popped[-1][0] in sizes else 0.0
