@@ -19,7 +19,8 @@ The format (documented with an example in ``docs/plan.md``)::
      "held"?: [S], "forced_drains"?: [S], "paused"?: S, "quota"?: N, "blocked_sizes"?: [S], "unconfirmed"?: [S],
      "recent_destroys"?: [E], "cloud_clock_skew"?: N, "protected_sizes"?: {S: S},
      "cancel_drains"?: [S], "destroyed"?: [S], "idle_graces"?: {S: [N, S]},
-     "consolidation_backoff"?: {S: [N|null, S]}, "arrivals"?: [E]}
+     "consolidation_backoff"?: {S: [N|null, S]}, "arrivals"?: [E], "known_prices"?: {S: N},
+     "recent_boots"?: [E], "scheduler_clock_ahead"?: N}
 
 For an HTCondor worker, fields missing from the worker object are taken from its ``ad``
 (``State/Activity``, ``CloudInstanceID``, ``LastHeardFrom``, ``EnteredCurrentState``,
@@ -173,7 +174,8 @@ def from_json(data: Any) -> Snapshot:
                            "held", "forced_drains", "paused", "quota", "blocked_sizes",
                            "recent_destroys", "unconfirmed", "cloud_clock_skew",
                            "protected_sizes", "cancel_drains", "destroyed", "idle_graces",
-                           "consolidation_backoff", "arrivals"))
+                           "consolidation_backoff", "arrivals", "known_prices", "recent_boots",
+                           "scheduler_clock_ahead"))
     polled = f.req("polled_at", _obj)
     polled_at = {k: _number(t, f"polled_at.{k}") for k, t in polled.items()}
     nodes = _items(f, "cloud_nodes", _cloud_node)
@@ -207,7 +209,17 @@ def from_json(data: Any) -> Snapshot:
         consolidation_backoff=frozen_map({k: _backoff(v, f"consolidation_backoff.{k}") for k, v in
                                           f.opt("consolidation_backoff", _obj, {}).items()}),
         arrivals=tuple(_number(t, f"arrivals[{i}]") for i, t in enumerate(f.opt("arrivals", _list, []))),
+        known_prices=frozen_map({k: _price(v, f"known_prices.{k}") for k, v in f.opt("known_prices", _obj, {}).items()}),
+        recent_boots=tuple(_number(t, f"recent_boots[{i}]") for i, t in enumerate(f.opt("recent_boots", _list, []))),
+        scheduler_clock_ahead=f.opt("scheduler_clock_ahead", _offset),
     )
+
+
+def _price(v: Any, path: str) -> float:
+    """A price per hour: a finite number, not negative."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        raise _fail(path, "expected a price per hour (a number, not negative)")
+    return float(v)
 
 
 def _idle_grace(v: Any, path: str) -> tuple[float, str]:
@@ -340,7 +352,8 @@ def to_json(s: Snapshot) -> dict[str, Any]:
              "idle_graces": {k: list(v) for k, v in s.idle_graces.items()} or None,
              "consolidation_backoff": {k: [None if math.isinf(f) else f, why]
                                        for k, (f, why) in s.consolidation_backoff.items()} or None,
-             "arrivals": list(s.arrivals)}
+             "arrivals": list(s.arrivals), "known_prices": dict(s.known_prices) or None,
+             "recent_boots": list(s.recent_boots), "scheduler_clock_ahead": s.scheduler_clock_ahead}
     out.update({k: v for k, v in extra.items() if v not in (None, [])})
     return out
 

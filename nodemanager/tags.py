@@ -12,7 +12,7 @@ import hashlib
 from typing import Any, Mapping
 
 __all__ = ["TAG_CLUSTER", "TAG_SIZE", "TAG_REQUEST", "TAG_DRAIN", "TAG_DESTROY", "TAG_FENCE",
-           "TAG_SETTINGS", "DRAIN_REASON_PREFIX", "settings_digest"]
+           "TAG_SETTINGS", "TAG_PRICE", "DRAIN_REASON_PREFIX", "settings_digest", "price_tag"]
 
 TAG_CLUSTER = "nodemanager-cluster"
 TAG_SIZE = "nodemanager-size"
@@ -21,6 +21,7 @@ TAG_DRAIN = "nodemanager-drain"        # value: "<epoch>:<request id>" while we 
 TAG_DESTROY = "nodemanager-destroy"    # value: "<epoch>" once we decided to destroy the node
 TAG_FENCE = "nodemanager-fence"        # value: the HA leader's fencing revision at its last mutation
 TAG_SETTINGS = "nodemanager-settings"  # value: settings_digest of its size's settings at boot
+TAG_PRICE = "nodemanager-price"        # value: its size's price per hour at boot (counted if the size goes)
 
 # Every drain we start carries this reason prefix, so we can tell our drains from anyone else's.
 DRAIN_REASON_PREFIX = "nodemanager"
@@ -33,6 +34,11 @@ def settings_digest(size: Any, create_args: Mapping[str, str]) -> str:
     what = (size.cloud_type, size.cores, size.ram_mb, size.scratch_mb)
     text = repr((what, sorted(create_args.items())))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+def price_tag(price: float) -> str:
+    """The ``TAG_PRICE`` value for a price per hour (read back by ``core.pricing.node_price``)."""
+    return format(price, ".12g")
+
 
 # Whose VM it is: the deployment that booted it (an id made at a deployment's first start), and
 # the controller process that last acted on it ("host:pid:start@epoch of that action").

@@ -252,10 +252,9 @@ def ha_slurm():
     shutil.rmtree(workdir, ignore_errors=True)
 
 
-@pytest.fixture
-def rig(ha_slurm, moto_server, etcd, tmp_path):
-    cluster, slurm = ha_slurm
-    rig = Rig(tmp_path, moto_server, etcd, slurm, cluster)
+def running(rig: Rig):
+    """``rig`` with its queue submitted and both heads started; cleared and stopped after."""
+    slurm = rig.slurm
     for _ in range(JOBS):
         slurm.run("sbatch", "--parsable", "-n", str(slurm.cpus), "--wrap", "sleep 600")
     for h in rig.heads:
@@ -265,6 +264,12 @@ def rig(ha_slurm, moto_server, etcd, tmp_path):
     finally:
         slurm.run("scancel", "--user", str(os.getuid()), check=False)
         rig.stop()
+
+
+@pytest.fixture
+def rig(ha_slurm, moto_server, etcd, tmp_path):
+    cluster, slurm = ha_slurm
+    yield from running(Rig(tmp_path, moto_server, etcd, slurm, cluster))
 
 
 def first_mutation_by(rig: Rig, head: Head, after: float) -> float | None:

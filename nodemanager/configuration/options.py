@@ -82,6 +82,7 @@ DAEMON: dict[str, tuple[str, Callable[[str], Any]]] = {
     "poll_stale_after": ("poll_stale_after", SPAN),
     "max_concurrent_drains": ("max_concurrent_drains", NODES),
     "max_destroys_per_hour": ("max_destroys_per_hour", count(1_000_000)),
+    "max_boots_per_hour": ("max_boots_per_hour", count(1_000_000)),
     "down_freeze_count": ("down_freeze_count", NODES),
     "down_freeze_fraction": ("down_freeze_fraction", amount(0.0001, 1)),
     "node_mem_scaling": ("node_mem_scaling", amount(0.01, 1, zero=False)),

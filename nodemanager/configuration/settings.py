@@ -20,7 +20,7 @@ __all__ = ["BUDGET_REASONS", "DisruptionBudget", "CoreSettings", "CloudSettings"
 
 
 # the disruption reasons a [Budget NAME] may name (nodemanager.core.disruption_budgets)
-BUDGET_REASONS = ("consolidate", "drift", "max_lifetime", "matrix_drain", "matrix_shutdown")
+BUDGET_REASONS = ("consolidate", "drift", "max_lifetime", "matrix_drain", "matrix_shutdown", "warm_gives_way")
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,7 @@ class CoreSettings:
     poll_stale_after: float = 300.0       # an input older than this freezes drains and destroys
     max_concurrent_drains: int = 10
     max_destroys_per_hour: int = 0        # 0 = no limit
+    max_boots_per_hour: int = 0           # 0 = no limit
     down_freeze_count: int = 3            # freeze when more than this many nodes are down at once...
     down_freeze_fraction: float = 0.5     # ...and they are more than this fraction of paired nodes
     node_mem_scaling: float = 0.95

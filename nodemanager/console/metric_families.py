@@ -101,6 +101,7 @@ class CycleGauges:
     polled_at: Mapping[str, float] = field(default_factory=dict)
     last_cycle: float | None = None
     clock_skew: float | None = None
+    scheduler_ahead: float | None = None
     unmatched: Mapping[str, int] = field(default_factory=dict)
     protected: Mapping[str, int] = field(default_factory=dict)
     spot_rates: Mapping[str, float] = field(default_factory=dict)
@@ -213,6 +214,10 @@ class CycleCollector(Collector):
         if s.clock_skew is not None:
             skew.add_metric([], s.clock_skew)
         yield skew
+        yield GaugeMetricFamily("nodemanager_scheduler_clock_ahead_seconds",
+                                "How far the scheduler's clock runs ahead of ours, as the furthest "
+                                "idle-since in the future shows (0: none seen).",
+                                value=s.scheduler_ahead or 0.0)
         if s.last_cycle is not None:
             yield GaugeMetricFamily("nodemanager_last_cycle_timestamp_seconds",
                                     "When the last controller cycle finished.",

@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterable, Sequence
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
 from nodemanager.core import charged_between, is_our_drain, late_give_back
+from nodemanager.core.pricing import unsized_price
 from nodemanager.model import CycleReport, NodeExplanation, Size, Snapshot, is_gone
 from nodemanager.scheduler import DrainingStats, KINDS, REASONS, RecordProblem
 from nodemanager.console.metric_families import (CALL_TARGETS, FROZEN_REASONS, PAID_STATES,
@@ -258,6 +259,8 @@ class Metrics:
                 known = of_size[node.size] = (_label(node.size), node_size,
                                               node_size.price if node_size is not None else 0.0)
             size, node_size, price = known
+            if node_size is None:   # a size no longer configured: its VM's booted price
+                price = unsized_price(node, snap.known_prices)[0]
             paid_nodes[(state, size)] = paid_nodes.get((state, size), 0) + 1
             spend[size] = spend.get(size, 0.0) + price
             if interval:
@@ -327,7 +330,7 @@ class Metrics:
             held=len(snap.held), frozen=frozen_reason(plan, snap.paused),
             matrix_error=report.matrix_error is not None,
             polled_at=dict(snap.polled_at), last_cycle=self._clock(),
-            clock_skew=snap.cloud_clock_skew,
+            clock_skew=snap.cloud_clock_skew, scheduler_ahead=snap.scheduler_clock_ahead,
             budget_active={_label(b.name): int(b.active) for b in plan.budgets},
             budget_allowed={_label(b.name): b.allowed for b in plan.budgets if b.active},
             budget_held={_label(b.name): b.held for b in plan.budgets},

@@ -182,7 +182,10 @@ def _pool(doc: Mapping[str, Any]) -> str:
     spend = s.get("spend") or {}
     cards.append(f"<div class='card' id='spend'><h2>spend</h2>"
                  f"<div><span class='big' id='spend-hour'>{spend.get('per_hour', 0):.2f}</span>/h now</div>"
-                 f"<div><span class='big' id='spend-today'>{spend.get('today', 0):.2f}</span> so far today</div></div>")
+                 f"<div><span class='big' id='spend-today'>{spend.get('today', 0):.2f}</span> so far today</div>"
+                 + "".join(f"<div class='unsized'>{e(u['node'])}: size {e(u['size'])} no longer configured, "
+                           f"counted at {u['per_hour']:g}/h ({e(u['priced_by'])})</div>" for u in spend.get("unsized", []))
+                 + "</div>")
     if doc.get("top_spenders_today") is not None:
         cards.append(_card("top spenders today", [(e(r["user"]), f"<b>{r['money']:.2f}</b> ({r['node_hours']:.1f} nh)")
                                                   for r in doc["top_spenders_today"]], "spenders"))
@@ -267,6 +270,10 @@ def _top(doc: Mapping[str, Any]) -> str:
         parts.append(f"<span class='warn' id='paused'>paused: {e(str(doc['paused']))}</span>")
     if doc.get("frozen"):
         parts.append(f"<span class='warn' id='frozen'>actions frozen: {e(str(doc['frozen']))}</span>")
+    if doc.get("scheduler_clock_ahead"):
+        parts.append(f"<span class='warn' id='scheduler-clock'>scheduler clock "
+                     f"{e(duration(doc['scheduler_clock_ahead']))} ahead of ours: idle nodes reporting "
+                     f"an idle-since in the future count from when first seen idle</span>")
     if doc.get("other_controller"):
         parts.append(f"<span class='bad' id='other-controller'>stopped: {e(str(doc['other_controller']))}</span>")
     matrix = doc.get("matrix") or {}

@@ -10,6 +10,7 @@ from typing import Any, Iterable, Mapping
 
 from nodemanager.tags import TAG_REQUEST
 from nodemanager.core import charged_between
+from nodemanager.core.pricing import unsized_price
 from nodemanager.model import CycleReport
 from nodemanager.configuration.settings import CoreSettings
 from nodemanager.console.node_words import shown_worker_state
@@ -40,7 +41,9 @@ def pool_summary(report: CycleReport, core: CoreSettings | None,
     plan, snap = report.plan, report.snapshot
     sizes = {s.name: s for s in core.sizes} if core else {}
     why = report.why_not
-    spend_now = sum(sizes[n.size].price for n in snap.cloud_nodes if n.size in sizes)
+    # a VM of a size no longer configured counts at its booted price until it is gone
+    unsized = [(n, *unsized_price(n, snap.known_prices)) for n in snap.cloud_nodes if n.size not in sizes] if core else []
+    spend_now = sum(sizes[n.size].price for n in snap.cloud_nodes if n.size in sizes) + sum(p for _, p, _ in unsized)
     midnight = local_midnight(snap.now)
     seconds = [(sizes[n.size], n.launched_at, snap.now) for n in snap.cloud_nodes if n.size in sizes]
     seconds += [(sizes[g["size"]], g["launched_at"], g["gone_at"]) for g in gone
@@ -65,7 +68,9 @@ def pool_summary(report: CycleReport, core: CoreSettings | None,
         "queue": [{"cpus": c, "ram_mb": r, "size": s or None, "jobs": n}
                   for (c, r, s), n in sorted(queue.items(), key=lambda kv: (-kv[1], kv[0]))],
         "spend": {"per_hour": round(spend_now, 4), "today": round(today, 4),
-                  "today_since": midnight},
+                  "today_since": midnight,
+                  "unsized": [{"node": n.name, "id": n.id, "size": n.size, "per_hour": p, "priced_by": words}
+                              for n, p, words in unsized]},
         "caps": _caps(report, core, spend_now, why.counts()) if core else [],
     }
 
@@ -93,7 +98,8 @@ def _caps(report: CycleReport, core: CoreSettings, spend_now: float,
     snap, plan = report.snapshot, report.plan
     unlisted = len(unlisted_boots(report))
     drains = sum(1 for f in snap.in_flight if f.action == "drain")
-    budget = counts[("node", "budget")] > 0
+    # a budget binds on any node it holds back, drained ones waiting for their destroy too
+    budget = any(e.blocked_by == "budget" for e in plan.nodes)
     caps = [
         ("max_nodes", len(snap.cloud_nodes) + unlisted, core.max_nodes,
          counts[("demand", "max_nodes")] > 0),
@@ -103,6 +109,8 @@ def _caps(report: CycleReport, core: CoreSettings, spend_now: float,
          counts[("demand", "max_total_price")] > 0),
         ("max_concurrent_drains", drains, core.max_concurrent_drains,
          budget and drains >= core.max_concurrent_drains),
+        ("max_boots_per_hour", len(snap.recent_boots), core.max_boots_per_hour or None,
+         counts[("demand", "max_boots_per_hour")] > 0),
         ("max_destroys_per_hour", len(snap.recent_destroys), core.max_destroys_per_hour or None,
          budget and bool(core.max_destroys_per_hour)
          and len(snap.recent_destroys) >= core.max_destroys_per_hour),

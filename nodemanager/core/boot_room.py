@@ -1,5 +1,5 @@
 """The room left for new nodes this cycle under ``max_nodes``, the cloud quota,
-``max_total_price``, each size's own ``max_nodes`` and a half-open capacity breaker's one probe;
+``max_total_price``, ``max_boots_per_hour``, each size's own ``max_nodes`` and a half-open capacity breaker's one probe;
 it books the boots placement decides. Pure.
 """
 
@@ -9,17 +9,21 @@ import math
 from collections import Counter
 from typing import Sequence
 
+from nodemanager.core.pricing import node_price
+from nodemanager.core.rate_history import HOUR
 from nodemanager.model import InFlight, Size, Snapshot
 from nodemanager.configuration.settings import CoreSettings
 
-__all__ = ["BootRoom", "SIZE_MAX", "PROBE"]
+__all__ = ["BootRoom", "SIZE_MAX", "PROBE", "RATE"]
 
 SIZE_MAX = "size_max_nodes"  # a size's own max_nodes binds: other sizes may still serve
+RATE = "max_boots_per_hour"  # no size may boot more this hour
 PROBE = "backoff"  # a half-open capacity breaker allows one probe boot: other sizes serve the rest
 
 
 class BootRoom:
-    """Room for new nodes under max_nodes, the cloud quota and max_total_price; books boots."""
+    """Room for new nodes under max_nodes, the cloud quota, max_total_price and
+    max_boots_per_hour; books boots."""
 
     def __init__(self, snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Size],
                  boots_in_flight: Sequence[InFlight]) -> None:
@@ -30,9 +34,19 @@ class BootRoom:
         self.total = len(snapshot.cloud_nodes) + len(boots_in_flight)
         # the price in use and the nodes per size are read only under their caps: summed only then
         # (a pass over every listed node each cycle otherwise)
-        self.price = sum(sizes[n.size].price for n in snapshot.cloud_nodes if n.size in sizes) + sum(
-            sizes[f.size].price for f in boots_in_flight if f.size in sizes) if settings.max_total_price > 0 else 0.0
+        # (a VM of a size no longer configured counts at its booted price: node_price)
+        known = snapshot.known_prices
+        self.price = sum(node_price(n, sizes, known) for n in snapshot.cloud_nodes) + sum(
+            sizes[f.size].price if f.size in sizes else known.get(f.size or "", 0.0)
+            for f in boots_in_flight) if settings.max_total_price > 0 else 0.0
+        retired = [node_price(n, sizes, known) for n in snapshot.cloud_nodes if n.size not in sizes] \
+            if settings.max_total_price > 0 else []
+        self.retired = (f", {sum(retired):g}/h of it by {len(retired)} VM(s) of sizes no longer configured"
+                        if retired else "")
         self.boots: dict[str, int] = {}
+        # boots of the last hour (listed, terminated or not listed yet), under max_boots_per_hour
+        self.recent_boots = sum(1 for t in snapshot.recent_boots if 0.0 <= snapshot.now - t < HOUR) \
+            if settings.max_boots_per_hour > 0 else 0
         # half-open capacity breakers: boots of the size under way (its probe)
         self.probing = {s: sum(1 for f in boots_in_flight if f.size == s) for s in snapshot.probe_sizes}
         # nodes listed or booting per size (its max_nodes)
@@ -51,7 +65,13 @@ class BootRoom:
             if by_price < room:
                 room, kind = by_price, "max_total_price"
                 cause = (f"max_total_price {settings.max_total_price:g}/h reached "
-                         f"({price:g}/h in use)")
+                         f"({price:g}/h in use{self.retired})")
+        if settings.max_boots_per_hour > 0:
+            by_rate = settings.max_boots_per_hour - self.recent_boots - sum(self.boots.values())
+            if by_rate < room:
+                room, kind = by_rate, RATE
+                cause = (f"max_boots_per_hour {settings.max_boots_per_hour} reached "
+                         f"({self.recent_boots} booted in the last hour)")
         if size.name in self.probing:
             probes = self.probing[size.name] + self.boots.get(size.name, 0)
             if 1 - probes < room:

@@ -1,8 +1,8 @@
 """Disruption budgets (``[Budget NAME]``): how many nodes may be given back at once for the
 reasons a budget names, during its schedule's windows. Which reason gives a node back is the
 disruption reason behind it: ``consolidate``, ``max_lifetime`` and ``drift`` (the relabelling
-reasons), else ``matrix_drain`` or ``matrix_shutdown`` (idle nodes and any other rule of the
-matrix). Not budgeted: an operator's forced drain, a node that is no capacity (down, failed boot,
+reasons), ``warm_gives_way`` (a warm node drained for queued jobs), else ``matrix_drain`` or
+``matrix_shutdown`` (idle nodes and any other rule of the matrix). Not budgeted: an operator's forced drain, a node that is no capacity (down, failed boot,
 spot reclaim), finishing a drain under way, a resumed destroy. The nodes going count against
 every active budget: our drains under way and what this cycle starts. The most restrictive
 matching budget binds. Pure; :func:`nodemanager.core.budgets.gate` applies it.
@@ -23,7 +23,8 @@ from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED
 __all__ = ["Allowance", "allowances", "budget_reason", "binding", "covering", "describe", "held_words",
            "tuple_reasons", "uses"]
 
-_MATRIX = frozenset(("matrix_drain", "matrix_shutdown"))
+# the reasons budgeted by their own name (the others: by the relabelled state)
+_BY_CAUSE = frozenset(("matrix_drain", "matrix_shutdown", "warm_gives_way"))
 
 
 class Allowance(NamedTuple):
@@ -48,7 +49,7 @@ def budget_reason(d: Decision, digests: Mapping[str, str]) -> str | None:
         return "consolidate"
     if state == EXPIRED:
         return "drift" if drifted(f.node, digests) else "max_lifetime"
-    return d.cause.reason if d.cause.reason in _MATRIX else None
+    return d.cause.reason if d.cause.reason in _BY_CAUSE else None
 
 
 def tuple_reasons(worker_state: str, core_state: str, boot_grace: str, action: Action) -> tuple[str, ...]:

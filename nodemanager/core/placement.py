@@ -13,7 +13,7 @@ drain or destroy the matrix asks for is held back).
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 from nodemanager.core.boot_room import PROBE, SIZE_MAX, BootRoom
@@ -22,7 +22,7 @@ from nodemanager.core.plan_node import Decision
 from nodemanager.core.pricing import expected_price, reclaim_rate, spot_limits, spot_words
 from nodemanager.core.demand_runtime import priced_time
 from nodemanager.core.reclaim import RECLAIMED
-from nodemanager.core.warm import WarmCount, count_warm
+from nodemanager.core.warm import GIVE_WAY_CAPS, WarmCount, count_warm, give_way
 from nodemanager.core.size_choice import demand_signature, eligible, fits, per_node, pick
 from nodemanager.model import Blocked, BootRequest, Demand, InFlight, Size, Snapshot, Unmet, Worker
 from nodemanager.configuration.settings import CoreSettings
@@ -63,6 +63,7 @@ class Placement:
     unmet: list[Unmet]
     needed: dict[str, str]
     warm: dict[str, str] = field(default_factory=dict)  # idle nodes kept warm: node id -> why
+    gives_way: dict[str, str] = field(default_factory=dict)  # warm nodes that give way to queued jobs -> why
 
 
 _Taken = Callable[[str | None, Demand, int], None]  # told each owner (a node id) a placement used
@@ -231,6 +232,9 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
     rates = {s.name: reclaim_rate(s, snapshot.reclaim_rates) for s in sizes.values()}
     limits = spot_limits(sizes.values(), snapshot.reclaim_rates, settings.max_rerun_share, settings.reclaim_penalty)
     took_in_flight: set[str] = set()
+    # demand a global cap held back: (index of its note and unmet, nodes or money short, the least
+    # that boots one node, which cap, the size it needs)
+    starved: list[tuple[int, float, float, str, str]] = []
 
     def taken(owner: str | None, d: Demand, k: int) -> None:
         if owner is not None and owner.startswith(_IN_FLIGHT):
@@ -307,14 +311,26 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
             queued = f"{left} job(s) of {sig} stay queued" if left < unplaced else label
             notes.append(f"{queued}: {need - got} more node(s) of {best.name} not booted: {cause}")
             unmet.append(Unmet(label, left, "max_nodes" if kind == SIZE_MAX else kind, notes[-1]))
+            if kind in GIVE_WAY_CAPS:   # how many nodes, or how much money per hour, must be freed
+                over = room.price - settings.max_total_price
+                short, least = ((over + (need - got) * best.price, over + best.price) if kind == "max_total_price"
+                                else (need - got, 1))
+                starved.append((len(notes) - 1, short, least, kind, best.name))
             break
 
     took = Counter(f.size or "" for f in boots_in_flight if f.node not in took_in_flight)
+    gives_way: dict[str, str] = {}
     warm = count_warm(sizes.values(), nodes, needed, took, snapshot.now)  # a blocked size's are kept too
+    if warm and starved:   # warm nodes holding a slot or money queued jobs need give way
+        warm, gave, gives_way = give_way(warm, [entry[1:] for entry in starved], sizes)
+        for (i, *_), words in zip(starved, gave):
+            if words:
+                notes[i] += f"; {words}"
+                unmet[i] = replace(unmet[i], text=notes[i])
     _min_nodes(settings, usable, room, up, boots_in_flight, why, notes, unmet, warm)
     return Placement([BootRequest(size=s, count=c, reason="; ".join(why.get(s, ())))
                       for s, c in sorted(room.boots.items())], notes, unmet, needed,
-                     {nid: words for w in warm for nid, words in w.kept.items()})
+                     {nid: words for w in warm for nid, words in w.kept.items()}, gives_way)
 
 
 def _min_nodes(settings: CoreSettings, usable: Sequence[Size], room: BootRoom, up: Sequence[str],

@@ -15,7 +15,8 @@ The pipeline, per cycle, each stage handing on new immutable records:
 3. Demand is placed on capacity that exists, tier by tier, then on new boots
    (:mod:`nodemanager.core.placement`); nodes it uses are ``needed``.
 4. Gates, in order: paused or stale input (nothing at all is done, not even boots), the reasons of
-   stage ``AFTER_DEMAND`` (cancel our drain for demand), the cloud's clock off ours beyond
+   stage ``AFTER_DEMAND`` (cancel our drain for demand, drain warm nodes that give way to queued
+   jobs), the cloud's clock off ours beyond
    ``max_clock_skew`` or a mass of down nodes (no drain/destroy/escalation: probably a scheduler
    outage; cancels and boots still happen), demand, ``min_nodes``, then the budgets
    ``max_concurrent_drains`` and ``max_destroys_per_hour`` (:mod:`nodemanager.core.budgets`);
@@ -161,7 +162,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
         boots = []
         notes.append(f"no action taken: {halt}")
     else:
-        ctx = ctx._replace(frozen=bool(freeze))
+        ctx = ctx._replace(frozen=bool(freeze), gives_way=placed.gives_way)
         decisions = _run(Stage.AFTER_DEMAND, decisions, ctx, reasons)
         decisions, budget_uses = gate(decisions, snapshot, settings, freeze, estimator or estimate)
         decisions = _run(Stage.AFTER_GATES, decisions, ctx, reasons)

@@ -24,10 +24,11 @@ from __future__ import annotations
 import math
 from typing import Iterable, Mapping
 
-from nodemanager.model import Size
+from nodemanager.model import CloudNode, Size
+from nodemanager.tags import TAG_PRICE
 from nodemanager.text import duration
 
-__all__ = ["expected_price", "reclaim_rate", "effective_price", "rerun_share", "spot_walltime_limit", "spot_limits",
+__all__ = ["node_price", "unsized_price", "MAX_TAGGED_PRICE", "expected_price", "reclaim_rate", "effective_price", "rerun_share", "spot_walltime_limit", "spot_limits",
            "spot_words"]
 
 _HOUR = 3600.0
@@ -39,6 +40,32 @@ def effective_price(price: float, override: float | None, licence: float) -> flo
     spend metrics, the simulator): ``[Size] price_override`` (a reservation or savings plan rate)
     in place of the configured ``price``, plus ``licence_price`` per VM-hour."""
     return (price if override is None else override) + licence
+
+
+MAX_TAGGED_PRICE = 1e6   # per hour: a price tag above this (or not a number) is not believed
+
+
+def unsized_price(node: CloudNode, known: Mapping[str, float]) -> tuple[float, str]:
+    """What a VM of a size no longer configured costs per hour, and from where: the price tagged
+    at its boot, else its size's last configured price in ``known``, else 0 (unknown)."""
+    tag = node.tags.get(TAG_PRICE) if node.tags else None
+    if tag:
+        try:
+            price = float(tag)
+        except ValueError:
+            price = math.nan
+        if 0.0 <= price <= MAX_TAGGED_PRICE:
+            return price, "its price tagged at boot"
+    if node.size in known:
+        return known[node.size], f"size {node.size}'s last configured price"
+    return 0.0, "price unknown: no price tag and its size was never configured here"
+
+
+def node_price(node: CloudNode, sizes: Mapping[str, Size], known: Mapping[str, float]) -> float:
+    """A listed VM's price per hour for ``max_total_price`` and the spend figures: its size's while
+    the size is configured, else :func:`unsized_price` (a VM counts until it is gone)."""
+    size = sizes.get(node.size)
+    return size.price if size is not None else unsized_price(node, known)[0]
 
 
 def reclaim_rate(size: Size, learned: Mapping[str, tuple[float, str]] | None = None) -> float:

@@ -8,12 +8,17 @@ drains a node that warm capacity would boot again. With a ``warm_schedule`` (wor
 warm capacity is kept only inside its windows; outside them the idle nodes go as any others. Nodes of the size still booting and boots not
 listed yet that demand did not take count as warm too; placement boots the rest in the same room
 demand boots in (``max_nodes``, the size's ``max_nodes``, the quota, ``max_total_price``).
+Warm capacity never starves queued work: when a global cap (``max_nodes``, the quota,
+``max_total_price``) holds back jobs, as many warm nodes as would make room for them (the
+youngest first) are no longer kept (:func:`give_way`): the reason ``warm_gives_way``
+(:mod:`nodemanager.core.reasons.warm_gives_way`) drains them at once, under the budgets, and they
+are destroyed once drained; the jobs' note names them.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Mapping, Sequence
 
 from nodemanager.core.budgets import verb
@@ -23,7 +28,11 @@ from nodemanager.model import Blocked, ItemKind, Size
 from nodemanager.configuration.settings import CoreSettings
 from policy_matrix.vocabulary import BOOT_EXCEEDED, IDLE, UNPAIRED
 
-__all__ = ["WarmCount", "warm_target", "warm_wanted", "warm_turns", "count_warm", "hold_warm"]
+__all__ = ["WarmCount", "warm_target", "warm_wanted", "warm_turns", "count_warm", "hold_warm", "give_way",
+           "GIVE_WAY_CAPS"]
+
+# the caps a warm node's slot or price counts in: queued jobs they hold back make warm nodes give way
+GIVE_WAY_CAPS = ("max_nodes", "quota", "max_total_price")
 
 
 def warm_target(size: Size, now: float | None = None) -> int:
@@ -116,3 +125,44 @@ def hold_warm(decisions: list[Decision], kept: Mapping[str, str]) -> list[Decisi
     give_back = (ItemKind.DRAIN, ItemKind.DESTROY)
     return [d.held_back(Blocked.WARM, f"{verb(d.want)} held back: {kept[d.facts.node.id]}; {d.reason}")
             if d.want in give_back and not d.forced and d.facts.node.id in kept else d for d in decisions]
+
+
+def give_way(warm: Sequence[WarmCount], starved: Sequence[tuple[float, float, str, str]],
+             sizes: Mapping[str, Size]) -> tuple[list[WarmCount], list[str], dict[str, str]]:
+    """``warm`` with the nodes that give way to queued jobs no longer kept; for each entry of
+    ``starved`` (what must be freed: nodes, or money per hour for ``max_total_price``; the least
+    that lets one node of the held jobs boot (none give way when the warm nodes cannot free it);
+    the cap that binds, one of :data:`GIVE_WAY_CAPS`; the size the held jobs need) the words naming
+    the warm nodes that give way for it ("" for none); and each node that gives way (node id -> why)."""
+    # the youngest kept warm first: the longest-running stay warm longest
+    pool = [(w.size, nid) for w in warm for nid in reversed(list(w.kept))]
+    gone: dict[str, list[str]] = {}
+    words: list[str] = []
+    going: dict[str, str] = {}
+    for short, least, cap, held in starved:
+        money = cap == "max_total_price"
+        freed = 0.0
+        popped: list[tuple[str, str]] = []
+        taken: list[tuple[str, str]] = []
+        while pool and (freed < short - 1e-9 if money else len(taken) < short):
+            popped.append(pool.pop(0))
+            price = sizes[popped[-1][0]].price if popped[-1][0] in sizes else 0.0
+            if money and price <= 0.0:
+                continue   # frees no money
+            freed += price
+            taken.append(popped[-1])
+        if (freed if money else len(taken)) < least - 1e-9:   # not even one of the jobs' nodes: all stay warm
+            taken = []
+        pool[:0] = [t for t in popped if t not in taken]   # what did not give way, for the next jobs
+        mine = []
+        for name, nid in taken:
+            gone.setdefault(name, []).append(nid)
+            mine.append(f"{nid} ([Size {name}])")
+            going[nid] = f"warm [Size {name}] node gives way to queued [Size {held}] jobs held by {cap}"
+        words.append(f"held by warm node(s) {', '.join(mine)}, which give way: no longer kept warm, "
+                     f"drained now and destroyed once drained" if mine else "")
+    # they still count as had until they are gone: booting their replacements would spend the
+    # very slot or money the jobs wait for
+    out = [replace(w, kept={k: v for k, v in w.kept.items() if k not in gone[w.size]})
+           if w.size in gone else w for w in warm]
+    return out, words, going

@@ -49,7 +49,7 @@ from nodemanager.core import Reservation, is_lost
 from nodemanager.core.identity import controller_tag
 from nodemanager.core.leftovers import NO_VM
 from nodemanager.core.pair import candidates
-from nodemanager.tags import TAG_CONTROLLER, TAG_DEPLOYMENT, TAG_SETTINGS
+from nodemanager.tags import TAG_CONTROLLER, TAG_DEPLOYMENT, TAG_PRICE, TAG_SETTINGS, price_tag
 from nodemanager.cycle.drain_tickets import drain_tag, ticket_for, worker_is_busy
 from nodemanager.cycle.steering import SteerRequest
 from nodemanager.model import BootRequest, CloudNode, InFlight, ItemKind, Outcome, PlanItem, Worker
@@ -135,7 +135,7 @@ class Actuator(ActuatorMemory):
             rid = f"{base}.{int(now)}"  # carries the request time: boot age never precedes it
             cs = self.settings.cloud
             tags = {**cs.tags, TAG_CLUSTER: cs.cluster, TAG_SIZE: size.name, TAG_REQUEST: rid,
-                    **self._marks(now)}
+                    TAG_PRICE: price_tag(size.price), **self._marks(now)}
             digest = dict(self.settings.core.size_digests).get(size.name)
             if digest:  # drift from the configuration is seen on this tag
                 tags[TAG_SETTINGS] = digest
@@ -159,6 +159,7 @@ class Actuator(ActuatorMemory):
                         self._raised.add(rid)
                     else:
                         del self._boots[rid]
+                        self._booted.pop(rid, None)   # refused: nothing was booted
                         self._save_journal()
                 out.append(Outcome("boot", rid, FAILED, self._cloud_error(err, key, size.name),
                                    now, size.name))
@@ -370,7 +371,7 @@ class Actuator(ActuatorMemory):
         done = self.clock()  # after the call: a listing started before it may still show the node
         self._remember(InFlight(node=node.id, action="destroy", since=done, size=node.size))
         with self._lock:
-            self._destroys.append(now)
+            self._destroys[node.id] = now
             self._destroying.pop(node.id, None)
             self._destroyed_at[node.id] = self._mono()
         detail = f"destroyed: {why}"

@@ -17,6 +17,7 @@ from typing import Callable, Iterable, Mapping
 from nodemanager.actors.clock import monotonic_of
 from nodemanager.cloud import CloudDriver, CloudError, ErrorKind, is_gone
 from nodemanager.core import Reservation, is_lost, settle
+from nodemanager.core.rate_history import HOUR
 from nodemanager.cycle.breakers import Breakers
 from nodemanager.cycle.journal import ReservationJournal
 from nodemanager.model import CloudNode, InFlight, Outcome, Worker
@@ -46,6 +47,10 @@ class ActuatorState:
     quota: int | None = None
     blocked_sizes: frozenset[str] = frozenset()
     recent_destroys: tuple[float, ...] = ()
+    # this process's destroys (node id -> when) and boots (request id -> when) of the last hour,
+    # merged with the listing's records (nodemanager.core.rate_history)
+    destroys_by_node: Mapping[str, float] = field(default_factory=dict)
+    boots_by_request: Mapping[str, float] = field(default_factory=dict)
     in_flight: tuple[InFlight, ...] = ()   # boots not listed yet; actions newer than the listing
     open_breakers: Mapping[str, str] = field(default_factory=dict)  # size -> why not booted
     probe_sizes: frozenset[str] = frozenset()  # capacity breakers half-open: one boot at a time
@@ -80,7 +85,8 @@ class ActuatorMemory:
         self._backoff: dict[str, tuple[int, float]] = {}      # key -> (failures, not before)
         self._refused: dict[str, float] = {}                  # key -> last refused at
         self._cloud_wait_until = -math.inf                    # rate limit: no cloud call before
-        self._destroys: list[float] = []                      # wall: the core counts them per hour
+        self._destroys: dict[str, float] = {}                 # wall: node id -> destroyed at (last hour)
+        self._booted: dict[str, float] = {}                   # wall: request id -> create sent at (last hour)
         self._boots: dict[str, Reservation] = {}              # request id -> boot not yet listed
         self._destroying: dict[str, CloudNode] = {}           # destroy raised: settle by listing
         self._destroyed_at: dict[str, float] = {}             # node id -> destroy succeeded at
@@ -118,10 +124,13 @@ class ActuatorMemory:
             if self._quota is not None and mono - self._quota[1] < self.settings.cloud.quota_backoff:
                 quota = self._quota[0]
             blocked = frozenset(s for s, until in self._blocked.items() if until > mono)
-            self._destroys = [t for t in self._destroys if now - t < 3600.0]
+            self._destroys = {k: t for k, t in self._destroys.items() if now - t < HOUR}
+            self._booted = {k: t for k, t in self._booted.items() if now - t < HOUR}
+            boots = {**self._booted, **{r.token: r.at for r in self._boots.values()}}
             opened, probing = self.breakers.states(now)
             return ActuatorState(quota=quota, blocked_sizes=blocked, open_breakers=opened, probe_sizes=probing,
-                                 recent_destroys=tuple(self._destroys),
+                                 recent_destroys=tuple(sorted(self._destroys.values())),
+                                 destroys_by_node=dict(self._destroys), boots_by_request=boots,
                                  in_flight=tuple(r.in_flight() for r in self._boots.values())
                                  + tuple(self._recent.values()))
 
@@ -157,6 +166,7 @@ class ActuatorMemory:
                 self._restored.discard(rid)
             for boot in expired:
                 del self._boots[boot.token]
+                self._booted.pop(boot.token, None)   # never listed: not a boot
                 self._raised.discard(boot.token)
                 self._restored.discard(boot.token)
                 out.append(Outcome("boot", boot.token, FAILED, f"requested {int(now - boot.at)}s ago "
@@ -169,7 +179,7 @@ class ActuatorMemory:
             for node_id, node in list(self._destroying.items()):
                 if node_id not in listed_ids:
                     del self._destroying[node_id]
-                    self._destroys.append(now)
+                    self._destroys[node_id] = now
                     out.append(Outcome("destroy", node_id, OK, "destroy raised but the node is gone "
                                        "from the listing", now, node.size, node.launched_at))
         return out
@@ -227,6 +237,7 @@ class ActuatorMemory:
                 return (f"its reservation could not be recorded in {self.journal.path}: "
                         f"{exc.strerror or exc} (no create without one)")
         self._boots[reservation.token] = reservation
+        self._booted[reservation.token] = reservation.at
         return None
 
     def _save_journal(self) -> None:

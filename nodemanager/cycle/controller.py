@@ -42,6 +42,7 @@ from nodemanager.cycle.controller_inputs import InputMemory, build_in_flight
 from nodemanager.core.identity import (Identity, Ownership, another_controller, joined_our_pool,
                                        sort_by_owner)
 from nodemanager.core.protected import BootRecord, observe_boots, protected_sizes
+from nodemanager.core.rate_history import listed_boots, listed_destroys, merge
 from nodemanager.console.decision_log import DecisionLog, log_ignored_cancels
 from nodemanager.cycle.memories import Memories
 from nodemanager.model import CloudNode, CycleReport, Outcome, Plan, Snapshot, frozen_map
@@ -128,6 +129,7 @@ class Controller:
         self._held_back_logged: str | None = None
         self._boot_records: dict[str, BootRecord] = {}  # size -> failed joins in a row (protected mode)
         self.memories = Memories()  # what is learned cycle to cycle (the daemon's are kept in its state dir)
+        self._prices = {sz.name: sz.price for sz in settings.core.sizes}  # every size's last configured price
         # whose VMs are ours (None: every VM of the cluster name, as in a replay or `plan`)
         self.identity: Identity | None = None
         self._owned: tuple[Sequence[CloudNode], Ownership] | None = None
@@ -144,6 +146,7 @@ class Controller:
 
     def update_settings(self, settings: Settings) -> None:
         self.settings = settings
+        self._prices.update((sz.name, sz.price) for sz in settings.core.sizes)
         if self._escalation_given is None:
             self.escalation = _default_escalation(settings)
         if self.actuator is not None:
@@ -158,11 +161,18 @@ class Controller:
 
     def snapshot(self, nodes: Sequence[CloudNode], cloud_polled_at: float, poll: SchedulerPoll,
                  now: float | None = None, skew: float | None = None,
-                 cancels: frozenset[str] = frozenset()) -> Snapshot:
+                 cancels: frozenset[str] = frozenset(), listed: Sequence[CloudNode] = ()) -> Snapshot:
         """The snapshot for these inputs, with admin state and what the actuator learned;
-        ``cancels`` are the node ids whose drain of ours an operator cancels now."""
+        ``cancels`` are the node ids whose drain of ours an operator cancels now; ``listed`` the
+        listing of our nodes as given (terminated ones too), whose tags count the hour's boots and
+        destroys with the actuator's own."""
         now = self.clock() if now is None else now
         state = self.actuator.state(now) if self.actuator is not None else ActuatorState()
+        core = self.settings.core
+        destroys = (merge(listed_destroys(listed, now), state.destroys_by_node, now)
+                    if core.max_destroys_per_hour > 0 or core.rebuy_hold > 0 else state.recent_destroys)
+        boots = merge(listed_boots(listed, now), state.boots_by_request, now) if core.max_boots_per_hour > 0 else ()
+        configured = {sz.name for sz in core.sizes}
         held, forced, paused = _admin_view(self.admin)
         # a missing or silent worker is believed only once fresh polls of this process showed it so
         # for node_stale_after (after a restart or an outage, ads may just be late or old); never
@@ -182,7 +192,8 @@ class Controller:
             held=held, forced_drains=forced, paused=paused,
             quota=state.quota, blocked_sizes=state.blocked_sizes,
             open_breakers=frozen_map(state.open_breakers), probe_sizes=state.probe_sizes,
-            recent_destroys=state.recent_destroys,
+            recent_destroys=destroys, recent_boots=boots,
+            known_prices=frozen_map({k: p for k, p in self._prices.items() if k not in configured}),
             unconfirmed=unconfirmed,
             cloud_clock_skew=skew,
             protected_sizes=frozen_map(protected_sizes(self._boot_records, now)),
@@ -206,6 +217,7 @@ class Controller:
         held_back = self.hold_back(min(cloud_polled_at, poll.polled_at)) if self.hold_back else None
         owned = self._ownership(nodes)
         nodes = owned.ours if self.identity is not None else nodes
+        listed = nodes
         settled = self.actuator.observe_listing(nodes, cloud_polled_at) if self.actuator is not None else []
         self.record(settled)
         skew = self.clock_skew() if self.clock_skew is not None else None
@@ -216,7 +228,7 @@ class Controller:
         if self.actuator is not None:
             self.actuator.observe_poll(poll)
         cancels = frozenset(self.admin.take_cancels() or ()) if hasattr(self.admin, "take_cancels") else frozenset()
-        snap = self.snapshot(nodes, cloud_polled_at, poll, now, skew, cancels)
+        snap = self.snapshot(nodes, cloud_polled_at, poll, now, skew, cancels, listed)
         plan = self.planner(snap, self.settings.core, self.matrix, estimator=self.estimator,
                             escalation=self.escalation or None)
         protect = self._watch_boots(plan, now)  # a size just entered protected mode: not booted now

@@ -13,6 +13,7 @@ from typing import Iterable, Sequence
 
 from nodemanager.cloud import TAG_DESTROY, TAG_DRAIN, TAG_REQUEST, is_gone
 from nodemanager.core import is_our_drain, launch_time
+from nodemanager.core.rate_history import requested_at
 from nodemanager.cycle.drain_tickets import parse_drain_tag
 from nodemanager.model import CloudNode, InFlight, Worker
 from nodemanager.scheduler import SchedulerPoll
@@ -98,14 +99,6 @@ DESTROYED_KEPT = 3600.0  # a node we destroyed is known gone (not missing) for t
 def _carries_action(node: CloudNode) -> bool:
     """True when the node carries a tag :func:`build_in_flight` reads (a drain or a destroy)."""
     return bool(node.tags) and (TAG_DRAIN in node.tags or TAG_DESTROY in node.tags)
-
-
-def requested_at(request_id: str | None) -> float | None:
-    """The epoch a boot was requested, from a ``TAG_REQUEST`` value ``<id>.<epoch>`` (else None)."""
-    if not request_id:
-        return None
-    _, dot, tail = request_id.rpartition(".")
-    return float(tail) if dot and tail.isdigit() else None
 
 
 class InputMemory:

@@ -22,14 +22,16 @@ from __future__ import annotations
 import logging
 import math
 from collections import deque
+from dataclasses import replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from nodemanager.core.idle_timing import break_even_grace
 from nodemanager.configuration.settings import CoreSettings
-from nodemanager.model import CloudNode, NodeExplanation, Plan, Size, Snapshot, frozen_map
+from nodemanager.model import CloudNode, NodeExplanation, Plan, Size, Snapshot, Worker, frozen_map
+from nodemanager.text import duration
 from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED
 
-__all__ = ["IdleMemory", "KEEP_PERIODS", "KEEP_JOINS", "KEEP_SECONDS"]
+__all__ = ["IdleMemory", "FirstIdle", "KEEP_PERIODS", "KEEP_JOINS", "KEEP_SECONDS"]
 
 log = logging.getLogger("nodemanager.decisions")
 
@@ -175,3 +177,37 @@ class IdleMemory:
                 log.info("size %s: %s (was %.0fs)", size, why.strip()[1:-1], before)
                 changed = True
         return graces if changed else None
+
+
+class FirstIdle:
+    """When this controller first saw each worker report an idle-since later than now (a scheduler
+    clock ahead of ours): such a worker counts as idle since then, not since the future time (the
+    core would cap it at now on every refresh, and its idle grace would never end). The idle-since
+    stays while the scheduler reports the same time; a new one starts the count again."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[float, float]] = {}   # worker name -> (reported idle-since, first seen at)
+
+    def workers(self, workers: tuple[Worker, ...], now: float) -> tuple[tuple[Worker, ...], float | None]:
+        """``workers`` with each future idle-since replaced by when it was first seen, and how far
+        ahead of ``now`` the furthest one is (None: none in the future)."""
+        seen: dict[str, tuple[float, float]] = {}
+        out: list[Worker] | None = None
+        ahead: float | None = None
+        for i, w in enumerate(workers):
+            c = w.classified
+            if c is None or c.idle_since is None or c.idle_since <= now:
+                continue
+            ahead = max(ahead or 0.0, c.idle_since - now)
+            before = self._seen.get(w.name)
+            first = before[1] if before is not None and before[0] == c.idle_since else now
+            seen[w.name] = (c.idle_since, first)
+            if out is None:
+                out = list(workers)
+            out[i] = replace(w, classified=replace(c, idle_since=first))
+        if seen.keys() - self._seen.keys():
+            log.warning("scheduler clock %s ahead of ours: worker(s) %s report an idle-since in the future; "
+                        "counted idle from when first seen so", duration(ahead or 0.0),
+                        ", ".join(sorted(seen.keys() - self._seen.keys())[:5]))
+        self._seen = seen
+        return (workers if out is None else tuple(out)), ahead

@@ -1,6 +1,8 @@
 """What the controller learns from cycle to cycle, behind one seam: :class:`Memories`.
 
 - ``idle``: break-even idle timing's boot+join times and idle periods per size (:mod:`.idle_memory`);
+- ``first_idle``: when a worker reporting an idle-since in the future (a scheduler clock ahead of
+  ours) was first seen so: it counts as idle since then (:mod:`.idle_memory`);
 - ``arrivals``: the recent instants new jobs were seen, for ``wait_grace = arrivals`` (:mod:`.arrival_memory`);
 - ``reclaim``: the VM time watched and the reclaims seen per spot size (:mod:`.reclaim_memory`);
 - ``runtimes``: finished jobs' runtimes per user and job name (:mod:`.runtime_memory`);
@@ -28,7 +30,7 @@ from nodemanager.core.breaker import Breaker
 from nodemanager.cycle.arrival_memory import ArrivalMemory
 from nodemanager.cycle.breakers import Breakers
 from nodemanager.cycle.consolidation_memory import ConsolidationMemory
-from nodemanager.cycle.idle_memory import IdleMemory
+from nodemanager.cycle.idle_memory import FirstIdle, IdleMemory
 from nodemanager.cycle.journal import _IN_PROCESS_DRIVERS
 from nodemanager.cycle.memory_file import load_json, save_json
 from nodemanager.cycle.reclaim_memory import ReclaimMemory
@@ -60,6 +62,7 @@ class Memories:
     def __init__(self, directory: str | None = None, cluster: str = "", *, breakers: Breakers | None = None,
                  consolidation: ConsolidationMemory | None = None) -> None:
         self.idle = IdleMemory()
+        self.first_idle = FirstIdle()
         self.arrivals = ArrivalMemory()
         self.reclaim = ReclaimMemory()
         self.runtimes = RuntimeMemory()
@@ -88,7 +91,8 @@ class Memories:
         """The snapshot's fields the memories give: the workers and the demand (with predicted ends and
         runtimes when runtime prediction is on), each size's idle grace, the recent arrivals (with
         ``wait_grace = arrivals``), the reclaim rates and the consolidation back-off."""
-        return {"workers": self.runtimes.workers(poll, core.runtime_prediction),
+        workers, ahead = self.first_idle.workers(self.runtimes.workers(poll, core.runtime_prediction), now)
+        return {"workers": workers, "scheduler_clock_ahead": ahead,
                 "demand": self.runtimes.demand(poll.demand, core.runtime_prediction),
                 "idle_graces": self.idle.for_plan(core),
                 "arrivals": self.arrivals.observe(poll, now) if core.wait_grace == "arrivals" else (),

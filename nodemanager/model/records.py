@@ -323,3 +323,9 @@ class Snapshot:
     probe_sizes: frozenset[str] = frozenset()
     # consolidate_backoff: size -> (times the consolidate_margin kept, inf: paused; its words)
     consolidation_backoff: Mapping[str, tuple[float, str]] = field(default_factory=lambda: EMPTY_MAP)
+    # size no longer configured -> its last configured price per hour (for its VMs without a price tag)
+    known_prices: Mapping[str, float] = field(default_factory=lambda: EMPTY_MAP)
+    # when our boots of the last hour were requested (listed, terminated or not listed yet): max_boots_per_hour
+    recent_boots: tuple[float, ...] = ()
+    # how far the scheduler's clock runs ahead of ours, as its idle-since times show (None: not seen)
+    scheduler_clock_ahead: float | None = None

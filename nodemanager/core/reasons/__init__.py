@@ -6,7 +6,8 @@ destroys) are applied to what they propose by :mod:`nodemanager.core.budgets`.
 
 Every way a node is given back is one: the matrix's drain and shutdown, consolidation,
 ``max_lifetime``, settings drift (these three relabel a busy node, and the matrix says what the new
-state gets), finishing and escalating our drains, operator commands, recovery.
+state gets), finishing and escalating our drains, operator commands, recovery, warm capacity
+giving way to queued jobs.
 
 To add a reason: one module here with a class like :class:`MatrixDrain` (``name``, ``stage``,
 ``propose``), and one line in :data:`REASONS`.
@@ -27,6 +28,7 @@ from nodemanager.core.reasons.matrix_shutdown import MatrixShutdown
 from nodemanager.core.reasons.operator_cancel import OperatorCancel
 from nodemanager.core.reasons.operator_drain import OperatorDrain
 from nodemanager.core.reasons.resume_destroy import ResumeDestroy
+from nodemanager.core.reasons.warm_gives_way import WarmGivesWay
 from nodemanager.core.reasons.would_evict import WouldEvict
 
 __all__ = ["REASONS", "Reason", "Stage", "Context", "Escalation"]
@@ -42,6 +44,7 @@ REASONS: tuple[Reason, ...] = (
     MatrixShutdown(),   # WANTS: the matrix's destroy before its drain (nothing to drain first)
     MatrixDrain(),      # WANTS: the matrix's drain (of relabelled nodes too), for nodes left
     CancelForDemand(),  # AFTER_DEMAND: once demand is placed, a drain of ours that demand needs
+    WarmGivesWay(),     # AFTER_DEMAND: once demand is placed, a warm node whose slot or money queued jobs need
     WouldEvict(),       # AFTER_DEMAND: before the budgets, so a drain it stops takes no drain slot
     Escalate(),         # AFTER_GATES: only drains the budgets let stand are made harsher
     InheritedDrain(),   # LAST: a drain a new VM inherited from an older one of its name is cancelled

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import enum
-from typing import Callable, NamedTuple, Protocol, Sequence
+from types import MappingProxyType
+from typing import Callable, Mapping, NamedTuple, Protocol, Sequence
 
 from nodemanager.core.facts import MatrixLookup
 from nodemanager.core.plan_node import Decision
@@ -47,6 +48,8 @@ class Context(NamedTuple):
     escalation: Escalation | None    # the drain escalation callback (None: none configured)
     matrix: MatrixLookup             # the matrix the plan reads (a relabel looks its new tuple up)
     estimator: Estimator             # prices victims (seeds 000/003)
+    # from stage AFTER_DEMAND: the warm nodes that give way to queued jobs (node id -> why)
+    gives_way: Mapping[str, str] = MappingProxyType({})
 
 
 class Reason(Protocol):
