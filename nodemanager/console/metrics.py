@@ -34,6 +34,7 @@ from nodemanager.console.metric_families import top as _top
 from nodemanager.console.metric_families import CycleCollector as _CycleCollector
 from nodemanager.console.metric_families import CycleGauges as _CycleGauges
 from nodemanager.console.metric_families import label as _label
+from nodemanager.model.report import DENIABLE_ACTIONS
 from nodemanager.console.metric_families import unmatched as _unmatched
 from nodemanager import installed_version
 
@@ -124,6 +125,12 @@ class Metrics:
                                        "1 when another controller of this deployment was seen acting "
                                        "and this one stopped every boot, drain and destroy.",
                                        registry=r)
+        self._denied = Gauge("nodemanager_permission_denied",
+                             "1 while the scheduler refuses this kind of action (drain, cancel_drain, "
+                             "escalate, destroy) to the daemon's user for lack of rights or credentials.",
+                             ["action"], registry=r)
+        for action in DENIABLE_ACTIONS:
+            self._denied.labels(action)
         self._build = Info("nodemanager_build", "The nodemanager version.", registry=r)
         self._build.info({"version": version or installed_version("unknown")})
         for result in ("ok", "error"):
@@ -154,6 +161,9 @@ class Metrics:
         """Whose VMs the cycle saw: another deployment's, and whether another controller acts."""
         self._foreign.set(sum(1 for n in report.foreign_nodes if not is_gone(n)))
         self._other_controller.set(1 if report.other_controller else 0)
+        refused = {key.split(":", 1)[0] for key in report.denied}
+        for action in DENIABLE_ACTIONS:
+            self._denied.labels(action).set(1 if action in refused else 0)
 
     # -- explicit calls ----------------------------------------------------------------------
     def observe_call(self, target: str, call: str, seconds: float,

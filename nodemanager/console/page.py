@@ -237,10 +237,11 @@ def _events(node: Mapping[str, Any]) -> str:
 
 
 def header_level(doc: Mapping[str, Any]) -> str:
-    """The header's colour: ``bad`` (red) when unhealthy, ``warn`` (amber) while the controller
+    """The header's colour: ``bad`` (red) when unhealthy or the scheduler refuses us an action
+    for lack of rights, ``warn`` (amber) while the controller
     is frozen or paused or a size is in protected mode or behind an open capacity breaker, else
     ``ok`` (green)."""
-    if not doc.get("healthy"):
+    if not doc.get("healthy") or doc.get("no_permission"):
         return "bad"
     if doc.get("frozen") or doc.get("paused") or doc.get("protected_sizes") or doc.get("capacity_breakers"):
         return "warn"
@@ -260,6 +261,8 @@ def _top(doc: Mapping[str, Any]) -> str:
         parts.append(f"<span class='warn' id='paused'>paused: {e(str(doc['paused']))}</span>")
     if doc.get("frozen"):
         parts.append(f"<span class='warn' id='frozen'>actions frozen: {e(str(doc['frozen']))}</span>")
+    if doc.get("no_permission"):
+        parts.append(f"<span class='bad' id='no-permission'>{e(str(doc['no_permission']))}</span>")
     if doc.get("other_controller"):
         parts.append(f"<span class='bad' id='other-controller'>stopped: {e(str(doc['other_controller']))}</span>")
     matrix = doc.get("matrix") or {}

@@ -99,8 +99,10 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
     why_not = report.why_not
     recent = history.recent(now) if history is not None else []
     nodes = []
+    denied = _denied_nodes(report.denied)
     for e in plan.nodes:
         o = last_outcome.get(e.node_id) or last_outcome.get(e.name)
+        refused = denied.get(e.node_id)
         w = why_not.node(e)
         f = in_flight.get(e.node_id)
         c = cloud.get(e.node_id)
@@ -123,7 +125,7 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
             "in_flight": ({"action": f.action, "since": f.since,
                            "for_seconds": round(snap.now - f.since, 1)} if f else None),
             "launched_at": c.launched_at if c else None,
-            "last_outcome": f"{o.kind} {o.result}: {o.detail}" if o else None,
+            "last_outcome": refused or (f"{o.kind} {o.result}: {o.detail}" if o else None),
             "why_not": w.to_json() if w else None,
             "events": _events(history.events(e.node_id)) if history is not None else [],
         })
@@ -134,6 +136,7 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
         polls={k: {"at": v, "age_seconds": round(now - v, 1)} for k, v in snap.polled_at.items()},
         cloud_clock_skew=snap.cloud_clock_skew,
         other_controller=report.other_controller,
+        no_permission=_no_permission(report.denied),
         foreign_vms=[{"node_id": n.id, "name": n.name, "state": n.state,
                       "deployment": n.tags.get(TAG_DEPLOYMENT) or None} for n in report.foreign_nodes],
         protected_sizes=dict(snap.protected_sizes),
@@ -157,6 +160,25 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
     if view.spend is not None and view.spend.enabled:
         doc["top_spenders_today"] = top_spenders_today(view.spend, now)
     return doc
+
+
+def _denied_nodes(denied: Mapping[str, str]) -> dict[str, str]:
+    """Node id -> what its node's line says while the scheduler refuses us an action on it."""
+    out: dict[str, str] = {}
+    for key, why in denied.items():
+        action, _, node = key.partition(":")
+        out[node] = f"{action} refused: no permission ({why})"
+    return out
+
+
+def _no_permission(denied: Mapping[str, str]) -> str | None:
+    """The header's words while the scheduler refuses actions for lack of rights (None: it does not)."""
+    if not denied:
+        return None
+    actions = sorted({key.split(":", 1)[0] for key in denied})
+    first = next(iter(denied.values()))
+    return (f"{' and '.join(actions)} refused: no permission on {len(denied)} node(s) ({first}): "
+            "give the daemon's user the right (nodemanager check names it)")
 
 
 def top_spenders_today(ledger: Any, now: float, n: int = 5) -> list[dict[str, Any]]:
