@@ -47,6 +47,7 @@ DAEMON: dict[str, tuple[str, Callable[[str], Any]]] = {
     "max_total_price": ("max_total_price", nonneg(parse_float)),
     "boot_grace": ("boot_grace", parse_duration),
     "idle_grace": ("idle_grace", parse_duration),
+    "paid_idle_after": ("paid_idle_after", parse_duration),
     "node_stale_after": ("node_stale_after", parse_duration),
     "poll_stale_after": ("poll_stale_after", parse_duration),
     "max_concurrent_drains": ("max_concurrent_drains", nonneg(parse_int)),

@@ -35,6 +35,7 @@ from nodemanager.console.metric_families import CycleCollector as _CycleCollecto
 from nodemanager.console.metric_families import CycleGauges as _CycleGauges
 from nodemanager.console.metric_families import label as _label
 from nodemanager.model.report import DENIABLE_ACTIONS
+from nodemanager.console.paid_idle import PaidIdle
 from nodemanager.console.metric_families import unmatched as _unmatched
 from nodemanager import installed_version
 
@@ -131,6 +132,14 @@ class Metrics:
                              ["action"], registry=r)
         for action in DENIABLE_ACTIONS:
             self._denied.labels(action)
+        self._paid_idle = Gauge("nodemanager_paid_idle_nodes",
+                                "Nodes paid for and idle longer than idle_grace + paid_idle_after, by what "
+                                "keeps them (a blocked_by word, no_permission, action_not_done, matrix).",
+                                ["kept_because"], registry=r)
+        self._paid_idle.labels("matrix")
+        self._paid_idle_cost = Gauge("nodemanager_paid_idle_cost",
+                                     "What the paid idle nodes' idleness cost so far (the sizes' prices).",
+                                     registry=r)
         self._build = Info("nodemanager_build", "The nodemanager version.", registry=r)
         self._build.info({"version": version or installed_version("unknown")})
         for result in ("ok", "error"):
@@ -164,6 +173,17 @@ class Metrics:
         refused = {key.split(":", 1)[0] for key in report.denied}
         for action in DENIABLE_ACTIONS:
             self._denied.labels(action).set(1 if action in refused else 0)
+
+    def observe_paid_idle(self, found: Sequence[PaidIdle]) -> None:
+        """The cycle's paid idle nodes (:func:`~nodemanager.console.paid_idle.paid_idle`)."""
+        counts: dict[str, int] = {}
+        for p in found:
+            counts[p.label] = counts.get(p.label, 0) + 1
+        self._paid_idle.clear()
+        self._paid_idle.labels("matrix")
+        for label, n in counts.items():
+            self._paid_idle.labels(_label(label)).set(n)
+        self._paid_idle_cost.set(sum(p.cost for p in found))
 
     # -- explicit calls ----------------------------------------------------------------------
     def observe_call(self, target: str, call: str, seconds: float,

@@ -16,6 +16,7 @@ from nodemanager.core.pricing import spot_limits
 from nodemanager.model import EMPTY_MAP, CycleReport, Snapshot
 from nodemanager.configuration.settings import CoreSettings
 from nodemanager.console.node_words import next_change, shown_tuple
+from nodemanager.console.paid_idle import paid_idle, refused_nodes
 from nodemanager.console.summary import pool_summary
 from nodemanager.tags import TAG_DEPLOYMENT
 from nodemanager.text import duration, short_rule
@@ -86,7 +87,7 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
     if report is None:
         doc.update(nodes=[], unpaired_workers=[], outcomes=[], notes=[], frozen=None,
                    paused=doc["admin"].get("paused"), why_not_demand=[], recent=[],
-                   matrix={"sha256": None, "error": None}, polls={}, summary={})
+                   matrix={"sha256": None, "error": None}, polls={}, summary={}, paid_idle=[])
         return doc
     snap, plan = report.snapshot, report.plan
     admin_json = doc["admin"]
@@ -99,7 +100,7 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
     why_not = report.why_not
     recent = history.recent(now) if history is not None else []
     nodes = []
-    denied = _denied_nodes(report.denied)
+    denied = refused_nodes(report.denied)
     for e in plan.nodes:
         o = last_outcome.get(e.node_id) or last_outcome.get(e.name)
         refused = denied.get(e.node_id)
@@ -137,6 +138,7 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
         cloud_clock_skew=snap.cloud_clock_skew,
         other_controller=report.other_controller,
         no_permission=_no_permission(report.denied),
+        paid_idle=[p.to_json() for p in paid_idle(report, view.core)] if view.core is not None else [],
         foreign_vms=[{"node_id": n.id, "name": n.name, "state": n.state,
                       "deployment": n.tags.get(TAG_DEPLOYMENT) or None} for n in report.foreign_nodes],
         protected_sizes=dict(snap.protected_sizes),
@@ -160,15 +162,6 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
     if view.spend is not None and view.spend.enabled:
         doc["top_spenders_today"] = top_spenders_today(view.spend, now)
     return doc
-
-
-def _denied_nodes(denied: Mapping[str, str]) -> dict[str, str]:
-    """Node id -> what its node's line says while the scheduler refuses us an action on it."""
-    out: dict[str, str] = {}
-    for key, why in denied.items():
-        action, _, node = key.partition(":")
-        out[node] = f"{action} refused: no permission ({why})"
-    return out
 
 
 def _no_permission(denied: Mapping[str, str]) -> str | None:

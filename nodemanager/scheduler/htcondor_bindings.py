@@ -124,6 +124,15 @@ class Htcondor2Bindings:
             on_completion=htc.CompletionType.Nothing,
             check_expr=check_expr, start_expr=start_expr, reason=reason)
 
+    def authorized(self, location: Mapping[str, Any], level: str) -> bool | None:
+        """Whether the daemon at ``location`` grants us ``level`` (what ``condor_ping`` asks);
+        None when it does not answer."""
+        try:
+            reply = self._htc.ping(str(location.get("MyAddress")), level)
+        except self.error_types:
+            return None
+        return bool(reply.get("AuthorizationSucceeded"))
+
     def cancel_drain_jobs(self, location: Mapping[str, Any], request_id: str) -> None:
         self._htc.Startd(self._location(location)).cancelDrainJobs(request_id)
 
