@@ -36,6 +36,7 @@ from nodemanager.console.metric_families import CycleGauges as _CycleGauges
 from nodemanager.console.metric_families import label as _label
 from nodemanager.model.report import DENIABLE_ACTIONS
 from nodemanager.console.paid_idle import PaidIdle
+from nodemanager.console.summary import unlisted_boot_sizes
 from nodemanager.console.metric_families import unmatched as _unmatched
 from nodemanager import installed_version
 
@@ -263,8 +264,8 @@ class Metrics:
         of_size: dict[str, tuple[str, Size | None, float]] = {}   # node size -> label, Size, price
         for node in snap.cloud_nodes:
             shown = explained.get(node.id)
-            if shown.gone if shown is not None else is_gone(node):
-                continue
+            if (shown.gone if shown is not None else is_gone(node)) or node.id in snap.destroyed:
+                continue  # gone, or destroyed by us since the listing: no longer paid
             state = paid_state(report.core_state(shown.tuple.worker_state) if shown else None,
                                node.id in draining_nodes)
             known = of_size.get(node.size)
@@ -283,6 +284,10 @@ class Metrics:
                 else:
                     seconds = charged_between(node_size, node.launched_at, snap.now - gap, snap.now)
                     charges[size] = charges.get(size, 0.0) + price * seconds / 3600.0
+        for node_size_name in unlisted_boot_sizes(report).values():   # paid from the create on
+            booted = sizes.get(node_size_name)
+            if booted is not None:
+                spend[_label(booted.name)] = spend.get(_label(booted.name), 0.0) + booted.price
         for size, prices in by_the_second.items():
             charges[size] = charges.get(size, 0.0) + prices * gap / 3600.0
         for size, amount in charges.items():
