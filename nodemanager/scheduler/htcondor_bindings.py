@@ -127,8 +127,11 @@ class Htcondor2Bindings:
     def authorized(self, location: Mapping[str, Any], level: str) -> bool | None:
         """Whether the daemon at ``location`` grants us ``level`` (what ``condor_ping`` asks);
         None when it does not answer."""
+        ping = getattr(self._htc, "ping", None)
+        if ping is None:
+            return None
         try:
-            reply = self._htc.ping(str(location.get("MyAddress")), level)
+            reply = ping(str(location.get("MyAddress")), level)
         except self.error_types:
             return None
         return bool(reply.get("AuthorizationSucceeded"))
