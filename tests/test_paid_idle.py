@@ -3,6 +3,7 @@ scheduler refuses us for lack of rights; never the nodes kept on purpose (min_no
 
 import policy_matrix
 
+from nodemanager.commands.admin import _status_text
 from nodemanager.console.paid_idle import paid_idle
 from nodemanager.console.status_document import StatusView, status_document
 from nodemanager.core import plan
@@ -39,6 +40,8 @@ def test_each_node_paid_idle_past_the_bound_is_listed_with_what_keeps_it_and_its
     doc = status_document(StatusView(report=r, last_cycle_at=NOW, core=st), None, NOW)
     assert [p["name"] for p in doc["paid_idle"]] == [p.name for p in paid_idle(r, st)]
     assert "theirs: paid idle for 5h 00m" in doc["paid_idle"][0]["text"]
+    assert "paid idle: theirs: paid idle for 5h 00m" in _status_text(doc)      # nodemanager status
+    assert "NO PERMISSION: drain refused: no permission on 1 node(s)" in _status_text(doc)
 
 
 def test_nodes_kept_on_purpose_are_not_flagged():
