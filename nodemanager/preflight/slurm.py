@@ -53,7 +53,8 @@ def rights_check(conf: Mapping[str, str], options: SlurmOptions, user: str | Non
     slurm_user = conf.get("SlurmUser", "").split("(", 1)[0]
     if name in ("root", slurm_user):
         return Check(check, True, f"{name} is {'root' if name == 'root' else 'SlurmUser'}")
-    fix_user = f"run the daemon as SlurmUser ({slurm_user or 'slurm'}) or root"
+    fix_user = (f"run the daemon as SlurmUser ({slurm_user}) or root" if slurm_user not in ("", "root")
+                else "run the daemon as root (SlurmUser)")
     if "slurmdbd" not in conf.get("AccountingStorageType", ""):
         return Check(check, False, f"{name} is neither root nor SlurmUser ({slurm_user or 'unset'}), and "
                      f"without slurmdbd (AccountingStorageType={conf.get('AccountingStorageType') or 'unset'}) "
