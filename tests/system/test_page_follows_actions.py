@@ -10,6 +10,7 @@ import re
 import time
 
 import pytest
+import requests
 
 from tests.fixtures.moto import free_port
 from tests.system.test_closed_loop import harness, start_daemon, status, stop_daemon, write_config
@@ -47,6 +48,10 @@ def _page_within(port: int, ok, since: float, what: str) -> dict:
                 f"{[(n['node_id'], n['why']) for n in doc.get('nodes', [])]}")
 
 
+def _metrics(port: int) -> str:
+    return requests.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+
+
 def test_a_boot_and_a_destroy_show_on_the_page_and_in_spend_at_once(parts, moto_server, tmp_path):
     cluster, slurm, hv = parts
     port = free_port()
@@ -61,6 +66,7 @@ def test_a_boot_and_a_destroy_show_on_the_page_and_in_spend_at_once(parts, moto_
         doc = _page_within(port, lambda d: d["summary"]["spend"]["per_hour"] == PRICE, booted, "the boot in spend")
         assert vm not in {n["node_id"] for n in doc["nodes"]}       # no listing has shown it yet
         assert doc["summary"]["booting"] == 1
+        assert f'nodemanager_estimated_spend_per_hour{{size="small"}} {PRICE}' in _metrics(port)
 
         vm, destroyed = _after(log, r"outcome destroy (i-\w+), small: ok", proc, time.monotonic() + 120)
 
@@ -69,6 +75,7 @@ def test_a_boot_and_a_destroy_show_on_the_page_and_in_spend_at_once(parts, moto_
             return row is not None and row["why"].startswith("destroyed by us")
         doc = _page_within(port, gone_at_once, destroyed, "the destroy")
         assert doc["summary"]["spend"]["per_hour"] == 0
+        assert f'nodemanager_estimated_spend_per_hour{{size="small"}} {PRICE}' not in _metrics(port)
         assert "the next cloud listing confirms it" in next(n for n in doc["nodes"] if n["node_id"] == vm)["why"]
 
         deadline = time.monotonic() + 45                            # the next listing confirms it
