@@ -391,5 +391,6 @@ class Actuator(ActuatorMemory):
             try:
                 self.scheduler.node_destroyed(worker_name)
             except SchedulerError as err:
-                detail += f"; telling the scheduler failed: {err}"
+                told = self._no_permission(key, str(err)) if err.denied else str(err)
+                detail += f"; telling the scheduler failed: {told}"
         return Outcome("destroy", node.id, OK, detail, now, node.size, node.launched_at)
