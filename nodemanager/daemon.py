@@ -48,6 +48,7 @@ from nodemanager.configuration.config import SECRET_OPTIONS, ConfigError, Proble
 from nodemanager.cycle.controller import Controller
 from nodemanager.cycle.memories import Memories
 from nodemanager.console.history import NodeHistory
+from nodemanager.console.paid_idle import paid_idle
 from nodemanager.console.spend_ledger import SpendLedger
 from nodemanager.cycle.journal import ReservationJournal
 from nodemanager.cycle.state_files import set_aside_files
@@ -198,6 +199,7 @@ class Daemon:
         self.counters["cycles"] += 1
         self.metrics.observe(report)
         self.metrics.observe_identity(report)
+        self.metrics.observe_paid_idle(paid_idle(report, self.settings.core))
         self.history.save_if_due(self.last_cycle_at)
         self.spend.cycle(report, self.last_cycle_at)
         self.check_matrix()

@@ -62,7 +62,7 @@ class Timed:
                 self._observe(self._target, call, time.monotonic() - start, exc.kind)
                 raise
             except SchedulerError as exc:
-                kind = "refused" if not exc.transient else "transient"
+                kind = "denied" if exc.denied else "refused" if not exc.transient else "transient"
                 self._observe(self._target, call, time.monotonic() - start, kind)
                 raise
             self._observe(self._target, call, time.monotonic() - start, None)

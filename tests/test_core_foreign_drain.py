@@ -40,11 +40,12 @@ def test_plan_command_leaves_a_node_an_admin_drained_alone(tmp_path, capsys):
     assert main(["plan", "--snapshot", str(path)]) == 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("i-1 "))
-    assert row.split()[3] == "busy" and row.split()[-2:] == ["-", "foreign_drain"]
-    assert f"i-1: left alone (matrix says None): drained by someone else: {ADMIN}" in out
+    # idle, as it is: paid for and doing nothing, and left alone whatever the matrix says
+    assert row.split()[3] == "idle" and row.split()[-2:] == ["-", "foreign_drain"]
+    assert f"i-1: left alone (matrix says START_DRAIN): drained by someone else: {ADMIN}; no job runs" in out
 
 
-def test_slurm_and_htcondor_foreign_drains_are_busy_with_their_reason():
+def test_slurm_and_htcondor_foreign_drains_are_idle_or_busy_with_their_reason_and_age():
     condor_ad = {"State": "Drained", "Activity": "Idle", "Draining": True, "DrainReason": "Defrag pool",
                  "NumDynamicSlots": 0, "LastDrainStartTime": NOW - 900}
     nodes = [node("a"), node("b"), node("c"), node("ours")]
@@ -53,10 +54,13 @@ def test_slurm_and_htcondor_foreign_drains_are_busy_with_their_reason():
                       drain_reason="Defrag pool"),
                worker("ours", "drain", draining=True, drain_reason="nodemanager: idle [req=1]")]
     p = run(snap(nodes, workers))
-    for nid, reason in (("a", ADMIN), ("b", ADMIN), ("c", "Defrag pool")):
+    for nid, reason, state, ago in (("a", ADMIN, "idle", " 10m 00s ago"), ("b", ADMIN, "busy", " 10m 00s ago"),
+                                    ("c", "Defrag pool", "idle", "")):
         e = explained(p, nid)
-        assert e.tuple.worker_state == "busy" and e.action is None and e.blocked_by == "foreign_drain"
-        assert f"drained by someone else: {reason}" in e.reason
+        assert e.tuple.worker_state == state and e.action is None and e.blocked_by == "foreign_drain"
+        assert f"drained by someone else{ago}: {reason}" in e.reason
+    # idle since their drain began (when known): how long it has been paid for nothing
+    assert explained(p, "a").idle_since == NOW - 600 and explained(p, "b").idle_since is None
     # a drain with our prefix is not someone else's: drained, down, destroyed as before
     assert {i.node_id: i.kind for i in p.items} == {"ours": ItemKind.DESTROY}
 
@@ -91,7 +95,7 @@ def test_no_matrix_and_no_operator_drain_act_on_it():
         p = run(snap(nodes, workers), matrix=m)
         e = explained(p, "a")
         assert p.items == () and e.matrix_action is action
-        assert e.blocked_by == "foreign_drain" and f"drained by someone else: {ADMIN}" in e.reason
+        assert e.blocked_by == "foreign_drain" and f"drained by someone else 10m 00s ago: {ADMIN}" in e.reason
     p = run(snap(nodes, workers, forced_drains=frozenset({"a"})))
     assert p.items == ()
 
@@ -109,7 +113,7 @@ def test_reclaim_after_the_configured_delay():
     nodes = [node("a")]
     young = run(snap(nodes, [admin_drained("a", drain_since=NOW - 600)]), st)
     e = explained(young, "a")
-    assert young.items == () and e.tuple.worker_state == "busy"
+    assert young.items == () and e.tuple.worker_state == "idle"
     assert (e.next_change, e.next_change_what) == (NOW + 3000, RECLAIM_ENDS)
     old = run(snap(nodes, [admin_drained("a", drain_since=NOW - 4000)]), st)
     e = explained(old, "a")
@@ -117,6 +121,6 @@ def test_reclaim_after_the_configured_delay():
     assert "drained by someone else for 4000s" in e.reason and ADMIN in e.reason
     # when their drain began is unknown, it is never reclaimed
     unknown = run(snap(nodes, [admin_drained("a", drain_since=0.0)]), st)
-    assert unknown.items == () and explained(unknown, "a").tuple.worker_state == "busy"
+    assert unknown.items == () and explained(unknown, "a").tuple.worker_state == "idle"
     # off by default
     assert run(snap(nodes, [admin_drained("a", drain_since=NOW - 10 ** 6)])).items == ()

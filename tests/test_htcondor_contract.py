@@ -12,7 +12,7 @@ from nodemanager.cycle.controller_inputs import build_in_flight
 from nodemanager.model import CloudNode
 from nodemanager.scheduler.htcondor_attributes import PILOT_ATTRIBUTES, SLOT_ATTRIBUTES
 from nodemanager.scheduler.htcondor_drain import drain_check_expression
-from nodemanager.scheduler.port import DrainRefused, DrainSchedule
+from nodemanager.scheduler.port import DrainRefused, DrainSchedule, SchedulerError
 from tests.fixtures.condor_contract import real_pool, startds  # noqa: F401 - fixtures
 
 GRACEFUL, QUICK, FAST = DrainSchedule.GRACEFUL, DrainSchedule.QUICK, DrainSchedule.FAST
@@ -47,6 +47,16 @@ def test_a_job_that_claimed_the_startd_after_our_look_makes_the_startd_refuse(st
         startds.htc.drain(snapshot, GRACEFUL, "idle exceeded")
     w = startds.worker(name)
     assert not w.draining and w.running_jobs == 1 and startds.jobs_running(name) == 1
+
+
+def test_a_startd_that_denies_us_administrator_refuses_the_drain_as_a_denial(startds):
+    """Not a passing refusal retried at the short backoff: the actuator probes it slowly and the
+    page and the alert say "no permission"."""
+    name = startds.add(deny_admin=True)
+    with pytest.raises(SchedulerError, match="DRAIN_JOBS .ADMINISTRATOR. not granted") as err:
+        startds.htc.drain(startds.worker(name), GRACEFUL, "idle exceeded")
+    assert err.value.denied and not err.value.transient
+    assert not startds.worker(name).draining
 
 
 def test_our_drain_is_cancelled_and_the_startd_takes_jobs_again(startds):

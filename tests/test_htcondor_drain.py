@@ -138,11 +138,12 @@ def test_only_one_drain_per_node(condor):
     assert st.drain_request == ticket.request_id and other.drain_reason == "Defrag pool"
 
 
-def test_missing_administrator_authorization_is_a_refusal(condor):
+def test_missing_administrator_authorization_is_a_denial_not_a_passing_refusal(condor):
     condor.add("a.example")
     condor.sim.deny("a.example")
-    with pytest.raises(DrainRefused, match="ADMINISTRATOR"):
+    with pytest.raises(SchedulerError, match="DRAIN_JOBS .ADMINISTRATOR. not granted") as err:
         condor.htc.drain(condor.worker("a.example"), GRACEFUL, "idle exceeded")
+    assert err.value.denied and not err.value.transient
 
 
 def test_a_startd_that_does_not_answer_times_out_after_20_seconds(condor):

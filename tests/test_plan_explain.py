@@ -23,7 +23,8 @@ def by_keyword(d: Decision) -> NodeExplanation:
         worker=w.name if w is not None else None, raw_state=w.state if w is not None else None,
         next_change=f.next_change, next_change_what=f.next_what, cause=d.cause, lost=f.lost,
         gone=f.gone, our_drain_since=drain.since if drain is not None else None, drained=f.drained,
-        up=f.up, after_boot=f.after_boot, budget=d.budget)
+        up=f.up, after_boot=f.after_boot, budget=d.budget,
+        idle_since=f.cls.idle_since if f.core_state == "idle" else None)
 
 
 def test_every_field_of_an_explanation_holds_what_its_name_says():

@@ -186,7 +186,7 @@ def test_the_end_of_reclaim_foreign_after_is_seen_and_its_words_follow_the_time(
     nodes = [node("a")]
     workers = [worker("a", "drain", draining=True, drain_reason=ADMIN, drain_since=NOW - 600)]
     p = both(at(NOW, nodes, workers), st_, memo)
-    assert explained(p, "a").tuple.worker_state == "busy" and explained(p, "a").next_change == NOW + 3000
+    assert explained(p, "a").tuple.worker_state == "idle" and explained(p, "a").next_change == NOW + 3000
     p = both(at(NOW + 3001, nodes, workers), st_, memo)
     assert "drained by someone else for 3601s" in explained(p, "a").reason
     p = both(at(NOW + 3002, nodes, workers), st_, memo)

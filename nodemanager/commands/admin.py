@@ -151,9 +151,12 @@ def _status_text(doc: dict[str, Any]) -> str:
         lines.append(f"PAUSED: {doc['paused']}")
     if doc.get("frozen"):
         lines.append(f"actions frozen: {doc['frozen']}")
+    if doc.get("no_permission"):
+        lines.append(f"NO PERMISSION: {doc['no_permission']}")
     matrix = doc.get("matrix") or {}
     if matrix.get("error"):
         lines.append(f"matrix error (running the last good one): {matrix['error']}")
+    lines.extend(f"paid idle: {p['text']}" for p in doc.get("paid_idle") or ())
     summary = doc.get("summary") or {}
     if summary:
         demand = summary.get("demand", {})

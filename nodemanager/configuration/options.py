@@ -78,6 +78,7 @@ DAEMON: dict[str, tuple[str, Callable[[str], Any]]] = {
     "max_total_price": ("max_total_price", PRICE),
     "boot_grace": ("boot_grace", SPAN),
     "idle_grace": ("idle_grace", SPAN),
+    "paid_idle_after": ("paid_idle_after", SPAN),
     "node_stale_after": ("node_stale_after", SPAN),
     "poll_stale_after": ("poll_stale_after", SPAN),
     "max_concurrent_drains": ("max_concurrent_drains", NODES),

@@ -67,6 +67,7 @@ class CoreSettings:
     clock_tolerance: float = 30.0         # timestamps this far in the future are believed
     max_clock_skew: float = 300.0         # cloud clock off by more: drains/destroys frozen (0 = never)
     reclaim_foreign_after: float = 0.0    # [Drain]: someone else's drain is reclaimed after; 0 = never
+    paid_idle_after: float = 10800.0      # idle past idle_grace this much longer: flagged as paid idle
     reclaim_penalty: float = 0.0          # seconds of node time a spot reclaim costs besides the re-run
     max_rerun_share: float = 0.05         # a spot market takes a job expected to lose at most this to re-runs
     reclaim_prior: float = 2592000.0      # seconds of spot VM time the configured reclaim rate is worth

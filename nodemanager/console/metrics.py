@@ -37,6 +37,9 @@ from nodemanager.console.metric_families import top as _top
 from nodemanager.console.metric_families import CycleCollector as _CycleCollector
 from nodemanager.console.metric_families import CycleGauges as _CycleGauges
 from nodemanager.console.metric_families import label as _label
+from nodemanager.model.report import DENIABLE_ACTIONS
+from nodemanager.console.paid_idle import PaidIdle
+from nodemanager.console.summary import unlisted_boot_sizes
 from nodemanager.console.metric_families import unmatched as _unmatched
 from nodemanager import installed_version
 
@@ -131,6 +134,20 @@ class Metrics:
                                        "1 when another controller of this deployment was seen acting "
                                        "and this one stopped every boot, drain and destroy.",
                                        registry=r)
+        self._denied = Gauge("nodemanager_permission_denied",
+                             "1 while the scheduler refuses this kind of action (drain, cancel_drain, "
+                             "escalate, destroy) to the daemon's user for lack of rights or credentials.",
+                             ["action"], registry=r)
+        for action in DENIABLE_ACTIONS:
+            self._denied.labels(action)
+        self._paid_idle = Gauge("nodemanager_paid_idle_nodes",
+                                "Nodes paid for and idle longer than idle_grace + paid_idle_after, by what "
+                                "keeps them (a blocked_by word, no_permission, action_not_done, matrix).",
+                                ["kept_because"], registry=r)
+        self._paid_idle.labels("matrix")
+        self._paid_idle_cost = Gauge("nodemanager_paid_idle_cost",
+                                     "What the paid idle nodes' idleness cost so far (the sizes' prices).",
+                                     registry=r)
         self._build = Info("nodemanager_build", "The nodemanager version.", registry=r)
         self._build.info({"version": version or installed_version("unknown")})
         for result in ("ok", "error"):
@@ -161,6 +178,20 @@ class Metrics:
         """Whose VMs the cycle saw: another deployment's, and whether another controller acts."""
         self._foreign.set(sum(1 for n in report.foreign_nodes if not is_gone(n)))
         self._other_controller.set(1 if report.other_controller else 0)
+        refused = {key.split(":", 1)[0] for key in report.denied}
+        for action in DENIABLE_ACTIONS:
+            self._denied.labels(action).set(1 if action in refused else 0)
+
+    def observe_paid_idle(self, found: Sequence[PaidIdle]) -> None:
+        """The cycle's paid idle nodes (:func:`~nodemanager.console.paid_idle.paid_idle`)."""
+        counts: dict[str, int] = {}
+        for p in found:
+            counts[p.label] = counts.get(p.label, 0) + 1
+        self._paid_idle.clear()
+        self._paid_idle.labels("matrix")
+        for label, n in counts.items():
+            self._paid_idle.labels(_label(label)).set(n)
+        self._paid_idle_cost.set(sum(p.cost for p in found))
 
     # -- explicit calls ----------------------------------------------------------------------
     def observe_call(self, target: str, call: str, seconds: float,
@@ -249,8 +280,8 @@ class Metrics:
         of_size: dict[str, tuple[str, Size | None, float]] = {}   # node size -> label, Size, price
         for node in snap.cloud_nodes:
             shown = explained.get(node.id)
-            if shown.gone if shown is not None else is_gone(node):
-                continue
+            if (shown.gone if shown is not None else is_gone(node)) or node.id in snap.destroyed:
+                continue  # gone, or destroyed by us since the listing: no longer paid
             state = paid_state(report.core_state(shown.tuple.worker_state) if shown else None,
                                node.id in draining_nodes)
             known = of_size.get(node.size)
@@ -271,6 +302,10 @@ class Metrics:
                 else:
                     seconds = charged_between(node_size, node.launched_at, snap.now - gap, snap.now)
                     charges[size] = charges.get(size, 0.0) + price * seconds / 3600.0
+        for node_size_name in unlisted_boot_sizes(report).values():   # paid from the create on
+            booted = sizes.get(node_size_name)
+            if booted is not None:
+                spend[_label(booted.name)] = spend.get(_label(booted.name), 0.0) + booted.price
         for size, prices in by_the_second.items():
             charges[size] = charges.get(size, 0.0) + prices * gap / 3600.0
         for size, amount in charges.items():

@@ -240,13 +240,14 @@ def _events(node: Mapping[str, Any]) -> str:
 
 
 def header_level(doc: Mapping[str, Any]) -> str:
-    """The header's colour: ``bad`` (red) when unhealthy, ``warn`` (amber) while the controller
-    is frozen or paused, a size is in protected mode or behind an open capacity breaker, the
-    last reload was rejected or a state file was set aside, else ``ok`` (green)."""
-    if not doc.get("healthy"):
+    """The header's colour: ``bad`` (red) when unhealthy or the scheduler refuses us an action
+    for lack of rights, ``warn`` (amber) while the controller is frozen or paused, a size is in
+    protected mode or behind an open capacity breaker, the last reload was rejected, a state file
+    was set aside or a node is paid idle, else ``ok`` (green)."""
+    if not doc.get("healthy") or doc.get("no_permission"):
         return "bad"
     if (doc.get("frozen") or doc.get("paused") or doc.get("protected_sizes") or doc.get("capacity_breakers")
-            or doc.get("config_error") or doc.get("state_set_aside")):
+            or doc.get("config_error") or doc.get("state_set_aside") or doc.get("paid_idle")):
         return "warn"
     return "ok"
 
@@ -274,6 +275,13 @@ def _top(doc: Mapping[str, Any]) -> str:
         parts.append(f"<span class='warn' id='scheduler-clock'>scheduler clock "
                      f"{e(duration(doc['scheduler_clock_ahead']))} ahead of ours: idle nodes reporting "
                      f"an idle-since in the future count from when first seen idle</span>")
+    if doc.get("no_permission"):
+        parts.append(f"<span class='bad' id='no-permission'>{e(str(doc['no_permission']))}</span>")
+    if doc.get("paid_idle"):
+        found = doc["paid_idle"]
+        cost = sum(p["cost_so_far"] for p in found)
+        parts.append(f"<span class='warn' id='paid-idle-count'>{len(found)} node(s) paid idle "
+                     f"({cost:.2f} so far)</span>")
     if doc.get("other_controller"):
         parts.append(f"<span class='bad' id='other-controller'>stopped: {e(str(doc['other_controller']))}</span>")
     matrix = doc.get("matrix") or {}
@@ -297,6 +305,10 @@ def render_html(doc: Mapping[str, Any]) -> str:
              f"<body data-now='{doc.get('now') or 0:.3f}' data-refresh='{REFRESH_SECONDS}'>",
              "<h1>nodemanager</h1><div class='summary' id='top'>", _top(doc), "</div>",
              f"<div id='pool'>{_pool(doc)}</div>"]
+    if doc.get("paid_idle"):
+        parts.append("<h2>Paid idle</h2><ul id='paid-idle'>" + "".join(
+            f"<li data-node='{e(str(p['node_id']))}'>{e(str(p['text']))}</li>" for p in doc["paid_idle"])
+            + "</ul>")
     if doc.get("notes"):
         parts.append("<ul id='notes'>" + "".join(f"<li>{e(str(n))}</li>" for n in doc["notes"])
                      + "</ul>")

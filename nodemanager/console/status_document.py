@@ -16,6 +16,7 @@ from nodemanager.core.pricing import spot_limits
 from nodemanager.model import EMPTY_MAP, CycleReport, Snapshot
 from nodemanager.configuration.settings import CoreSettings
 from nodemanager.console.node_words import next_change, shown_tuple
+from nodemanager.console.paid_idle import paid_idle, refused_nodes
 from nodemanager.console.summary import pool_summary
 from nodemanager.tags import TAG_DEPLOYMENT
 from nodemanager.text import duration, short_rule
@@ -91,7 +92,7 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
     if report is None:
         doc.update(nodes=[], unpaired_workers=[], outcomes=[], notes=[], frozen=None,
                    paused=doc["admin"].get("paused"), why_not_demand=[], recent=[],
-                   matrix={"sha256": None, "error": None}, polls={}, summary={})
+                   matrix={"sha256": None, "error": None}, polls={}, summary={}, paid_idle=[])
         return doc
     snap, plan = report.snapshot, report.plan
     admin_json = doc["admin"]
@@ -104,8 +105,10 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
     why_not = report.why_not
     recent = history.recent(now) if history is not None else []
     nodes = []
+    denied = refused_nodes(report.denied)
     for e in plan.nodes:
         o = last_outcome.get(e.node_id) or last_outcome.get(e.name)
+        refused = denied.get(e.node_id)
         w = why_not.node(e)
         f = in_flight.get(e.node_id)
         c = cloud.get(e.node_id)
@@ -128,7 +131,7 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
             "in_flight": ({"action": f.action, "since": f.since,
                            "for_seconds": round(snap.now - f.since, 1)} if f else None),
             "launched_at": c.launched_at if c else None,
-            "last_outcome": f"{o.kind} {o.result}: {o.detail}" if o else None,
+            "last_outcome": refused or (f"{o.kind} {o.result}: {o.detail}" if o else None),
             "why_not": w.to_json() if w else None,
             "events": _events(history.events(e.node_id)) if history is not None else [],
         })
@@ -139,6 +142,8 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
         polls={k: {"at": v, "age_seconds": round(now - v, 1)} for k, v in snap.polled_at.items()},
         cloud_clock_skew=snap.cloud_clock_skew, scheduler_clock_ahead=snap.scheduler_clock_ahead,
         other_controller=report.other_controller,
+        no_permission=_no_permission(report.denied),
+        paid_idle=[p.to_json() for p in paid_idle(report, view.core)] if view.core is not None else [],
         foreign_vms=[{"node_id": n.id, "name": n.name, "state": n.state,
                       "deployment": n.tags.get(TAG_DEPLOYMENT) or None} for n in report.foreign_nodes],
         protected_sizes=dict(snap.protected_sizes),
@@ -162,6 +167,16 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
     if view.spend is not None and view.spend.enabled:
         doc["top_spenders_today"] = top_spenders_today(view.spend, now)
     return doc
+
+
+def _no_permission(denied: Mapping[str, str]) -> str | None:
+    """The header's words while the scheduler refuses actions for lack of rights (None: it does not)."""
+    if not denied:
+        return None
+    actions = sorted({key.split(":", 1)[0] for key in denied})
+    first = next(iter(denied.values()))
+    return (f"{' and '.join(actions)} refused: no permission on {len(denied)} node(s) ({first}): "
+            "give the daemon's user the right (nodemanager check names it)")
 
 
 def top_spenders_today(ledger: Any, now: float, n: int = 5) -> list[dict[str, Any]]:

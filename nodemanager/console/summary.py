@@ -11,12 +11,12 @@ from typing import Any, Iterable, Mapping
 from nodemanager.tags import TAG_REQUEST
 from nodemanager.core import charged_between
 from nodemanager.core.pricing import unsized_price
-from nodemanager.model import CycleReport
+from nodemanager.model import CloudNode, CycleReport, Snapshot, is_gone
 from nodemanager.configuration.settings import CoreSettings
 from nodemanager.console.node_words import shown_worker_state
 from policy_matrix.vocabulary import BOOT_WAIT
 
-__all__ = ["pool_summary", "local_midnight"]
+__all__ = ["pool_summary", "local_midnight", "paid_listed", "unlisted_boot_sizes", "unlisted_boots"]
 
 
 def _count(values: Iterable[str | None]) -> dict[str, int]:
@@ -42,10 +42,16 @@ def pool_summary(report: CycleReport, core: CoreSettings | None,
     sizes = {s.name: s for s in core.sizes} if core else {}
     why = report.why_not
     # a VM of a size no longer configured counts at its booted price until it is gone
-    unsized = [(n, *unsized_price(n, snap.known_prices)) for n in snap.cloud_nodes if n.size not in sizes] if core else []
-    spend_now = sum(sizes[n.size].price for n in snap.cloud_nodes if n.size in sizes) + sum(p for _, p, _ in unsized)
+    paid = paid_listed(snap)
+    booted = unlisted_boot_sizes(report)
+    unsized = [(n, *unsized_price(n, snap.known_prices)) for n in paid if n.size not in sizes] if core else []
+    spend_now = (sum(sizes[n.size].price for n in paid if n.size in sizes) + sum(p for _, p, _ in unsized)
+                 + sum(sizes[size].price for size in booted.values() if size in sizes))
     midnight = local_midnight(snap.now)
-    seconds = [(sizes[n.size], n.launched_at, snap.now) for n in snap.cloud_nodes if n.size in sizes]
+    # a VM we destroyed is paid until our destroy, though the listing shows it until the next poll
+    ended = {f.node: f.since for f in snap.in_flight if f.action == "destroy" and f.node in snap.destroyed}
+    seconds = [(sizes[n.size], n.launched_at, ended.get(n.id, snap.now)) for n in snap.cloud_nodes
+               if n.size in sizes]
     seconds += [(sizes[g["size"]], g["launched_at"], g["gone_at"]) for g in gone
                 if g.get("size") in sizes and g.get("launched_at") is not None
                 and g["gone_at"] > midnight]
@@ -75,14 +81,26 @@ def pool_summary(report: CycleReport, core: CoreSettings | None,
     }
 
 
-def unlisted_boots(report: CycleReport) -> set[str]:
-    """The VMs created but not listed yet: boots under way from earlier cycles, and this cycle's
-    creates (counted from the moment of the create, not from the next cloud listing)."""
+def paid_listed(snap: Snapshot) -> list[CloudNode]:
+    """The listed VMs still paid for: neither reported gone by the cloud nor destroyed by us
+    since the listing (our destroy counts at once; the next listing confirms it)."""
+    return [n for n in snap.cloud_nodes if not is_gone(n) and n.id not in snap.destroyed]
+
+
+def unlisted_boot_sizes(report: CycleReport) -> dict[str, str]:
+    """The VMs created but not listed yet, each with its size: boots under way from earlier
+    cycles, and this cycle's creates (paid from the create, not from the next cloud listing)."""
     snap = report.snapshot
     listed = {n.tags.get(TAG_REQUEST) for n in snap.cloud_nodes if n.tags} | {n.id for n in snap.cloud_nodes}
-    out = {f.node for f in snap.in_flight if f.action == "boot" and f.node not in listed}
-    out |= {o.node for o in report.outcomes if o.kind == "boot" and o.result == "ok" and o.node not in listed}
+    out = {f.node: f.size or "" for f in snap.in_flight if f.action == "boot" and f.node not in listed}
+    out.update({o.node: o.size or "" for o in report.outcomes
+                if o.kind == "boot" and o.result == "ok" and o.node not in listed})
     return out
+
+
+def unlisted_boots(report: CycleReport) -> set[str]:
+    """The VMs created but not listed yet (:func:`unlisted_boot_sizes`)."""
+    return set(unlisted_boot_sizes(report))
 
 
 def booting(report: CycleReport) -> int:

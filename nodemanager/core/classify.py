@@ -8,9 +8,10 @@ drained by someone else; see :mod:`nodemanager.scheduler.slurm_classify` and
 * any worker not heard from for ``node_stale_after`` seconds → ``down``;
 * an idle-since time is never later than now;
 * a worker drained (or draining) by someone else — a reason without our prefix, e.g. an
-  administrator's ``admin: bad dimm`` — is ``busy`` ("drained by someone else: <their reason>"),
-  which every matrix leaves alone, until ``reclaim_foreign_after`` (0: never) has passed since its
-  drain began; then it is classed as its adapter says (:func:`classify_foreign`).
+  administrator's ``admin: bad dimm`` — is left alone ("drained by someone else 2h 05m ago: <their
+  reason>"): ``busy`` while jobs run on it, ``idle`` since the drain began once none does (paid for
+  nothing: the status page lists it as paid idle), until ``reclaim_foreign_after`` (0: never) has
+  passed since its drain began; then it is classed as its adapter says (:func:`classify_foreign`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import NamedTuple, TypeGuard
 
 from nodemanager.model import Worker
 from nodemanager.tags import DRAIN_REASON_PREFIX
+from nodemanager.text import duration
 from policy_matrix.vocabulary import BUSY, DOWN, IDLE, UNPAIRED
 
 __all__ = ["Classification", "classify_worker", "is_our_reason", "is_our_drain", "foreign_reason",
@@ -91,15 +93,23 @@ class Foreign(NamedTuple):
 
 
 def classify_foreign(c: Classification, reason: str, drain_since: float, now: float,
-                     reclaim_after: float) -> Foreign:
-    """How a worker someone else drains (``reason``) is classed: ``busy``, left alone, until
-    ``reclaim_after`` seconds (0: never) past ``drain_since`` (0: unknown, never); then ``c``."""
-    if reclaim_after <= 0 or drain_since <= 0:
-        return Foreign(Classification(BUSY, f"drained by someone else: {reason}"), True, None)
-    until = drain_since + reclaim_after
-    if now < until:
-        return Foreign(Classification(BUSY, f"drained by someone else: {reason} (reclaimed after "
-                                            f"reclaim_foreign_after {reclaim_after:.0f}s)"), True, until)
+                     reclaim_after: float, *, idle: bool = False) -> Foreign:
+    """How a worker someone else drains (``reason``) is classed: left alone until
+    ``reclaim_after`` seconds (0: never) past ``drain_since`` (0: unknown, never), as ``busy``
+    while jobs run on it and as ``idle`` (since its drain began, when known) once none does
+    (``idle``): a paid node doing nothing, which no matrix rule gives back while theirs; then ``c``."""
+    left = reclaim_after <= 0 or drain_since <= 0 or now < drain_since + reclaim_after
+    if left:
+        since = f" {duration(now - drain_since)} ago" if 0 < drain_since <= now else ""
+        words = f"drained by someone else{since}: {reason}"
+        until = None
+        if reclaim_after > 0 and drain_since > 0:
+            until = drain_since + reclaim_after
+            words += f" (reclaimed after reclaim_foreign_after {reclaim_after:.0f}s)"
+        if idle:
+            return Foreign(Classification(IDLE, f"{words}; no job runs",
+                                          drain_since if drain_since > 0 else c.idle_since), True, until)
+        return Foreign(Classification(BUSY, words), True, until)
     return Foreign(Classification(c.state, f"drained by someone else for {now - drain_since:.0f}s, "
                                            f"past reclaim_foreign_after {reclaim_after:.0f}s: "
                                            f"{reason}; {c.why}", c.idle_since), False, None)

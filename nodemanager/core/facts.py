@@ -102,7 +102,8 @@ def node_facts(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup,
         reclaim_at = None
         if theirs is not None and worker is not None:
             c, foreign, reclaim_at = classify_foreign(c, theirs, worker.drain_since, now,
-                                                      settings.reclaim_foreign_after)
+                                                      settings.reclaim_foreign_after,
+                                                      idle=worker.running_jobs == 0 and worker.cpus_busy == 0)
         if node.reclaim_at is not None:
             c = cloud_reclaim(node, c, now)
         sched = schedules.get(node.size)

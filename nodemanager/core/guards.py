@@ -20,7 +20,12 @@ def guard(f: NodeFacts, snapshot: Snapshot, ambiguous: frozenset[str] = frozense
     unsure = f.worker is None and f.node.id in ambiguous
     # a destroy this process sent is under way whatever holds the node; one known only from a
     # leftover tag is never resumed past a hold or an ambiguous pairing
-    if destroy is not None and (f.node.id in snapshot.destroyed or not (f.held or unsure)):
+    if destroy is not None and f.node.id in snapshot.destroyed:
+        # the cloud took our destroy; only its listing, polled less often, still shows the VM
+        return Decision(facts=f, blocked=Blocked.IN_FLIGHT,
+                        reason=f"destroyed by us {duration(snapshot.now - destroy.since)} ago; no longer "
+                               "paid; the next cloud listing confirms it")
+    if destroy is not None and not (f.held or unsure):
         return Decision(facts=f, blocked=Blocked.IN_FLIGHT,
                         reason=f"destroy under way for {duration(snapshot.now - destroy.since)}")
     if f.held:

@@ -51,7 +51,7 @@ from nodemanager.model import (Action, Blocked, BudgetUse, CloudNode, Freeze, It
                                PlanItem, Snapshot, Size, Unmet, Worker)
 from nodemanager.configuration.settings import CoreSettings
 from nodemanager.tags import TAG_REQUEST
-from policy_matrix.vocabulary import BOOT_EXCEEDED, DOWN, UNPAIRED
+from policy_matrix.vocabulary import BOOT_EXCEEDED, DOWN, IDLE, UNPAIRED
 
 __all__ = ["plan", "Stages", "PlainStages", "explain", "Escalation", "MatrixLookup", "RECLAIM_ENDS", "stale_inputs"]
 
@@ -272,7 +272,8 @@ def explain(decisions: list[Decision]) -> tuple[NodeExplanation, ...]:
             node.id, node.name, node.size, f.tuple, f.rule, f.maction, d.want, d.blocked, reason,
             w.name if w is not None else None, w.state if w is not None else None,
             f.next_change, f.next_what, d.cause, f.lost, f.gone,
-            drain.since if drain is not None else None, f.drained, f.up, f.after_boot, d.budget)))
+            drain.since if drain is not None else None, f.drained, f.up, f.after_boot, d.budget,
+            f.cls.idle_since if f.core_state == IDLE else None)))
     return tuple(out)
 
 
@@ -280,4 +281,4 @@ def explain(decisions: list[Decision]) -> tuple[NodeExplanation, ...]:
 assert NodeExplanation._fields == (
     "node_id", "name", "size", "tuple", "rule", "matrix_action", "action", "blocked_by", "reason",
     "worker", "raw_state", "next_change", "next_change_what", "cause", "lost", "gone",
-    "our_drain_since", "drained", "up", "after_boot", "budget"), "explain() builds NodeExplanation in field order"
+    "our_drain_since", "drained", "up", "after_boot", "budget", "idle_since"), "explain() builds NodeExplanation in field order"

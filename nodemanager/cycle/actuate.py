@@ -25,6 +25,10 @@ retried at the next cycle; refused again within :data:`REFUSAL_REPEAT`, it backs
 - not_found: a destroy of a gone node is a success;
 - permanent: reported, retried only after the backoff.
 
+A scheduler call refused for lack of rights or credentials (``SchedulerError.denied``) is no
+passing fault: its outcome reads ``refused: no permission (...)``, it is tried again only every
+:data:`PERMISSION_PROBE`, and :meth:`denials` lists it for the page, the metrics and the alert.
+
 Safety rules for a destroy: when the node carries a drain of ours (``TAG_DRAIN``, or our reason
 prefix in the scheduler) and its worker is still heard from, the scheduler's
 :meth:`confirm_drained` must say ``ok`` from fresh state first — whatever the plan item says;
@@ -181,7 +185,7 @@ class Actuator(ActuatorMemory):
             return Outcome("drain", item.node_id, SKIPPED, "no worker to drain", now, size)
         wait = self._wait_reason(key, cloud=False)
         if wait:
-            return Outcome("drain", item.node_id, SKIPPED, wait, now, size)
+            return Outcome("drain", item.node_id, SKIPPED, self._denial_wait(key) or wait, now, size)
         schedule = DrainSchedule(item.schedule or self.settings.drain.schedule)
         reason = item.reason  # the adapter adds our DRAIN_REASON_PREFIX
         try:
@@ -191,6 +195,8 @@ class Actuator(ActuatorMemory):
             again = f"; refused again, next try in {delay:.0f}s" if delay is not None else ""
             return Outcome("drain", item.node_id, REFUSED, f"scheduler refused: {err}{again}", now, size)
         except SchedulerError as err:
+            if err.denied:
+                return Outcome("drain", item.node_id, REFUSED, self._no_permission(key, str(err)), now, size)
             delay = self._failed(key)
             return Outcome("drain", item.node_id, FAILED, f"{err}; retry in {delay:.0f}s", now, size)
         self._succeeded(key)
@@ -211,12 +217,15 @@ class Actuator(ActuatorMemory):
         key = f"cancel:{item.node_id}"
         wait = self._wait_reason(key, cloud=False)
         if wait:
-            return Outcome("cancel_drain", item.node_id, SKIPPED, wait, now, size)
+            return Outcome("cancel_drain", item.node_id, SKIPPED, self._denial_wait(key) or wait, now, size)
         ticket = ticket_for(node, worker, item.worker, item.request_id)
         if ticket is not None:
             try:
                 self.scheduler.cancel_drain(ticket)
             except SchedulerError as err:
+                if err.denied:
+                    return Outcome("cancel_drain", item.node_id, REFUSED, self._no_permission(key, str(err)),
+                                   now, size)
                 delay = self._failed(key)
                 return Outcome("cancel_drain", item.node_id, FAILED, f"{err}; retry in {delay:.0f}s",
                                now, size)
@@ -243,11 +252,13 @@ class Actuator(ActuatorMemory):
         key = f"escalate:{item.node_id}"
         wait = self._wait_reason(key, cloud=False)
         if wait:
-            return Outcome("escalate", item.node_id, SKIPPED, wait, now, size)
+            return Outcome("escalate", item.node_id, SKIPPED, self._denial_wait(key) or wait, now, size)
         schedule = DrainSchedule(item.schedule or DrainSchedule.QUICK.value)
         try:
             self.scheduler.escalate(ticket, schedule)
         except SchedulerError as err:
+            if err.denied:
+                return Outcome("escalate", item.node_id, REFUSED, self._no_permission(key, str(err)), now, size)
             delay = self._failed(key)
             return Outcome("escalate", item.node_id, FAILED, f"{err}; retry in {delay:.0f}s", now, size)
         self._succeeded(key)
@@ -338,7 +349,7 @@ class Actuator(ActuatorMemory):
         key = f"destroy:{item.node_id}"
         wait = self._wait_reason(key, cloud=False)
         if wait:
-            return Outcome("destroy", item.node_id, SKIPPED, wait, now)
+            return Outcome("destroy", item.node_id, SKIPPED, self._denial_wait(key) or wait, now)
         latest = self.latest_worker(item.worker) if self.latest_worker is not None else None
         if worker_is_busy(latest):
             return Outcome("destroy", item.node_id, REFUSED, f"worker {latest.name} runs "
@@ -346,6 +357,8 @@ class Actuator(ActuatorMemory):
         try:
             self.scheduler.node_destroyed(item.worker)
         except SchedulerError as err:
+            if err.denied:
+                return Outcome("destroy", item.node_id, REFUSED, self._no_permission(key, str(err)), now)
             delay = self._failed(key)
             return Outcome("destroy", item.node_id, FAILED, f"{err}; retry in {delay:.0f}s", now)
         self._succeeded(key)
@@ -379,5 +392,6 @@ class Actuator(ActuatorMemory):
             try:
                 self.scheduler.node_destroyed(worker_name)
             except SchedulerError as err:
-                detail += f"; telling the scheduler failed: {err}"
+                told = self._no_permission(key, str(err)) if err.denied else str(err)
+                detail += f"; telling the scheduler failed: {told}"
         return Outcome("destroy", node.id, OK, detail, now, node.size, node.launched_at)

@@ -22,10 +22,12 @@ from nodemanager.cycle.breakers import Breakers
 from nodemanager.cycle.journal import ReservationJournal
 from nodemanager.model import CloudNode, InFlight, Outcome, Worker
 from nodemanager.scheduler import Scheduler, SchedulerPoll
+from nodemanager.text import duration
 from nodemanager.configuration.settings import Settings
 
 __all__ = ["ActuatorMemory", "ActuatorState", "INITIAL_BACKOFF", "BOOT_LISTING_TIMEOUT",
-           "DESTROY_SETTLE", "NAME_QUARANTINE", "OK", "REFUSED", "FAILED", "SKIPPED", "REFUSAL_REPEAT"]
+           "DESTROY_SETTLE", "NAME_QUARANTINE", "OK", "REFUSED", "FAILED", "SKIPPED", "REFUSAL_REPEAT",
+           "PERMISSION_PROBE"]
 
 INITIAL_BACKOFF = 10.0          # seconds before the first retry of a failed call
 # a refusal this soon after the last one of the same work is a repeated one: it backs off like a
@@ -34,6 +36,8 @@ REFUSAL_REPEAT = 600.0
 BOOT_LISTING_TIMEOUT = 600.0    # a requested boot not listed after this long is given up
 DESTROY_SETTLE = 300.0          # a node destroyed this recently is not destroyed again
 NAME_QUARANTINE = 600.0         # a node name listed this recently is not given to a new VM
+# a call refused for lack of rights is tried again only this often: a probe, not a retry storm
+PERMISSION_PROBE = 900.0
 
 OK, REFUSED, FAILED, SKIPPED = "ok", "refused", "failed", "skipped"
 
@@ -84,6 +88,7 @@ class ActuatorMemory:
         self.breakers = Breakers()                            # wall: capacity breakers per size
         self._backoff: dict[str, tuple[int, float]] = {}      # key -> (failures, not before)
         self._refused: dict[str, float] = {}                  # key -> last refused at
+        self._denied: dict[str, tuple[str, float]] = {}       # key -> (no permission: why, at)
         self._cloud_wait_until = -math.inf                    # rate limit: no cloud call before
         self._destroys: dict[str, float] = {}                 # wall: node id -> destroyed at (last hour)
         self._booted: dict[str, float] = {}                   # wall: request id -> create sent at (last hour)
@@ -133,6 +138,37 @@ class ActuatorMemory:
                                  destroys_by_node=dict(self._destroys), boots_by_request=boots,
                                  in_flight=tuple(r.in_flight() for r in self._boots.values())
                                  + tuple(self._recent.values()))
+
+    def denials(self) -> dict[str, str]:
+        """The scheduler calls (``kind:node id``: drain, cancel, escalate, destroy) whose latest
+        try the scheduler refused for lack of rights or credentials, with its error. A denial is
+        forgotten when a call of that kind next succeeds, or two probes after it was last seen
+        (its node gone)."""
+        now = self._mono()
+        with self._lock:
+            if any(now - at >= 2 * PERMISSION_PROBE for _, at in self._denied.values()):
+                self._denied = {k: v for k, v in self._denied.items() if now - v[1] < 2 * PERMISSION_PROBE}
+            return {key: why for key, (why, _) in sorted(self._denied.items())}
+
+    def _no_permission(self, key: str, why: str) -> str:
+        """Record a call refused for lack of rights: no new try before :data:`PERMISSION_PROBE`;
+        the words for its outcome."""
+        now = self._mono()
+        with self._lock:
+            failures = self._backoff.get(key, (0, 0.0))[0] + 1
+            self._backoff[key] = (failures, now + PERMISSION_PROBE)
+            self._denied[key] = (why, now)
+        return f"no permission ({why}); next probe in {duration(PERMISSION_PROBE)}"
+
+    def _denial_wait(self, key: str) -> str | None:
+        """While ``key`` waits for its probe after a denial: the outcome's words."""
+        now = self._mono()
+        with self._lock:
+            denied = self._denied.get(key)
+            not_before = self._backoff.get(key, (0, 0.0))[1]
+        if denied is None or not_before <= now:
+            return None
+        return f"no permission ({denied[0]}); next probe in {duration(not_before - now)}"
 
     def observe_listing(self, nodes: Iterable[CloudNode], polled_at: float | None = None) -> list[Outcome]:
         """Settle boots and destroys against a listing taken at ``polled_at``: a requested boot
@@ -312,9 +348,12 @@ class ActuatorMemory:
         return self._failed(key) if last is not None and now - last < REFUSAL_REPEAT else None
 
     def _succeeded(self, key: str) -> None:
+        kind = key.split(":", 1)[0] + ":"
         with self._lock:
             self._backoff.pop(key, None)
             self._refused.pop(key, None)
+            if self._denied:  # a call of this kind went through: the right is there now
+                self._denied = {k: v for k, v in self._denied.items() if not k.startswith(kind)}
 
     def _cloud_error(self, err: CloudError, key: str, size: str | None = None) -> str:
         """Apply what a cloud error teaches; return the words for the outcome."""

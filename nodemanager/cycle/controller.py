@@ -45,7 +45,7 @@ from nodemanager.core.protected import BootRecord, observe_boots, protected_size
 from nodemanager.core.rate_history import listed_boots, listed_destroys, merge
 from nodemanager.console.decision_log import DecisionLog, log_ignored_cancels
 from nodemanager.cycle.memories import Memories
-from nodemanager.model import CloudNode, CycleReport, Outcome, Plan, Snapshot, frozen_map
+from nodemanager.model import EMPTY_MAP, CloudNode, CycleReport, Outcome, Plan, Snapshot, frozen_map
 from nodemanager.scheduler import SchedulerPoll
 from nodemanager.configuration.settings import Settings
 from nodemanager.tags import TAG_DEPLOYMENT
@@ -259,7 +259,8 @@ class Controller:
                              matrix_hash=getattr(self.matrix, "sha256", ""),
                              matrix_error=self.matrix_error, cpu_seconds=cpu,
                              foreign_nodes=owned.foreign, other_controller=self.other_controller,
-                             vocabulary=getattr(self.matrix, "vocabulary", None))
+                             vocabulary=getattr(self.matrix, "vocabulary", None),
+                             denied=frozen_map(self.actuator.denials()) if self.actuator is not None else EMPTY_MAP)
         self.last_report = report
         self.memories.save(now)
         return report, tasks
@@ -356,7 +357,8 @@ class Controller:
             outcomes.extend(self.actuator.run(task))
         self.record(outcomes)
         self._pending_outcomes = []
-        report = replace(report, outcomes=report.outcomes + tuple(outcomes))
+        report = replace(report, outcomes=report.outcomes + tuple(outcomes),
+                         denied=frozen_map(self.actuator.denials()) if self.actuator is not None else EMPTY_MAP)
         self.last_report = report
         return report
 

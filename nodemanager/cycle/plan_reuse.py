@@ -18,8 +18,8 @@ adapters' records are frozen values). Kept, per cloud node id, and reused:
   ``Worker`` (or with none, for the same pairing reason), the settings and the matrix are the same
   objects and the held set is equal, no action of ours is under way on the node now, ``now`` is
   before the facts' next change by time alone and not before the cycle that made them, and the worker is not lost yet. Never kept: facts
-  whose words name ``now`` (an idle node's "idle for", a reclaim notice's countdown, a foreign
-  drain past ``reclaim_foreign_after``) or made while an action of ours was under way. Reused
+  whose words name ``now`` (an idle node's "idle for", a reclaim notice's countdown, someone
+  else's drain: how long ago it began) or made while an action of ours was under way. Reused
   facts are handed on with this cycle's records in them, so last cycle's records are freed;
 * the explanation of a node no reason claimed, made from facts equal to this cycle's.
 
@@ -153,8 +153,7 @@ class ReusingStages:
                 out.append(f)
                 n, w = f.node, f.worker
                 # words that name now, or an action of ours under way: made afresh every cycle
-                if f.flights or f.core_state == IDLE or n.reclaim_at is not None or (
-                        f.theirs is not None and not f.foreign):
+                if f.flights or f.core_state == IDLE or n.reclaim_at is not None or f.theirs is not None:
                     continue
                 until = _NEVER if f.next_change is None else f.next_change
                 if w is not None and w.last_heard > 0:

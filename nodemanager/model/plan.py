@@ -145,6 +145,7 @@ class NodeExplanation(NamedTuple):
     # matters to it): the change after it, (when, what); None: none by time alone
     after_boot: TimedChange | None = None
     budget: str | None = None        # the [Budget NAME] that holds the action back (blocked_by budget)
+    idle_since: float | None = None  # its worker is idle since then (None: not idle)
 
 
 @dataclass(frozen=True, slots=True)

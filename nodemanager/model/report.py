@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Mapping
 
 from nodemanager.model.plan import Outcome, Plan
-from nodemanager.model.records import CloudNode, Snapshot
+from nodemanager.model.records import EMPTY_MAP, CloudNode, Snapshot
 from nodemanager.console.whynot import WhyNots, why_not
 from policy_matrix.vocabulary import Vocabulary
 
-__all__ = ["CycleReport"]
+__all__ = ["CycleReport", "DENIABLE_ACTIONS"]
+
+# the scheduler actions a missing right refuses (the first part of a ``denied`` key)
+DENIABLE_ACTIONS = ("drain", "cancel_drain", "escalate", "destroy")
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,8 @@ class CycleReport:
     foreign_nodes: tuple[CloudNode, ...] = ()
     # why this process stopped acting: another controller of this deployment acts (None: it does not)
     other_controller: str | None = None
+    # scheduler calls refused for lack of rights: "action:node id" -> the scheduler's error
+    denied: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
 
     def core_state(self, worker_state: str) -> str:
         """The core's word for ``worker_state`` (busy, idle, down, unpaired): what everything

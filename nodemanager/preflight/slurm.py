@@ -5,6 +5,8 @@ included) must carry for the node manager, and what in them works against it
 
 from __future__ import annotations
 
+import os
+import pwd
 from typing import AbstractSet, Iterator, Mapping, Sequence
 
 from nodemanager.preflight.checklist import Check
@@ -16,7 +18,7 @@ from nodemanager.scheduler.slurm_hostlist import expand_hostlist
 from nodemanager.scheduler.slurm_options import SlurmOptions
 from nodemanager.scheduler.slurm_show import listed, parse_config, parse_records
 
-__all__ = ["slurm_checks", "conf_checks", "node_checks", "node_names"]
+__all__ = ["slurm_checks", "conf_checks", "node_checks", "node_names", "rights_check"]
 
 Nodes = Mapping[str, Mapping[str, str]]
 
@@ -34,12 +36,46 @@ def slurm_checks(settings: Settings, options: SlurmOptions, configless: bool) ->
     except SchedulerError as exc:
         yield Check("slurm.conf", False, str(exc), "check [Scheduler] slurm_conf and that slurmctld answers")
         return
+    yield rights_check(conf, options)
     names = node_names(settings)
     lln = {p for p, fields in partitions.items() if fields.get("LLN", "").upper() == "YES"}
     yield from conf_checks(conf, nodes, [n for ns in names.values() for n in ns if n in nodes],
                            configless=configless, mark_destroyed=options.mark_destroyed, lln=lln)
     yield from node_checks(settings.core.sizes, names, nodes, settings.core.node_mem_scaling,
                            settings.cloud.node_name_template)
+
+
+def rights_check(conf: Mapping[str, str], options: SlurmOptions, user: str | None = None) -> Check:
+    """Whether ``user`` (default: this process's) may drain and resume nodes: SLURM lets root,
+    its SlurmUser and users of AdminLevel Operator or Administrator (in slurmdbd) do so."""
+    name = user or pwd.getpwuid(os.geteuid()).pw_name
+    check = "slurm rights to drain and resume"
+    slurm_user = conf.get("SlurmUser", "").split("(", 1)[0]
+    if name in ("root", slurm_user):
+        return Check(check, True, f"{name} is {'root' if name == 'root' else 'SlurmUser'}")
+    fix_user = (f"run the daemon as SlurmUser ({slurm_user}) or root" if slurm_user not in ("", "root")
+                else "run the daemon as root (SlurmUser)")
+    if "slurmdbd" not in conf.get("AccountingStorageType", ""):
+        return Check(check, False, f"{name} is neither root nor SlurmUser ({slurm_user or 'unset'}), and "
+                     f"without slurmdbd (AccountingStorageType={conf.get('AccountingStorageType') or 'unset'}) "
+                     "SLURM gives no other user an admin level: every drain fails with "
+                     "'slurm_update error: Invalid user id' and idle VMs stay paid",
+                     f"{fix_user} (User= in the systemd unit), or set up slurmdbd and run "
+                     f"`sacctmgr modify user {name} set AdminLevel=Operator`")
+    try:
+        out = run_command(options, ["sacctmgr", "-n", "-P", "show", "user", name, "format=User,AdminLevel"])
+    except SchedulerError as exc:
+        return Check(check, None, f"{name}: cannot read its AdminLevel: {exc}",
+                     f"check that `sacctmgr show user {name}` answers as this user")
+    level = next((line.split("|")[1].strip() for line in out.splitlines()
+                  if line.split("|")[0].strip() == name and "|" in line), "")
+    if level.lower() in ("operator", "administrator", "admin"):
+        return Check(check, True, f"{name} has AdminLevel={level}")
+    known = "" if level else " (no SLURM user of that name)"
+    return Check(check, False, f"{name} has AdminLevel={level or 'None'}{known}: every drain fails with "
+                 "'slurm_update error: Invalid user id' and idle VMs stay paid",
+                 f"`sacctmgr modify user {name} set AdminLevel=Operator` (or add the user first: "
+                 f"`sacctmgr add user {name} account=<account> AdminLevel=Operator`), or {fix_user}")
 
 
 def node_names(settings: Settings) -> dict[str, list[str]]:

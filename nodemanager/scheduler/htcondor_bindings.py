@@ -124,6 +124,24 @@ class Htcondor2Bindings:
             on_completion=htc.CompletionType.Nothing,
             check_expr=check_expr, start_expr=start_expr, reason=reason)
 
+    def authorized(self, location: Mapping[str, Any], level: str) -> bool | None:
+        """Whether the daemon at ``location`` grants us ``level`` (what ``condor_ping`` asks);
+        None when it does not answer. A daemon that refuses to start the command at all but
+        answers a READ ping refuses the level."""
+        ping = getattr(self._htc, "ping", None)
+        if ping is None:
+            return None
+        address = str(location.get("MyAddress"))
+        try:
+            reply = ping(address, level)
+        except self.error_types:
+            try:
+                ping(address, "READ")
+            except self.error_types:
+                return None
+            return False
+        return bool(reply.get("AuthorizationSucceeded"))
+
     def cancel_drain_jobs(self, location: Mapping[str, Any], request_id: str) -> None:
         self._htc.Startd(self._location(location)).cancelDrainJobs(request_id)
 

@@ -36,7 +36,7 @@ from nodemanager.scheduler.htcondor_drain import (drain_check_expression, drain_
                                                   graceful_evicts_at_once, is_our_drain, jobs_on,
                                                   number, pslot_of)
 from nodemanager.scheduler.port import (Confirmation, DrainRefused, DrainSchedule, DrainTicket,
-                                        SchedulerError)
+                                        SchedulerError, is_denial)
 
 __all__ = ["DrainTransaction"]
 
@@ -173,10 +173,24 @@ class DrainTransaction:
         elif grown := cost_growth(worker.ad, p, schedule):
             detail = f"its drain cost grew past the check since the snapshot ({grown}); asked again next cycle"
         else:
+            denied = self._denied(location, exc)
+            if denied:
+                log.warning("htcondor: %s: drain refused: no permission: %s", name, denied)
+                raise SchedulerError(f"{name}: drain refused: {denied}", node=name, denied=True)
             detail = ("refused although it looks unchanged: its drain cost grew past the check, or we lack "
                       "ADMINISTRATOR authorization")
         log.info("htcondor: %s: drain refused: %s", name, detail)
         raise DrainRefused(f"{name}: drain refused: {detail}", node=name)
+
+    def _denied(self, location: Mapping[str, Any], exc: BaseException) -> str | None:
+        """Why a drain the startd refused unchanged was refused for lack of rights (None: it was
+        not): the error says so, or the startd does not grant us DRAIN_JOBS when asked."""
+        if is_denial(str(exc)):
+            return str(exc)
+        ask = getattr(self._b, "authorized", None)
+        if ask is not None and ask(location, "DRAIN_JOBS") is False:
+            return f"DRAIN_JOBS (ADMINISTRATOR) not granted to this user at {location.get('MyAddress')} ({exc})"
+        return None
 
     def _ours_now(self, ticket: DrainTicket
                   ) -> tuple[Mapping[str, Any], list[dict[str, Any]] | None, str]:

@@ -9,6 +9,7 @@ before any destroy.
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -17,7 +18,7 @@ from nodemanager.scheduler.draining_stats import DrainingStats
 from nodemanager.scheduler.records import RecordProblem
 from nodemanager.tags import DRAIN_REASON_PREFIX
 
-__all__ = ["Scheduler", "SchedulerPoll", "SchedulerError", "DrainRefused", "DrainTicket",
+__all__ = ["Scheduler", "SchedulerPoll", "SchedulerError", "DrainRefused", "DrainTicket", "is_denial",
            "DrainSchedule", "Confirmation", "DRAIN_REASON_PREFIX"]
 
 
@@ -63,13 +64,29 @@ class Confirmation:
     reason: str
 
 
-class SchedulerError(Exception):
-    """A scheduler call failed (unreachable, timeout, bad reply). ``node`` names the node, if any."""
+# what SLURM and HTCondor say when this user may not do what it asked (not a passing fault)
+_DENIAL = re.compile(r"invalid user id|access/permission denied|permission denied|not authorized|"
+                     r"authorization (?:failed|failure)|authentication (?:failed|failure|error)|"
+                     r"user not authorized|unauthorized", re.IGNORECASE)
 
-    def __init__(self, message: str, *, node: str | None = None, transient: bool = True) -> None:
+
+def is_denial(message: str) -> bool:
+    """Whether a scheduler's error text says this user lacks the right (or the credentials) for
+    the call: ``slurm_update error: Invalid user id``, ``Access/permission denied``, HTCondor's
+    ``PERMISSION DENIED`` and authentication failures."""
+    return _DENIAL.search(message) is not None
+
+
+class SchedulerError(Exception):
+    """A scheduler call failed (unreachable, timeout, bad reply). ``node`` names the node, if any;
+    ``denied``: the scheduler refused it for lack of rights or credentials (never transient)."""
+
+    def __init__(self, message: str, *, node: str | None = None, transient: bool = True,
+                 denied: bool = False) -> None:
         super().__init__(message)
         self.node = node
-        self.transient = transient
+        self.transient = transient and not denied
+        self.denied = denied
 
 
 class DrainRefused(SchedulerError):

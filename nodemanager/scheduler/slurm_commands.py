@@ -9,7 +9,7 @@ import os
 import subprocess
 from typing import Any, Callable, Sequence
 
-from nodemanager.scheduler.port import SchedulerError
+from nodemanager.scheduler.port import SchedulerError, is_denial
 from nodemanager.scheduler.slurm_options import SlurmOptions
 
 __all__ = ["run_command", "run_json", "changes_pool"]
@@ -54,8 +54,9 @@ def run_command(options: SlurmOptions, args: Sequence[str], *, node: str | None 
                              "(slurmctld unreachable?)", node=node) from None
     if proc.returncode != 0:
         detail = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
-        raise SchedulerError(f"{what}: failed (exit {proc.returncode}): "
-                             f"{detail[-1] if detail else 'no output'}", node=node)
+        last = detail[-1] if detail else "no output"
+        raise SchedulerError(f"{what}: failed (exit {proc.returncode}): {last}", node=node,
+                             denied=is_denial(last))
     return proc.stdout
 
 

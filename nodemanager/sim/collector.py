@@ -173,6 +173,14 @@ class SimCondor:
             raise TypeError("location must be a ClassAd")
         return _Startd(self, location)
 
+    def ping(self, location: Any, level: str = "READ") -> dict[str, Any]:
+        """``htcondor2.ping``: whether the startd at ``location`` (an address) grants ``level``
+        (a startd told to :meth:`deny` grants nothing)."""
+        e = self._entry_at(location)
+        if e is None:
+            raise self.HTCondorException("Failed to ping")
+        return {"AuthorizationSucceeded": "deny" not in e.flags, "MyRemoteUserName": "nodemanager@sim"}
+
     def _entry_at(self, address: Any) -> _StartdEntry | None:
         for e in self.entries.values():
             if e.startd.address == address and e.gone_at is None and e.startd.alive:
