@@ -256,6 +256,9 @@ def _top(doc: Mapping[str, Any]) -> str:
                      f"{e(str(why))}</span>")  # the words start "protected: ..."
     if doc.get("ha"):
         parts.append(f"<span id='ha'>{e(str(doc['ha']))}</span>")
+    for line in doc.get("ha_mismatch") or ():
+        parts.append(f"<span class='bad' data-ha-mismatch>{e(str(line))}: a takeover changes what "
+                     "is decided</span>")
     if doc.get("paused"):
         parts.append(f"<span class='warn' id='paused'>paused: {e(str(doc['paused']))}</span>")
     if doc.get("frozen"):
