@@ -3,9 +3,13 @@ decides with (one short hash per option of its configuration, and its matrix's) 
 ``<prefix>/heads/<me>`` in etcd, on a lease of its own (a head that stops vanishes within a TTL),
 and compares every other head's with its own.
 
-    heads = HeadDigests(client, "/nodemanager/<deployment>/heads/", me, ttl, describe)
+    heads = HeadDigests(client, "/nodemanager/<deployment_id>/heads/", me, ttl, describe, leads)
     heads.step()            # one round: keep our entry alive (and current), read the others
     heads.differences()     # ("head2:77 decides with another max_nodes, matrix", ...)
+    heads.other_leaders()   # ("head2:77 leads under election key /x/leader", ...)
+
+The entries also say under which election key a head leads: the prefix follows the deployment
+id, so a head elected under another key (another ``election_key`` set by hand) is seen by all.
 
 :func:`config_parts` and :func:`compare` are pure.
 """
@@ -56,8 +60,10 @@ class HeadDigests:
     """This head's entry under ``prefix`` and what the other heads' say (see the module docstring)."""
 
     def __init__(self, client: EtcdClient, prefix: str, me: str, ttl: float,
-                 describe: Callable[[], Mapping[str, str]]) -> None:
+                 describe: Callable[[], Mapping[str, str]], leads: Callable[[], str] = str) -> None:
         self.client, self.prefix, self.me, self.ttl, self.describe = client, prefix, me, ttl, describe
+        self.leads = leads    # the election key this head leads under now ("": it does not lead)
+        self._leaders: tuple[str, ...] = ()
         self._lease: int | None = None
         self._published: str | None = None
         self._lock = threading.Lock()
@@ -68,23 +74,27 @@ class HeadDigests:
         """Keep our entry alive and current, then compare with the others'; etcd errors leave
         the last comparison in place (the lease rounds report etcd's state)."""
         mine = dict(self.describe())
-        value = json.dumps({"head": self.me, "config": mine}, sort_keys=True)
+        key = self.leads()
+        value = json.dumps({"head": self.me, "config": mine, "leads": key}, sort_keys=True)
         try:
             if self._lease is None or self.client.keepalive(self._lease) <= 0:
                 self._lease, self._published = self.client.grant(self.ttl), None
             if value != self._published:
                 self.client.put(self.prefix + self.me, value, lease=self._lease)
                 self._published = value
-            others = {}
+            others, leaders = {}, []
             for kv in self.client.get_prefix(self.prefix):
                 entry = _entry(kv.value)
                 if entry is not None and entry[0] != self.me:
                     others[entry[0]] = entry[1]
+                    if entry[2] and key and entry[2] != key:
+                        leaders.append(f"{entry[0]} leads too, under the election key {entry[2]}")
         except EtcdError:
             return
         differences = compare(mine, others)
         with self._lock:
             before, self._differences, self._heads = self._differences, differences, tuple(sorted(others))
+            self._leaders = tuple(sorted(leaders))
         if differences != before:
             for line in differences:
                 log.warning("HA: %s than this head (%s): a takeover changes what is decided", line, self.me)
@@ -95,6 +105,12 @@ class HeadDigests:
         """One line per other live head that decides with other options or another matrix."""
         with self._lock:
             return self._differences
+
+    def other_leaders(self) -> tuple[str, ...]:
+        """Other heads of this deployment that lead under another election key while this one
+        leads (two elections: a second leader)."""
+        with self._lock:
+            return self._leaders
 
     def heads(self) -> tuple[str, ...]:
         """The other live heads."""
@@ -110,11 +126,11 @@ class HeadDigests:
             self._lease = None
 
 
-def _entry(text: str) -> tuple[str, dict[str, str]] | None:
+def _entry(text: str) -> tuple[str, dict[str, str], str] | None:
     try:
         doc: Any = json.loads(text)
     except ValueError:
         return None
     if not isinstance(doc, dict) or not isinstance(doc.get("head"), str) or not isinstance(doc.get("config"), dict):
         return None
-    return doc["head"], {str(k): str(v) for k, v in doc["config"].items()}
+    return doc["head"], {str(k): str(v) for k, v in doc["config"].items()}, str(doc.get("leads") or "")

@@ -78,14 +78,17 @@ class HighAvailability:
                                           lambda: self.lease.view().leader, self.records,
                                           window=ha.lease_ttl)
         self.describe_config: Callable[[], Mapping[str, str]] = dict   # set by the daemon
-        prefix = ha.election_key.rpartition("/")[0] + "/heads/"
-        self.heads = HeadDigests(self.client, prefix, self.me, ha.lease_ttl, lambda: self.describe_config())
+        # by the deployment's identity: heads elected under other keys see each other here
+        prefix = (f"/nodemanager/{deployment_id}" if deployment_id else ha.election_key.rpartition("/")[0]) + "/heads/"
+        self.heads = HeadDigests(self.client, prefix, self.me, ha.lease_ttl, lambda: self.describe_config(),
+                                 lambda: ha.election_key if self.lease.acting() else "")
         self._heads_stop = threading.Event()
         self._heads_thread: threading.Thread | None = None
         self.admin: Any = None
         self.fresh_start: Callable[[], None] | None = None   # forget the standby's input memory
         self._admin_loaded_for: int | None = None   # the fence under which the admin state was read
         self._fresh_for: int | None = None          # the fence under which fresh_start ran
+        self._second_logged: tuple[str, ...] = ()
 
     def fence_ports(self, cloud: Any, scheduler: Any) -> tuple[FencedCloud, FencedScheduler]:
         return FencedCloud(cloud, self.lease), FencedScheduler(scheduler, self.lease)
@@ -100,6 +103,15 @@ class HighAvailability:
             if self.admin is not None and not self.lease.view().leading:
                 self._mirror_admin()
             return self.lease.description()
+        second = self.heads.other_leaders()
+        if second:
+            if second != self._second_logged:
+                log.error("HA: %s: two leaders of this deployment; this head carries out nothing while "
+                          "it lasts: give every head the same etcd endpoints and election_key (or "
+                          "leave it empty)", "; ".join(second))
+            self._second_logged = second
+            return "another leader of this deployment: " + "; ".join(second)
+        self._second_logged = ()
         state = self.lease.view()
         if self._fresh_for != state.fence:
             self._fresh_for = state.fence
@@ -152,7 +164,8 @@ class HighAvailability:
                 pass  # the lease's own rounds report etcd's state
 
     def describe(self) -> str:
-        return self.lease.description()
+        second = self.heads.other_leaders() if self.lease.acting() else ()
+        return self.lease.description() + ("; STOPPED, another leader: " + "; ".join(second) if second else "")
 
     def collector(self) -> "HACollector":
         return HACollector(self.lease, self.heads)
@@ -197,6 +210,10 @@ class HACollector:
         yield age
         yield CounterMetricFamily("nodemanager_elections", "Times this process became HA leader.",
                                   value=float(state.elections))
+        yield GaugeMetricFamily("nodemanager_ha_other_leaders",
+                                "Other heads of this deployment leading under another election key "
+                                "while this one leads.",
+                                value=float(len(self.heads.other_leaders()) if self.heads and self.lease.acting() else 0))
         yield GaugeMetricFamily("nodemanager_ha_config_mismatch",
                                 "Other live HA heads deciding with another configuration or matrix.",
                                 value=float(len(self.heads.differences()) if self.heads else 0))
