@@ -189,3 +189,46 @@ def test_admin_requests_during_an_etcd_freeze_are_refused_or_kept_by_the_next_le
         wait(lambda: admin_of(now).get("paused", "") is None, 15, "the resume answered 200 kept", heads)
     print(f"\nanswers during a 2.5 s freeze: {codes}; during a {TTL + 2} s freeze: resume "
           f"{late['resume'].status_code} ({json.loads(late['resume'].text).get('error', 'saved')})")
+
+
+class LateEtcd:
+    """The real etcd client, except that the next ``put_if`` is applied by etcd and then reported
+    as timed out, as when etcd was frozen and answered after the client gave up."""
+
+    def __init__(self, client) -> None:
+        self.client, self.late = client, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+    def put_if(self, key: str, value: str, mod_revision: int) -> tuple[bool, int]:
+        out = self.client.put_if(key, value, mod_revision)
+        if self.late:
+            self.late -= 1
+            from nodemanager.ha.etcd import EtcdError
+            raise EtcdError(f"etcd {key}: Read timed out. (read timeout=0.5)")
+        return out
+
+
+def test_a_write_whose_answer_is_lost_is_read_back_and_a_refused_one_etcd_applied_late_is_undone(etcd) -> None:
+    from nodemanager.console.admin import AdminNotSaved, AdminState
+    from nodemanager.ha.admin_store import EtcdAdminStore
+    from nodemanager.ha.etcd import EtcdClient
+
+    client = LateEtcd(EtcdClient((etcd.url,), timeout=1.0))
+    store = EtcdAdminStore(client, "/nodemanager/late/admin", lambda: True, lambda: "me", window=0.0)
+    admin = AdminState(store=store)
+    assert admin.hold("i-1").changed                      # saved
+    client.late = 1                                       # the write lands, its answer is lost
+    with pytest.raises(AdminNotSaved, match="pause not saved, so not applied"):
+        admin.pause("kernel upgrade")
+    assert admin.paused is None                           # not in force here...
+    assert '"kernel upgrade"' in client.client.get(store.key).value   # ...though etcd has it
+    assert store.in_doubt()
+    admin.reload()                                        # what the leader does before it acts
+    assert store.in_doubt() is None and admin.paused is None and admin.held == {"i-1"}
+    assert '"paused": null' in client.client.get(store.key).value     # undone in etcd too
+    assert admin.pause("kernel upgrade").changed and admin.paused == "kernel upgrade"
+    client.late, store.window = 1, 5.0                    # the answer is lost, the key read back:
+    assert admin.hold("i-2").changed and admin.held == {"i-1", "i-2"}   # it landed, so it is saved
+    assert store.in_doubt() is None and '"i-2"' in client.client.get(store.key).value

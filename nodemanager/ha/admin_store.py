@@ -133,10 +133,12 @@ class EtcdAdminStore:
                     self._known = (revision, text)
                     return
             except EtcdError as exc:
-                if self.clock() >= end or not self._acting():
+                lost = not self._acting()
+                if lost or self.clock() >= end:
                     if unsure:
                         self._doubt = text
-                    raise OSError(f"etcd did not answer within {self.window:g}s ({exc})") from None
+                    why = ("this head's lease ran out first" if lost else f"not within {self.window:g}s")
+                    raise OSError(f"etcd did not answer, {why} ({exc})") from None
                 self.sleep(0.2)
 
     def _settle(self, kv: KeyValue | None) -> KeyValue | None:
