@@ -12,8 +12,6 @@ import json
 import os
 import pathlib
 import signal
-import subprocess
-import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -22,6 +20,7 @@ from typing import Any, Callable, Iterator
 import pytest
 import requests
 
+from tests.fixtures.head import DaemonProcess
 from tests.fixtures.moto import free_port
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -30,7 +29,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 TTL, MARGIN = 6, 1.5
 
 
-class Head:
+class Head(DaemonProcess):
     """One head node: a daemon process with its own config, state_dir and status port."""
 
     def __init__(self, name: str, root: pathlib.Path, etcd_url: str) -> None:
@@ -49,30 +48,11 @@ class Head:
         self.config.write_text(text + f"\n[HA]\nendpoints = {etcd_url}\nlease_ttl = {TTL}s\n"
                                       f"stop_margin = {MARGIN}s\ntimeout = 0.5s\n")
         self.config.chmod(0o600)
-        self.proc: subprocess.Popen | None = None
+        DaemonProcess.__init__(self, self.config, self.log)
 
-    def start(self) -> "Head":
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        self.proc = subprocess.Popen([sys.executable, "-m", "nodemanager", "run", "--config", str(self.config)],
-                                     stdout=self.log.open("ab"), stderr=subprocess.STDOUT, env=env, cwd=REPO,
-                                     start_new_session=True)
+    def started(self) -> "Head":
+        self.start()
         return self
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
-        self.proc = None
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self.proc = None
 
     def status(self) -> dict[str, Any]:
         if self.proc is None:
@@ -141,7 +121,7 @@ def obeys(answers: dict[str, requests.Response], node_a: str, node_c: str) -> Ca
 
 @pytest.fixture
 def heads(etcd, tmp_path) -> Iterator[list[Head]]:
-    made = [Head("head1", tmp_path, etcd.url).start(), Head("head2", tmp_path, etcd.url).start()]
+    made = [Head("head1", tmp_path, etcd.url).started(), Head("head2", tmp_path, etcd.url).started()]
     try:
         yield made
     finally:
