@@ -33,14 +33,14 @@ There a change is applied only once the store has it: one the store could not sa
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable
+
+from nodemanager.console.admin_doc import AdminDoc, AdminStateError, log_loaded, parse_admin
 
 __all__ = ["AdminState", "AdminChange", "AdminRefused", "AdminNotSaved", "AdminStateError", "StoreConflict",
            "ADMIN_ACTIONS"]
@@ -69,10 +69,6 @@ class AdminChange:
                 "detail": self.detail, "at": self.at, "by": self.by}
 
 
-class AdminStateError(ValueError):
-    """The state file cannot be read back; the message names the file (and the place in it)."""
-
-
 class AdminRefused(Exception):
     """A change this process may not make (an HA standby): nothing was changed; ``leader`` names
     the process that can make it (None when nobody leads now)."""
@@ -91,24 +87,6 @@ class StoreConflict(OSError):
     wrote it): the change was not saved; the state is read again."""
 
 
-@dataclass(slots=True)
-class _Doc:
-    """The admin state itself; copied, changed and saved whole, then installed."""
-
-    held: dict[str, float] = field(default_factory=dict)
-    drains: dict[str, float] = field(default_factory=dict)
-    cancels: dict[str, float] = field(default_factory=dict)
-    paused: str | None = None
-    paused_at: float | None = None
-
-    def copy(self) -> "_Doc":
-        return _Doc(dict(self.held), dict(self.drains), dict(self.cancels), self.paused, self.paused_at)
-
-    def to_text(self) -> str:
-        return json.dumps({"held": self.held, "forced_drains": self.drains, "cancels": self.cancels,
-                           "paused": self.paused, "paused_at": self.paused_at}, sort_keys=True)
-
-
 class AdminState:
     """Held nodes, forced drains, pending cancels and the pause reason, behind one lock; kept in
     the JSON file ``path`` or the ``store`` when given (see the module docstring)."""
@@ -118,7 +96,7 @@ class AdminState:
         self._clock = clock
         self._lock = threading.Lock()         # the state in memory
         self._write_lock = threading.Lock()   # one change (copy, save, install) at a time
-        self._doc = _Doc()
+        self._doc = AdminDoc()
         self._history: list[AdminChange] = []
         self.path = path or None
         self.store = store
@@ -139,11 +117,11 @@ class AdminState:
             except OSError as exc:
                 raise AdminStateError(f"{self.store.name}: cannot read the admin state: {exc}") from None
             if text is not None:
-                doc = _parse(text, self.store.name)
+                doc = parse_admin(text, self.store.name)
                 with self._lock:
                     before, self._doc = self._doc, doc
                 if before != doc:
-                    _log_loaded(self.store.name, doc)
+                    log_loaded(self.store.name, doc)
 
     # -- what the controller reads ------------------------------------------------------------
     def snapshot_fields(self) -> dict[str, object]:
@@ -165,7 +143,7 @@ class AdminState:
         """Drop every entry for ``nodes`` (destroyed nodes), so their holds and drains do not linger."""
         gone = list(nodes)
 
-        def edit(doc: _Doc) -> bool:
+        def edit(doc: AdminDoc) -> bool:
             kept = False
             for node in gone:
                 kept |= doc.held.pop(node, None) is not None
@@ -204,7 +182,7 @@ class AdminState:
     # -- what the operator asks -----------------------------------------------------------------
     def hold(self, node: str, by: str = "") -> AdminChange:
         """Never act on ``node`` (no drain, no destroy, no cancel) until released."""
-        def edit(doc: _Doc) -> tuple[bool, str]:
+        def edit(doc: AdminDoc) -> tuple[bool, str]:
             if node in doc.held:
                 return False, "already held"
             doc.held[node] = self._clock()
@@ -213,7 +191,7 @@ class AdminState:
 
     def release(self, node: str, by: str = "") -> AdminChange:
         """Undo :meth:`hold`."""
-        def edit(doc: _Doc) -> tuple[bool, str]:
+        def edit(doc: AdminDoc) -> tuple[bool, str]:
             if doc.held.pop(node, None) is None:
                 return False, "was not held"
             return True, "released: the matrix decides again"
@@ -221,7 +199,7 @@ class AdminState:
 
     def drain(self, node: str, by: str = "") -> AdminChange:
         """Drain ``node`` now (the controller schedules it; budgets and holds still apply)."""
-        def edit(doc: _Doc) -> tuple[bool, str]:
+        def edit(doc: AdminDoc) -> tuple[bool, str]:
             withdrawn = doc.cancels.pop(node, None) is not None
             if node in doc.drains:
                 return withdrawn, "drain already requested"
@@ -232,7 +210,7 @@ class AdminState:
     def cancel(self, node: str, by: str = "") -> AdminChange:
         """Cancel a drain of ours on ``node``: withdraws a forced drain and asks the controller for
         a CANCEL_DRAIN while the drain lasts (see :meth:`pending_cancels`)."""
-        def edit(doc: _Doc) -> tuple[bool, str]:
+        def edit(doc: AdminDoc) -> tuple[bool, str]:
             forced = doc.drains.pop(node, None) is not None
             doc.cancels[node] = self._clock()
             return True, ("forced drain withdrawn; " if forced else "") + \
@@ -243,7 +221,7 @@ class AdminState:
         """Freeze every action (drain, cancel, destroy, boot) until :meth:`resume`."""
         reason = reason.strip() or "paused by operator"
 
-        def edit(doc: _Doc) -> tuple[bool, str]:
+        def edit(doc: AdminDoc) -> tuple[bool, str]:
             if doc.paused is not None:
                 old, doc.paused = doc.paused, reason
                 return old != reason, f"already paused; reason now {reason!r} (was {old!r})"
@@ -253,7 +231,7 @@ class AdminState:
 
     def resume(self, by: str = "") -> AdminChange:
         """Undo :meth:`pause`."""
-        def edit(doc: _Doc) -> tuple[bool, str]:
+        def edit(doc: AdminDoc) -> tuple[bool, str]:
             if doc.paused is None:
                 return False, "was not paused"
             old, doc.paused, doc.paused_at = doc.paused, None, None
@@ -267,7 +245,7 @@ class AdminState:
             check()
 
     def _change(self, action: str, node: str | None, by: str,
-                edit: Callable[[_Doc], tuple[bool, str]]) -> AdminChange:
+                edit: Callable[[AdminDoc], tuple[bool, str]]) -> AdminChange:
         """Apply ``edit`` to a copy, save it, then install it; with a store, raise
         :class:`AdminNotSaved` (nothing changed) when the store did not take it. When another
         head changed the store, the edit is made again on the state read from it."""
@@ -296,7 +274,7 @@ class AdminState:
                 del self._history[:-100]
                 return change
 
-    def _quiet_change(self, edit: Callable[[_Doc], bool]) -> None:
+    def _quiet_change(self, edit: Callable[[AdminDoc], bool]) -> None:
         """A change the controller makes (no answer, no history): applied once saved; a store
         that is not ours to write (an HA standby) or did not take it leaves it for a later cycle."""
         if self.store is not None:
@@ -320,7 +298,7 @@ class AdminState:
                 self._doc = doc
 
     # -- the state file -------------------------------------------------------------------------
-    def _save(self, doc: _Doc) -> str | None:
+    def _save(self, doc: AdminDoc) -> str | None:
         """Write ``doc`` to the store or the state file; return why it failed, or None."""
         if self.store is not None:
             try:
@@ -352,13 +330,13 @@ class AdminState:
         cannot be read."""
         try:
             text = self.store.read()
-            doc = _parse(text, self.store.name) if text is not None else _Doc()
+            doc = parse_admin(text, self.store.name) if text is not None else AdminDoc()
         except (OSError, AdminStateError) as exc:
             log.warning("admin state: %s cannot be read again: %s", self.store.name, exc)
             return False
         with self._lock:
             self._doc = doc
-        _log_loaded(self.store.name, doc)
+        log_loaded(self.store.name, doc)
         return True
 
     def _load(self, path: str) -> None:
@@ -369,44 +347,7 @@ class AdminState:
             return
         except (OSError, UnicodeDecodeError) as exc:
             raise AdminStateError(f"{path}: cannot read the admin state: {exc}") from None
-        doc = _parse(text, path)
+        doc = parse_admin(text, path)
         with self._lock:
             self._doc = doc
-        _log_loaded(path, doc)
-
-
-def _parse(text: str, path: str) -> _Doc:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise AdminStateError(f"{path}:{exc.lineno}:{exc.colno}: the admin state is not JSON: "
-                              f"{exc.msg}") from None
-    if not isinstance(data, dict):
-        raise AdminStateError(f"{path}: the admin state must be a JSON object")
-    held = _node_times(path, data, "held")
-    drains = _node_times(path, data, "forced_drains")
-    cancels = _node_times(path, data, "cancels")
-    paused, paused_at = data.get("paused"), data.get("paused_at")
-    if paused is not None and not isinstance(paused, str):
-        raise AdminStateError(f"{path}: \"paused\" must be a reason (text) or null")
-    if paused_at is not None and not _is_time(paused_at):
-        raise AdminStateError(f"{path}: \"paused_at\" must be a time (seconds) or null")
-    return _Doc(held, drains, cancels, paused,
-                float(paused_at) if paused is not None and paused_at is not None else None)
-
-
-def _log_loaded(path: str, doc: _Doc) -> None:
-    log.info("admin state from %s: %d node(s) held, %d forced drain(s), %d pending cancel(s)%s", path,
-             len(doc.held), len(doc.drains), len(doc.cancels),
-             f", PAUSED: {doc.paused}" if doc.paused is not None else "")
-
-
-def _is_time(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _node_times(path: str, data: dict[str, Any], key: str) -> dict[str, float]:
-    value = data.get(key, {})
-    if not isinstance(value, dict) or not all(isinstance(k, str) and _is_time(v) for k, v in value.items()):
-        raise AdminStateError(f"{path}: \"{key}\" must map node ids to times (seconds)")
-    return {k: float(v) for k, v in value.items()}
+        log_loaded(path, doc)
