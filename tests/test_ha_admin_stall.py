@@ -4,7 +4,7 @@ test freezes with SIGSTOP. A request is answered 200 only once etcd has it, so t
 after a kill -9 of the one that answered and after a second, longer freeze, holds every request
 answered 200; a request answered 503 was never in force on the head that refused it.
 
-Short leases (6 s TTL) and bounded polls keep the test under a minute."""
+Short leases (8 s TTL) and bounded polls keep the test under a minute."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from tests.fixtures.moto import free_port
 REPO = pathlib.Path(__file__).resolve().parents[1]
 TOKEN = "ha-stall-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-TTL, MARGIN = 6, 1.5
+TTL, MARGIN = 8, 2
 
 
 class Head(DaemonProcess):
@@ -143,9 +143,10 @@ def test_admin_requests_during_an_etcd_freeze_are_refused_or_kept_by_the_next_le
         "pause": lambda: leader.post("/admin/pause", json={"reason": "kernel upgrade"}),
         "cancel": lambda: leader.post(f"/admin/cancel/{node_c}")})
     codes = {k: r.status_code for k, r in answers.items()}
-    assert set(codes.values()) <= {200, 503}, {k: r.text for k, r in answers.items()}
+    assert set(codes.values()) <= {200, 409, 503}, {k: r.text for k, r in answers.items()}
     assert all("NOT SAVED" not in r.text for r in answers.values())
-    assert codes["hold"] == 200, answers["hold"].text     # a 2.5 s freeze is well within the lease
+    assert codes["hold"] == 200, answers["hold"].text     # a 2.5 s freeze is well within the lease:
+    # the answer only waits for etcd
     # what was refused was never in force on the head that refused it
     mine = admin_of(leader)
     assert obeys(answers, node_a, node_c)(mine)
