@@ -170,7 +170,9 @@ class Daemon:
             from nodemanager.ha.heads import config_parts
             self.ha.admin = self.admin
             self.controller.hold_back = self.ha.hold_back
-            self.controller.term = lambda: self.ha.term(self.settings.core.clock_tolerance)
+            # the heads' clocks may differ by what the cloud's may: marks are dated by the head that made them
+            self.controller.term = lambda: self.ha.term(max(self.settings.core.clock_tolerance,
+                                                            self.settings.core.max_clock_skew))
             self.ha.fresh_start = self.controller.forget_inputs
             self.ha.describe_config = lambda: config_parts(self.settings, self.matrix_source.sha256)
         self.system = ActorSystem(self.clock, watchdog=settings.poll.watchdog, on_fatal=self._fatal,

@@ -63,11 +63,12 @@ def test_under_ha_another_leaders_mark_during_our_term_is_named_but_not_the_prev
         return node(name, 1500, **{TAG_DEPLOYMENT: "d-ours", TAG_FENCE: str(fence),
                                    TAG_CONTROLLER: controller_tag("head2:7:100", at)})
     previous = marked("a", 3010, 39)          # the old leader, its clock 10 s ahead of ours
-    higher = marked("b", 2990, 41)            # a leader elected after us in another election
+    higher = marked("b", 3005, 41)            # a leader elected after us in another election
     late = marked("c", 3100, 12)              # another election's leader, acting well into our term
-    owned = sort_by_owner([previous, higher, late], ha, term)
+    lost = marked("d", 2990, 90)              # before our election (etcd lost its data since): not now
+    owned = sort_by_owner([previous, higher, late, lost], ha, term)
     assert [n.name for n, _, _ in owned.others] == ["b", "c"]
-    assert sort_by_owner([previous, higher, late], ha).others == ()     # a standby: no term
+    assert sort_by_owner([previous, higher, late, lost], ha).others == ()     # a standby: no term
 
 
 def test_another_deployments_vm_is_a_second_controller_only_when_its_worker_joined_our_pool():

@@ -50,9 +50,10 @@ class Identity:
 class Term:
     """This [HA] leader's term: its ``fence`` and its election's wall time ``since`` (epoch s).
 
-    Another controller's mark on one of our VMs is a second leader when it carries a higher fence
-    (within one election a later term's fence is higher, and no later term exists while we act)
-    or is dated more than ``tolerance`` seconds (the heads' clock skew) after ``since``."""
+    Another controller's mark on one of our VMs, dated after ``since``, is a second leader when it
+    carries a higher fence (within one election a later term's fence is higher, and no later term
+    exists while we act), and whatever its fence when dated more than ``tolerance`` seconds (the
+    heads' clock skew) after ``since``."""
 
     fence: int
     since: float
@@ -119,7 +120,7 @@ def sort_by_owner(nodes: Iterable[CloudNode], me: Identity, term: Term | None = 
 
 def _another_leader(node: CloudNode, at: float, term: Term) -> bool:
     fence = node.tags.get(TAG_FENCE, "")
-    return (fence.isdigit() and int(fence) > term.fence) or at > term.since + term.tolerance
+    return at > term.since and ((fence.isdigit() and int(fence) > term.fence) or at > term.since + term.tolerance)
 
 
 def joined_our_pool(foreign: Iterable[CloudNode], cloud_ids: Iterable[str],
