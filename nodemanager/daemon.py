@@ -94,7 +94,7 @@ class Daemon:
         if self.ha is None and settings.ha is not None:
             from nodemanager.ha.wiring import HighAvailability
             self.ha = HighAvailability(settings.ha, state_dir=settings.manage.state_dir,
-                                       cluster=settings.cloud.cluster)
+                                       cluster=settings.cloud.cluster, deployment_id=settings.cloud.deployment_id)
         # with [HA], holds, drains and the pause live in etcd (not state_file), for whichever head leads
         where = {"store": self.ha.admin_store} if self.ha is not None else {"path": settings.manage.state_file or None}
         self.admin = AdminState(clock=self.clock, **where)
@@ -171,9 +171,14 @@ class Daemon:
             self.controller.identity = identity
             self.actuator.controller = identity.controller
         if self.ha is not None:
+            from nodemanager.ha.heads import config_parts
             self.ha.admin = self.admin
             self.controller.hold_back = self.ha.hold_back
+            # the heads' clocks may differ by what the cloud's may: marks are dated by the head that made them
+            self.controller.term = lambda: self.ha.term(max(self.settings.core.clock_tolerance,
+                                                            self.settings.core.max_clock_skew))
             self.ha.fresh_start = self.controller.forget_inputs
+            self.ha.describe_config = lambda: config_parts(self.settings, self.matrix_source.sha256)
         self.system = ActorSystem(self.clock, watchdog=settings.poll.watchdog, on_fatal=self._fatal,
                                   on_restart=self._restarted)
 
@@ -218,6 +223,7 @@ class Daemon:
         return StatusView(report=self.last_report, counters=dict(self.counters), started_at=self.started_at,
                           last_cycle_at=self.last_cycle_at, version=installed_version(""),
                           ha=self.ha.describe() if self.ha is not None else None,
+                          ha_mismatch=self.ha.heads.differences() if self.ha is not None else (),
                           core=self.settings.core, history=self.history, ages=self._ages(), spend=self.spend,
                           config_error=self.config_error,
                           set_aside=tuple(set_aside_files(self.settings.manage.state_dir)))

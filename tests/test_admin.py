@@ -37,14 +37,16 @@ def test_admin_state_feeds_the_snapshot(clock: Clock) -> None:
                                        "paused": None}
 
 
-def test_cancel_withdraws_a_forced_drain_and_is_taken_once(clock: Clock) -> None:
+def test_cancel_withdraws_a_forced_drain_and_is_pending_until_done(clock: Clock) -> None:
     admin = AdminState(clock=clock)
     admin.drain("i-2")
     change = admin.cancel("i-2")
     assert change.detail.startswith("forced drain withdrawn")
     assert admin.forced_drains == frozenset()
-    assert admin.take_cancels() == {"i-2"}
-    assert admin.take_cancels() == frozenset()
+    assert admin.pending_cancels() == {"i-2"}
+    assert admin.pending_cancels() == {"i-2"}       # until no drain of ours is left on the node
+    admin.cancels_done({"i-2"})
+    assert admin.pending_cancels() == frozenset()
 
 
 def test_forget_drops_destroyed_nodes(clock: Clock) -> None:
@@ -54,7 +56,7 @@ def test_forget_drops_destroyed_nodes(clock: Clock) -> None:
     admin.cancel("i-3")
     admin.forget(["i-1", "i-2", "i-3"])
     assert admin.snapshot_fields()["held"] == frozenset()
-    assert admin.forced_drains == frozenset() and admin.take_cancels() == frozenset()
+    assert admin.forced_drains == frozenset() and admin.pending_cancels() == frozenset()
 
 
 def test_admin_state_is_safe_under_concurrent_requests(clock: Clock) -> None:
@@ -84,12 +86,12 @@ def test_holds_drains_and_the_pause_survive_a_restart(clock: Clock, tmp_path) ->
     admin.hold("i-9")
     admin.drain("i-2")
     admin.pause("kernel upgrade")
-    admin.cancel("i-3")                       # a pending cancel is carried out next cycle, not kept
+    admin.cancel("i-3")                       # a pending cancel is kept until carried out
     admin.forget(["i-9"])                     # destroyed: its hold goes with it
     again = AdminState(clock=clock, path=path)
     assert again.snapshot_fields() == {"held": frozenset({"i-1"}), "forced_drains": frozenset({"i-2"}),
                                        "paused": "kernel upgrade"}
-    assert again.take_cancels() == frozenset()
+    assert again.pending_cancels() == {"i-3"}
     again.resume()
     again.release("i-1")
     assert AdminState(clock=clock, path=path).snapshot_fields()["paused"] is None
@@ -169,7 +171,7 @@ def test_every_admin_action(status_server, caplog: pytest.LogCaptureFixture) -> 
     assert post("/admin/cancel/i-drain").status_code == 200
     assert post("/admin/pause", json={"reason": "cloud maintenance"}).json()["changed"]
     admin = status_server.admin
-    assert admin.forced_drains == {"i-min"} and admin.take_cancels() == {"i-drain"}
+    assert admin.forced_drains == {"i-min"} and admin.pending_cancels() == {"i-drain"}
     assert admin.paused == "cloud maintenance"
     doc = requests.get(status_server.url + "/status.json", timeout=5).json()
     assert doc["admin"]["paused"] == "cloud maintenance"
@@ -243,4 +245,4 @@ def test_cli_reads_url_and_token_from_the_config(status_server, tmp_path,
     config.write_text(f"[Manage]\naddress = 127.0.0.1\nport = {port}\ntoken = {TOKEN}\n")
     config.chmod(0o600)
     assert cli.main(["cancel", "i-drain", "--config", str(config)]) == 0
-    assert status_server.admin.take_cancels() == {"i-drain"}
+    assert status_server.admin.pending_cancels() == {"i-drain"}

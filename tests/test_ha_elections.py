@@ -52,13 +52,29 @@ def test_renaming_the_cluster_on_a_standby_keeps_it_in_the_same_election(tmp_pat
     assert renamed.ha.settings.election_key == a.ha.settings.election_key
 
 
-def test_heads_naming_one_deployment_share_one_election_whatever_their_cluster_names(tmp_path, etcd) -> None:
-    site = "deployment = site-a\n"                        # added to [HA]
-    a = built(config(tmp_path, "a", etcd.url, "demo", "a-state"))
-    a_site = built(config(tmp_path, "a2", etcd.url, "old-name", "a2-state", ha=site))
-    b_site = built(config(tmp_path, "b2", etcd.url, "new-name", "b2-state", ha=site))
-    assert a.ha.lease.step().leading                      # another deployment: its own election
-    assert a_site.ha.lease.step().leading and not b_site.ha.lease.step().leading
+def test_heads_of_one_deployment_id_share_one_election_whatever_their_names(tmp_path, etcd) -> None:
+    """The election follows the identity the VMs carry ([Cloud] deployment_id), not a free-text
+    name: two heads whose [HA] deployment differs by a word never both lead."""
+    a = built(config(tmp_path, "a", etcd.url, "demo", "a-state", ha="deployment = site-a\n"))
+    b = built(config(tmp_path, "b", etcd.url, "demo", "b-state", ha="deployment = site-a-new\n"))
+    assert a.ha.lease.step().leading and not b.ha.lease.step().leading
+    assert b.ha.describe().startswith("standby; leader is ")
+    other = config(tmp_path, "c", etcd.url, "other", "c-state")      # another deployment: its own election
+    pathlib.Path(other).write_text(pathlib.Path(other).read_text().replace(
+        "deployment_id = ha-admin-test", "deployment_id = another-site"))
+    assert built(other).ha.lease.step().leading
+
+
+def test_a_head_of_an_earlier_version_leading_under_its_old_key_keeps_this_one_standby(tmp_path, etcd) -> None:
+    """A rolling upgrade: the old head leads under /nodemanager/<[HA] deployment>/leader."""
+    old = HASettings(lease_ttl=TTL, stop_margin=MARGIN, election_key="/nodemanager/site-a/leader", timeout=1.0)
+    earlier = LeaderLease(EtcdClient((etcd.url,), timeout=1.0), old, "old:1", clock=Time(), wall=lambda: 1.7e9)
+    assert earlier.step().leading
+    new = built(config(tmp_path, "a", etcd.url, "demo", "a-state", ha="deployment = site-a\n"))
+    assert not new.ha.lease.step().leading
+    assert "old:1 since" in new.ha.describe() and "earlier version" in new.ha.describe()
+    earlier.stop()
+    assert new.ha.lease.step().leading
 
 
 def lease(url: str, me: str, clock: Time, state: pathlib.Path) -> LeaderLease:

@@ -17,9 +17,6 @@ import os
 import pathlib
 import random
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -31,12 +28,12 @@ import pytest
 
 from nodemanager.cloud.port import TAG_FENCE
 from tests.fixtures.etcd import TcpProxy
+from tests.fixtures.head import DaemonProcess
 from tests.fixtures.moto import FaultProxy, free_port
 from tests.system.test_closed_loop import VmSlurm, status, write_config
 
 pytestmark = [pytest.mark.slurm, pytest.mark.ec2, pytest.mark.slow]
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
 TTL, MARGIN, CYCLE = 1.0, 0.6, 0.5
 MAX_NODES = 3
 JOBS = 4                  # more than max_nodes: the leader always wants to be at the cap
@@ -74,7 +71,7 @@ class LoggingProxy(FaultProxy):
         return super()._forward(req, body)
 
 
-class Head:
+class Head(DaemonProcess):
     """One head node: its daemon process, config, EC2 and etcd proxies."""
 
     def __init__(self, name: str, root: pathlib.Path, rig: "Rig") -> None:
@@ -87,29 +84,10 @@ class Head:
         self.log = self.dir / "daemon.log"
         self.config = self.dir / "nodemanager.ini"
         rig.config(self)
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        argv = [sys.executable, "-m", "nodemanager", "run", "--config", str(self.config)]
-        self.proc = subprocess.Popen(argv, stdout=self.log.open("ab"), stderr=subprocess.STDOUT, env=env,
-                                     cwd=REPO, start_new_session=True)
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(10)
-        self.proc = None
+        DaemonProcess.__init__(self, self.config, self.log)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self.proc = None
+        DaemonProcess.stop(self)
         self.ec2.close()
         self.etcd.close()
 

@@ -16,10 +16,10 @@ import uuid
 
 import pytest
 
-from nodemanager.core.identity import (Identity, another_controller, client_token, controller_tag,
+from nodemanager.core.identity import (Identity, Term, another_controller, client_token, controller_tag,
                                        joined_our_pool, sort_by_owner)
 from nodemanager.model import CloudNode, frozen_map
-from nodemanager.tags import TAG_CLUSTER, TAG_CONTROLLER, TAG_DEPLOYMENT
+from nodemanager.tags import TAG_CLUSTER, TAG_CONTROLLER, TAG_DEPLOYMENT, TAG_FENCE
 from tests.fixtures.moto import EC2_IMAGE
 from tests.test_single_instance import ec2_config, run_briefly
 
@@ -51,6 +51,24 @@ def test_another_controllers_action_since_our_start_is_named_but_not_a_previous_
         "another controller is acting on cluster c (VMs c booted or tagged by host head2 pid 7)")
     ha = Identity("d-ours", 1000.0, ME.controller, 2000.0, one_controller=False)
     assert sort_by_owner([before, mine, after], ha).others == ()
+
+
+def test_under_ha_another_leaders_mark_during_our_term_is_named_but_not_the_previous_leaders():
+    """A higher fence, or a mark dated past our election and the heads' clock skew, is a second
+    leader; the previous leader of our election (lower fence, before our election) is not."""
+    ha = Identity("d-ours", 1000.0, ME.controller, 2000.0, one_controller=False)
+    term = Term(fence=40, since=3000.0, tolerance=30.0)
+
+    def marked(name: str, at: float, fence: int) -> CloudNode:
+        return node(name, 1500, **{TAG_DEPLOYMENT: "d-ours", TAG_FENCE: str(fence),
+                                   TAG_CONTROLLER: controller_tag("head2:7:100", at)})
+    previous = marked("a", 3010, 39)          # the old leader, its clock 10 s ahead of ours
+    higher = marked("b", 3005, 41)            # a leader elected after us in another election
+    late = marked("c", 3100, 12)              # another election's leader, acting well into our term
+    lost = marked("d", 2990, 90)              # before our election (etcd lost its data since): not now
+    owned = sort_by_owner([previous, higher, late, lost], ha, term)
+    assert [n.name for n, _, _ in owned.others] == ["b", "c"]
+    assert sort_by_owner([previous, higher, late, lost], ha).others == ()     # a standby: no term
 
 
 def test_another_deployments_vm_is_a_second_controller_only_when_its_worker_joined_our_pool():

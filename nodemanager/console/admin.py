@@ -6,40 +6,44 @@ controller (which reads it once per cycle). Every method is thread-safe.
 How the controller uses it, each cycle::
 
     snapshot = dataclasses.replace(snapshot, **admin.snapshot_fields())   # held, forced_drains, paused
-    cancels = admin.take_cancels()   # node ids whose drain of ours the operator wants cancelled:
-                                     # plan a CANCEL_DRAIN for each (once; they are removed here)
-    admin.forget(gone)               # node ids that no longer exist in the cloud
+    cancels = admin.pending_cancels()   # node ids whose drain of ours the operator wants cancelled:
+                                        # plan a CANCEL_DRAIN for each while the drain lasts
+    admin.cancels_done(ended)           # those with no drain of ours left: forgotten (and saved)
+    admin.forget(gone)                  # node ids that no longer exist in the cloud
 
 A node is named by what the operator typed; the status server resolves names (cloud name,
 worker name) to the cloud node id before calling in, so the sets hold node ids whenever the node
 was known.
 
-With a ``path`` (``[Manage] state_file``), held nodes, forced drains and the pause are written to
-that JSON file after every change (a temporary file, fsync, rename: a crash leaves the old or the
-new state, never half of one) and read back at start, so a restart keeps them. A file that cannot
-be read back is an :class:`AdminStateError` naming it (the daemon does not start without the holds
-it was given); a change that cannot be saved still applies, and its answer says it was not saved.
-Pending cancels are not kept: they are carried out on the next cycle.
+With a ``path`` (``[Manage] state_file``), held nodes, forced drains, pending cancels and the
+pause are written to that JSON file after every change (a temporary file, fsync, rename: a crash
+leaves the old or the new state, never half of one) and read back at start, so a restart keeps
+them. A file that cannot be read back is an :class:`AdminStateError` naming it (the daemon does
+not start without the holds it was given); a change that cannot be saved to the file still
+applies, and its answer says it was not saved.
 
 With a ``store`` instead (``[HA]``: :class:`nodemanager.ha.admin_store.EtcdAdminStore`), the same
 JSON goes to the store (``read()`` / ``write(text)``, ``name`` for messages) and :meth:`reload`
-reads it back (a new HA leader does, so holds, drains and a pause survive a failover). A store
-with ``check_writable()`` may refuse operator changes (an HA standby): they then raise
+reads it back (a new HA leader does, so holds, drains, cancels and a pause survive a failover).
+There a change is applied only once the store has it: one the store could not save raises
+:class:`AdminNotSaved` and changes nothing (another head would not know it). A store with
+``check_writable()`` may refuse operator changes (an HA standby): they then raise
 :class:`AdminRefused` and change nothing.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import os
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-__all__ = ["AdminState", "AdminChange", "AdminRefused", "AdminStateError", "ADMIN_ACTIONS"]
+from nodemanager.console.admin_doc import AdminDoc, AdminStateError, log_loaded, parse_admin
+
+__all__ = ["AdminState", "AdminChange", "AdminRefused", "AdminNotSaved", "AdminStateError", "StoreConflict",
+           "ADMIN_ACTIONS"]
 
 log = logging.getLogger("nodemanager.admin")
 
@@ -65,10 +69,6 @@ class AdminChange:
                 "detail": self.detail, "at": self.at, "by": self.by}
 
 
-class AdminStateError(ValueError):
-    """The state file cannot be read back; the message names the file (and the place in it)."""
-
-
 class AdminRefused(Exception):
     """A change this process may not make (an HA standby): nothing was changed; ``leader`` names
     the process that can make it (None when nobody leads now)."""
@@ -78,19 +78,25 @@ class AdminRefused(Exception):
         self.leader = leader
 
 
+class AdminNotSaved(Exception):
+    """A change the store could not save: it was not applied either."""
+
+
+class StoreConflict(OSError):
+    """The store holds another state than the one this process last read or wrote (another head
+    wrote it): the change was not saved; the state is read again."""
+
+
 class AdminState:
     """Held nodes, forced drains, pending cancels and the pause reason, behind one lock; kept in
-    the JSON file ``path`` when given (see the module docstring)."""
+    the JSON file ``path`` or the ``store`` when given (see the module docstring)."""
 
     def __init__(self, clock: Callable[[], float] = time.time, path: str | None = None,
                  store: Any = None) -> None:
         self._clock = clock
-        self._lock = threading.Lock()
-        self._held: dict[str, float] = {}
-        self._drains: dict[str, float] = {}
-        self._cancels: dict[str, float] = {}
-        self._paused: str | None = None
-        self._paused_at: float | None = None
+        self._lock = threading.Lock()         # the state in memory
+        self._write_lock = threading.Lock()   # one change (copy, save, install) at a time
+        self._doc = AdminDoc()
         self._history: list[AdminChange] = []
         self.path = path or None
         self.store = store
@@ -102,55 +108,64 @@ class AdminState:
         the state held now, if it cannot be read."""
         if self.store is None:
             if self.path:
-                self._load(self.path)
+                with self._write_lock:
+                    self._load(self.path)
             return
-        try:
-            text = self.store.read()
-        except OSError as exc:
-            raise AdminStateError(f"{self.store.name}: cannot read the admin state: {exc}") from None
-        if text is not None:
-            with self._lock:
-                self._parse(text, self.store.name)
+        with self._write_lock:
+            try:
+                text = self.store.read()
+            except OSError as exc:
+                raise AdminStateError(f"{self.store.name}: cannot read the admin state: {exc}") from None
+            if text is not None:
+                doc = parse_admin(text, self.store.name)
+                with self._lock:
+                    before, self._doc = self._doc, doc
+                if before != doc:
+                    log_loaded(self.store.name, doc)
 
     # -- what the controller reads ------------------------------------------------------------
     def snapshot_fields(self) -> dict[str, object]:
         """``held``, ``forced_drains`` and ``paused`` for ``dataclasses.replace(snapshot, ...)``."""
         with self._lock:
-            return {"held": frozenset(self._held), "forced_drains": frozenset(self._drains),
-                    "paused": self._paused}
+            return {"held": frozenset(self._doc.held), "forced_drains": frozenset(self._doc.drains),
+                    "paused": self._doc.paused}
 
-    def take_cancels(self) -> frozenset[str]:
-        """Node ids whose drain the operator asked to cancel since the last call (then forgotten)."""
+    def pending_cancels(self) -> frozenset[str]:
+        """Node ids whose drain the operator asked to cancel (kept until :meth:`cancels_done`)."""
         with self._lock:
-            taken = frozenset(self._cancels)
-            self._cancels.clear()
-            return taken
+            return frozenset(self._doc.cancels)
+
+    def cancels_done(self, nodes: Iterable[str]) -> None:
+        """Forget the cancels of ``nodes``: no drain of ours is left on them."""
+        self._quiet_change(lambda doc: any(doc.cancels.pop(n, None) is not None for n in list(nodes)))
 
     def forget(self, nodes: Iterable[str]) -> None:
         """Drop every entry for ``nodes`` (destroyed nodes), so their holds and drains do not linger."""
-        with self._lock:
+        gone = list(nodes)
+
+        def edit(doc: AdminDoc) -> bool:
             kept = False
-            for node in nodes:
-                kept |= self._held.pop(node, None) is not None
-                kept |= self._drains.pop(node, None) is not None
-                self._cancels.pop(node, None)
-            if kept:
-                self._save()
+            for node in gone:
+                kept |= doc.held.pop(node, None) is not None
+                kept |= doc.drains.pop(node, None) is not None
+                kept |= doc.cancels.pop(node, None) is not None
+            return kept
+        self._quiet_change(edit)
 
     @property
     def held(self) -> frozenset[str]:
         with self._lock:
-            return frozenset(self._held)
+            return frozenset(self._doc.held)
 
     @property
     def forced_drains(self) -> frozenset[str]:
         with self._lock:
-            return frozenset(self._drains)
+            return frozenset(self._doc.drains)
 
     @property
     def paused(self) -> str | None:
         with self._lock:
-            return self._paused
+            return self._doc.paused
 
     def history(self) -> tuple[AdminChange, ...]:
         """The last admin changes, oldest first (at most 100)."""
@@ -159,71 +174,69 @@ class AdminState:
 
     def to_json(self) -> dict[str, object]:
         with self._lock:
-            return {"held": sorted(self._held), "forced_drains": sorted(self._drains),
-                    "pending_cancels": sorted(self._cancels), "paused": self._paused,
-                    "paused_at": self._paused_at}
+            doc = self._doc
+            return {"held": sorted(doc.held), "forced_drains": sorted(doc.drains),
+                    "pending_cancels": sorted(doc.cancels), "paused": doc.paused,
+                    "paused_at": doc.paused_at}
 
     # -- what the operator asks -----------------------------------------------------------------
     def hold(self, node: str, by: str = "") -> AdminChange:
         """Never act on ``node`` (no drain, no destroy, no cancel) until released."""
-        self._check_writable()
-        with self._lock:
-            if node in self._held:
-                return self._record("hold", node, False, "already held", by)
-            self._held[node] = self._clock()
-            return self._record("hold", node, True, "held: no action will be taken on it", by)
+        def edit(doc: AdminDoc) -> tuple[bool, str]:
+            if node in doc.held:
+                return False, "already held"
+            doc.held[node] = self._clock()
+            return True, "held: no action will be taken on it"
+        return self._change("hold", node, by, edit)
 
     def release(self, node: str, by: str = "") -> AdminChange:
         """Undo :meth:`hold`."""
-        self._check_writable()
-        with self._lock:
-            if self._held.pop(node, None) is None:
-                return self._record("release", node, False, "was not held", by)
-            return self._record("release", node, True, "released: the matrix decides again", by)
+        def edit(doc: AdminDoc) -> tuple[bool, str]:
+            if doc.held.pop(node, None) is None:
+                return False, "was not held"
+            return True, "released: the matrix decides again"
+        return self._change("release", node, by, edit)
 
     def drain(self, node: str, by: str = "") -> AdminChange:
         """Drain ``node`` now (the controller schedules it; budgets and holds still apply)."""
-        self._check_writable()
-        with self._lock:
-            self._cancels.pop(node, None)
-            if node in self._drains:
-                return self._record("drain", node, False, "drain already requested", by)
-            self._drains[node] = self._clock()
-            return self._record("drain", node, True, "drain requested: planned next cycle", by)
+        def edit(doc: AdminDoc) -> tuple[bool, str]:
+            withdrawn = doc.cancels.pop(node, None) is not None
+            if node in doc.drains:
+                return withdrawn, "drain already requested"
+            doc.drains[node] = self._clock()
+            return True, "drain requested: planned next cycle"
+        return self._change("drain", node, by, edit)
 
     def cancel(self, node: str, by: str = "") -> AdminChange:
         """Cancel a drain of ours on ``node``: withdraws a forced drain and asks the controller for
-        a CANCEL_DRAIN (see :meth:`take_cancels`)."""
-        self._check_writable()
-        with self._lock:
-            forced = self._drains.pop(node, None) is not None
-            self._cancels[node] = self._clock()
-            detail = ("forced drain withdrawn; " if forced else "") + \
+        a CANCEL_DRAIN while the drain lasts (see :meth:`pending_cancels`)."""
+        def edit(doc: AdminDoc) -> tuple[bool, str]:
+            forced = doc.drains.pop(node, None) is not None
+            doc.cancels[node] = self._clock()
+            return True, ("forced drain withdrawn; " if forced else "") + \
                 "cancel of our drain requested: planned next cycle"
-            return self._record("cancel", node, True, detail, by)
+        return self._change("cancel", node, by, edit)
 
     def pause(self, reason: str = "", by: str = "") -> AdminChange:
         """Freeze every action (drain, cancel, destroy, boot) until :meth:`resume`."""
-        self._check_writable()
         reason = reason.strip() or "paused by operator"
-        with self._lock:
-            if self._paused is not None:
-                old = self._paused
-                self._paused = reason
-                return self._record("pause", None, old != reason,
-                                    f"already paused; reason now {reason!r} (was {old!r})", by)
-            self._paused = reason
-            self._paused_at = self._clock()
-            return self._record("pause", None, True, f"all actions paused: {reason!r}", by)
+
+        def edit(doc: AdminDoc) -> tuple[bool, str]:
+            if doc.paused is not None:
+                old, doc.paused = doc.paused, reason
+                return old != reason, f"already paused; reason now {reason!r} (was {old!r})"
+            doc.paused, doc.paused_at = reason, self._clock()
+            return True, f"all actions paused: {reason!r}"
+        return self._change("pause", None, by, edit)
 
     def resume(self, by: str = "") -> AdminChange:
         """Undo :meth:`pause`."""
-        self._check_writable()
-        with self._lock:
-            if self._paused is None:
-                return self._record("resume", None, False, "was not paused", by)
-            old, self._paused, self._paused_at = self._paused, None, None
-            return self._record("resume", None, True, f"actions resumed (pause was {old!r})", by)
+        def edit(doc: AdminDoc) -> tuple[bool, str]:
+            if doc.paused is None:
+                return False, "was not paused"
+            old, doc.paused, doc.paused_at = doc.paused, None, None
+            return True, f"actions resumed (pause was {old!r})"
+        return self._change("resume", None, by, edit)
 
     def _check_writable(self) -> None:
         """Raise :class:`AdminRefused` when the store takes no changes from this process."""
@@ -231,24 +244,67 @@ class AdminState:
         if check is not None:
             check()
 
-    def _record(self, action: str, node: str | None, changed: bool, detail: str,
-                by: str) -> AdminChange:
-        error = self._save() if changed else None
-        if error:
-            detail = f"{detail} (NOT SAVED, lost at restart: {error})"
-        change = AdminChange(action, node, changed, detail, self._clock(), by)
-        self._history.append(change)
-        del self._history[:-100]
-        return change
+    def _change(self, action: str, node: str | None, by: str,
+                edit: Callable[[AdminDoc], tuple[bool, str]]) -> AdminChange:
+        """Apply ``edit`` to a copy, save it, then install it; with a store, raise
+        :class:`AdminNotSaved` (nothing changed) when the store did not take it. When another
+        head changed the store, the edit is made again on the state read from it."""
+        self._check_writable()
+        with self._write_lock:
+            for again in (True, False):
+                with self._lock:
+                    doc = self._doc.copy()
+                changed, detail = edit(doc)
+                try:
+                    error = self._save(doc) if changed else None
+                except StoreConflict as exc:
+                    if self._reread() and again:
+                        continue
+                    error = f"{self.store.name}: {exc}"
+                break
+            if error is not None and self.store is not None:
+                what = f"{action} {node}" if node else action
+                raise AdminNotSaved(f"{what} not saved, so not applied: {error}")
+            if error:
+                detail = f"{detail} (NOT SAVED, lost at restart: {error})"
+            with self._lock:
+                self._doc = doc
+                change = AdminChange(action, node, changed, detail, self._clock(), by)
+                self._history.append(change)
+                del self._history[:-100]
+                return change
 
-    # -- the state file -------------------------------------------------------------------------
-    def _save(self) -> str | None:
-        """Write the state file (lock held); return why it failed, or None."""
-        data = {"held": self._held, "forced_drains": self._drains, "paused": self._paused,
-                "paused_at": self._paused_at}
+    def _quiet_change(self, edit: Callable[[AdminDoc], bool]) -> None:
+        """A change the controller makes (no answer, no history): applied once saved; a store
+        that is not ours to write (an HA standby) or did not take it leaves it for a later cycle."""
         if self.store is not None:
             try:
-                self.store.write(json.dumps(data, sort_keys=True))
+                self._check_writable()
+            except AdminRefused:
+                return
+        with self._write_lock:
+            with self._lock:
+                doc = self._doc.copy()
+            if not edit(doc):
+                return
+            try:
+                failed = self._save(doc) is not None
+            except StoreConflict:
+                self._reread()
+                return
+            if failed and self.store is not None:
+                return
+            with self._lock:
+                self._doc = doc
+
+    # -- the state file -------------------------------------------------------------------------
+    def _save(self, doc: AdminDoc) -> str | None:
+        """Write ``doc`` to the store or the state file; return why it failed, or None."""
+        if self.store is not None:
+            try:
+                self.store.write(doc.to_text())
+            except StoreConflict:
+                raise
             except OSError as exc:
                 log.warning("admin state not saved to %s: %s", self.store.name, exc)
                 return f"{self.store.name}: {exc}"
@@ -259,7 +315,7 @@ class AdminState:
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o640)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(data, fh, indent=1, sort_keys=True)
+                fh.write(doc.to_text())
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, self.path)
@@ -269,6 +325,20 @@ class AdminState:
             return f"{self.path}: {exc.strerror or exc}"
         return None
 
+    def _reread(self) -> bool:
+        """After a conflict (write lock held): the store's state replaces ours; False when it
+        cannot be read."""
+        try:
+            text = self.store.read()
+            doc = parse_admin(text, self.store.name) if text is not None else AdminDoc()
+        except (OSError, AdminStateError) as exc:
+            log.warning("admin state: %s cannot be read again: %s", self.store.name, exc)
+            return False
+        with self._lock:
+            self._doc = doc
+        log_loaded(self.store.name, doc)
+        return True
+
     def _load(self, path: str) -> None:
         try:
             with open(path, encoding="utf-8") as fh:
@@ -277,35 +347,7 @@ class AdminState:
             return
         except (OSError, UnicodeDecodeError) as exc:
             raise AdminStateError(f"{path}: cannot read the admin state: {exc}") from None
-        self._parse(text, path)
-
-    def _parse(self, text: str, path: str) -> None:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise AdminStateError(f"{path}:{exc.lineno}:{exc.colno}: the admin state is not JSON: "
-                                  f"{exc.msg}") from None
-        if not isinstance(data, dict):
-            raise AdminStateError(f"{path}: the admin state must be a JSON object")
-        held = _node_times(path, data, "held")
-        drains = _node_times(path, data, "forced_drains")
-        paused, paused_at = data.get("paused"), data.get("paused_at")
-        if paused is not None and not isinstance(paused, str):
-            raise AdminStateError(f"{path}: \"paused\" must be a reason (text) or null")
-        if paused_at is not None and not _is_time(paused_at):
-            raise AdminStateError(f"{path}: \"paused_at\" must be a time (seconds) or null")
-        self._held, self._drains, self._paused = held, drains, paused
-        self._paused_at = float(paused_at) if paused is not None and paused_at is not None else None
-        log.info("admin state from %s: %d node(s) held, %d forced drain(s)%s", path, len(held),
-                 len(drains), f", PAUSED: {paused}" if paused is not None else "")
-
-
-def _is_time(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _node_times(path: str, data: dict[str, Any], key: str) -> dict[str, float]:
-    value = data.get(key, {})
-    if not isinstance(value, dict) or not all(isinstance(k, str) and _is_time(v) for k, v in value.items()):
-        raise AdminStateError(f"{path}: \"{key}\" must map node ids to times (seconds)")
-    return {k: float(v) for k, v in value.items()}
+        doc = parse_admin(text, path)
+        with self._lock:
+            self._doc = doc
+        log_loaded(path, doc)

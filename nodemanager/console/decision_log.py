@@ -29,7 +29,7 @@ from nodemanager.core.undersized import UNDERSIZED
 from nodemanager.model import CycleReport, NodeExplanation, Plan, Snapshot
 from nodemanager.text import short_rule
 
-__all__ = ["DecisionLog", "decision_line", "decision_details", "log_ignored_cancels", "LINE_WIDTH"]
+__all__ = ["DecisionLog", "decision_line", "decision_details", "cancelling", "log_ignored_cancels", "LINE_WIDTH"]
 
 log = logging.getLogger("nodemanager.decisions")
 
@@ -38,10 +38,14 @@ LINE_WIDTH = 160  # a decision line at INFO; the whole explanation is in history
 _WORKER_STATE = attrgetter("tuple.worker_state")
 
 
+def cancelling(plan: Plan) -> frozenset[str]:
+    """The node ids whose drain the plan cancels for an operator."""
+    return frozenset(e.node_id for e in plan.nodes if e.cause is not None and e.cause.reason == "operator_cancel")
+
+
 def log_ignored_cancels(cancels: frozenset[str], plan: Plan) -> None:
     """One line per operator cancel that found no drain of ours to cancel."""
-    done = {e.node_id for e in plan.nodes if e.cause is not None and e.cause.reason == "operator_cancel"}
-    for node_id in sorted(cancels - done):
+    for node_id in sorted(cancels - cancelling(plan)):
         log.info("node %s: operator cancel ignored: no drain of ours in progress", node_id)
 
 

@@ -267,6 +267,9 @@ def _top(doc: Mapping[str, Any]) -> str:
     if doc.get("state_set_aside"):
         parts.append(f"<span class='warn' id='state-set-aside'>state that could not be read, set aside "
                      f"(look, then remove): {e(', '.join(str(p) for p in doc['state_set_aside']))}</span>")
+    for line in doc.get("ha_mismatch") or ():
+        parts.append(f"<span class='bad' data-ha-mismatch>{e(str(line))}: a takeover changes what "
+                     "is decided</span>")
     if doc.get("paused"):
         parts.append(f"<span class='warn' id='paused'>paused: {e(str(doc['paused']))}</span>")
     if doc.get("frozen"):

@@ -55,7 +55,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, g
 
 from nodemanager.actors.clock import monotonic_of
 from nodemanager.console.admin_body import BadBody, admin_body
-from nodemanager.console.admin import AdminChange, AdminRefused, AdminState
+from nodemanager.console.admin import AdminChange, AdminNotSaved, AdminRefused, AdminState
 from nodemanager.console.page import render_html
 from nodemanager.console.http_server import HttpServer, LogThrottle, host_allowed, own_names
 from nodemanager.model import EMPTY_MAP
@@ -353,6 +353,9 @@ class StatusServer:
         except AdminRefused as standby:
             log.info("admin %s%s by %s refused: %s", verb, f" node={node}" if node else "", peer, standby)
             return self._json(409, {"error": str(standby), "leader": standby.leader})
+        except AdminNotSaved as unsaved:
+            log.warning("admin %s%s by %s refused: %s", verb, f" node={node}" if node else "", peer, unsaved)
+            return self._json(503, {"error": str(unsaved), "applied": False})
         return self._json(200, change.to_json())
 
 

@@ -38,6 +38,7 @@ class StatusView:
     last_cycle_at: float | None = None
     version: str = ""
     ha: str | None = None           # [HA]: "leader (...)" or "standby; leader is host:pid since ..."
+    ha_mismatch: tuple[str, ...] = ()  # [HA]: other heads deciding with another configuration or matrix
     core: CoreSettings | None = None  # prices and caps for the summary (None: none shown)
     history: Any = None             # nodemanager.console.history.NodeHistory: each node's last events
     # (what, seconds since it last happened on the monotonic clock, limit): the last cycle and each
@@ -86,6 +87,7 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
         "healthy": healthy, "health": health, "counters": dict(view.counters), "ha": view.ha,
         "config_error": view.config_error,
         "state_set_aside": list(view.set_aside),
+        "ha_mismatch": list(view.ha_mismatch),
         "admin": {"enabled": admin_enabled, **(admin.to_json() if admin else {})},
     }
     report = view.report

@@ -5,7 +5,8 @@ Pure rules over a listing (no I/O, no clock):
 - :func:`sort_by_owner` splits the VMs carrying our cluster name into ours (our deployment tag,
   or no deployment tag and launched before our deployment id was made: adopted from a version
   that wrote none), VMs of another deployment (never touched, never counted), and VMs of ours
-  that another controller acted on since this one started (two controllers of one deployment).
+  that another controller acted on since this one started (two controllers of one deployment), or,
+  under [HA], during this leader's term (a second leader: see :class:`Term`).
 - :func:`joined_our_pool` finds VMs of another deployment whose workers joined our scheduler (a
   second controller of this pool under another id);
 - :func:`another_controller` words the stop that follows, :func:`client_token` the EC2 idempotency
@@ -19,9 +20,9 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from nodemanager.model import CloudNode
-from nodemanager.tags import TAG_CONTROLLER, TAG_DEPLOYMENT
+from nodemanager.tags import TAG_CONTROLLER, TAG_DEPLOYMENT, TAG_FENCE
 
-__all__ = ["Identity", "Ownership", "sort_by_owner", "joined_our_pool", "another_controller", "controller_tag",
+__all__ = ["Identity", "Ownership", "Term", "sort_by_owner", "joined_our_pool", "another_controller", "controller_tag",
            "parse_controller_tag", "client_token", "TOKEN_WINDOW"]
 
 # seconds: a node name is not booted again within this long of its last listing, so a token made
@@ -43,6 +44,20 @@ class Identity:
     controller: str
     started_at: float
     one_controller: bool = True
+
+
+@dataclass(frozen=True)
+class Term:
+    """This [HA] leader's term: its ``fence`` and its election's wall time ``since`` (epoch s).
+
+    Another controller's mark on one of our VMs, dated after ``since``, is a second leader when it
+    carries a higher fence (within one election a later term's fence is higher, and no later term
+    exists while we act), and whatever its fence when dated more than ``tolerance`` seconds (the
+    heads' clock skew) after ``since``."""
+
+    fence: int
+    since: float
+    tolerance: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -72,9 +87,10 @@ def parse_controller_tag(value: str) -> tuple[str, float] | None:
         return None
 
 
-def sort_by_owner(nodes: Iterable[CloudNode], me: Identity) -> Ownership:
+def sort_by_owner(nodes: Iterable[CloudNode], me: Identity, term: Term | None = None) -> Ownership:
     """Split a listing of our cluster name by owner. A VM with no deployment tag is ours only if it
-    was launched before our deployment id was made (every VM we boot carries the tag since)."""
+    was launched before our deployment id was made (every VM we boot carries the tag since).
+    ``term``: this process leads under [HA]; another leader's marks on ours are ``others``."""
     ours: list[CloudNode] = []
     adopted: list[CloudNode] = []
     foreign: list[CloudNode] = []
@@ -93,11 +109,18 @@ def sort_by_owner(nodes: Iterable[CloudNode], me: Identity) -> Ownership:
             continue
         ours.append(node)
         parsed = parse_controller_tag(node.tags.get(TAG_CONTROLLER, ""))
-        if (me.one_controller and parsed is not None and parsed[0] != me.controller
-                and parsed[1] > me.started_at):
+        if parsed is None or parsed[0] == me.controller:
+            continue
+        if (me.one_controller and parsed[1] > me.started_at) or (
+                term is not None and _another_leader(node, parsed[1], term)):
             others.append((node, parsed[0], parsed[1]))
     return Ownership(ours=tuple(ours), adopted=tuple(adopted), foreign=tuple(foreign),
                      others=tuple(others))
+
+
+def _another_leader(node: CloudNode, at: float, term: Term) -> bool:
+    fence = node.tags.get(TAG_FENCE, "")
+    return at > term.since and ((fence.isdigit() and int(fence) > term.fence) or at > term.since + term.tolerance)
 
 
 def joined_our_pool(foreign: Iterable[CloudNode], cloud_ids: Iterable[str],

@@ -13,7 +13,8 @@ API note (the daemon's controller actor and the simulator both drive this)::
 
 ``admin`` is a :class:`nodemanager.console.admin.AdminState` (or anything with ``held``, ``forced_drains``
 and ``paused``): read once per cycle; its pending cancels become CANCEL_DRAIN items for nodes
-that have a drain of ours, and nodes that left the listing are forgotten.
+that have a drain of ours (a cancel is forgotten once no drain of ours is left on its node, so a
+cancel the next leader reads is still carried out), and nodes that left the listing are forgotten.
 
 What survives a restart is read back on every cycle, not remembered: drains we started come from
 the nodes' ``TAG_DRAIN`` tags (or, when the tag could not be written, from the scheduler's drain
@@ -39,11 +40,11 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 from nodemanager.cycle.actuate import Actuator, Task
 from nodemanager.cycle.actuator_memory import ActuatorState
 from nodemanager.cycle.controller_inputs import InputMemory, build_in_flight
-from nodemanager.core.identity import (Identity, Ownership, another_controller, joined_our_pool,
+from nodemanager.core.identity import (Identity, Ownership, Term, another_controller, joined_our_pool,
                                        sort_by_owner)
 from nodemanager.core.protected import BootRecord, observe_boots, protected_sizes
 from nodemanager.core.rate_history import listed_boots, listed_destroys, merge
-from nodemanager.console.decision_log import DecisionLog, log_ignored_cancels
+from nodemanager.console.decision_log import DecisionLog, cancelling, log_ignored_cancels
 from nodemanager.cycle.memories import Memories
 from nodemanager.model import EMPTY_MAP, CloudNode, CycleReport, Outcome, Plan, Snapshot, frozen_map
 from nodemanager.scheduler import SchedulerPoll
@@ -126,7 +127,9 @@ class Controller:
         self.inputs = InputMemory()
         # [HA]: given the oldest input's poll time, why this process must not act now (None: act)
         self.hold_back: Callable[[float], str | None] | None = None
+        self.term: Callable[[], Term | None] | None = None   # [HA]: this leader's term while it acts
         self._held_back_logged: str | None = None
+        self._cancelling: frozenset[str] = frozenset()   # nodes whose drain the last cycle cancelled for an operator
         self._boot_records: dict[str, BootRecord] = {}  # size -> failed joins in a row (protected mode)
         self.memories = Memories()  # what is learned cycle to cycle (the daemon's are kept in its state dir)
         self._prices = {sz.name: sz.price for sz in settings.core.sizes}  # every size's last configured price
@@ -227,7 +230,7 @@ class Controller:
             self._watch_pool(owned, poll)
         if self.actuator is not None:
             self.actuator.observe_poll(poll)
-        cancels = frozenset(self.admin.take_cancels() or ()) if hasattr(self.admin, "take_cancels") else frozenset()
+        cancels = frozenset(self.admin.pending_cancels() or ()) if hasattr(self.admin, "pending_cancels") else frozenset()
         snap = self.snapshot(nodes, cloud_polled_at, poll, now, skew, cancels, listed)
         plan = self.planner(snap, self.settings.core, self.matrix, estimator=self.estimator,
                             escalation=self.escalation or None)
@@ -238,13 +241,16 @@ class Controller:
                            idle_graces=snap.idle_graces if graces is None else graces)
             plan = self.planner(snap, self.settings.core, self.matrix, estimator=self.estimator,
                                 escalation=self.escalation or None)
-        if cancels:
-            log_ignored_cancels(cancels, plan)
         self._watch_suspects(plan, poll.polled_at, now)
         gone = self._decisions.decisions(plan, self.dry_run, self.history, self.last_report)
         if gone and hasattr(self.admin, "forget"):
             self.admin.forget(gone)
         held_back = held_back or self.other_controller
+        if cancels and (self.dry_run or not held_back):
+            now_cancelling = cancelling(plan)
+            log_ignored_cancels(cancels - self._cancelling, plan)   # not those carried out before
+            self.admin.cancels_done(cancels if self.dry_run else cancels - now_cancelling)
+            self._cancelling = now_cancelling
         tasks = [] if self.dry_run or held_back else self._tasks(snap, plan)
         outcomes, self._pending_outcomes = tuple(self._pending_outcomes), []
         cpu = time.thread_time() - cpu0
@@ -274,7 +280,7 @@ class Controller:
         if self._owned is not None and self._owned[0] is nodes:
             return self._owned[1]
         before = self._owned[1] if self._owned is not None else Ownership()
-        owned = sort_by_owner(nodes, self.identity)
+        owned = sort_by_owner(nodes, self.identity, self.term() if self.term is not None else None)
         self._owned = (nodes, owned)
         cluster = self.settings.cloud.cluster
         if {n.id for n in owned.foreign} != {n.id for n in before.foreign} and owned.foreign:
@@ -290,9 +296,11 @@ class Controller:
                      ", ".join(n.name for n in owned.adopted if n.id in adopted))
         if owned.others and self.other_controller is None:
             self.other_controller = another_controller(cluster, owned.others)
-            log.error("%s: this controller (%s) stops every boot, drain and destroy; stop the other "
-                      "one (or run both under [HA]), then restart this one", self.other_controller,
-                      self.identity.controller)
+            fix = ("a second [HA] leader of this deployment: give every head the same etcd "
+                   "endpoints and election_key (or leave it empty)" if self.term is not None
+                   else "stop the other one (or run both under [HA])")
+            log.error("%s: this controller (%s) stops every boot, drain and destroy; %s, then "
+                      "restart this one", self.other_controller, self.identity.controller, fix)
         return owned
 
     def _watch_pool(self, owned: Ownership, poll: SchedulerPoll) -> None:

@@ -7,6 +7,7 @@ and pins an old protobuf; the gateway ships with every etcd v3 server and needs 
     lease = client.grant(15)                     # lease id
     ok, revision = client.create(key, value, lease)   # only if the key does not exist
     kv = client.get(key)                         # KeyValue or None
+    ok, revision = client.put_if(key, value, kv.mod_revision)   # compare-and-set
     ttl = client.keepalive(lease)                # seconds left; 0: the lease is gone
 
 Every failure (connection, timeout, HTTP error, an error in the body) raises :class:`EtcdError`
@@ -47,6 +48,12 @@ def _b64(text: str) -> str:
 
 def _unb64(text: str) -> str:
     return base64.b64decode(text).decode()
+
+
+def _kv(kv: Mapping[str, Any]) -> KeyValue:
+    return KeyValue(key=_unb64(kv.get("key", "")), value=_unb64(kv.get("value", "")),
+                    create_revision=int(kv.get("create_revision", 0)),
+                    mod_revision=int(kv.get("mod_revision", 0)), lease=int(kv.get("lease", 0)))
 
 
 class EtcdClient:
@@ -157,15 +164,32 @@ class EtcdClient:
         kvs = data.get("kvs") or []
         if not kvs:
             return None
-        kv = kvs[0]
-        return KeyValue(key=key, value=_unb64(kv.get("value", "")),
-                        create_revision=int(kv.get("create_revision", 0)),
-                        mod_revision=int(kv.get("mod_revision", 0)), lease=int(kv.get("lease", 0)))
+        return _kv(kvs[0])
 
-    def put(self, key: str, value: str) -> int:
-        """Set ``key`` (no lease); the new revision."""
-        data = self._post("/v3/kv/put", {"key": _b64(key), "value": _b64(value)})
+    def put(self, key: str, value: str, lease: int = 0) -> int:
+        """Set ``key`` (with ``lease``, if not 0); the new revision."""
+        body = {"key": _b64(key), "value": _b64(value)}
+        if lease:
+            body["lease"] = str(lease)
+        data = self._post("/v3/kv/put", body)
         return int(data["header"]["revision"])
+
+    def get_prefix(self, prefix: str) -> list[KeyValue]:
+        """Every key starting with ``prefix``, in key order."""
+        raw = prefix.encode()
+        end = raw[:-1] + bytes([raw[-1] + 1])            # the prefix's range end (its last byte + 1)
+        data = self._post("/v3/kv/range", {"key": _b64(prefix), "range_end": base64.b64encode(end).decode()})
+        return [_kv(kv) for kv in data.get("kvs") or []]
+
+    def put_if(self, key: str, value: str, mod_revision: int) -> tuple[bool, int]:
+        """Set ``key`` only if its last change was at ``mod_revision`` (0: only if it does not
+        exist): whether it was set, and the revision after the transaction (the key's new
+        mod_revision if so). A request etcd applies late, after another write, changes nothing."""
+        body = {"compare": [{"key": _b64(key), "target": "MOD", "result": "EQUAL",
+                             "mod_revision": str(mod_revision)}],
+                "success": [{"request_put": {"key": _b64(key), "value": _b64(value)}}]}
+        data = self._post("/v3/kv/txn", body)
+        return bool(data.get("succeeded", False)), int(data["header"]["revision"])
 
     def delete(self, key: str) -> None:
         self._post("/v3/kv/deleterange", {"key": _b64(key)})

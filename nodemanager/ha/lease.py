@@ -49,8 +49,9 @@ class LeaderLease:
     def __init__(self, client: EtcdClient, ha: HASettings, me: str, *,
                  clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
                  on_change: Callable[[el.Leadership], None] | None = None,
-                 records: HeadRecords | None = None) -> None:
+                 records: HeadRecords | None = None, watch: tuple[str, ...] = ()) -> None:
         self.client = client
+        self.watch = watch   # election keys of earlier versions: while one is held, this head does not lead
         self.ha = ha
         self.records = records or HeadRecords("")
         self.fence_key = f"{ha.election_key}-fence"
@@ -178,9 +179,26 @@ class LeaderLease:
         if kv is None or kv.lease != state.lease:
             log.warning("HA: the election key is no longer ours (%s)", kv.value if kv else "deleted")
             return el.deposed(state, kv.value if kv else None)
+        other = self._watched()
+        if other is not None:
+            log.error("HA: %s leads too: this head stops acting", other)
+            self._revoke_quietly(state.lease)
+            return el.deposed(state, other)
         return el.renewed(state, sent, min(left, self.ha.lease_ttl))
 
+    def _watched(self) -> str | None:
+        """Who holds one of the :attr:`watch` keys (a head of an earlier version of this
+        deployment, elected under its old key), or None."""
+        for key in self.watch:
+            kv = self.client.get(key)
+            if kv is not None:
+                return f"{kv.value} (under the election key {key} of an earlier version)"
+        return None
+
     def _campaign(self, state: el.Leadership) -> el.Leadership:
+        other = self._watched()
+        if other is not None:
+            return el.observed(state, other)
         kv = self.client.get(self.ha.election_key)
         record = _fence_of(self.client.get(self.fence_key))
         if kv is not None:

@@ -76,6 +76,11 @@ class HeadRecords:
         except OSError as exc:
             log.warning("HA: cannot write %s: %s; kept in memory only", self._path(name), exc)
 
+    def recorded_deployment(self) -> str | None:
+        """The deployment name recorded by an earlier version (None: none recorded)."""
+        with self._lock:
+            return self._read("ha-deployment") or self._memory.get("ha-deployment")
+
     def deployment(self, cluster: str) -> str:
         """The recorded deployment name; ``cluster`` is recorded (and returned) at the first call."""
         with self._lock:
