@@ -90,7 +90,7 @@ def test_the_client_token_is_shared_by_controllers_of_one_deployment_for_one_nam
 
 def test_a_real_cloud_with_the_default_cluster_name_is_refused_naming_file_and_option(tmp_path, ec2_proxy):
     config = ec2_config(tmp_path / "nm.ini", ec2_proxy.port, state_dir=str(tmp_path / "state"))
-    text = open(config).read().replace("cluster = demo\n", "")
+    text = open(config).read().replace("cluster = pool1\n", "")
     open(config, "w").write(text)
     code, out = run_briefly(config)
     assert code == 2, out
