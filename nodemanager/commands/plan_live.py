@@ -72,7 +72,7 @@ def live_changes(status: Mapping[str, Any], new: Plan) -> tuple[list[NodeChange]
         action = e.action.value if e.action else None
         if (old.get("planned_action"), old.get("blocked_by")) == (action, e.blocked_by):
             continue
-        # the matrix's tuple, not the page's words for it ("joined", "down: drained")
+        # the matrix's tuple, without the detail the page shows beside it ("joined")
         old_tuple = old.get("matrix_tuple_text") or old.get("tuple_text") or "-"
         nodes.append(NodeChange(
             node_id=e.node_id, name=e.name, old_tuple=str(old_tuple),

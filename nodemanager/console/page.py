@@ -56,6 +56,7 @@ details ol,tr.hist ol{margin:.2em 0 .2em 1.4em;padding:0;font-size:.95em}
 tr.hist td{background:#fafcff;padding:.3em 1em .5em} a.toggle{white-space:nowrap;color:#05a}
 td.why{min-width:12em} td.next{min-width:8em} td.last{min-width:8em} td.history{white-space:nowrap}
 .ev-outcome{color:#05a} .ev-state{color:#870} .controls{margin:.6em 0}
+.beside{color:#555;font-family:sans-serif;font-style:italic}
 """
 
 _JS = """
@@ -171,6 +172,7 @@ def _pool(doc: Mapping[str, Any]) -> str:
     cards = [
         _card(f"{s.get('nodes', 0)} nodes by worker state",
               [(e(k), f"<b>{v}</b>") for k, v in s.get("by_worker_state", {}).items()]
+              + ([("of them drained by us", f"<b>{s['drained_by_us']}</b>")] if s.get("drained_by_us") else [])
               + ([("created, not listed yet", f"<b>{s['created_unlisted']}</b>")]
                  if s.get("created_unlisted") else []), "by-state"),
         _card("matrix says / planned",
@@ -346,8 +348,11 @@ def _row(node: Mapping[str, Any]) -> str:
                              "td", " class='next'"))
             continue
         attrs = ""
-        if key == "tuple_text" and node.get("matrix_tuple_text") not in (None, text):
-            attrs = f" title='the matrix reads {e(str(node['matrix_tuple_text']))}'"
+        if key == "tuple_text" and node.get("beside"):
+            # the matrix's words first, what else is known beside them (muted)
+            cells.append(f"<td class='tuple'>{e(str(node['matrix_tuple_text']))} "
+                         f"<span class='beside'>{e(', '.join(node['beside']))}</span></td>")
+            continue
         if key == "rule" and value:
             attrs = f" title='{e(text)}'"
             text = short_rule(text)

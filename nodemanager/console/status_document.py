@@ -15,7 +15,7 @@ from nodemanager.console.admin import AdminState
 from nodemanager.core.pricing import spot_limits
 from nodemanager.model import EMPTY_MAP, CycleReport, Snapshot
 from nodemanager.configuration.settings import CoreSettings
-from nodemanager.console.node_words import next_change, shown_tuple
+from nodemanager.console.node_words import beside, next_change, shown_tuple
 from nodemanager.console.summary import pool_summary
 from nodemanager.tags import TAG_DEPLOYMENT
 from nodemanager.text import duration, short_rule
@@ -109,7 +109,8 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
             "node_id": e.node_id, "name": e.name, "size": e.size, "worker": e.worker,
             "raw_state": e.raw_state, "tuple": dict(zip(
                 ("worker_state", "window", "boot_grace", "idle_grace"), e.tuple.as_tuple())),
-            "tuple_text": shown_tuple(e), "matrix_tuple_text": str(e.tuple), "rule": e.rule, "rule_short": short_rule(e.rule),
+            "tuple_text": shown_tuple(e), "matrix_tuple_text": str(e.tuple), "beside": list(beside(e)),
+            "rule": e.rule, "rule_short": short_rule(e.rule),
             "matrix_action": e.matrix_action.to_json(),
             "planned_action": e.action.value if e.action else None,
             "blocked_by": e.blocked_by, "budget": e.budget, "why": e.reason,

@@ -12,7 +12,6 @@ from nodemanager.tags import TAG_REQUEST
 from nodemanager.core import charged_between
 from nodemanager.model import CycleReport
 from nodemanager.configuration.settings import CoreSettings
-from nodemanager.console.node_words import shown_worker_state
 from policy_matrix.vocabulary import BOOT_WAIT
 
 __all__ = ["pool_summary", "local_midnight"]
@@ -54,7 +53,8 @@ def pool_summary(report: CycleReport, core: CoreSettings | None,
         queue[key] = queue.get(key, 0) + d.count
     return {
         "nodes": len(plan.nodes),
-        "by_worker_state": _count(shown_worker_state(e) for e in plan.nodes),
+        "by_worker_state": _count(e.tuple.worker_state for e in plan.nodes),
+        "drained_by_us": sum(1 for e in plan.nodes if e.drained),
         "booting": booting(report), "created_unlisted": len(unlisted_boots(report)),
         "by_matrix_action": _count(str(e.matrix_action) for e in plan.nodes),
         "planned": _count(i.kind.value for i in plan.items),

@@ -169,7 +169,7 @@ class Actuator(ActuatorMemory):
                 if self._quota is not None and self._listed + len(self._boots) > self._quota[0]:
                     self._quota = (self._listed + len(self._boots), self._mono())
             out.append(Outcome("boot", node.id, OK, f"created {node.name} for {req.reason} "
-                               f"(request {rid})", now, size.name))
+                               f"(request {base})", now, size.name))
         return out
 
     def _drain(self, item: PlanItem, node: CloudNode | None, worker: Worker | None) -> Outcome:

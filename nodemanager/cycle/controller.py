@@ -48,6 +48,7 @@ from nodemanager.model import CloudNode, CycleReport, Outcome, Plan, Snapshot, f
 from nodemanager.scheduler import SchedulerPoll
 from nodemanager.configuration.settings import Settings
 from nodemanager.tags import TAG_DEPLOYMENT
+from nodemanager.text import request_words
 from policy_matrix.vocabulary import DOWN, UNPAIRED
 
 __all__ = ["Controller"]
@@ -359,7 +360,7 @@ class Controller:
                 self.history.add(o.node, o.at, "outcome", f"{o.kind} {o.result}: {o.detail}")
             size = f", {o.size}" if o.size else ""
             level = {"ok": logging.INFO, "skipped": logging.DEBUG}.get(o.result, logging.WARNING)
-            log.log(level, "outcome %s %s%s: %s: %s", o.kind, o.node, size, o.result, o.detail)
+            log.log(level, "outcome %s %s%s: %s: %s", o.kind, request_words(o.node), size, o.result, o.detail)
 
     # -- helpers --------------------------------------------------------------------------------
 
