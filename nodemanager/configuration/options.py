@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 
 from nodemanager.configuration.values import (address, choice, nonneg, parse_attributes, parse_bool,
                                               parse_duration, parse_float, parse_host_names, parse_int,
-                                              parse_minutes, parse_names, parse_share)
+                                              parse_minutes, parse_names, parse_share, within)
 
 __all__ = ["MAX_BYTES", "SECRET_OPTIONS", "SCHEDULER_OPTIONS", "CLOUD_OWN", "DAEMON", "DAEMON_SHELL",
            "POLL", "DRAIN", "MANAGE", "SIZE", "SIZE_CREATE_OPTIONS", "HA", "SECTIONS", "PROFILE_DIR",
@@ -82,7 +82,10 @@ PROFILE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles
 PROFILES = tuple(sorted(f[:-4] for f in os.listdir(PROFILE_DIR) if f.endswith(".ini")))
 DAEMON_SHELL: dict[str, Callable[[str], Any]] = {"matrix": str, "dry_run": parse_bool,
                  "profile": lambda t: choice(*PROFILES)(t) if t.strip() else "",
-                 "log_level": choice("debug", "info", "warning", "error")}
+                 "log_level": choice("debug", "info", "warning", "error"),
+                 # where the log goes besides stderr, and as what (nodemanager.commands.run)
+                 "log_format": choice("text", "json"), "log_file": str,
+                 "log_file_max_mb": within(1, 10240, parse_int), "log_file_keep": within(1, 100, parse_int)}
 POLL: dict[str, Callable[[str], Any]] = {
     "cloud_interval": parse_duration, "scheduler_interval": parse_duration,
     "cycle_interval": parse_duration, "max_backoff": parse_duration, "watchdog": parse_duration,

@@ -179,6 +179,16 @@ class HASettings:
 
 
 @dataclass(frozen=True)
+class LogSettings:
+    """``[Daemon] log_format``, ``log_file``: how and where the log is written (stderr always)."""
+
+    format: str = "text"                        # text: one line per record; json: one object per line
+    file: str = ""                              # empty: stderr only (journald)
+    file_max_mb: int = 50                       # the file is rotated at this size, 1..10240
+    file_keep: int = 5                          # rotated files kept, 1..100
+
+
+@dataclass(frozen=True)
 class Settings:
     core: CoreSettings = CoreSettings()
     drain: DrainSettings = DrainSettings()
@@ -190,4 +200,5 @@ class Settings:
     matrix_file: str = ""                       # empty = the default matrix shipped with the package
     dry_run: bool = False
     log_level: str = "INFO"
+    log: LogSettings = LogSettings()
     source: str = ""                            # the config file this came from

@@ -138,6 +138,16 @@ def nonneg(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     return check
 
 
+def within(low: float, high: float, parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """``parse``, refusing a value outside ``low``..``high`` (both allowed)."""
+    def check(text: str) -> Any:
+        value = parse(text)
+        if not low <= value <= high:
+            raise ValueError(f"must be from {low:g} to {high:g}")
+        return value
+    return check
+
+
 def choice(*allowed: str) -> Callable[[str], str]:
     def check(text: str) -> str:
         v = text.strip().lower()

@@ -35,7 +35,7 @@ from nodemanager.core.undersized import UNDERSIZED
 from nodemanager.model import CycleReport, NodeExplanation, Plan, Snapshot
 from nodemanager.text import short_rule
 
-__all__ = ["DecisionLog", "decision_line", "decision_details", "log_ignored_cancels"]
+__all__ = ["DecisionLog", "decision_line", "decision_fields", "decision_details", "log_ignored_cancels"]
 
 log = logging.getLogger("nodemanager.decisions")
 
@@ -69,6 +69,14 @@ def decision_line(e: NodeExplanation, dry_run: bool = False) -> str:
     return (f"node {e.name}{' ' + what if what else ''} -> {action}{': ' + why if why else ''}; "
             f"{e.tuple}{' ' + ', '.join(extra) if extra else ''}, rule {short_rule(e.rule)} "
             f"says {e.matrix_action}")
+
+
+def decision_fields(e: NodeExplanation, request_id: str | None = None) -> dict[str, Any]:
+    """A decision's fields for a JSON log line (``log_format = json``): the line's parts, apart."""
+    return {"node": e.name, "node_id": e.node_id, "tuple": str(e.tuple), "beside": list(beside(e)),
+            "rule": short_rule(e.rule), "matrix_action": str(e.matrix_action),
+            "action": e.action.value if e.action is not None else None, "given_back_as": given_back_as(e),
+            "blocked_by": e.blocked_by, "reason": e.reason, "request_id": request_id}
 
 
 def decision_details(e: NodeExplanation) -> str:
@@ -118,6 +126,7 @@ class DecisionLog:
         listing (``last_report`` names them in the history)."""
         seen = self.seen
         acted = {i.node_id for i in plan.items}
+        requests = {i.node_id: i.request_id for i in plan.items if i.request_id}
         info, debug = log.isEnabledFor(logging.INFO), log.isEnabledFor(logging.DEBUG)
         for e in plan.nodes:
             old = seen.get(e.node_id)
@@ -135,7 +144,7 @@ class DecisionLog:
             else:  # only the window, a grace or the rule changed, with the same decision
                 level = logging.DEBUG
             if debug or (info and level >= logging.INFO):
-                log.log(level, "%s", decision_line(e, dry_run))
+                log.log(level, "%s", decision_line(e, dry_run), extra=decision_fields(e, requests.get(e.node_id)))
                 if debug:
                     log.debug("%s", decision_details(e))
             if history is not None:
