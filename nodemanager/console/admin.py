@@ -91,6 +91,7 @@ class AdminState:
         self._cancels: dict[str, float] = {}
         self._paused: str | None = None
         self._paused_at: float | None = None
+        self._reasons: dict[str, str] = {}   # node id -> the operator's reason for its hold or drain
         self._history: list[AdminChange] = []
         self.path = path or None
         self.store = store
@@ -134,6 +135,7 @@ class AdminState:
                 kept |= self._held.pop(node, None) is not None
                 kept |= self._drains.pop(node, None) is not None
                 self._cancels.pop(node, None)
+                self._reasons.pop(node, None)
             if kept:
                 self._save()
 
@@ -157,21 +159,30 @@ class AdminState:
         with self._lock:
             return tuple(self._history)
 
+    def reason(self, node: str) -> str | None:
+        """The operator's reason for holding or draining ``node`` (None: none given)."""
+        with self._lock:
+            return self._reasons.get(node)
+
     def to_json(self) -> dict[str, object]:
         with self._lock:
             return {"held": sorted(self._held), "forced_drains": sorted(self._drains),
                     "pending_cancels": sorted(self._cancels), "paused": self._paused,
-                    "paused_at": self._paused_at}
+                    "paused_at": self._paused_at, "reasons": dict(sorted(self._reasons.items()))}
 
     # -- what the operator asks -----------------------------------------------------------------
-    def hold(self, node: str, by: str = "") -> AdminChange:
-        """Never act on ``node`` (no drain, no destroy, no cancel) until released."""
+    def hold(self, node: str, by: str = "", reason: str = "") -> AdminChange:
+        """Never act on ``node`` (no drain, no destroy, no cancel) until released; ``reason`` is
+        shown on the page and in the audit line."""
         self._check_writable()
         with self._lock:
             if node in self._held:
-                return self._record("hold", node, False, "already held", by)
+                return self._record("hold", node, self._give_reason(node, reason),
+                                    "already held" + _because(self._reasons.get(node)), by)
             self._held[node] = self._clock()
-            return self._record("hold", node, True, "held: no action will be taken on it", by)
+            self._give_reason(node, reason)
+            return self._record("hold", node, True, "held: no action will be taken on it"
+                                + _because(reason), by)
 
     def release(self, node: str, by: str = "") -> AdminChange:
         """Undo :meth:`hold`."""
@@ -179,17 +190,31 @@ class AdminState:
         with self._lock:
             if self._held.pop(node, None) is None:
                 return self._record("release", node, False, "was not held", by)
+            if node not in self._drains:
+                self._reasons.pop(node, None)
             return self._record("release", node, True, "released: the matrix decides again", by)
 
-    def drain(self, node: str, by: str = "") -> AdminChange:
-        """Drain ``node`` now (the controller schedules it; budgets and holds still apply)."""
+    def drain(self, node: str, by: str = "", reason: str = "") -> AdminChange:
+        """Drain ``node`` now (the controller schedules it; budgets and holds still apply);
+        ``reason`` is shown on the page and in the audit line."""
         self._check_writable()
         with self._lock:
             self._cancels.pop(node, None)
             if node in self._drains:
-                return self._record("drain", node, False, "drain already requested", by)
+                return self._record("drain", node, self._give_reason(node, reason),
+                                    "drain already requested" + _because(self._reasons.get(node)), by)
             self._drains[node] = self._clock()
-            return self._record("drain", node, True, "drain requested: planned next cycle", by)
+            self._give_reason(node, reason)
+            return self._record("drain", node, True, "drain requested: planned next cycle"
+                                + _because(reason), by)
+
+    def _give_reason(self, node: str, reason: str) -> bool:
+        """Keep ``reason`` for ``node`` (lock held); True when it changed one kept before."""
+        reason = reason.strip()
+        if not reason or self._reasons.get(node) == reason:
+            return False
+        self._reasons[node] = reason
+        return True
 
     def cancel(self, node: str, by: str = "") -> AdminChange:
         """Cancel a drain of ours on ``node``: withdraws a forced drain and asks the controller for
@@ -197,6 +222,8 @@ class AdminState:
         self._check_writable()
         with self._lock:
             forced = self._drains.pop(node, None) is not None
+            if node not in self._held:
+                self._reasons.pop(node, None)
             self._cancels[node] = self._clock()
             detail = ("forced drain withdrawn; " if forced else "") + \
                 "cancel of our drain requested: planned next cycle"
@@ -245,7 +272,7 @@ class AdminState:
     def _save(self) -> str | None:
         """Write the state file (lock held); return why it failed, or None."""
         data = {"held": self._held, "forced_drains": self._drains, "paused": self._paused,
-                "paused_at": self._paused_at}
+                "paused_at": self._paused_at, "reasons": self._reasons}
         if self.store is not None:
             try:
                 self.store.write(json.dumps(data, sort_keys=True))
@@ -290,14 +317,23 @@ class AdminState:
         held = _node_times(path, data, "held")
         drains = _node_times(path, data, "forced_drains")
         paused, paused_at = data.get("paused"), data.get("paused_at")
+        reasons = data.get("reasons", {})
+        if not isinstance(reasons, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                    for k, v in reasons.items()):
+            raise AdminStateError(f"{path}: \"reasons\" must map node ids to reasons (text)")
         if paused is not None and not isinstance(paused, str):
             raise AdminStateError(f"{path}: \"paused\" must be a reason (text) or null")
         if paused_at is not None and not _is_time(paused_at):
             raise AdminStateError(f"{path}: \"paused_at\" must be a time (seconds) or null")
         self._held, self._drains, self._paused = held, drains, paused
+        self._reasons = {k: v for k, v in reasons.items() if k in held or k in drains}
         self._paused_at = float(paused_at) if paused is not None and paused_at is not None else None
         log.info("admin state from %s: %d node(s) held, %d forced drain(s)%s", path, len(held),
                  len(drains), f", PAUSED: {paused}" if paused is not None else "")
+
+
+def _because(reason: str | None) -> str:
+    return f" (reason: {reason})" if reason else ""
 
 
 def _is_time(value: Any) -> bool:

@@ -340,6 +340,8 @@ def _row(node: Mapping[str, Any]) -> str:
             text += " (held)"
         if key == "blocked_by" and node.get("budget"):
             text += f" {node['budget']}"  # the [Budget NAME] that holds it back
+        if key == "why" and node.get("operator_reason"):
+            text += f" (operator's reason: {node['operator_reason']})"
         if key == "planned_action" and node.get("in_flight"):
             f = node["in_flight"]
             text = (text + " " if value else "") + f"[{f['action']} under way {duration(f['for_seconds'])}]"

@@ -67,6 +67,7 @@ log = logging.getLogger("nodemanager.status")
 
 _NODE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,252}")
 _NODE_VERBS = ("hold", "release", "drain", "cancel")
+_WITH_REASON = ("hold", "drain")   # node verbs that take the operator's reason
 _GLOBAL_VERBS = ("pause", "resume")
 _MAX_BODY = 4096
 
@@ -234,7 +235,8 @@ class StatusServer:
             change = admin.resume(by=by)
         else:
             assert node is not None
-            change = getattr(admin, verb)(node, by=by)
+            change = (getattr(admin, verb)(node, by=by, reason=reason) if verb in _WITH_REASON
+                      else getattr(admin, verb)(node, by=by))
         log.info("admin %s%s by %s: %s%s", verb, f" node={node}" if node else "", by,
                  change.detail, "" if change.changed else " (nothing changed)")
         return change
@@ -343,7 +345,7 @@ class StatusServer:
             return self._json(404, {"error": f"unknown admin action {path!r}: use hold, release, "
                                              "drain, cancel (with /NODE), pause or resume"})
         reason = ""
-        if verb == "pause":
+        if verb == "pause" or verb in _WITH_REASON:
             try:
                 reason = _reason(environ["wsgi.input"].read())
             except ValueError as err:
@@ -357,7 +359,7 @@ class StatusServer:
 
 
 def _reason(body: bytes) -> str:
-    """The printable reason of a pause body ``{"reason": "..."}`` (waitress capped its size)."""
+    """The printable reason of a pause, hold or drain body ``{"reason": "..."}`` (waitress capped its size)."""
     if not body:
         return ""
     try:

@@ -92,6 +92,7 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
     admin_json = doc["admin"]
     held = set(snap.held) | set(admin_json.get("held", ()))
     forced = set(snap.forced_drains) | set(admin_json.get("forced_drains", ()))
+    reasons = admin_json.get("reasons") or {}
     last_outcome = {o.node: o for o in report.outcomes}
     in_flight = {f.node: f for f in snap.in_flight}
     cloud = {c.id: c for c in snap.cloud_nodes}
@@ -120,6 +121,7 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
             "next_change": at, "next_change_what": what,
             "next_change_text": words or when_text(at, what, report.snapshot.now),
             "held": e.node_id in held or e.name in held,
+            "operator_reason": reasons.get(e.node_id) or reasons.get(e.name),
             "forced_drain": e.node_id in forced or e.name in forced,
             "in_flight": ({"action": f.action, "since": f.since,
                            "for_seconds": round(snap.now - f.since, 1)} if f else None),
