@@ -98,7 +98,8 @@ DRAIN: dict[str, Callable[[str], Any]] = {
 MANAGE: dict[str, Callable[[str], Any]] = {"address": address, "port": parse_int, "token": str,
                                             "state_file": str, "state_dir": str,
                                             "allowed_hosts": parse_host_names,
-                                            "spend_ledger": parse_bool, "spend_top": nonneg(parse_int)}
+                                            "spend_ledger": parse_bool, "spend_top": nonneg(parse_int),
+                                            "loopback_snapshot": parse_bool}
 SIZE: dict[str, Callable[[str], Any]] = {
     "cores": nonneg(parse_int), "ram_mb": nonneg(parse_int), "price": nonneg(parse_float),
     "scratch_mb": nonneg(parse_int), "billing_period": parse_duration,

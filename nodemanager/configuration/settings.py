@@ -157,6 +157,7 @@ class ManageSettings:
     allowed_hosts: tuple[str, ...] = ()         # Host names the status server answers to, besides its own
     spend_ledger: bool = True                   # who spent what: <state_dir>/<cluster>.spend.json
     spend_top: int = 10                         # users and groups with their own metric series
+    loopback_snapshot: bool = True              # GET /snapshot.json from this host needs no token
 
 
 @dataclass(frozen=True)
