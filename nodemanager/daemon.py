@@ -49,6 +49,7 @@ from nodemanager.cycle.controller import Controller
 from nodemanager.cycle.memories import Memories
 from nodemanager.console.history import NodeHistory
 from nodemanager.console.spend_ledger import SpendLedger
+from nodemanager.console.trend import PoolTrend
 from nodemanager.cycle.journal import ReservationJournal
 from nodemanager.model import CycleReport, Worker
 from nodemanager.ports import Timed as _Timed
@@ -98,6 +99,7 @@ class Daemon:
         # each node's last events: local to this head also with [HA] (what this process saw)
         self.history = NodeHistory.for_settings(settings)
         self.spend = SpendLedger.for_settings(settings, self.metrics.registry, self.clock)  # who spent what
+        self.trend = PoolTrend()   # the last hours for the page's charts
         self.last_report: CycleReport | None = None
         self.last_cycle_at: float | None = None
         # monotonic times of the last cycle and of each input's last good poll (health)
@@ -197,6 +199,7 @@ class Daemon:
         self.metrics.observe_identity(report)
         self.history.save_if_due(self.last_cycle_at)
         self.spend.cycle(report, self.last_cycle_at)
+        self.trend.observe(report, self.settings.core)
         self.check_matrix()
 
     def _restarted(self, role: str) -> None:
@@ -213,7 +216,8 @@ class Daemon:
         return StatusView(report=self.last_report, counters=dict(self.counters), started_at=self.started_at,
                           last_cycle_at=self.last_cycle_at, version=installed_version(""),
                           ha=self.ha.describe() if self.ha is not None else None,
-                          core=self.settings.core, history=self.history, ages=self._ages(), spend=self.spend)
+                          core=self.settings.core, history=self.history, ages=self._ages(), spend=self.spend,
+                          trend=self.trend)
 
     def _ages(self) -> tuple[tuple[str, float, float], ...]:
         """Seconds since the last cycle and each input's last good poll (monotonic), with their

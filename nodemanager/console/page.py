@@ -14,6 +14,7 @@ import html
 import time
 from typing import Any, Mapping
 
+from nodemanager.console.charts import CHART_CSS, charts_html
 from nodemanager.console.limits_page import limits_html
 from nodemanager.text import counted, duration, short_rule
 
@@ -126,7 +127,7 @@ _JS = """
     if(kv[0]==='open') v.split(',').forEach(function(n){if(n) state.open[n]=1;});
     if(kv[0]==='refresh') document.body.setAttribute('data-refresh', v);}
   apply();
-  var parts=['top','pool','whynot','recent'];
+  var parts=['top','pool','charts','whynot','recent'];
   function refresh(){var x=new XMLHttpRequest(); x.open('GET', location.pathname);
     x.onload=function(){if(x.status!==200) return;
       var doc=new DOMParser().parseFromString(x.responseText,'text/html');
@@ -281,10 +282,10 @@ def render_html(doc: Mapping[str, Any]) -> str:
     e = html.escape
     parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'>",
              "<meta name='viewport' content='width=device-width'>",
-             "<title>nodemanager status</title><style>", _CSS, "</style></head>",
+             "<title>nodemanager status</title><style>", _CSS, CHART_CSS, "</style></head>",
              f"<body data-now='{doc.get('now') or 0:.3f}' data-refresh='{REFRESH_SECONDS}'>",
              "<h1>nodemanager</h1><div class='summary' id='top'>", _top(doc), "</div>",
-             f"<div id='pool'>{_pool(doc)}</div>"]
+             f"<div id='pool'>{_pool(doc)}</div>", charts_html(doc)]
     if doc.get("notes"):
         parts.append("<ul id='notes'>" + "".join(f"<li>{e(str(n))}</li>" for n in doc["notes"])
                      + "</ul>")

@@ -43,6 +43,7 @@ class StatusView:
     # input's last good poll; health fails on any past its limit (a wall-clock step moves no age)
     ages: tuple[tuple[str, float, float], ...] = ()
     spend: Any = None               # nodemanager.console.spend_ledger.SpendLedger: who spent what
+    trend: Any = None               # nodemanager.console.trend.PoolTrend: the last hours, per minute
 
 
 def when_text(at: float | None, what: str | None, now: float) -> str | None:
@@ -157,6 +158,7 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
         outcomes=[{"kind": o.kind, "node": o.node, "result": o.result, "detail": o.detail,
                    "at": o.at, "size": o.size} for o in report.outcomes],
     )
+    doc["trend"] = view.trend.to_json() if view.trend is not None else []
     if view.spend is not None and view.spend.enabled:
         doc["top_spenders_today"] = top_spenders_today(view.spend, now)
     return doc

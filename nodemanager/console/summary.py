@@ -10,11 +10,11 @@ from typing import Any, Iterable, Mapping
 
 from nodemanager.tags import TAG_REQUEST
 from nodemanager.core import charged_between
-from nodemanager.model import CycleReport
+from nodemanager.model import CycleReport, Snapshot
 from nodemanager.configuration.settings import CoreSettings
 from policy_matrix.vocabulary import BOOT_WAIT
 
-__all__ = ["pool_summary", "local_midnight"]
+__all__ = ["pool_summary", "local_midnight", "spend_per_hour", "booting", "unlisted_boots"]
 
 
 def _count(values: Iterable[str | None]) -> dict[str, int]:
@@ -39,7 +39,7 @@ def pool_summary(report: CycleReport, core: CoreSettings | None,
     plan, snap = report.plan, report.snapshot
     sizes = {s.name: s for s in core.sizes} if core else {}
     why = report.why_not
-    spend_now = sum(sizes[n.size].price for n in snap.cloud_nodes if n.size in sizes)
+    spend_now = spend_per_hour(snap, core)
     midnight = local_midnight(snap.now)
     seconds = [(sizes[n.size], n.launched_at, snap.now) for n in snap.cloud_nodes if n.size in sizes]
     seconds += [(sizes[g["size"]], g["launched_at"], g["gone_at"]) for g in gone
@@ -68,6 +68,12 @@ def pool_summary(report: CycleReport, core: CoreSettings | None,
                   "today_since": midnight},
         "caps": _caps(report, core, spend_now, why.counts()) if core else [],
     }
+
+
+def spend_per_hour(snap: Snapshot, core: CoreSettings | None) -> float:
+    """What the listed nodes cost per hour at their sizes' prices (0 without prices)."""
+    prices = {s.name: s.price for s in core.sizes} if core else {}
+    return sum(prices.get(n.size, 0.0) for n in snap.cloud_nodes)
 
 
 def unlisted_boots(report: CycleReport) -> set[str]:
