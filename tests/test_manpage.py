@@ -14,6 +14,7 @@ import zipfile
 import pytest
 
 from nodemanager.cli import build_parser
+from tests.docs_run import fresh_checkout
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 PAGE = REPO / "man" / "nodemanager.1"
@@ -57,12 +58,7 @@ def test_man_renders_the_page():
 
 @pytest.mark.slow
 def test_a_wheel_from_a_fresh_checkout_installs_the_page(tmp_path):
-    checkout = tmp_path / "checkout"
-    subprocess.run(["git", "clone", "-q", str(REPO), str(checkout)], check=True, timeout=120)
-    subprocess.run(["git", "-C", str(REPO), "diff", "HEAD", "--binary"], check=True, timeout=60,
-                   stdout=open(tmp_path / "work.diff", "wb"))
-    if (tmp_path / "work.diff").stat().st_size:      # uncommitted work of this tree, as it stands
-        subprocess.run(["git", "-C", str(checkout), "apply", str(tmp_path / "work.diff")], check=True)
+    checkout = fresh_checkout(tmp_path / "checkout")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
                     "-w", str(tmp_path / "dist"), str(checkout)], check=True, timeout=300)
     [wheel] = (tmp_path / "dist").glob("batch_nodemanager-*.whl")
