@@ -7,11 +7,9 @@ cost, man) is asserted."""
 
 from __future__ import annotations
 
-import os
 import pathlib
 import pwd
 import re
-import signal
 import stat
 import subprocess
 import time
@@ -21,7 +19,7 @@ import requests
 
 from tests.docs_run import REPO, SYSTEMCTL, HeadNode, ini_block, shell_blocks
 from tests.fixtures.moto import EC2_IMAGE, free_port
-from tests.fixtures.slurm import SlurmCluster, started
+from tests.fixtures.slurm import SlurmCluster, _terminate, started
 
 pytestmark = [pytest.mark.slow, pytest.mark.ec2]
 
@@ -108,13 +106,8 @@ def _wait_for_status(url: str, proc: subprocess.Popen[bytes], log: pathlib.Path,
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    """SIGTERM, as systemd stops the unit (TimeoutStopSec), then SIGKILL."""
+    _terminate(proc, grace=90)
 
 
 def _owned_by_service_user(path: pathlib.Path, mode: int) -> None:

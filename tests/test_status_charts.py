@@ -5,6 +5,7 @@ real browser (Debian chromium, headless) at 1,400 and 900 px."""
 from __future__ import annotations
 
 import importlib.machinery
+import logging
 import pathlib
 import re
 import shutil
@@ -37,7 +38,12 @@ def _screenshots() -> types.ModuleType:
 @pytest.fixture(scope="module")
 def demo() -> dict:
     """/status.json of the demo after three hours of hourly bursts and 40 cycles into the next."""
-    view, admin = _screenshots().demo_view(BUSY, 40, hours=3.0)
+    logger = logging.getLogger("nodemanager")
+    level = logger.level
+    try:
+        view, admin = _screenshots().demo_view(BUSY, 40, hours=3.0)
+    finally:
+        logger.setLevel(level)      # the script quiets the demo's log for its pictures
     return status_document(view, admin, view.last_cycle_at + 1)
 
 
