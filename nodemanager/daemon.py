@@ -50,6 +50,7 @@ from nodemanager.cycle.memories import Memories
 from nodemanager.console.history import NodeHistory
 from nodemanager.console.paid_idle import paid_idle
 from nodemanager.console.spend_ledger import SpendLedger
+from nodemanager.console.trend import PoolTrend
 from nodemanager.cycle.journal import ReservationJournal
 from nodemanager.cycle.state_files import set_aside_files
 from nodemanager.model import CycleReport, Worker
@@ -67,7 +68,7 @@ POOL_SIZE = 4          # actuator actors: enough to overlap slow cloud calls, ne
 EXIT_FATAL = 70        # EX_SOFTWARE: a fatal error stopped the daemon
 
 _RESTART_ONLY = (("cloud", "[Cloud]"), ("scheduler", "[Scheduler]"), ("manage", "[Manage]"), ("dry_run", "[Daemon] dry_run"),
-                 ("ha", "[HA]"))
+                 ("ha", "[HA]"), ("log", "[Daemon] log_format and log_file"))
 
 
 class Daemon:
@@ -101,6 +102,7 @@ class Daemon:
         # each node's last events: local to this head also with [HA] (what this process saw)
         self.history = NodeHistory.for_settings(settings)
         self.spend = SpendLedger.for_settings(settings, self.metrics.registry, self.clock)  # who spent what
+        self.trend = PoolTrend()   # the last hours for the page's charts
         self.last_report: CycleReport | None = None
         self.last_cycle_at: float | None = None
         # monotonic times of the last cycle and of each input's last good poll (health)
@@ -207,6 +209,7 @@ class Daemon:
         self.metrics.observe_paid_idle(paid_idle(report, self.settings.core))
         self.history.save_if_due(self.last_cycle_at)
         self.spend.cycle(report, self.last_cycle_at)
+        self.trend.observe(report, self.settings.core)
         self.check_matrix()
 
     def _restarted(self, role: str) -> None:
@@ -226,7 +229,8 @@ class Daemon:
                           ha_mismatch=self.ha.heads.differences() if self.ha is not None else (),
                           core=self.settings.core, history=self.history, ages=self._ages(), spend=self.spend,
                           config_error=self.config_error,
-                          set_aside=tuple(set_aside_files(self.settings.manage.state_dir)))
+                          set_aside=tuple(set_aside_files(self.settings.manage.state_dir)),
+                          trend=self.trend)
 
     def _ages(self) -> tuple[tuple[str, float, float], ...]:
         """Seconds since the last cycle and each input's last good poll (monotonic), with their

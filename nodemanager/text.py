@@ -16,7 +16,7 @@ import logging
 import time
 from typing import Any, Mapping
 
-__all__ = ["printable", "EscapingFilter", "duration", "short_rule", "local_when", "counted"]
+__all__ = ["printable", "EscapingFilter", "duration", "short_rule", "local_when", "counted", "request_words"]
 
 _PLAIN = (int, float, type(None))
 _FAST = frozenset({int, float, bool, type(None)})
@@ -48,6 +48,13 @@ def local_when(at: float, now: float) -> str:
     t, today = time.localtime(at), time.localtime(now)
     stamp = time.strftime("%H:%M:%S" if t[:3] == today[:3] else "%Y-%m-%d %H:%M:%S", t)
     return f"{stamp} (in {duration(at - now)})" if at >= now else f"{stamp} ({duration(now - at)} ago)"
+
+
+def request_words(rid: str) -> str:
+    """A boot request id as operators read it: ``50fc248cd8cb`` for the tag's
+    ``50fc248cd8cb.1796613912`` (the request time it carries is an epoch second, for the code)."""
+    base, dot, tail = rid.rpartition(".")
+    return base if dot and len(tail) >= 9 and tail.isdigit() else rid
 
 
 def short_rule(rule: str) -> str:

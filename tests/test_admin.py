@@ -217,6 +217,48 @@ def test_cli_hold_status_pause_resume(status_server, monkeypatch: pytest.MonkeyP
     assert '"node_id": "i-grace"' in capsys.readouterr().out
 
 
+def test_hold_and_drain_take_a_reason_shown_on_the_page_in_status_and_the_audit_line(
+        status_server, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="nodemanager.status")
+    monkeypatch.setenv("NODEMANAGER_URL", status_server.url)
+    monkeypatch.setenv("NODEMANAGER_TOKEN", TOKEN)
+    assert cli.main(["hold", "nm-small-5", "--reason", "bad disk, ticket 4411"]) == 0
+    assert capsys.readouterr().out.strip() == ("hold i-min: held: no action will be taken on it "
+                                               "(reason: bad disk, ticket 4411)")
+    assert cli.main(["drain", "nm-small-2", "--reason", "kernel update"]) == 0
+    assert "admin hold node=i-min by 127.0.0.1: held: no action will be taken on it " \
+           "(reason: bad disk, ticket 4411)" in caplog.text
+    assert "admin drain node=i-idle by 127.0.0.1: drain requested: planned next cycle " \
+           "(reason: kernel update)" in caplog.text
+    doc = requests.get(status_server.url + "/status.json", timeout=5).json()
+    rows = {n["node_id"]: n for n in doc["nodes"]}
+    assert rows["i-min"]["operator_reason"] == "bad disk, ticket 4411"
+    assert rows["i-idle"]["operator_reason"] == "kernel update"
+    page = requests.get(status_server.url + "/", timeout=5).text
+    assert "(operator&#x27;s reason: bad disk, ticket 4411)" in page
+    assert cli.main(["status"]) == 0
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("nm-small-5"))
+    assert "(held)" in line and "(operator's reason: bad disk, ticket 4411)" in line
+    assert cli.main(["status", "nm-small-2"]) == 0
+    assert "operator's reason: kernel update" in capsys.readouterr().out.splitlines()
+    assert cli.main(["release", "nm-small-5"]) == 0
+    doc = requests.get(status_server.url + "/status.json", timeout=5).json()
+    assert next(n for n in doc["nodes"] if n["node_id"] == "i-min")["operator_reason"] is None
+
+
+def test_an_operators_reason_survives_a_restart(clock: Clock, tmp_path) -> None:
+    path = str(tmp_path / "admin.json")
+    admin = AdminState(clock=clock, path=path)
+    admin.hold("i-1", reason="bad disk")
+    admin.drain("i-2", reason="retire")
+    admin.hold("i-3")
+    again = AdminState(clock=clock, path=path)
+    assert (again.reason("i-1"), again.reason("i-2"), again.reason("i-3")) == ("bad disk", "retire", None)
+    again.forget(["i-1"])
+    assert AdminState(clock=clock, path=path).reason("i-1") is None
+
+
 def test_cli_errors_are_one_clear_line(status_server, monkeypatch: pytest.MonkeyPatch,
                                        capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.delenv("NODEMANAGER_TOKEN", raising=False)

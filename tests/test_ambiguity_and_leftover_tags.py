@@ -113,7 +113,8 @@ def test_a_node_matching_two_workers_is_held_not_destroyed_with_its_job(loop, ca
     [shown] = [n for n in status_document(StatusView(report=loop.reports[-1]), None, loop.time.now)["nodes"]
                if n["node_id"] == node.id]
     assert shown["blocked_by"] == "ambiguous" and "all match its name or address" in shown["why"]
-    lines = [r.getMessage() for r in caplog.records if "START_SHUTDOWN -> none: blocked by ambiguous" in r.getMessage()]
+    lines = [r.getMessage() for r in caplog.records if "-> none: blocked by ambiguous" in r.getMessage()
+             and r.getMessage().endswith("says START_SHUTDOWN")]
     assert len(lines) == 1 and lines[0].startswith(f"node {node.name} ")
 
 

@@ -106,13 +106,13 @@ def test_a_node_whose_decision_changes_is_logged_again_and_one_that_left_is_said
     busy = a._replace(tuple=replace(a.tuple, worker_state="busy"))
     assert log.decisions(Plan(now=3.0, nodes=(busy,)), False, None, None) == ["n2"]
     assert [r.getMessage() for r in caplog.records] == [
-        "node h1 (busy, open, boot ok, idle ok) m:1 None -> none: why", "node n2 left the cloud listing"]
+        "node h1 -> none: why; (busy, open, boot ok, idle ok), rule m:1 says None", "node n2 left the cloud listing"]
     caplog.clear()
     caplog.set_level(logging.DEBUG, "nodemanager.decisions")
     closed = busy._replace(tuple=replace(busy.tuple, window="closed"))   # the same decision: DEBUG
     log.decisions(Plan(now=4.0, nodes=(closed,)), False, None, None)
-    assert [(r.levelno, r.getMessage()[:38]) for r in caplog.records][:1] == [
-        (logging.DEBUG, "node h1 (busy, closed, boot ok, idle o")]
+    assert [(r.levelno, r.getMessage()[:45]) for r in caplog.records][:1] == [
+        (logging.DEBUG, "node h1 -> none: why; (busy, closed, boot ok,")]
 
 
 def test_the_summary_line_counts_nodes_per_worker_state_and_repeats_at_debug(caplog):

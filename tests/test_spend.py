@@ -26,8 +26,8 @@ START = 1_000_000.0
 def _config(tmp_path, ledger=True):
     text = (REPO / "config.example.ini").read_text()
     text = text.replace("port = 8989", "port = -1").replace("\nstate_dir =\n", "\nstate_dir = state\n")
-    if ledger:
-        text = text.replace("spend_ledger = false", "spend_ledger = true")
+    if not ledger:
+        text = text.replace("spend_ledger = true", "spend_ledger = false")
     path = tmp_path / "nm.ini"
     path.write_text(text)
     return str(path)
@@ -144,7 +144,24 @@ def test_status_page_and_metrics_show_todays_top_spenders_bounded(site):
     assert reg.get_sample_value("nodemanager_spend_today_money", {"by": "group", "name": "physics"}) > 0
 
 
-def test_without_the_option_there_is_no_ledger_nor_series(site, capsys):
+def test_the_ledger_is_kept_without_the_option_and_cost_reads_it(tmp_path, capsys):
+    """A site configuration that never names spend_ledger (as the quickstarts' do not) keeps the
+    ledger: ``nodemanager cost`` answers with whose jobs ran."""
+    cfg = pathlib.Path(_config(tmp_path))
+    cfg.write_text("\n".join(line for line in cfg.read_text().splitlines()
+                             if not line.startswith("spend_ledger")) + "\n")
+    s = _Site(str(cfg))
+    s.sched.demand = [Demand(cpus=2, ram_mb=1000, count=1)]
+    s.start()
+    s.run(20)
+    s.jobs(JobOwner("alice", "physics", 2))
+    s.run(120)
+    s.daemon.stop()
+    rows = json.loads(_cost(str(cfg), capsys, "--by", "user", "--format", "json"))["rows"]
+    assert [r["user"] for r in rows] == ["alice"] and rows[0]["node_hours"] > 0
+
+
+def test_spend_ledger_false_keeps_no_ledger_nor_series(site, capsys):
     s = site(ledger=False)
     s.sched.demand = [Demand(cpus=2, ram_mb=1000, count=1)]
     d = s.start()

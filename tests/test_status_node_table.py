@@ -1,6 +1,7 @@
 """The node table says what an operator means, over a run of the embedded default (simulated
-cloud and HTCondor-style pool, the real core and controller) and the sample pool: joined workers
-show ``joined`` instead of a boot grace countdown, our finished drains show ``drained``, an
+cloud and HTCondor-style pool, the real core and controller) and the sample pool: the tuple is the
+matrix's, joined workers show ``joined`` beside it and no boot grace countdown, our finished
+drains show ``drained by us`` beside it, an
 HTCondor machine shows its p-slot with its busy dynamic slots, VMs count as booting from the
 create, every blocked node has a next change, no cell is blank, the header turns amber while a
 size is protected or actions are frozen, and the table fits 1,400 px."""
@@ -49,7 +50,8 @@ def test_joined_workers_show_joined_and_count_down_no_boot_grace() -> None:
     assert joined is not None
     # the matrix still reads its tuple; the table shows the worker joined and no boot countdown
     assert joined["tuple"]["boot_grace"] == "boot wait"
-    assert joined["tuple_text"].split(", ")[2] == "joined"
+    assert joined["tuple_text"] == joined["matrix_tuple_text"] + " joined"
+    assert joined["beside"] == ["joined"]
     assert joined["next_change_what"] != "boot grace ends"
     assert "boot grace" not in joined["next_change_text"]
 
@@ -68,9 +70,10 @@ def test_a_node_drained_by_us_shows_drained_beside_its_matrix_state() -> None:
             break
     assert drained is not None
     assert drained["tuple"]["worker_state"] == "down"
-    assert drained["tuple_text"].startswith("(down: drained, ")
-    assert doc["summary"]["by_worker_state"].get("down: drained", 0) >= 1
-    assert "down: drained" in render_html(doc)
+    assert drained["tuple_text"].startswith("(down, ") and drained["tuple_text"].endswith("drained by us")
+    assert doc["summary"]["by_worker_state"].get("down", 0) >= doc["summary"]["drained_by_us"] >= 1
+    page = render_html(doc)
+    assert "<span class='beside'>joined, drained by us</span>" in page and "of them drained by us" in page
 
 
 def test_vms_count_as_booting_from_the_moment_of_the_create() -> None:

@@ -4,16 +4,24 @@ and one classifier that emits it are all it takes for plan() to act on it."""
 from __future__ import annotations
 
 import importlib
+import logging
 import pathlib
+import re
 
 import pytest
+import requests
 
 import policy_matrix
+from nodemanager import cli
+from nodemanager.configuration.settings import ManageSettings
+from nodemanager.console import render_html
+from nodemanager.console.status import StatusServer
 from nodemanager.core import Classification, classify_worker, plan
 from nodemanager.model import ItemKind
 from policy_matrix import Action, MatrixError, StateTuple
 from policy_matrix.vocabulary import default_vocabulary_path, load_vocabulary
 from tests.core_world import NOW, node, settings, snap, worker
+from tests.test_status_world import Run
 
 SHIPPED = pathlib.Path(default_vocabulary_path()).read_text()
 WORKER_LINE = next(line for line in SHIPPED.splitlines() if line.startswith("worker_state:"))
@@ -129,3 +137,65 @@ def test_a_site_matrix_older_than_an_added_state_still_loads_and_acts_as_the_def
                           ("reclaimed", Action.START_DRAIN)):
         match = matrix.lookup(StateTuple(state, "open", "boot wait", "not idle"))
         assert match.action is action and match.rule.file.endswith("default.matrix"), state
+
+
+# -- one vocabulary on every surface an operator reads ------------------------------------------
+
+
+def _nodes_metric(run) -> set[tuple[str, str, str, str]]:
+    return {(s.labels["worker_state"], s.labels["window"], s.labels["boot_grace"], s.labels["idle_grace"])
+            for f in run.metrics.registry.collect() if f.name == "nodemanager_nodes"
+            for s in f.samples if s.value > 0}
+
+
+def test_page_status_log_metrics_and_matrix_explain_say_one_tuple(caplog, capsys, monkeypatch):
+    """A joined idle node in its boot wait and a node destroyed after our drain, over a run of the
+    embedded default: the page, ``status``, ``status NODE``, the decision log and the metrics all
+    show the matrix's own tuple (``joined``, ``drained by us`` beside it, never in its place);
+    the tuple as the page shows it, pasted into ``matrix explain``, gives the rule the page names;
+    and the give-back after our drain logs as ``drained`` while naming the rule it uses."""
+    caplog.set_level(logging.INFO, "nodemanager.decisions")
+    run = Run()
+    server = StatusServer(ManageSettings(port=0), lambda: run.view, run.admin, run.metrics.registry,
+                          clock=run.time).start()
+    monkeypatch.setenv("NODEMANAGER_URL", server.url)
+    joined = drained = None
+    try:
+        for _ in range(200):
+            report = run.cycle()
+            for e in report.plan.nodes:
+                if joined is None and e.worker and e.tuple.as_tuple()[2] == "boot wait" \
+                        and e.tuple.worker_state == "idle":
+                    joined = e
+                    doc = requests.get(server.url + "/status.json", timeout=5).json()
+                    row = next(n for n in doc["nodes"] if n["node_id"] == e.node_id)
+                    shown = str(e.tuple)
+                    # the page and /status.json: the matrix's tuple first, what else is known beside
+                    assert row["tuple_text"] == f"{shown} joined" and row["beside"] == ["joined"]
+                    assert f"<td class='tuple'>{shown} <span class='beside'>joined</span>" in render_html(doc)
+                    assert e.tuple.as_tuple() in _nodes_metric(run)
+                    # `status` and `status NODE`
+                    assert cli.main(["status"]) == 0
+                    table = capsys.readouterr().out
+                    assert re.search(rf"{re.escape(e.name)}\s.*{re.escape(shown)} joined", table)
+                    assert cli.main(["status", e.name]) == 0
+                    assert f"tuple {shown} joined" in capsys.readouterr().out
+                    # pasted into `matrix explain`: the rule the page names
+                    assert cli.main(["matrix", "explain", row["tuple_text"]]) == 0
+                    out = capsys.readouterr().out
+                    assert out.startswith(f"{shown} -> None") and row["rule_short"] in out
+                if drained is None and e.drained and e.action is not None:
+                    drained = e
+            if joined and drained:
+                break
+            run.time.advance(5.0)
+    finally:
+        server.stop()
+    assert joined is not None and drained is not None
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"node {joined.name} ")]
+    assert any(f"; {joined.tuple} joined, rule " in m for m in lines), lines
+    [give_back] = [r.getMessage() for r in caplog.records
+                   if r.getMessage().startswith(f"node {drained.name} drained -> destroy: ")]
+    assert give_back.endswith(f"; {drained.tuple} joined, drained by us, "
+                              f"rule {drained.rule.rsplit('/', 1)[-1]} says START_SHUTDOWN")
+

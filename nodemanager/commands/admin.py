@@ -65,6 +65,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                   "NODE is a cloud node id, node name or worker name.")
         _common(p, token=True)
         p.add_argument("node", metavar="NODE")
+        if verb in ("hold", "drain"):
+            p.add_argument("--reason", default="", help="why, in words: shown on the status page "
+                                                        "beside the node and in the audit line")
         p.set_defaults(func=_admin, verb=verb)
     pause = subparsers.add_parser("pause", help="freeze every action of the daemon until resume")
     _common(pause, token=True)
@@ -173,6 +176,8 @@ def _status_text(doc: dict[str, Any]) -> str:
             text = "-" if value is None else str(value)
             if key == "name" and node.get("held"):
                 text += " (held)"
+            if key == "why" and node.get("operator_reason"):
+                text += f" (operator's reason: {node['operator_reason']})"
             if key == "blocked_by" and node.get("budget"):
                 text += f" {node['budget']}"
             if key == "rule":
@@ -199,7 +204,7 @@ def _admin(args: argparse.Namespace) -> int:
         return _fail("no admin token: set NODEMANAGER_TOKEN (or --token, or --config with "
                      "[Manage] token)")
     path = f"/admin/{args.verb}" + (f"/{quote(args.node, safe='')}" if args.node else "")
-    body = {"reason": args.reason} if args.verb == "pause" and args.reason else None
+    body = {"reason": args.reason} if getattr(args, "reason", "") else None
     try:
         resp = _request("POST", url + path, args.timeout, json=body,
                         headers={"Authorization": f"Bearer {token}"})

@@ -38,7 +38,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     explain = verbs.add_parser(
         "explain", help="the action for one state tuple and the rule that decides it",
         description="The four values in order, e.g. nodemanager matrix explain idle open boot exceeded "
-                    "idle exceeded (values of two words may also be quoted or written boot_exceeded)")
+                    "idle exceeded (values of two words may also be quoted or written boot_exceeded), or "
+                    "the tuple as the status page, status and the log show it, pasted whole: "
+                    "'(idle, open, boot wait, idle wait) joined' (what follows the parentheses is "
+                    "detail beside the tuple, not read)")
     explain.add_argument("--matrix", metavar="FILE")
     explain.add_argument("--config", metavar="FILE",
                          help="a site configuration: its matrix (unless --matrix) and the [Budget NAME] "
@@ -95,6 +98,15 @@ def _tuple_words(words: list[str], dimensions: list[tuple[str, ...]]) -> list[st
             i += 1
     values.extend(flat[i:])
     return values
+
+
+def _pasted(words: list[str]) -> list[str]:
+    """The values of a tuple pasted as shown, ``(idle, open, boot wait, idle wait) joined``: those
+    inside the parentheses (the detail beside them is not the matrix's); other words as given."""
+    text = " ".join(words).strip()
+    if text.startswith("(") and ")" in text:
+        return [value.strip() for value in text[1:text.index(")")].split(",")]
+    return words
 
 
 def _load(path: str | None, *, strict: bool = False):
@@ -159,7 +171,7 @@ def _explain(args: argparse.Namespace) -> int:
     except OSError as e:
         print(f"error: cannot read the matrix: {e.strerror or e}", file=sys.stderr)
         return 1
-    given = _tuple_words(args.words, [dim.values for dim in matrix.vocabulary.dimensions])
+    given = _tuple_words(_pasted(args.words), [dim.values for dim in matrix.vocabulary.dimensions])
     if len(given) != len(matrix.vocabulary.dimensions):
         names = " ".join(dim.name for dim in matrix.vocabulary.dimensions)
         print(f"error: expected {names}, got {len(given)} value(s): {printable(' '.join(args.words))}",

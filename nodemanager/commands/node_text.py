@@ -46,6 +46,8 @@ def node_text(doc: Mapping[str, Any], node: Mapping[str, Any]) -> str:
             + (f", blocked by {node['blocked_by']}" if node.get("blocked_by") else ""),
             f"why: {node.get('why') or '-'}",
         ]
+        if node.get("operator_reason"):
+            lines.append(f"operator's reason: {node['operator_reason']}")
         if node.get("why_not"):
             lines.append(f"why not: {node['why_not']['text']}")
         if node.get("next_change") is not None:

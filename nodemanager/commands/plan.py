@@ -25,15 +25,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="snapshot JSON (see docs/plan.md); - reads standard input")
     source.add_argument("--live", action="store_true",
                         help="preview --config/--matrix on the running daemon's last snapshot: "
-                             "print only the nodes and boots that would change (needs the admin "
-                             "token; exit 0 no change, 1 changes, 2 errors)")
+                             "print only the nodes and boots that would change (on the daemon's "
+                             "host no token is needed, from elsewhere the admin token; exit 0 no "
+                             "change, 1 changes, 2 errors)")
     parser.add_argument("--config", metavar="INI",
                         help="configuration file (sizes, [Daemon] limits); default: built-in "
                              "defaults. With --live: required; also where the daemon is")
     parser.add_argument("--url", help="with --live: the daemon's status server (default "
                                       "$NODEMANAGER_URL, else [Manage] of --config)")
-    parser.add_argument("--token", help="with --live: admin token (default $NODEMANAGER_TOKEN, "
-                                        "else [Manage] token of --config)")
+    parser.add_argument("--token", help="with --live from another host: admin token (default "
+                                        "$NODEMANAGER_TOKEN, else [Manage] token of --config)")
     parser.add_argument("--timeout", type=float, default=60.0,
                         help="with --live: seconds per request (default 60)")
     parser.add_argument("--matrix", metavar="FILE",

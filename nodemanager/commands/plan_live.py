@@ -1,6 +1,7 @@
 """``nodemanager plan --live``: preview a matrix or config edit on the running daemon's last cycle.
 
-The daemon's last snapshot comes from ``GET /snapshot.json`` (admin token) and what the daemon
+The daemon's last snapshot comes from ``GET /snapshot.json`` (no token needed on the daemon's own
+host, ``[Manage] loopback_snapshot``; the admin token from elsewhere) and what the daemon
 decided for it from ``GET /status.json`` of the same cycle: that is the baseline, exactly what
 the running matrix and configuration do. The snapshot is then planned here, by the same core,
 with ``--config`` and ``--matrix``; only the nodes whose action or ``blocked_by`` differ, and
@@ -72,7 +73,7 @@ def live_changes(status: Mapping[str, Any], new: Plan) -> tuple[list[NodeChange]
         action = e.action.value if e.action else None
         if (old.get("planned_action"), old.get("blocked_by")) == (action, e.blocked_by):
             continue
-        # the matrix's tuple, not the page's words for it ("joined", "down: drained")
+        # the matrix's tuple, without the detail the page shows beside it ("joined")
         old_tuple = old.get("matrix_tuple_text") or old.get("tuple_text") or "-"
         nodes.append(NodeChange(
             node_id=e.node_id, name=e.name, old_tuple=str(old_tuple),
@@ -142,17 +143,19 @@ def changes_to_json(nodes: list[NodeChange], boots: list[BootChange],
                       for b in boots]}
 
 
-def _get(url: str, token: str, timeout: float, limit: int) -> bytes:
+def _get(url: str, token: str | None, timeout: float, limit: int) -> bytes:
     """The body of ``GET url`` (at most ``limit`` bytes), or LiveError saying why not."""
     import requests
 
     from nodemanager.commands.admin import _error_text, _request
-    resp = _request("GET", url, timeout, stream=True, headers={"Authorization": f"Bearer {token}"})
+    resp = _request("GET", url, timeout, stream=True,
+                    headers={"Authorization": f"Bearer {token}"} if token else {})
     with resp:
         if resp.status_code != 200:
-            hint = {403: " (check NODEMANAGER_TOKEN or --token)",
-                    404: " (the daemon serves its snapshot only with a [Manage] token set)"
-                    if "admin API disabled" in resp.text else ""}.get(resp.status_code, "")
+            elsewhere = (" (from another host the daemon serves its snapshot only to its admin "
+                         "token: run plan --live on the head node, or set NODEMANAGER_TOKEN)")
+            hint = {403: " (check NODEMANAGER_TOKEN or --token)", 401: elsewhere,
+                    404: elsewhere if "admin API disabled" in resp.text else ""}.get(resp.status_code, "")
             raise LiveError(f"{url}: HTTP {resp.status_code}: {_error_text(resp)}{hint}")
         body = bytearray()
         try:
@@ -165,7 +168,7 @@ def _get(url: str, token: str, timeout: float, limit: int) -> bytes:
     return bytes(body)
 
 
-def _fetch(url: str, token: str, timeout: float) -> tuple[Any, dict[str, Any]]:
+def _fetch(url: str, token: str | None, timeout: float) -> tuple[Any, dict[str, Any]]:
     """The daemon's last snapshot and its ``/status.json`` of the same cycle."""
     from nodemanager import snapshot as snapshot_json
     for _ in range(_CYCLE_TRIES):
@@ -200,9 +203,6 @@ def run_live(args: argparse.Namespace, plan_inputs: Any) -> int:
     try:
         settings, matrix, escalation = plan_inputs(args)
         url, token = _target(args)
-        if not token:
-            raise LiveError("--live needs the admin token: set NODEMANAGER_TOKEN (or --token, or "
-                            "[Manage] token in --config)")
         snap, status = _fetch(url, token, args.timeout)
     except (LiveError, ConnectionError) as e:
         return _fail(str(e))

@@ -37,17 +37,37 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=_run)
 
 
-def setup_logging(level: str, stream: Any = None) -> logging.Handler:
-    """Log records at ``level`` and above to ``stream`` (stderr), one line each: text from the
-    cloud or the scheduler in a record's arguments is escaped (``nodemanager.text``)."""
+def setup_logging(level: str, stream: Any = None, log: Any = None) -> logging.Handler:
+    """Log records at ``level`` and above to ``stream`` (stderr), and to ``log.file`` when set
+    (:class:`~nodemanager.configuration.settings.LogSettings`, rotated by size): one line per record,
+    as text or (``log.format = json``) as one JSON object with the decision's fields. Text from the
+    cloud or the scheduler in a record's arguments is escaped (``nodemanager.text``). Returns the
+    stderr handler."""
+    from logging.handlers import RotatingFileHandler
+
     from nodemanager.text import EscapingFilter
-    handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(logging.Formatter(LOG_FORMAT))
-    handler.addFilter(EscapingFilter())
+    formatter = _formatter(log.format if log is not None else "text")
+    handlers: list[logging.Handler] = [logging.StreamHandler(stream or sys.stderr)]
+    if log is not None and log.file:
+        handlers.append(RotatingFileHandler(log.file, maxBytes=log.file_max_mb * 1024 * 1024,
+                                            backupCount=log.file_keep, encoding="utf-8"))
     root = logging.getLogger()
-    root.addHandler(handler)
+    for handler in handlers:
+        handler.setFormatter(formatter)
+        handler.addFilter(EscapingFilter())
+        root.addHandler(handler)
     root.setLevel(level.upper())
-    return handler
+    return handlers[0]
+
+
+
+
+def _formatter(kind: str) -> logging.Formatter:
+    if kind != "json":
+        return logging.Formatter(LOG_FORMAT)
+    from pythonjsonlogger.json import JsonFormatter
+    return JsonFormatter("%(asctime)s %(levelname)s %(name)s %(message)s", datefmt="%Y-%m-%dT%H:%M:%S%z",
+                         rename_fields={"asctime": "time", "levelname": "level", "name": "logger"})
 
 
 def _identity(args: argparse.Namespace, settings: Any, lock: Any) -> tuple[Any, Any]:
@@ -82,7 +102,7 @@ def _run(args: argparse.Namespace) -> int:
     except config.ConfigError as exc:
         print(f"nodemanager run: {exc}", file=sys.stderr)
         return 2
-    setup_logging(settings.log_level)
+    setup_logging(settings.log_level, log=settings.log)
     for warning in config.credential_warnings(args.config, settings):
         logging.getLogger("nodemanager.config").warning("%s", warning)
     lock = None

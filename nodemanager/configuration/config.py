@@ -20,8 +20,8 @@ from nodemanager.configuration.values import parse_bool, parse_duration
 from nodemanager.model import Size, frozen_map
 from nodemanager.tags import settings_digest
 from nodemanager.configuration.warm import warm_schedule
-from nodemanager.configuration.settings import (CloudSettings, CoreSettings, DrainSettings, HASettings, ManageSettings,
-                                  PollSettings, SchedulerSettings, Settings)
+from nodemanager.configuration.settings import (CloudSettings, CoreSettings, DrainSettings, HASettings, LogSettings,
+                                  ManageSettings, PollSettings, SchedulerSettings, Settings)
 from nodemanager.configuration.options import (CLOUD_CREATE_NUMBERS, CLOUD_DRIVER_NUMBERS, CLOUD_NUMBERS,
                                                SCHEDULER_NUMBERS,
                                                CLOUD_OWN as _CLOUD_OWN, DAEMON as _DAEMON,
@@ -161,7 +161,16 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
         raise ConfigError(r.problems)
     return Settings(core=core, drain=drain, cloud=cloud, scheduler=scheduler, poll=poll,
                     manage=manage, ha=ha, matrix_file=matrix, dry_run=daemon.get("dry_run", False),
-                    log_level=daemon.get("log_level", "info").upper(), source=source)
+                    log_level=daemon.get("log_level", "info").upper(), source=source,
+                    log=LogSettings(format=daemon.get("log_format", "text"),
+                                    file=_beside(daemon.get("log_file", "").strip(), base_dir),
+                                    file_max_mb=daemon.get("log_file_max_mb", 50),
+                                    file_keep=daemon.get("log_file_keep", 5)))
+
+
+def _beside(path: str, base_dir: str | None) -> str:
+    """A path of the configuration: a relative one is beside the file (empty stays empty)."""
+    return os.path.join(base_dir, path) if path and base_dir and not os.path.isabs(path) else path
 
 
 def _size_create(r: _Reader, section: str, values: dict[str, Any],

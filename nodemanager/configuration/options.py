@@ -115,7 +115,10 @@ PROFILE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles
 PROFILES = tuple(sorted(f[:-4] for f in os.listdir(PROFILE_DIR) if f.endswith(".ini")))
 DAEMON_SHELL: dict[str, Callable[[str], Any]] = {"matrix": str, "dry_run": parse_bool,
                  "profile": lambda t: choice(*PROFILES)(t) if t.strip() else "",
-                 "log_level": choice("debug", "info", "warning", "error")}
+                 "log_level": choice("debug", "info", "warning", "error"),
+                 # where the log goes besides stderr, and as what (nodemanager.commands.run)
+                 "log_format": choice("text", "json"), "log_file": str,
+                 "log_file_max_mb": count(10240, low=1), "log_file_keep": count(100, low=1)}
 POLL: dict[str, Callable[[str], Any]] = {
     "cloud_interval": INTERVAL, "scheduler_interval": INTERVAL,
     "cycle_interval": INTERVAL, "max_backoff": INTERVAL, "watchdog": seconds(1, 86400, zero=False),
@@ -128,7 +131,8 @@ DRAIN: dict[str, Callable[[str], Any]] = {
 MANAGE: dict[str, Callable[[str], Any]] = {"address": address, "port": count(65535, low=-1), "token": str,
                                             "state_file": str, "state_dir": str,
                                             "allowed_hosts": parse_host_names,
-                                            "spend_ledger": parse_bool, "spend_top": count(1000)}
+                                            "spend_ledger": parse_bool, "spend_top": count(1000),
+                                            "loopback_snapshot": parse_bool}
 SIZE: dict[str, Callable[[str], Any]] = {
     "cores": count(100_000), "ram_mb": count(1_000_000_000), "price": PRICE,
     "scratch_mb": count(10_000_000_000), "billing_period": SPAN,

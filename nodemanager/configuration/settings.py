@@ -157,8 +157,9 @@ class ManageSettings:
     state_file: str = ""                        # holds, forced drains, pause kept here; empty: memory only
     state_dir: str = ""                         # lock and local records; config.load fills the default
     allowed_hosts: tuple[str, ...] = ()         # Host names the status server answers to, besides its own
-    spend_ledger: bool = False                  # who spent what: <state_dir>/<cluster>.spend.json
+    spend_ledger: bool = True                   # who spent what: <state_dir>/<cluster>.spend.json
     spend_top: int = 10                         # users and groups with their own metric series
+    loopback_snapshot: bool = True              # GET /snapshot.json from this host needs no token
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,16 @@ class HASettings:
 
 
 @dataclass(frozen=True)
+class LogSettings:
+    """``[Daemon] log_format``, ``log_file``: how and where the log is written (stderr always)."""
+
+    format: str = "text"                        # text: one line per record; json: one object per line
+    file: str = ""                              # empty: stderr only (journald)
+    file_max_mb: int = 50                       # the file is rotated at this size, 1..10240
+    file_keep: int = 5                          # rotated files kept, 1..100
+
+
+@dataclass(frozen=True)
 class Settings:
     core: CoreSettings = CoreSettings()
     drain: DrainSettings = DrainSettings()
@@ -192,4 +203,5 @@ class Settings:
     matrix_file: str = ""                       # empty = the default matrix shipped with the package
     dry_run: bool = False
     log_level: str = "INFO"
+    log: LogSettings = LogSettings()
     source: str = ""                            # the config file this came from

@@ -149,6 +149,7 @@ class AdminState:
                 kept |= doc.held.pop(node, None) is not None
                 kept |= doc.drains.pop(node, None) is not None
                 kept |= doc.cancels.pop(node, None) is not None
+                kept |= doc.reasons.pop(node, None) is not None
             return kept
         self._quiet_change(edit)
 
@@ -172,21 +173,28 @@ class AdminState:
         with self._lock:
             return tuple(self._history)
 
+    def reason(self, node: str) -> str | None:
+        """The operator's reason for holding or draining ``node`` (None: none given)."""
+        with self._lock:
+            return self._doc.reasons.get(node)
+
     def to_json(self) -> dict[str, object]:
         with self._lock:
             doc = self._doc
             return {"held": sorted(doc.held), "forced_drains": sorted(doc.drains),
                     "pending_cancels": sorted(doc.cancels), "paused": doc.paused,
-                    "paused_at": doc.paused_at}
+                    "paused_at": doc.paused_at, "reasons": dict(sorted(doc.reasons.items()))}
 
     # -- what the operator asks -----------------------------------------------------------------
-    def hold(self, node: str, by: str = "") -> AdminChange:
-        """Never act on ``node`` (no drain, no destroy, no cancel) until released."""
+    def hold(self, node: str, by: str = "", reason: str = "") -> AdminChange:
+        """Never act on ``node`` (no drain, no destroy, no cancel) until released; ``reason`` is
+        shown on the page and in the audit line."""
         def edit(doc: AdminDoc) -> tuple[bool, str]:
             if node in doc.held:
-                return False, "already held"
+                return _give_reason(doc, node, reason), "already held" + _because(doc.reasons.get(node))
             doc.held[node] = self._clock()
-            return True, "held: no action will be taken on it"
+            _give_reason(doc, node, reason)
+            return True, "held: no action will be taken on it" + _because(reason.strip())
         return self._change("hold", node, by, edit)
 
     def release(self, node: str, by: str = "") -> AdminChange:
@@ -194,17 +202,22 @@ class AdminState:
         def edit(doc: AdminDoc) -> tuple[bool, str]:
             if doc.held.pop(node, None) is None:
                 return False, "was not held"
+            if node not in doc.drains:
+                doc.reasons.pop(node, None)
             return True, "released: the matrix decides again"
         return self._change("release", node, by, edit)
 
-    def drain(self, node: str, by: str = "") -> AdminChange:
-        """Drain ``node`` now (the controller schedules it; budgets and holds still apply)."""
+    def drain(self, node: str, by: str = "", reason: str = "") -> AdminChange:
+        """Drain ``node`` now (the controller schedules it; budgets and holds still apply);
+        ``reason`` is shown on the page and in the audit line."""
         def edit(doc: AdminDoc) -> tuple[bool, str]:
             withdrawn = doc.cancels.pop(node, None) is not None
             if node in doc.drains:
-                return withdrawn, "drain already requested"
+                changed = _give_reason(doc, node, reason)
+                return withdrawn or changed, "drain already requested" + _because(doc.reasons.get(node))
             doc.drains[node] = self._clock()
-            return True, "drain requested: planned next cycle"
+            _give_reason(doc, node, reason)
+            return True, "drain requested: planned next cycle" + _because(reason.strip())
         return self._change("drain", node, by, edit)
 
     def cancel(self, node: str, by: str = "") -> AdminChange:
@@ -212,6 +225,8 @@ class AdminState:
         a CANCEL_DRAIN while the drain lasts (see :meth:`pending_cancels`)."""
         def edit(doc: AdminDoc) -> tuple[bool, str]:
             forced = doc.drains.pop(node, None) is not None
+            if node not in doc.held:
+                doc.reasons.pop(node, None)
             doc.cancels[node] = self._clock()
             return True, ("forced drain withdrawn; " if forced else "") + \
                 "cancel of our drain requested: planned next cycle"
@@ -351,3 +366,16 @@ class AdminState:
         with self._lock:
             self._doc = doc
         log_loaded(path, doc)
+
+
+def _give_reason(doc: AdminDoc, node: str, reason: str) -> bool:
+    """Keep ``reason`` for ``node`` in ``doc``; True when it changed what was kept."""
+    reason = reason.strip()
+    if not reason or doc.reasons.get(node) == reason:
+        return False
+    doc.reasons[node] = reason
+    return True
+
+
+def _because(reason: str | None) -> str:
+    return f" (reason: {reason})" if reason else ""

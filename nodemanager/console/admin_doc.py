@@ -27,13 +27,16 @@ class AdminDoc:
     cancels: dict[str, float] = field(default_factory=dict)
     paused: str | None = None
     paused_at: float | None = None
+    reasons: dict[str, str] = field(default_factory=dict)  # node id -> the operator's reason for its hold or drain
 
     def copy(self) -> "AdminDoc":
-        return AdminDoc(dict(self.held), dict(self.drains), dict(self.cancels), self.paused, self.paused_at)
+        return AdminDoc(dict(self.held), dict(self.drains), dict(self.cancels), self.paused, self.paused_at,
+                        dict(self.reasons))
 
     def to_text(self) -> str:
         return json.dumps({"held": self.held, "forced_drains": self.drains, "cancels": self.cancels,
-                           "paused": self.paused, "paused_at": self.paused_at}, sort_keys=True)
+                           "paused": self.paused, "paused_at": self.paused_at, "reasons": self.reasons},
+                          sort_keys=True)
 
 
 def parse_admin(text: str, path: str) -> AdminDoc:
@@ -48,12 +51,17 @@ def parse_admin(text: str, path: str) -> AdminDoc:
     drains = _node_times(path, data, "forced_drains")
     cancels = _node_times(path, data, "cancels")
     paused, paused_at = data.get("paused"), data.get("paused_at")
+    reasons = data.get("reasons", {})
+    if not isinstance(reasons, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                for k, v in reasons.items()):
+        raise AdminStateError(f"{path}: \"reasons\" must map node ids to reasons (text)")
     if paused is not None and not isinstance(paused, str):
         raise AdminStateError(f"{path}: \"paused\" must be a reason (text) or null")
     if paused_at is not None and not _is_time(paused_at):
         raise AdminStateError(f"{path}: \"paused_at\" must be a time (seconds) or null")
     return AdminDoc(held, drains, cancels, paused,
-                float(paused_at) if paused is not None and paused_at is not None else None)
+                float(paused_at) if paused is not None and paused_at is not None else None,
+                {k: v for k, v in reasons.items() if k in held or k in drains})
 
 
 def log_loaded(path: str, doc: AdminDoc) -> None:

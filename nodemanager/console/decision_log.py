@@ -13,8 +13,13 @@ line per actuator outcome (``ok`` at INFO, ``refused``/``failed`` at WARNING, ba
 DEBUG; :meth:`nodemanager.cycle.controller.Controller.record`). A quiet pool logs nothing at INFO. Line
 format::
 
-    node NAME (ID, SIZE) (idle, open, boot exceeded, idle exceeded) rule default.matrix:24 \
-START_DRAIN -> drain [blocked by budget: ...]
+    node NAME -> drain: idle for 6m 10s (idle grace 5m) in the closing phase of its billing \
+window; (idle, open, boot wait, idle exceeded) joined, rule default.matrix:30 says START_DRAIN
+    node NAME drained -> destroy: our drain (started 40s ago) finished: ...; \
+(down, open, boot wait, not idle) drained by us, rule default.matrix:38 says START_SHUTDOWN
+
+The reason comes first and whole; the tuple is the matrix's own (what ``matrix explain`` takes),
+with what else is known beside it.
 """
 
 from __future__ import annotations
@@ -24,17 +29,17 @@ from collections import Counter
 from operator import attrgetter
 from typing import Any
 
+from nodemanager.console.node_words import beside, given_back_as
 from nodemanager.core.placement import UNMATCHED
 from nodemanager.core.undersized import UNDERSIZED
 from nodemanager.model import CycleReport, NodeExplanation, Plan, Snapshot
 from nodemanager.text import short_rule
 
-__all__ = ["DecisionLog", "decision_line", "decision_details", "cancelling", "log_ignored_cancels", "LINE_WIDTH"]
+__all__ = ["DecisionLog", "decision_line", "decision_fields", "decision_details", "cancelling", "log_ignored_cancels"]
 
 log = logging.getLogger("nodemanager.decisions")
 
 
-LINE_WIDTH = 160  # a decision line at INFO; the whole explanation is in history and at DEBUG
 _WORKER_STATE = attrgetter("tuple.worker_state")
 
 
@@ -49,27 +54,33 @@ def log_ignored_cancels(cancels: frozenset[str], plan: Plan) -> None:
         log.info("node %s: operator cancel ignored: no drain of ours in progress", node_id)
 
 
-def decision_line(e: NodeExplanation, dry_run: bool = False, width: int | None = LINE_WIDTH) -> str:
-    """The operator's one line for a node decision: node, tuple, matched rule, matrix action ->
-    planned action and the reason, cut at a word to fit ``width`` characters (None: whole); the
-    whole reason is in :func:`decision_details` and the node's history."""
+def decision_line(e: NodeExplanation, dry_run: bool = False) -> str:
+    """The operator's one line for a node decision, read whole: the node and what it is given back
+    as (``drained``), the planned action and the whole reason first, then the matrix's tuple (what
+    else is known beside it), the matched rule and the matrix's action. Longer detail (node id,
+    size, raw state, the rule's full path) is :func:`decision_details`, logged at DEBUG."""
     action = e.action.value if e.action is not None else "none"
     if dry_run and e.action is not None:
         action = f"dry-run: would {action}"
-    line = f"node {e.name} {e.tuple} {short_rule(e.rule)} {e.matrix_action} -> {action}"
-    why = f"blocked by {e.blocked_by}: {e.reason}" if e.blocked_by else e.reason
-    if why:
-        line += ": " + (why if width is None else _fit(why, width - len(line) - 2))
-    return line
+    what = given_back_as(e)
+    reason = e.reason
+    for said in (f"matrix says {e.matrix_action}: ", "matrix says no action: "):
+        if reason.startswith(said):  # the line ends with the rule and what it says
+            reason = reason[len(said):]
+            break
+    why = f"blocked by {e.blocked_by}: {reason}" if e.blocked_by else reason
+    extra = beside(e)
+    return (f"node {e.name}{' ' + what if what else ''} -> {action}{': ' + why if why else ''}; "
+            f"{e.tuple}{' ' + ', '.join(extra) if extra else ''}, rule {short_rule(e.rule)} "
+            f"says {e.matrix_action}")
 
 
-def _fit(text: str, room: int) -> str:
-    """``text`` whole if it fits ``room`` characters, else cut after its last whole word with "…"."""
-    if len(text) <= room:
-        return text
-    cut = text[:max(0, room - 1)]
-    head = cut.rsplit(" ", 1)[0] if " " in cut else cut
-    return head.rstrip(" ,;:") + "…"
+def decision_fields(e: NodeExplanation, request_id: str | None = None) -> dict[str, Any]:
+    """A decision's fields for a JSON log line (``log_format = json``): the line's parts, apart."""
+    return {"node": e.name, "node_id": e.node_id, "tuple": str(e.tuple), "beside": list(beside(e)),
+            "rule": short_rule(e.rule), "matrix_action": str(e.matrix_action),
+            "action": e.action.value if e.action is not None else None, "given_back_as": given_back_as(e),
+            "blocked_by": e.blocked_by, "reason": e.reason, "request_id": request_id}
 
 
 def decision_details(e: NodeExplanation) -> str:
@@ -99,7 +110,7 @@ class _Decision:
         self.e, self.dry_run = e, dry_run
 
     def __str__(self) -> str:
-        return decision_line(self.e, self.dry_run, width=None)[len(self.e.name) + 6:]
+        return decision_line(self.e, self.dry_run)[len(self.e.name) + 6:]
 
 
 class DecisionLog:
@@ -119,6 +130,7 @@ class DecisionLog:
         listing (``last_report`` names them in the history)."""
         seen = self.seen
         acted = {i.node_id for i in plan.items}
+        requests = {i.node_id: i.request_id for i in plan.items if i.request_id}
         info, debug = log.isEnabledFor(logging.INFO), log.isEnabledFor(logging.DEBUG)
         for e in plan.nodes:
             old = seen.get(e.node_id)
@@ -136,7 +148,7 @@ class DecisionLog:
             else:  # only the window, a grace or the rule changed, with the same decision
                 level = logging.DEBUG
             if debug or (info and level >= logging.INFO):
-                log.log(level, "%s", decision_line(e, dry_run))
+                log.log(level, "%s", decision_line(e, dry_run), extra=decision_fields(e, requests.get(e.node_id)))
                 if debug:
                     log.debug("%s", decision_details(e))
             if history is not None:

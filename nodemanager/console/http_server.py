@@ -216,6 +216,9 @@ class HttpServer:
             max_request_body_size=max_body + 1, max_request_header_size=16384,
             cleanup_interval=1,
             log_socket_errors=False, ident=ident, expose_tracebacks=False,
+            # a proxy's Forwarded/X-Forwarded-* reach the app (never trusted: they mark a request
+            # a proxy passed on, which is not this host's own read)
+            clear_untrusted_proxy_headers=False,
             url_scheme="http")
         sockinfo = (family, socket.SOCK_STREAM, socket.IPPROTO_TCP, (host, port))
         server_cls = type("_BoundServer", (_Server,), {

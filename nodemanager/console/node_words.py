@@ -1,7 +1,9 @@
 """A node's row in the words an operator means, from the core's explanation (nothing is decided
-here): a joined worker's boot grace shown as ``joined`` (the matrix's tuple is kept beside it), a
-node drained by us shown ``drained`` beside its matrix state, and a next change for every node
-(the next timed change that matters to it, else what a blocked node waits for)."""
+here): the tuple always in the matrix's own words (what ``matrix explain`` takes), with what else
+is known beside it, never in its place (``joined``: its worker joined, so its boot grace no longer
+matters; ``drained by us``; ``our drain under way``); a give-back named as what it is
+(``drained``); and a next change for every node (the next timed change that matters to it, else
+what a blocked node waits for)."""
 
 from __future__ import annotations
 
@@ -9,11 +11,15 @@ from typing import Any
 
 from nodemanager.core.billing import BOOT_GRACE_ENDS
 from nodemanager.model import Blocked, NodeExplanation
+from policy_matrix.vocabulary import BOOT_WAIT
 
-__all__ = ["JOINED", "DRAINED", "UNBLOCKS", "shown_worker_state", "shown_tuple", "next_change"]
+__all__ = ["JOINED", "DRAINED", "DRAINED_BY_US", "UNBLOCKS", "beside", "shown_tuple", "given_back_as",
+           "next_change"]
 
 JOINED = "joined"
 DRAINED = "drained"
+DRAINED_BY_US = "drained by us"
+OUR_DRAIN = "our drain under way"
 
 # what a blocked node waits for, when no timed change of its tuple comes first
 UNBLOCKS: dict[str, str] = {
@@ -38,16 +44,30 @@ def _joined(e: NodeExplanation) -> bool:
     return e.worker is not None
 
 
-def shown_worker_state(e: NodeExplanation) -> str:
-    """The tuple's worker state, with ``: drained`` when our drain of it finished."""
-    state = e.tuple.worker_state
-    return f"{state}: {DRAINED}" if e.drained else state
+def beside(e: NodeExplanation) -> tuple[str, ...]:
+    """What the table shows beside the matrix's tuple: facts the tuple does not carry."""
+    out: list[str] = []
+    if _joined(e) and e.tuple.boot_grace == BOOT_WAIT:
+        out.append(JOINED)
+    if e.drained:
+        out.append(DRAINED_BY_US)
+    elif e.our_drain_since is not None:
+        out.append(OUR_DRAIN)
+    return tuple(out)
 
 
 def shown_tuple(e: NodeExplanation) -> str:
-    """The tuple as the node table shows it: the boot grace of a joined worker is ``joined``."""
-    ws, window, boot, idle = e.tuple.as_tuple()
-    return f"({shown_worker_state(e)}, {window}, {JOINED if _joined(e) else boot}, {idle})"
+    """The matrix's tuple, then what else is known: ``(idle, open, boot wait, idle wait) joined``."""
+    extra = beside(e)
+    return f"{e.tuple} {', '.join(extra)}" if extra else str(e.tuple)
+
+
+def given_back_as(e: NodeExplanation) -> str | None:
+    """What a give-back is, when the matrix's worker state alone would mislead: ``drained`` for a
+    node destroyed after our drain finished (its worker reads ``down`` only because we drained it)."""
+    if e.drained and e.cause is not None and e.cause.by == "our drain":
+        return DRAINED
+    return None
 
 
 def next_change(e: NodeExplanation) -> tuple[float | None, str | None, str | None]:

@@ -14,6 +14,7 @@ import html
 import time
 from typing import Any, Mapping
 
+from nodemanager.console.charts import CHART_CSS, charts_html
 from nodemanager.console.limits_page import limits_html
 from nodemanager.text import counted, duration, short_rule
 
@@ -56,6 +57,7 @@ details ol,tr.hist ol{margin:.2em 0 .2em 1.4em;padding:0;font-size:.95em}
 tr.hist td{background:#fafcff;padding:.3em 1em .5em} a.toggle{white-space:nowrap;color:#05a}
 td.why{min-width:12em} td.next{min-width:8em} td.last{min-width:8em} td.history{white-space:nowrap}
 .ev-outcome{color:#05a} .ev-state{color:#870} .controls{margin:.6em 0}
+.beside{color:#555;font-family:sans-serif;font-style:italic}
 """
 
 _JS = """
@@ -125,7 +127,7 @@ _JS = """
     if(kv[0]==='open') v.split(',').forEach(function(n){if(n) state.open[n]=1;});
     if(kv[0]==='refresh') document.body.setAttribute('data-refresh', v);}
   apply();
-  var parts=['top','pool','whynot','recent'];
+  var parts=['top','pool','charts','whynot','recent'];
   function refresh(){var x=new XMLHttpRequest(); x.open('GET', location.pathname);
     x.onload=function(){if(x.status!==200) return;
       var doc=new DOMParser().parseFromString(x.responseText,'text/html');
@@ -171,6 +173,7 @@ def _pool(doc: Mapping[str, Any]) -> str:
     cards = [
         _card(f"{s.get('nodes', 0)} nodes by worker state",
               [(e(k), f"<b>{v}</b>") for k, v in s.get("by_worker_state", {}).items()]
+              + ([("of them drained by us", f"<b>{s['drained_by_us']}</b>")] if s.get("drained_by_us") else [])
               + ([("created, not listed yet", f"<b>{s['created_unlisted']}</b>")]
                  if s.get("created_unlisted") else []), "by-state"),
         _card("matrix says / planned",
@@ -304,10 +307,10 @@ def render_html(doc: Mapping[str, Any]) -> str:
     e = html.escape
     parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'>",
              "<meta name='viewport' content='width=device-width'>",
-             "<title>nodemanager status</title><style>", _CSS, "</style></head>",
+             "<title>nodemanager status</title><style>", _CSS, CHART_CSS, "</style></head>",
              f"<body data-now='{doc.get('now') or 0:.3f}' data-refresh='{REFRESH_SECONDS}'>",
              "<h1>nodemanager</h1><div class='summary' id='top'>", _top(doc), "</div>",
-             f"<div id='pool'>{_pool(doc)}</div>"]
+             f"<div id='pool'>{_pool(doc)}</div>", charts_html(doc)]
     if doc.get("paid_idle"):
         parts.append("<h2>Paid idle</h2><ul id='paid-idle'>" + "".join(
             f"<li data-node='{e(str(p['node_id']))}'>{e(str(p['text']))}</li>" for p in doc["paid_idle"])
@@ -367,6 +370,8 @@ def _row(node: Mapping[str, Any]) -> str:
             text += " (held)"
         if key == "blocked_by" and node.get("budget"):
             text += f" {node['budget']}"  # the [Budget NAME] that holds it back
+        if key == "why" and node.get("operator_reason"):
+            text += f" (operator's reason: {node['operator_reason']})"
         if key == "planned_action" and node.get("in_flight"):
             f = node["in_flight"]
             text = (text + " " if value else "") + f"[{f['action']} under way {duration(f['for_seconds'])}]"
@@ -375,8 +380,11 @@ def _row(node: Mapping[str, Any]) -> str:
                              "td", " class='next'"))
             continue
         attrs = ""
-        if key == "tuple_text" and node.get("matrix_tuple_text") not in (None, text):
-            attrs = f" title='the matrix reads {e(str(node['matrix_tuple_text']))}'"
+        if key == "tuple_text" and node.get("beside"):
+            # the matrix's words first, what else is known beside them (muted)
+            cells.append(f"<td class='tuple'>{e(str(node['matrix_tuple_text']))} "
+                         f"<span class='beside'>{e(', '.join(node['beside']))}</span></td>")
+            continue
         if key == "rule" and value:
             attrs = f" title='{e(text)}'"
             text = short_rule(text)

@@ -24,9 +24,11 @@ Endpoints (all on the configured address, loopback by default):
   the node table (sort, filter, each node's history), refreshed in place;
 * ``GET /metrics`` the private Prometheus registry;
 * ``GET /healthz`` 200 when the last cycle finished within ``stale_after`` seconds, else 503 with why;
-* ``GET /snapshot.json`` with the admin token: the last cycle's snapshot, the JSON
-  ``nodemanager plan --snapshot`` reads (``plan --live`` previews an edit on it); 503 before the
-  first cycle. It needs the token because it holds addresses, cloud tags and HTCondor ads;
+* ``GET /snapshot.json`` with the admin token, or without one from this host (``[Manage]
+  loopback_snapshot``, default yes: a loopback peer naming a loopback Host, not forwarded by a
+  proxy, and no ``allowed_hosts``): the last cycle's snapshot, the JSON ``nodemanager plan --snapshot`` reads (``plan
+  --live`` previews an edit on it); 503 before the first cycle. Other hosts need the token
+  because it holds addresses, cloud tags and HTCondor ads;
 * ``POST /admin/hold|release|drain|cancel/NODE`` and ``POST /admin/pause|resume`` with
   ``Authorization: Bearer TOKEN``: 404 while no token is configured, 401 without the header,
   403 with a wrong token, 409 from an HA standby (nothing changed; ``leader`` names the head to
@@ -68,6 +70,7 @@ log = logging.getLogger("nodemanager.status")
 
 _NODE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,252}")
 _NODE_VERBS = ("hold", "release", "drain", "cancel")
+_WITH_REASON = ("hold", "drain")   # node verbs that take the operator's reason
 _GLOBAL_VERBS = ("pause", "resume")
 _MAX_BODY = 4096
 
@@ -235,7 +238,8 @@ class StatusServer:
             change = admin.resume(by=by)
         else:
             assert node is not None
-            change = getattr(admin, verb)(node, by=by)
+            change = (getattr(admin, verb)(node, by=by, reason=reason) if verb in _WITH_REASON
+                      else getattr(admin, verb)(node, by=by))
         log.info("admin %s%s by %s: %s%s", verb, f" node={node}" if node else "", by,
                  change.detail, "" if change.changed else " (nothing changed)")
         return change
@@ -316,7 +320,9 @@ class StatusServer:
     def _snapshot(self, environ: Mapping[str, Any], peer: str) -> _Reply:
         """``GET /snapshot.json``: the snapshot the last cycle planned, secrets redacted."""
         from nodemanager.snapshot import to_json
-        refused = self._check_admin(environ, "/snapshot.json", peer)
+        local = self._from_this_host(environ, peer) and (
+            not self._token or environ.get("HTTP_AUTHORIZATION") is None)
+        refused = None if local else self._check_admin(environ, "/snapshot.json", peer)
         if refused is not None:
             return refused
         report = self.source().report
@@ -324,6 +330,17 @@ class StatusServer:
             return self._json(503, {"error": "no cycle has finished yet: no snapshot to serve"})
         body = json.dumps(_redact(to_json(report.snapshot), self.secrets), separators=(",", ":"))
         return _Reply(200, body.encode(), "application/json")
+
+    def _from_this_host(self, environ: Mapping[str, Any], peer: str) -> bool:
+        """A read this host's users may make without the token: from a loopback peer, to a
+        loopback Host name, not forwarded by a proxy on this host."""
+        if not self.settings.loopback_snapshot or self.settings.allowed_hosts or not _is_loopback(peer):
+            return False  # allowed_hosts: a reverse proxy serves this server to other hosts
+        if environ.get("HTTP_X_FORWARDED_FOR") or environ.get("HTTP_FORWARDED"):
+            return False
+        host = str(environ.get("HTTP_HOST") or "")
+        host = host[1:host.index("]")] if host.startswith("[") and "]" in host else host.rsplit(":", 1)[0]
+        return _is_loopback(host)
 
     def _post(self, path: str, environ: Mapping[str, Any], peer: str) -> _Reply:
         if not path.startswith("/admin/"):
@@ -347,7 +364,7 @@ class StatusServer:
             fields = admin_body(environ["wsgi.input"].read())
         except BadBody as err:
             return self._json(400, {"error": f"{verb}: {err}"})
-        reason = fields.get("reason", "") if verb == "pause" else ""
+        reason = fields.get("reason", "") if verb == "pause" or verb in _WITH_REASON else ""
         try:
             change = self.apply(verb, node, reason, peer)
         except AdminRefused as standby:

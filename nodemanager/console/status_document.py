@@ -15,7 +15,7 @@ from nodemanager.console.admin import AdminState
 from nodemanager.core.pricing import spot_limits
 from nodemanager.model import EMPTY_MAP, CycleReport, Snapshot
 from nodemanager.configuration.settings import CoreSettings
-from nodemanager.console.node_words import next_change, shown_tuple
+from nodemanager.console.node_words import beside, next_change, shown_tuple
 from nodemanager.console.paid_idle import paid_idle, refused_nodes
 from nodemanager.console.summary import pool_summary
 from nodemanager.tags import TAG_DEPLOYMENT
@@ -47,6 +47,7 @@ class StatusView:
     spend: Any = None               # nodemanager.console.spend_ledger.SpendLedger: who spent what
     config_error: str | None = None  # the last SIGHUP's rejected config (the previous one runs)
     set_aside: tuple[str, ...] = ()  # state files that could not be read, kept under a new name
+    trend: Any = None               # nodemanager.console.trend.PoolTrend: the last hours, per minute
 
 
 def when_text(at: float | None, what: str | None, now: float) -> str | None:
@@ -100,6 +101,7 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
     admin_json = doc["admin"]
     held = set(snap.held) | set(admin_json.get("held", ()))
     forced = set(snap.forced_drains) | set(admin_json.get("forced_drains", ()))
+    reasons = admin_json.get("reasons") or {}
     last_outcome = {o.node: o for o in report.outcomes}
     in_flight = {f.node: f for f in snap.in_flight}
     cloud = {c.id: c for c in snap.cloud_nodes}
@@ -119,7 +121,8 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
             "node_id": e.node_id, "name": e.name, "size": e.size, "worker": e.worker,
             "raw_state": e.raw_state, "tuple": dict(zip(
                 ("worker_state", "window", "boot_grace", "idle_grace"), e.tuple.as_tuple())),
-            "tuple_text": shown_tuple(e), "matrix_tuple_text": str(e.tuple), "rule": e.rule, "rule_short": short_rule(e.rule),
+            "tuple_text": shown_tuple(e), "matrix_tuple_text": str(e.tuple), "beside": list(beside(e)),
+            "rule": e.rule, "rule_short": short_rule(e.rule),
             "matrix_action": e.matrix_action.to_json(),
             "planned_action": e.action.value if e.action else None,
             "blocked_by": e.blocked_by, "budget": e.budget, "why": e.reason,
@@ -129,6 +132,7 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
             "next_change": at, "next_change_what": what,
             "next_change_text": words or when_text(at, what, report.snapshot.now),
             "held": e.node_id in held or e.name in held,
+            "operator_reason": reasons.get(e.node_id) or reasons.get(e.name),
             "forced_drain": e.node_id in forced or e.name in forced,
             "in_flight": ({"action": f.action, "since": f.since,
                            "for_seconds": round(snap.now - f.since, 1)} if f else None),
@@ -166,6 +170,7 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
         outcomes=[{"kind": o.kind, "node": o.node, "result": o.result, "detail": o.detail,
                    "at": o.at, "size": o.size} for o in report.outcomes],
     )
+    doc["trend"] = view.trend.to_json() if view.trend is not None else []
     if view.spend is not None and view.spend.enabled:
         doc["top_spenders_today"] = top_spenders_today(view.spend, now)
     return doc

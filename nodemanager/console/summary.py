@@ -13,10 +13,10 @@ from nodemanager.core import charged_between
 from nodemanager.core.pricing import unsized_price
 from nodemanager.model import CloudNode, CycleReport, Snapshot, is_gone
 from nodemanager.configuration.settings import CoreSettings
-from nodemanager.console.node_words import shown_worker_state
 from policy_matrix.vocabulary import BOOT_WAIT
 
-__all__ = ["pool_summary", "local_midnight", "paid_listed", "unlisted_boot_sizes", "unlisted_boots"]
+__all__ = ["pool_summary", "local_midnight", "spend_per_hour", "booting", "paid_listed", "unlisted_boot_sizes",
+           "unlisted_boots"]
 
 
 def _count(values: Iterable[str | None]) -> dict[str, int]:
@@ -41,12 +41,9 @@ def pool_summary(report: CycleReport, core: CoreSettings | None,
     plan, snap = report.plan, report.snapshot
     sizes = {s.name: s for s in core.sizes} if core else {}
     why = report.why_not
+    spend_now = spend_per_hour(report, core)
     # a VM of a size no longer configured counts at its booted price until it is gone
-    paid = paid_listed(snap)
-    booted = unlisted_boot_sizes(report)
-    unsized = [(n, *unsized_price(n, snap.known_prices)) for n in paid if n.size not in sizes] if core else []
-    spend_now = (sum(sizes[n.size].price for n in paid if n.size in sizes) + sum(p for _, p, _ in unsized)
-                 + sum(sizes[size].price for size in booted.values() if size in sizes))
+    unsized = [(n, *unsized_price(n, snap.known_prices)) for n in paid_listed(snap) if n.size not in sizes] if core else []
     midnight = local_midnight(snap.now)
     # a VM we destroyed is paid until our destroy, though the listing shows it until the next poll
     ended = {f.node: f.since for f in snap.in_flight if f.action == "destroy" and f.node in snap.destroyed}
@@ -63,7 +60,8 @@ def pool_summary(report: CycleReport, core: CoreSettings | None,
         queue[key] = queue.get(key, 0) + d.count
     return {
         "nodes": len(plan.nodes),
-        "by_worker_state": _count(shown_worker_state(e) for e in plan.nodes),
+        "by_worker_state": _count(e.tuple.worker_state for e in plan.nodes),
+        "drained_by_us": sum(1 for e in plan.nodes if e.drained),
         "booting": booting(report), "created_unlisted": len(unlisted_boots(report)),
         "by_matrix_action": _count(str(e.matrix_action) for e in plan.nodes),
         "planned": _count(i.kind.value for i in plan.items),
@@ -79,6 +77,20 @@ def pool_summary(report: CycleReport, core: CoreSettings | None,
                               for n, p, words in unsized]},
         "caps": _caps(report, core, spend_now, why.counts()) if core else [],
     }
+
+
+def spend_per_hour(report: CycleReport, core: CoreSettings | None) -> float:
+    """What the pool costs per hour now (0 without prices): the listed VMs still paid for at their
+    sizes' prices, a VM of a size no longer configured at its booted price, and the VMs created
+    but not listed yet."""
+    if core is None:
+        return 0.0
+    snap = report.snapshot
+    sizes = {s.name: s for s in core.sizes}
+    paid = paid_listed(snap)
+    return (sum(sizes[n.size].price for n in paid if n.size in sizes)
+            + sum(unsized_price(n, snap.known_prices)[0] for n in paid if n.size not in sizes)
+            + sum(sizes[size].price for size in unlisted_boot_sizes(report).values() if size in sizes))
 
 
 def paid_listed(snap: Snapshot) -> list[CloudNode]:

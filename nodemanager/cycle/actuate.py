@@ -174,7 +174,7 @@ class Actuator(ActuatorMemory):
                 if self._quota is not None and self._listed + len(self._boots) > self._quota[0]:
                     self._quota = (self._listed + len(self._boots), self._mono())
             out.append(Outcome("boot", node.id, OK, f"created {node.name} for {req.reason} "
-                               f"(request {rid})", now, size.name))
+                               f"(request {base})", now, size.name, request=base))
         return out
 
     def _drain(self, item: PlanItem, node: CloudNode | None, worker: Worker | None) -> Outcome:
@@ -209,7 +209,7 @@ class Actuator(ActuatorMemory):
             except CloudError as err:
                 # the scheduler still knows the drain is ours (reason prefix), so nothing is lost
                 detail += f"; recording it in the cloud tags failed: {err}"
-        return Outcome("drain", item.node_id, OK, detail, now, size)
+        return Outcome("drain", item.node_id, OK, detail, now, size, request=ticket.request_id)
 
     def _cancel_drain(self, item: PlanItem, node: CloudNode | None, worker: Worker | None) -> Outcome:
         now = self.clock()

@@ -24,6 +24,7 @@ from nodemanager.model import CloudNode, InFlight, Outcome, Worker
 from nodemanager.scheduler import Scheduler, SchedulerPoll
 from nodemanager.text import duration
 from nodemanager.configuration.settings import Settings
+from nodemanager.text import duration, request_words
 
 __all__ = ["ActuatorMemory", "ActuatorState", "INITIAL_BACKOFF", "BOOT_LISTING_TIMEOUT",
            "DESTROY_SETTLE", "NAME_QUARANTINE", "OK", "REFUSED", "FAILED", "SKIPPED", "REFUSAL_REPEAT",
@@ -197,16 +198,18 @@ class ActuatorMemory:
                 if rid in self._raised:
                     self._raised.discard(rid)
                     what = "was sent by a previous process" if rid in self._restored else "raised"
-                    out.append(Outcome("boot", node.id, OK, f"create of request {rid} ({boot.name}) "
-                                       f"{what} but the node is listed", now, boot.size))
+                    out.append(Outcome("boot", node.id, OK, f"create of request {request_words(rid)} "
+                                       f"({boot.name}) {what} but the node is listed", now, boot.size,
+                                       request=request_words(rid)))
                 self._restored.discard(rid)
             for boot in expired:
                 del self._boots[boot.token]
                 self._booted.pop(boot.token, None)   # never listed: not a boot
                 self._raised.discard(boot.token)
                 self._restored.discard(boot.token)
-                out.append(Outcome("boot", boot.token, FAILED, f"requested {int(now - boot.at)}s ago "
-                                   f"({boot.name}) and never listed; given up", now, boot.size))
+                out.append(Outcome("boot", boot.token, FAILED, f"requested {duration(now - boot.at)} ago "
+                                   f"({boot.name}) and never listed; given up", now, boot.size,
+                                   request=request_words(boot.token)))
             if listed or expired:
                 self._save_journal()
             mono = self._mono()

@@ -50,6 +50,7 @@ from nodemanager.model import EMPTY_MAP, CloudNode, CycleReport, Outcome, Plan, 
 from nodemanager.scheduler import SchedulerPoll
 from nodemanager.configuration.settings import Settings
 from nodemanager.tags import TAG_DEPLOYMENT
+from nodemanager.text import request_words
 from policy_matrix.vocabulary import DOWN, UNPAIRED
 
 __all__ = ["Controller"]
@@ -381,7 +382,9 @@ class Controller:
                 self.history.add(o.node, o.at, "outcome", f"{o.kind} {o.result}: {o.detail}")
             size = f", {o.size}" if o.size else ""
             level = {"ok": logging.INFO, "skipped": logging.DEBUG}.get(o.result, logging.WARNING)
-            log.log(level, "outcome %s %s%s: %s: %s", o.kind, o.node, size, o.result, o.detail)
+            log.log(level, "outcome %s %s%s: %s: %s", o.kind, request_words(o.node), size, o.result, o.detail,
+                    extra={"node": request_words(o.node), "action": o.kind, "result": o.result,
+                           "reason": o.detail, "request_id": o.request})
 
     # -- helpers --------------------------------------------------------------------------------
 

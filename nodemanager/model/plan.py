@@ -182,7 +182,8 @@ class Plan:
 class Outcome:
     """What an actuator did with a plan item or boot: ``kind`` is the item kind or ``boot``;
     ``result`` is ``ok``, ``refused``, ``failed`` or ``skipped``; ``detail`` says why, in words;
-    ``launched_at`` is the node's launch time on a destroy that went through (for the billing)."""
+    ``launched_at`` is the node's launch time on a destroy that went through (for the billing);
+    ``request`` the boot's or drain's request id (no epoch in it)."""
 
     kind: str
     node: str
@@ -191,3 +192,4 @@ class Outcome:
     at: float
     size: str | None = None
     launched_at: float | None = None
+    request: str | None = None       # the boot's or drain's request id as operators read it

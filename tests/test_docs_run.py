@@ -1,0 +1,219 @@
+"""The docs run as written: every shell block of README.md and of both quickstarts, in order, as
+root on a head node in a folder (the site's paths under one root, a fresh checkout of this tree,
+a real ``nodemanager`` system user), with only the site's values filled in; ``runuser -u
+nodemanager`` where the docs say so; the systemd unit's ExecStart under its User with its
+Environment where systemd cannot run. What the operator reads back (check, status, plan --live,
+cost, man) is asserted."""
+
+from __future__ import annotations
+
+import pathlib
+import pwd
+import re
+import stat
+import subprocess
+import time
+
+import pytest
+import requests
+
+from tests.docs_run import REPO, SYSTEMCTL, HeadNode, ini_block, shell_blocks
+from tests.fixtures.moto import EC2_IMAGE, free_port
+from tests.fixtures.slurm import SlurmCluster, _terminate, started
+
+pytestmark = [pytest.mark.slow, pytest.mark.ec2]
+
+SITE = {"<your-region>": "us-east-1", "<access-key-id>": "AKIDDOCSRUNTEST",
+        "<secret-access-key>": "docs-run-secret-not-real", "<your-ami>": EC2_IMAGE}
+
+
+@pytest.fixture(scope="module")
+def head():
+    node = HeadNode.make()
+    yield node
+    subprocess.run(["rm", "-rf", str(node.root)], check=False)
+
+
+@pytest.fixture(scope="module")
+def site_slurm():
+    """The site's slurmctld, in a folder the service user may read (its slurm.conf), with the
+    quickstart's §3 lines: its FUTURE nodes and partition, and the settings to merge."""
+    import tempfile
+    work = pathlib.Path(tempfile.mkdtemp(prefix="docs-slurm-", dir="/tmp"))
+    work.chmod(0o755)
+    section = (REPO / "docs" / "quickstart-ec2-slurm.md").read_text().split("## 3. SLURM", 1)[1].split("## 4.", 1)[0]
+    (include,) = re.findall(r"```\n(.*?)```", section, re.S)
+    merged = re.findall(r"`((?:SlurmctldParameters|ReturnToService)=[^`]+)`", section)
+    yield from started(SlurmCluster(work, 1, conf_extra=[*include.splitlines(), *merged]))
+    subprocess.run(["rm", "-rf", str(work)], check=False)
+
+
+def _site_ini(doc: pathlib.Path, moto_server, **extra: str) -> str:
+    """The doc's configuration block with the site's values: keys, region, AMI, and this test's
+    EC2 endpoint (and ``extra`` option lines replaced)."""
+    text = ini_block(doc)
+    for placeholder, value in SITE.items():
+        text = text.replace(placeholder, value)
+    assert not re.search(r"<[a-z-]+>", text)
+    text = text.replace("[Cloud]\n", f"[Cloud]\nhost = {moto_server.host}\nport = {moto_server.port}\nsecure = no\n")
+    for option, value in extra.items():
+        text, n = re.subn(rf"^{option} = .*$", f"{option} = {value}", text, flags=re.M)
+        assert n == 1, option
+    return text
+
+
+def _site_boot_script(head: HeadNode, name: str, variable: str) -> None:
+    """§4: the site's head node (or central manager) in the boot script of the checkout."""
+    script = head.checkout / "deploy" / "cloud-init" / name
+    text, n = re.subn(rf"^{variable}=\S+", f"{variable}=127.0.0.1", script.read_text(), count=1, flags=re.M)
+    assert n == 1
+    script.write_text(text)
+
+
+def _ok(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result.stdout
+
+
+def _checked(result: subprocess.CompletedProcess[str]) -> str:
+    """A block ending in ``nodemanager check`` run as the service user: every line about the
+    configuration, the files and the state folders passed (the scheduler is not reachable
+    from this test: its lines may fail)."""
+    out = result.stdout + result.stderr
+    assert "Traceback" not in out and "Permission denied" not in out, out[-3000:]
+    failed = [line for line in out.splitlines() if line.startswith("[FAIL]")]
+    assert all(re.search(r"slurm|scontrol|sinfo|collector|htcondor|condor|SlurmUser|sacctmgr", line, re.I)
+               for line in failed), failed
+    assert re.search(r"^\[ok  \] config", out, re.M), out[-3000:]
+    assert re.search(r"^\[ok  \] state dir: .*writable", out, re.M), out[-3000:]
+    return out
+
+
+def _wait_for_status(url: str, proc: subprocess.Popen[bytes], log: pathlib.Path, timeout: float = 90,
+                     cycle: bool = True) -> dict:
+    """/status.json once the daemon answers (``cycle``: and has finished a cycle)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()[-3000:]
+        try:
+            doc = requests.get(url + "/status.json", timeout=2).json()
+            if doc.get("last_cycle_at") or not cycle:
+                return doc
+        except requests.RequestException:
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"the daemon never answered at {url}: {log.read_text()[-3000:]}")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, as systemd stops the unit (TimeoutStopSec), then SIGKILL."""
+    _terminate(proc, grace=90)
+
+
+def _owned_by_service_user(path: pathlib.Path, mode: int) -> None:
+    st = path.stat()
+    assert pwd.getpwuid(st.st_uid).pw_name == "nodemanager", path
+    assert stat.S_IMODE(st.st_mode) == mode, (path, oct(st.st_mode))
+
+
+def test_the_slurm_quickstart_runs_as_written(head, moto_server, site_slurm, tmp_path):
+    doc = REPO / "docs" / "quickstart-ec2-slurm.md"
+    install, unit, first_checks = shell_blocks(doc)
+    (head.checkout / "nodemanager.ini").write_text(head.site(_site_ini(doc, moto_server,
+                                                                      slurm_conf=str(site_slurm.conf))))
+    _site_boot_script(head, "slurm-node.sh", "SLURMCTLD")
+    out = _checked(head.run(install))
+    etc = head.root / "etc/nodemanager"
+    _owned_by_service_user(etc / "nodemanager.ini", 0o600)
+    _owned_by_service_user(head.root / "var/lib/nodemanager", 0o700)
+    assert "config" in out
+    # the unit: installed as written, then its ExecStart as its User with its Environment
+    assert SYSTEMCTL.search(unit)
+    _ok(head.run(SYSTEMCTL.sub("", unit)))
+    head.localize("etc/systemd/system")
+    assert head.unit()["User"] == ["nodemanager"]
+    log = tmp_path / "unit.log"
+    proc = head.start_unit(log)
+    try:
+        status = _wait_for_status("http://127.0.0.1:8989", proc, log)
+        assert status["nodes"] == [] and "started" in log.read_text()
+        out = _ok(head.run(first_checks, env={"MANWIDTH": "100"}))
+    finally:
+        _stop(proc)
+    assert "no node and no boot would change" in out           # plan --live: no token needed
+    assert re.search(r"(?m)^(no spend|USER|user)", out), out        # cost: the ledger is kept
+    assert "nodemanager plan" in out and "--live" in out            # man nodemanager
+
+
+def test_the_htcondor_quickstart_runs_as_written(head, moto_server, tmp_path):
+    doc = REPO / "docs" / "quickstart-ec2-htcondor.md"
+    install, unit, first_checks = shell_blocks(doc)
+    collector = f"127.0.0.1:{free_port()}"          # the site's central manager (none answers here)
+    (head.checkout / "nodemanager.ini").write_text(head.site(_site_ini(doc, moto_server, collector=collector)))
+    tools = head.root / "usr/local/bin"
+    if not (pathlib.Path("/usr/bin/condor_token_create").exists()):
+        # the central manager's tools, absent on this machine: stand-ins that answer as they do
+        (tools / "condor_config_val").write_text("#!/bin/sh\necho example.org\n")
+        (tools / "condor_token_create").write_text("#!/bin/sh\necho eyJhbGciOiJIUzI1NiJ9.docs-run-token\n")
+        for tool in ("condor_config_val", "condor_token_create"):
+            (tools / tool).chmod(0o755)
+    _site_boot_script(head, "htcondor-node.sh", "CENTRAL_MANAGER")
+    result = head.run(install)
+    head.localize("etc/nodemanager")
+    _checked(result)
+    etc = head.root / "etc/nodemanager"
+    _owned_by_service_user(etc / "nodemanager.ini", 0o600)
+    _owned_by_service_user(etc / "tokens.d", 0o700)
+    _owned_by_service_user(etc / "tokens.d" / "nodemanager", 0o600)
+    _ok(head.run(SYSTEMCTL.sub("", unit)))
+    head.localize("etc/systemd/system")
+    environment = " ".join(head.unit()["Environment"])
+    assert f"CONDOR_CONFIG={etc}/condor_config" in environment
+    # the service user's HTCondor client reads the token folder the unit's CONDOR_CONFIG names
+    probe = ("import htcondor2; print(htcondor2.param['SEC_TOKEN_DIRECTORY']); "
+             "print(open(htcondor2.param['SEC_TOKEN_DIRECTORY'] + '/nodemanager').read()[:3])")
+    seen = subprocess.run(["runuser", "-u", "nodemanager", "--", "env", f"CONDOR_CONFIG={etc}/condor_config",
+                           str(head.root / "opt/nodemanager/bin/python"), "-c", probe],
+                          capture_output=True, text=True, timeout=60)
+    assert seen.stdout.split() == [str(etc / "tokens.d"), "eyJ"], seen.stderr
+    log = tmp_path / "unit.log"
+    proc = head.start_unit(log)
+    try:
+        # no collector answers here: the daemon serves its page and waits for its first poll
+        _wait_for_status("http://127.0.0.1:8989", proc, log, cycle=False)
+        out = _ok(head.run(first_checks, env={"MANWIDTH": "100"}))
+    finally:
+        _stop(proc)
+    assert "no cycle has finished yet" in out and "nodemanager plan" in out    # status; man
+
+
+def test_the_readme_runs_as_written(head, tmp_path):
+    """The demo from an activated virtual environment in the checkout: it boots nodes; the
+    matrix commands run on a site's matrix files, ``plan --live`` against the running demo with
+    no token. ``./scripts/test`` installs and runs this very suite: not run from here."""
+    demo, suite, matrix = shell_blocks(REPO / "README.md")
+    assert suite.strip() == "./scripts/test"
+    venv = head.root / "venv"
+    _ok(head.run(f"/usr/bin/python3 -m venv {venv}"))
+    env = {"PATH": f"{venv}/bin:{head.env['PATH']}", "VIRTUAL_ENV": str(venv)}
+    for name in ("my.matrix", "old.matrix", "new.matrix"):     # the site's matrix files
+        (head.checkout / name).write_text((REPO / "policy_matrix" / "default.matrix").read_text())
+    log = tmp_path / "demo.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(["bash", "-euo", "pipefail", "-c", head.site(demo)], cwd=head.checkout,
+                                env={**head.env, **env}, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 240
+        while "outcome boot" not in log.read_text() and time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            time.sleep(1)
+        assert "outcome boot" in log.read_text(), log.read_text()[-3000:]
+        # the README's plan --live names the head node's configuration: the demo's, here
+        (head.root / "etc/nodemanager").mkdir(parents=True, exist_ok=True)
+        (head.root / "etc/nodemanager/nodemanager.ini").write_text((head.checkout / "config.example.ini").read_text())
+        result = head.run(matrix, env=env)
+    finally:
+        _stop(proc)
+    out = _ok(result)
+    assert "(idle, open, boot exceeded, idle exceeded) -> START_DRAIN" in out
+    assert "no node and no boot would change" in out
