@@ -49,6 +49,9 @@ from nodemanager.cycle.controller import Controller
 from nodemanager.cycle.memories import Memories
 from nodemanager.console.history import NodeHistory
 from nodemanager.console.spend_ledger import SpendLedger
+from nodemanager.store import start as start_store
+from nodemanager.store.keeper import AdminBacking, StoreKeeper
+from nodemanager.store.metrics import StoreCollector
 from nodemanager.cycle.journal import ReservationJournal
 from nodemanager.model import CycleReport, Worker
 from nodemanager.ports import Timed as _Timed
@@ -92,12 +95,18 @@ class Daemon:
             from nodemanager.ha.wiring import HighAvailability
             self.ha = HighAvailability(settings.ha, state_dir=settings.manage.state_dir,
                                        cluster=settings.cloud.cluster)
-        # with [HA], holds, drains and the pause live in etcd (not state_file), for whichever head leads
-        where = {"store": self.ha.admin_store} if self.ha is not None else {"path": settings.manage.state_file or None}
-        self.admin = AdminState(clock=self.clock, **where)
-        # each node's last events: local to this head also with [HA] (what this process saw)
-        self.history = NodeHistory.for_settings(settings)
-        self.spend = SpendLedger.for_settings(settings, self.metrics.registry, self.clock)  # who spent what
+        # what the daemon remembers: one store, written by its own thread (never waited on by a cycle)
+        self.store, self.store_writer = start_store(settings, self.clock)
+        self.metrics.registry.register(StoreCollector(self.store_writer.health))
+        # with [HA], holds, drains and the pause live in etcd, for whichever head leads; else in the store
+        backing = (self.ha.admin_store if self.ha is not None
+                   else AdminBacking(self.store, self.clock, settings.manage.state_file))
+        self.admin = AdminState(clock=self.clock, store=backing)
+        if self.ha is None:
+            self.admin.reload()
+        self.history = NodeHistory.for_settings(settings, self.store, self.store_writer.submit, self.clock())
+        self.spend = SpendLedger.for_settings(settings, self.store, self.store_writer.submit,  # who spent what
+                                              self.metrics.registry, self.clock)
         self.last_report: CycleReport | None = None
         self.last_cycle_at: float | None = None
         # monotonic times of the last cycle and of each input's last good poll (health)
@@ -162,7 +171,8 @@ class Daemon:
                                      dry_run=self.dry_run, admin=self.admin,
                                      clock_skew=lambda: getattr(cloud, "clock_skew", None))
         self.controller.history = self.history
-        self.controller.memories = Memories.for_settings(settings, self.actuator.breakers, self.clock())
+        self.controller.memories = Memories.for_settings(settings, self.actuator.breakers, self.clock(),
+                                                         StoreKeeper(self.store, self.store_writer, self.clock))
         if identity is not None:  # nodemanager.core.identity.Identity: act on our deployment's VMs only
             self.controller.identity = identity
             self.actuator.controller = identity.controller
@@ -195,7 +205,7 @@ class Daemon:
         self.counters["cycles"] += 1
         self.metrics.observe(report)
         self.metrics.observe_identity(report)
-        self.history.save_if_due(self.last_cycle_at)
+        self.history.flush()
         self.spend.cycle(report, self.last_cycle_at)
         self.check_matrix()
 
@@ -213,7 +223,8 @@ class Daemon:
         return StatusView(report=self.last_report, counters=dict(self.counters), started_at=self.started_at,
                           last_cycle_at=self.last_cycle_at, version=installed_version(""),
                           ha=self.ha.describe() if self.ha is not None else None,
-                          core=self.settings.core, history=self.history, ages=self._ages(), spend=self.spend)
+                          core=self.settings.core, history=self.history, ages=self._ages(), spend=self.spend,
+                          store=self.store_writer.health())
 
     def _ages(self) -> tuple[tuple[str, float, float], ...]:
         """Seconds since the last cycle and each input's last good poll (monotonic), with their
@@ -230,6 +241,7 @@ class Daemon:
         s = self.settings
         if isinstance(self.clock, RealClock):
             self.clock.start()
+        self.store_writer.start()
         if self.ha is not None:
             self.ha.start()
         pool = tuple(actuator_role(i) for i in range(POOL_SIZE))
@@ -343,9 +355,10 @@ class Daemon:
             self.ha.stop()  # after the calls under way: releasing lets a standby act at once
         if self.status_server is not None:
             self.status_server.stop()
-        self.history.save()
+        self.history.flush()
         self.spend.save()
         self.controller.memories.save(self.clock(), force=True)
+        self.store_writer.stop(self.stop_timeout)
         if isinstance(self.clock, RealClock):
             self.clock.stop()
         if abandoned:

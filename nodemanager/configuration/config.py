@@ -21,13 +21,13 @@ from nodemanager.model import Size, frozen_map
 from nodemanager.tags import settings_digest
 from nodemanager.configuration.warm import warm_schedule
 from nodemanager.configuration.settings import (CloudSettings, CoreSettings, DrainSettings, HASettings, ManageSettings,
-                                  PollSettings, SchedulerSettings, Settings)
+                                  PollSettings, SchedulerSettings, Settings, StoreSettings)
 from nodemanager.configuration.options import (CLOUD_OWN as _CLOUD_OWN, DAEMON as _DAEMON,
                                                DAEMON_SHELL as _DAEMON_SHELL, DRAIN as _DRAIN,
                                                HA as _HA, MANAGE as _MANAGE, MAX_BYTES, POLL as _POLL,
                                                PROFILE_DIR, PROFILES, SCHEDULER_OPTIONS,
                                                SECRET_OPTIONS, SECTIONS as _SECTIONS, SIZE as _SIZE,
-                                               SIZE_CREATE_OPTIONS)
+                                               SIZE_CREATE_OPTIONS, STORE as _STORE)
 from nodemanager.configuration.budget_sections import budget_sections
 from nodemanager.core.pricing import effective_price
 from nodemanager.configuration.reader import ConfigError, Problem
@@ -142,6 +142,9 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
 
     _check_markets(r, cloud.driver, sizes)
     ha = _ha(r)
+    store = StoreSettings(**r.typed("Store", _STORE))
+    if store.url and not store.url.startswith(("postgresql://", "postgres://")):
+        r.problem("Store", "url", "must be empty (SQLite in state_dir) or a postgresql:// URL")
     _check_identity(r, cloud, ha is not None)
 
     matrix = daemon.get("matrix", "").strip()
@@ -154,7 +157,7 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
     if r.problems:
         raise ConfigError(r.problems)
     return Settings(core=core, drain=drain, cloud=cloud, scheduler=scheduler, poll=poll,
-                    manage=manage, ha=ha, matrix_file=matrix, dry_run=daemon.get("dry_run", False),
+                    manage=manage, ha=ha, store=store, matrix_file=matrix, dry_run=daemon.get("dry_run", False),
                     log_level=daemon.get("log_level", "info").upper(), source=source)
 
 

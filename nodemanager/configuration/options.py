@@ -15,7 +15,7 @@ from nodemanager.configuration.values import (address, choice, nonneg, parse_att
                                               parse_minutes, parse_names, parse_share)
 
 __all__ = ["MAX_BYTES", "SECRET_OPTIONS", "SCHEDULER_OPTIONS", "CLOUD_OWN", "DAEMON", "DAEMON_SHELL",
-           "POLL", "DRAIN", "MANAGE", "SIZE", "SIZE_CREATE_OPTIONS", "HA", "SECTIONS", "PROFILE_DIR",
+           "POLL", "DRAIN", "MANAGE", "SIZE", "SIZE_CREATE_OPTIONS", "HA", "STORE", "SECTIONS", "PROFILE_DIR",
            "PROFILES"]
 
 MAX_BYTES = 1024 * 1024
@@ -121,4 +121,8 @@ HA: dict[str, Callable[[str], Any]] = {
     "deployment": str,
     "timeout": parse_duration,
 }
-SECTIONS = ("Daemon", "Polling", "Drain", "Cloud", "Cloud Create", "Scheduler", "Manage", "HA")
+STORE: dict[str, Callable[[str], Any]] = {
+    "url": str, "keep_ledger": parse_duration, "keep_events": parse_duration, "keep_gone": parse_duration,
+    "buffer": nonneg(parse_int),
+}
+SECTIONS = ("Daemon", "Polling", "Drain", "Cloud", "Cloud Create", "Scheduler", "Manage", "HA", "Store")

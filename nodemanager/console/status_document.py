@@ -43,6 +43,7 @@ class StatusView:
     # input's last good poll; health fails on any past its limit (a wall-clock step moves no age)
     ages: tuple[tuple[str, float, float], ...] = ()
     spend: Any = None               # nodemanager.console.spend_ledger.SpendLedger: who spent what
+    store: Any = None               # nodemanager.store.StoreHealth: is what the daemon remembers written
 
 
 def when_text(at: float | None, what: str | None, now: float) -> str | None:
@@ -81,6 +82,7 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
         "started_at": view.started_at, "last_cycle_at": view.last_cycle_at,
         "healthy": healthy, "health": health, "counters": dict(view.counters), "ha": view.ha,
         "admin": {"enabled": admin_enabled, **(admin.to_json() if admin else {})},
+        "store": store_json(view.store, now),
     }
     report = view.report
     if report is None:
@@ -159,10 +161,27 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
     return doc
 
 
+def store_json(health: Any, now: float) -> dict[str, Any] | None:
+    """The store's state for the page: ``problem`` in words when it cannot write (or was set aside)."""
+    if health is None:
+        return None
+    problem = ""
+    if not health.ok:
+        since = f" for {duration(now - health.failing_since)}" if health.failing_since is not None else ""
+        problem = (f"cannot write{since} ({health.error}): {health.pending} record(s) kept in memory until it "
+                   f"can, at most {health.bound}")
+    if health.dropped:
+        problem += f"{'; ' if problem else ''}{health.dropped} event(s) dropped (the buffer was full)"
+    if health.note:
+        problem += f"{'; ' if problem else ''}{health.note}"
+    return {"name": health.name, "ok": health.ok, "pending": health.pending, "dropped": health.dropped,
+            "written": health.written, "problem": problem}
+
+
 def top_spenders_today(ledger: Any, now: float, n: int = 5) -> list[dict[str, Any]]:
     """The ``n`` users who spent most since midnight UTC (the rest as ``other``), dearest first."""
-    from nodemanager.core.attribution import attribute, top
-    rows = top(attribute(ledger.uses(), now - now % 86400.0, now, "user"), n)
+    from nodemanager.core.attribution import top
+    rows = top(ledger.spend(now - now % 86400.0, now, "user"), n)
     return [{"user": r.name, "node_hours": round(r.node_hours, 3), "money": round(r.money, 3)} for r in rows]
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Protocol, TypeVar
 
-__all__ = ["save_json", "load_json"]
+__all__ = ["save_json", "load_json", "Keeper", "FileKeeper", "FILES"]
 
 log = logging.getLogger("nodemanager.controller")
 
@@ -42,3 +42,25 @@ def load_json(path: str, parse: Callable[[Any], T], what: str) -> T | None:
     except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
         log.warning("%s: unreadable (%s: %s); the %s starts empty", path, type(exc).__name__, exc, what)
         return None
+
+
+class Keeper(Protocol):
+    """Where the controller's memories are kept, each under its ``kind`` (``path``: its JSON file)."""
+
+    def save(self, kind: str, path: str, doc: Any, what: str) -> bool: ...
+
+    def load(self, kind: str, path: str, parse: Callable[[Any], T], what: str) -> T | None: ...
+
+
+class FileKeeper:
+    """Where a memory is kept: its own JSON file (``path``); the store's keeper
+    (:class:`nodemanager.store.keeper.StoreKeeper`) keeps it as ``kind`` in the store instead."""
+
+    def save(self, kind: str, path: str, doc: Any, what: str) -> bool:
+        return save_json(path, doc, what)
+
+    def load(self, kind: str, path: str, parse: Callable[[Any], T], what: str) -> T | None:
+        return load_json(path, parse, what)
+
+
+FILES = FileKeeper()
