@@ -170,3 +170,28 @@ def test_cost_and_history_read_the_store_while_the_daemon_runs_without_its_lock(
     assert sum(r["node_hours"] for r in json.loads(out)["rows"]) < sum(r["node_hours"] for r in rows)
     code, out, _ = _run(capsys, "history", "sim-000099", "--config", cfg)
     assert code == 0 and out.strip() == "sim-000099: no events recorded"
+
+
+def test_each_kind_is_pruned_past_its_own_retention_in_small_batches(tmp_path, daemons):  # noqa: F811
+    cfg = _config(tmp_path, extra="\n[Store]\nkeep_events = 1d\nkeep_gone = 2d\n")
+    db = str(tmp_path / "state" / "demo.db")
+    now = 1_000_000.0 + 400 * 86400
+    store = SqliteStore(db)
+    store.ready()
+    old = Changes(events=[(f"i-{i}", now - 2 * 86400, "decision", "old") for i in range(1200)]
+                  + [("i-new", now - 3600, "decision", "recent")],
+                  gone={"i-gone-old": (now - 3 * 86400, "{}"), "i-gone-new": (now - 86400, "{}")})
+    for i, end in enumerate((now - 401 * 86400, now - 399 * 86400)):
+        use = NodeUse(node_id=f"i-life-{i}", size="small", price=0.1, start=end - 3600, end=end,
+                      shares={("ann", "phys"): 3600})
+        old.lives[use.node_id] = Life(use=use, closed=True)
+    store.apply(old)
+    assert store.prune("events", now - 86400, 500) == 500        # one batch is one small transaction
+    store.close()
+    d = daemons(cfg, clock=ManualClock(now)).start()
+    run_for(d, 10)
+    assert d.store_writer.flush(10.0)
+    assert [e[2] for e in store.events("i-new")] == ["recent"] and store.events("i-3") == []
+    assert [n for n, _, _ in store.gone_since(0)] == ["i-gone-new"]
+    assert {u.node_id for u in store.uses(0, now) if u.node_id.startswith("i-life")} == {"i-life-1"}
+    assert store.counts()["events"] < 1200

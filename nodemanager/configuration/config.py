@@ -145,6 +145,11 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
     store = StoreSettings(**r.typed("Store", _STORE))
     if store.url and not store.url.startswith(("postgresql://", "postgres://")):
         r.problem("Store", "url", "must be empty (SQLite in state_dir) or a postgresql:// URL")
+    if not 1000 <= store.buffer <= 10_000_000:
+        r.problem("Store", "buffer", f"must be 1000 to 10000000 records, got {store.buffer}")
+    for option in ("keep_ledger", "keep_events", "keep_gone"):
+        if getattr(store, option) > 100 * 365 * 86400:
+            r.problem("Store", option, "must be at most 100 years (0: for ever)")
     _check_identity(r, cloud, ha is not None)
 
     matrix = daemon.get("matrix", "").strip()
