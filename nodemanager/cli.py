@@ -16,7 +16,7 @@ from nodemanager import installed_version
 __all__ = ["main", "COMMAND_MODULES"]
 
 COMMAND_MODULES: tuple[str, ...] = ("matrix", "admin", "plan", "check", "run", "simulate", "bench", "cost",
-                                   "history")
+                                   "history", "store_copy")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -104,8 +104,10 @@ class Daemon:
         self.admin = AdminState(clock=self.clock, store=backing)
         if self.ha is None:
             self.admin.reload()
-        self.history = NodeHistory.for_settings(settings, self.store, self.store_writer.submit, self.clock())
-        self.spend = SpendLedger.for_settings(settings, self.store, self.store_writer.submit,  # who spent what
+        # a database shared by an HA pair is written by the leader only (each head keeps its own SQLite)
+        self._shared_store = self.ha is not None and self.store.shared
+        self.history = NodeHistory.for_settings(settings, self.store, self._submit, self.clock())
+        self.spend = SpendLedger.for_settings(settings, self.store, self._submit,  # who spent what
                                               self.metrics.registry, self.clock)
         self.last_report: CycleReport | None = None
         self.last_cycle_at: float | None = None
@@ -172,14 +174,14 @@ class Daemon:
                                      clock_skew=lambda: getattr(cloud, "clock_skew", None))
         self.controller.history = self.history
         self.controller.memories = Memories.for_settings(settings, self.actuator.breakers, self.clock(),
-                                                         StoreKeeper(self.store, self.store_writer, self.clock))
+                                                         StoreKeeper(self.store, self._submit, self.clock))
         if identity is not None:  # nodemanager.core.identity.Identity: act on our deployment's VMs only
             self.controller.identity = identity
             self.actuator.controller = identity.controller
         if self.ha is not None:
             self.ha.admin = self.admin
             self.controller.hold_back = self.ha.hold_back
-            self.ha.fresh_start = self.controller.forget_inputs
+            self.ha.fresh_start = self._fresh_leader
         self.system = ActorSystem(self.clock, watchdog=settings.poll.watchdog, on_fatal=self._fatal,
                                   on_restart=self._restarted)
 
@@ -208,6 +210,19 @@ class Daemon:
         self.history.flush()
         self.spend.cycle(report, self.last_cycle_at)
         self.check_matrix()
+
+    def _submit(self, changes: Any) -> None:
+        """Hand the store's writer what changed (with a store shared by an HA pair: the leader only)."""
+        if not self._shared_store or self.ha.lease.acting():
+            self.store_writer.submit(changes)
+
+    def _fresh_leader(self) -> None:
+        """This head became the HA leader: start from fresh inputs, as a restart does; with a shared
+        store, go on with the old leader's live ledger and memories."""
+        self.controller.forget_inputs()
+        if self._shared_store:
+            self.spend.resume()
+            self.controller.memories.load(self.clock())
 
     def _restarted(self, role: str) -> None:
         self.counters["actor_restarts"] += 1

@@ -75,6 +75,11 @@ def test_a_newer_daemon_upgrades_an_older_store_and_one_newer_than_itself_is_ref
 
 
 def test_the_stores_spend_query_is_the_attribution_of_the_same_lives(tmp_path) -> None:
+    check_spend_query(SqliteStore(str(tmp_path / "s.db")))
+
+
+def check_spend_query(store) -> None:
+    """The store's `cost` query over random lives equals :func:`attribute` of them, by every key."""
     rnd = random.Random(7)
     uses = []
     for i in range(300):
@@ -83,7 +88,6 @@ def test_the_stores_spend_query_is_the_attribution_of_the_same_lives(tmp_path) -
         people = rnd.sample([("ann", "phys"), ("bob", "chem"), ("cy", "(none)"), ("dee", "phys")], rnd.randint(0, 3))
         uses.append(NodeUse(node_id=f"i-{i}", size=rnd.choice(["small", "big"]), price=rnd.choice([0.1, 0.5]),
                             start=start_at, end=end, shares={k: rnd.uniform(1, 1e5) for k in people}))
-    store = SqliteStore(str(tmp_path / "s.db"))
     store.ready()
     store.apply(Changes(lives={u.node_id: Life(use=u, closed=True) for u in uses}))
     for since, until in ((0, 2e9), (NOW + 86400, NOW + 2 * 86400), (NOW + 5e5, NOW + 6e5)):
@@ -130,7 +134,7 @@ def test_json_files_written_by_todays_release_are_imported_once_and_left_in_plac
         history = NodeHistory(store, writer.submit, legacy=str(state / "demo.history.json"), started=now)
         ec2 = replace(settings, cloud=replace(settings.cloud, driver="ec2"))   # memories of a real cloud
         kept = Breakers()
-        Memories.for_settings(ec2, kept, now, StoreKeeper(store, writer, clock))
+        Memories.for_settings(ec2, kept, now, StoreKeeper(store, writer.submit, clock))
         admin = AdminState(store=AdminBacking(store, clock, settings.manage.state_file))
         admin.reload()
         assert writer.stop(10.0)

@@ -120,6 +120,14 @@ class SpendLedger:
                 self._live_changes(changes)
             self._write(changes)
 
+    def resume(self) -> None:
+        """Take the live nodes from the store again (a new HA leader goes on with the old one's)."""
+        if self.enabled:
+            with self._lock:
+                self._live.clear()
+                self._saved_at = None
+            self._resume(None)
+
     def spend(self, since: float, until: float, by: str) -> list[SpendRow]:
         """Node-hours and money per ``by`` over [``since``, ``until``]: the closed nodes summed by the
         store, the live ones here."""
@@ -168,10 +176,11 @@ class SpendLedger:
                      "longer read)", legacy, self.store.name, len(closed), len(live))
         elif not imported:
             self._write(Changes(marks={IMPORTED: ""}))   # nothing to import: a file appearing later is not read
-        for life in lives:
-            e = _Live(life.use.size, life.use.price, life.use.start)
-            e.end, e.shares, e.jobs = life.use.end, dict(life.use.shares), life.jobs
-            self._live[life.use.node_id] = e
+        with self._lock:
+            for life in lives:
+                e = _Live(life.use.size, life.use.price, life.use.start)
+                e.end, e.shares, e.jobs = life.use.end, dict(life.use.shares), life.jobs
+                self._live[life.use.node_id] = e
 
 
 def path_for(settings: Any) -> str | None:

@@ -23,8 +23,8 @@ T = TypeVar("T")
 class StoreKeeper:
     """:class:`nodemanager.cycle.memory_file.FileKeeper`'s interface over the store."""
 
-    def __init__(self, store: Any, writer: Any, clock: Callable[[], float]) -> None:
-        self.store, self.writer, self.clock = store, writer, clock
+    def __init__(self, store: Any, submit: Callable[[Changes], None], clock: Callable[[], float]) -> None:
+        self.store, self.submit, self.clock = store, submit, clock
 
     def save(self, kind: str, path: str, doc: Any, what: str) -> bool:
         try:
@@ -32,7 +32,7 @@ class StoreKeeper:
         except (TypeError, ValueError) as exc:
             log.warning("cannot keep the %s: %s", what, exc)
             return False
-        self.writer.submit(Changes(memories={kind: (text, self.clock())}))
+        self.submit(Changes(memories={kind: (text, self.clock())}))
         return True
 
     def load(self, kind: str, path: str, parse: Callable[[Any], T], what: str) -> T | None:

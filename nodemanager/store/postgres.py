@@ -20,7 +20,9 @@ def shown(url: str) -> str:
 
 
 class PostgresStore(SqlStore):
-    """The store in the PostgreSQL database at ``url``."""
+    """The store in the PostgreSQL database at ``url`` (shared: with ``[HA]`` only the leader writes)."""
+
+    shared = True
 
     words = {"float": "DOUBLE PRECISION", "serial": "BIGSERIAL PRIMARY KEY", "least": "LEAST",
              "greatest": "GREATEST"}
@@ -32,6 +34,9 @@ class PostgresStore(SqlStore):
         self.url = url
         self.name = shown(url)
         self.errors = (psycopg.Error, OSError)
+
+    def lock_schema(self, cur: Any) -> None:
+        cur.execute("SELECT pg_advisory_xact_lock(738201)")   # any fixed number, this schema's own
 
     def connect(self, write: bool) -> Any:
         import psycopg

@@ -11,7 +11,7 @@ from typing import Any
 
 from nodemanager.store.port import StoreError, StoreTooNew
 
-__all__ = ["MIGRATIONS", "LATEST", "migrate"]
+__all__ = ["MIGRATIONS", "LATEST", "TABLES", "migrate"]
 
 MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (1, (
@@ -35,6 +35,16 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     )),
 )
 LATEST = MIGRATIONS[-1][0]
+# every table's columns at LATEST, as `nodemanager store-copy` copies them (node_event's id is the target's own)
+TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("node_life", ("node_id", "size", "price", "start_at", "end_at", "closed", "total", "jobs")),
+    ("node_share", ("node_id", "user_name", "group_name", "core_seconds", "size", "price", "start_at", "end_at",
+                    "total", "closed")),
+    ("node_event", ("node_id", "at", "kind", "text")),
+    ("node_gone", ("node_id", "at", "info")),
+    ("memory", ("kind", "doc", "at")),
+    ("meta", ("key", "value")),
+)
 
 
 def migrate(store: Any) -> int:
@@ -52,18 +62,26 @@ def migrate(store: Any) -> int:
                 + (": use the release that wrote it" if had > LATEST else ": start the daemon once to upgrade it"))
         return had
     with store.transaction() as cur:
+        store.lock_schema(cur)
         cur.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        cur.execute("SELECT value FROM meta WHERE key = 'schema'")
-        row = cur.fetchone()
-    had = int(row[0]) if row else 0
+        had = _version(cur)
     if had > LATEST:
         raise StoreTooNew(f"{store.name}: the store has schema version {had}, newer than this daemon's "
                           f"{LATEST}: run the nodemanager release that wrote it (or a later one)")
     for version, statements in MIGRATIONS:
         if version > had:
             with store.transaction() as cur:
+                store.lock_schema(cur)      # two heads starting at once: one upgrades, the other sees it done
+                if _version(cur) >= version:
+                    continue
                 for sql in statements:
                     cur.execute(sql.format(**store.words))
                 cur.execute(store.sql("INSERT INTO meta (key, value) VALUES ('schema', :v) "
                                       "ON CONFLICT (key) DO UPDATE SET value = excluded.value"), {"v": str(version)})
     return had
+
+
+def _version(cur: Any) -> int:
+    cur.execute("SELECT value FROM meta WHERE key = 'schema'")
+    row = cur.fetchone()
+    return int(row[0]) if row else 0

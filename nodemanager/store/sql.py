@@ -35,6 +35,7 @@ class SqlStore:
     words: Mapping[str, str] = {}        # {float}, {serial}, {least}, {greatest}
     errors: tuple[type[BaseException], ...] = ()
     named = ":{}"                        # how a named parameter is written
+    shared = False                       # one database for every head of an HA pair
 
     def __init__(self, read_only: bool = False) -> None:
         self.read_only = read_only
@@ -59,6 +60,9 @@ class SqlStore:
 
     def begin(self, conn: Any) -> None:
         """Open a write transaction on ``conn``."""
+
+    def lock_schema(self, cur: Any) -> None:
+        """Serialize schema upgrades between processes (SQLite's write transaction already does)."""
 
     def shared_reader(self) -> bool:
         """True when reads must use the writing connection (an in-memory database)."""
@@ -162,6 +166,27 @@ class SqlStore:
                 cur.executemany(self.sql("DELETE FROM node_share WHERE node_id = :k"), keys)
             cur.executemany(self.sql(f"DELETE FROM {table} WHERE {key} = :k"), keys)
         return len(keys)
+
+    def rows(self, table: str, columns: tuple[str, ...], batch: int = 5000) -> Iterator[list[tuple[Any, ...]]]:
+        """Every row of ``table`` (one of :data:`nodemanager.store.schema.TABLES`), ``batch`` at a time."""
+        with self.reading() as cur:
+            cur.execute(f"SELECT {', '.join(columns)} FROM {table}")
+            while True:
+                chunk = cur.fetchmany(batch)
+                if not chunk:
+                    return
+                yield [tuple(r) for r in chunk]
+
+    def insert(self, table: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> None:
+        """Add ``rows`` to ``table`` in one transaction (a row already there is replaced)."""
+        keys = ", ".join(f":c{i}" for i in range(len(columns)))
+        conflict = {"node_life": "node_id", "node_share": "node_id, user_name, group_name", "node_gone": "node_id",
+                    "memory": "kind", "meta": "key"}.get(table)
+        tail = (f" ON CONFLICT ({conflict}) DO UPDATE SET "
+                + ", ".join(f"{c} = excluded.{c}" for c in columns if c not in conflict.split(", "))) if conflict else ""
+        with self.transaction() as cur:
+            cur.executemany(self.sql(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({keys}){tail}"),
+                            [{f"c{i}": v for i, v in enumerate(r)} for r in rows])
 
     # -- reads ------------------------------------------------------------------------------------
     def open_lives(self) -> list[Life]:
