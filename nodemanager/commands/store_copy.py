@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 __all__ = ["register"]
 
@@ -35,6 +36,7 @@ def _run(args: argparse.Namespace) -> int:
     if isinstance(opened, int):
         return opened
     _, source = opened
+    target: Any
     if args.to.startswith(("postgresql://", "postgres://")):
         from nodemanager.store.postgres import PostgresStore
         target = PostgresStore(args.to)
