@@ -5,8 +5,10 @@ each (user, group) ran on it, from every cycle's listing and poll; the attributi
 Each cycle, the time since a node was last seen is charged to the jobs that ran on it then (the
 scheduler's ``Worker.jobs_by``), and the node's life is extended to now; a node no longer listed
 (or listed terminated) is closed at the last time it was seen. Only the live nodes are held here;
-a closed node goes to the store (:mod:`nodemanager.store`) at once, the live ones at most every
-``save_every`` seconds and at a stop, so a restart resumes them: time the daemon was down is
+a closed node goes to the store (:mod:`nodemanager.store`) at once; a live one when it is first
+seen, when its jobs change, and otherwise in turn, the :data:`ROLL`-th of them with the oldest
+record each cycle (so a cycle's writes stay small at any pool size), and all of them at a stop.
+A restart resumes them: time the daemon was down is
 charged, at the next cycle, to the jobs last seen. The store keeps closed nodes ``[Store]
 keep_ledger`` (400 days). A ledger file of an older release (``<cluster>.spend.json``) is imported
 into the store once and left in place.
@@ -14,8 +16,10 @@ into the store once and left in place.
 
 from __future__ import annotations
 
+import heapq
 import json
 import logging
+import math
 import os
 import threading
 from typing import Any, Callable, Iterable
@@ -29,6 +33,7 @@ __all__ = ["SpendLedger", "read_uses", "IMPORTED"]
 log = logging.getLogger("nodemanager.spend")
 
 _VERSION = 1
+ROLL = 20     # cycles in which every live node is written at least once
 IMPORTED = "imported:spend"      # the store's mark: the JSON ledger was imported
 
 
@@ -51,9 +56,8 @@ class SpendLedger:
     changes reach it (the store's writer; without one, written at once)."""
 
     def __init__(self, sizes: Iterable[Size] = (), store: Any = None, submit: Callable[[Changes], None] | None = None,
-                 *, legacy: str | None = None, save_every: float = 60.0, enabled: bool = True) -> None:
+                 *, legacy: str | None = None, enabled: bool = True) -> None:
         self.prices = {s.name: s.price for s in sizes}
-        self.save_every = save_every
         self.enabled = enabled      # False: ``spend_ledger`` off, every call does nothing
         if store is None and enabled:
             from nodemanager.store.sqlite import MEMORY, SqliteStore
@@ -63,7 +67,7 @@ class SpendLedger:
         self._submit = submit or (store.apply if store is not None else (lambda changes: None))
         self._lock = threading.Lock()
         self._live: dict[str, _Live] = {}
-        self._saved_at: float | None = None
+        self._written: dict[str, float] = {}     # live node -> when its record was last handed to the store
         if enabled:
             self._resume(legacy)
 
@@ -87,12 +91,14 @@ class SpendLedger:
 
     def observe(self, report: CycleReport, now: float) -> None:
         """Charge the time since each node was last seen to the jobs seen on it then; close the nodes
-        gone (written to the store at once); the live ones are written every ``save_every``."""
+        gone (written to the store at once); write the live nodes that are new, whose jobs changed,
+        and the 1/:data:`ROLL` written longest ago."""
         workers = {w.name: w for w in report.snapshot.workers}
         paired = {e.node_id: e.worker for e in report.plan.nodes if e.worker is not None}
         changes = Changes()
         with self._lock:
             listed = set()
+            due: dict[str, None] = {}       # insertion-ordered set
             for n in report.snapshot.cloud_nodes:
                 if is_gone(n):
                     continue
@@ -100,16 +106,25 @@ class SpendLedger:
                 e = self._live.get(n.id)
                 if e is None:
                     e = self._live[n.id] = _Live(n.size, self.prices.get(n.size, 0.0), min(n.launched_at, now))
+                    due[n.id] = None
                 if now > e.end:
                     e.shares = accrue(e.shares, e.jobs, now - e.end)
                     e.end = now
                 w = workers.get(paired.get(n.id) or "")
-                e.jobs = w.jobs_by if w is not None else ()
+                jobs = w.jobs_by if w is not None else ()
+                if jobs != e.jobs:
+                    e.jobs = jobs
+                    due[n.id] = None
             for node_id in [i for i in self._live if i not in listed]:
                 changes.lives[node_id] = Life(use=_use(node_id, self._live.pop(node_id)), closed=True)
-            if self._saved_at is None or now - self._saved_at >= self.save_every:
-                self._saved_at = now
-                self._live_changes(changes)
+                self._written.pop(node_id, None)
+            turn = -(-len(self._live) // ROLL)
+            due.update(dict.fromkeys(heapq.nsmallest(turn, (i for i in self._live if i not in due),
+                                                     key=lambda i: self._written.get(i, -math.inf))))
+            for i in due:
+                e = self._live[i]
+                changes.lives[i] = Life(use=_use(i, e), closed=False, jobs=e.jobs)
+                self._written[i] = now
         self._write(changes)
 
     def save(self) -> None:
@@ -125,7 +140,7 @@ class SpendLedger:
         if self.enabled:
             with self._lock:
                 self._live.clear()
-                self._saved_at = None
+                self._written.clear()
             self._resume(None)
 
     def spend(self, since: float, until: float, by: str) -> list[SpendRow]:

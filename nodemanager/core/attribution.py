@@ -15,11 +15,13 @@ from typing import Iterable, Mapping, Sequence
 
 from nodemanager.model import JobOwner
 
-__all__ = ["NodeUse", "SpendRow", "NOBODY", "NO_GROUP", "BY", "accrue", "attribute", "top", "merge"]
+__all__ = ["NodeUse", "SpendRow", "NOBODY", "NO_GROUP", "BY", "DAY", "accrue", "attribute", "top", "merge",
+           "by_day"]
 
 NOBODY = "(no job)"          # the user and group of a node that served no job
 NO_GROUP = "(none)"          # a job the scheduler names no group for
 BY = ("user", "group", "size", "node")
+DAY = 86400.0                # the store sums closed nodes per UTC day (:func:`by_day`)
 Key = tuple[str, str]        # (user, group)
 
 
@@ -110,3 +112,17 @@ def top(rows: Sequence[SpendRow], n: int, other: str = "other") -> list[SpendRow
     rest = rows[n:]
     return [*rows[:n], SpendRow(name=other, node_hours=sum(r.node_hours for r in rest),
                                 money=sum(r.money for r in rest), core_hours=sum(r.core_hours for r in rest))]
+
+
+def by_day(use: NodeUse) -> list[tuple[int, str, str, float, float, float]]:
+    """``use``'s :func:`attribute` over each UTC day it overlaps, by user, group and size:
+    (day number, by, name, node-hours, money, core-hours). Summed over whole days, these are
+    :func:`attribute` over those days (it adds up interval by interval)."""
+    out = []
+    day = int(use.start // DAY)
+    while day * DAY < use.end:
+        for by in BY[:3]:
+            out += [(day, by, r.name, r.node_hours, r.money, r.core_hours)
+                    for r in attribute((use,), day * DAY, (day + 1) * DAY, by)]
+        day += 1
+    return out

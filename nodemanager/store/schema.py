@@ -24,7 +24,13 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
         "CREATE TABLE node_share (node_id TEXT NOT NULL, user_name TEXT NOT NULL, group_name TEXT NOT NULL, "
         "core_seconds {float} NOT NULL, size TEXT NOT NULL, price {float} NOT NULL, start_at {float} NOT NULL, "
         "end_at {float} NOT NULL, total {float} NOT NULL, closed INTEGER NOT NULL, PRIMARY KEY (node_id, user_name, group_name))",
-        "CREATE INDEX node_share_end ON node_share (end_at)",
+        "CREATE INDEX node_share_start ON node_share (start_at)",
+        "CREATE INDEX node_share_open ON node_share (closed) WHERE closed = 0",
+        "CREATE INDEX node_life_start ON node_life (start_at)",
+        # the closed nodes' spend per UTC day and user, group or size: `cost` over months sums days
+        "CREATE TABLE spend_day (by_key TEXT NOT NULL, day INTEGER NOT NULL, name TEXT NOT NULL, "
+        "node_hours {float} NOT NULL, money {float} NOT NULL, core_hours {float} NOT NULL, "
+        "PRIMARY KEY (by_key, day, name))",
         "CREATE TABLE node_event (id {serial}, node_id TEXT NOT NULL, at {float} NOT NULL, kind TEXT NOT NULL, "
         "text TEXT NOT NULL)",
         "CREATE INDEX node_event_node ON node_event (node_id, at)",
@@ -43,6 +49,7 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("node_event", ("node_id", "at", "kind", "text")),
     ("node_gone", ("node_id", "at", "info")),
     ("memory", ("kind", "doc", "at")),
+    ("spend_day", ("by_key", "day", "name", "node_hours", "money", "core_hours")),
     ("meta", ("key", "value")),
 )
 

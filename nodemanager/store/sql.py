@@ -8,12 +8,13 @@ behind its own lock, so a page view never waits for a write.
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping
 
-from nodemanager.core.attribution import BY, NOBODY, NodeUse, SpendRow, merge
+from nodemanager.core.attribution import BY, DAY, NOBODY, NodeUse, SpendRow, by_day, merge
 from nodemanager.model import JobOwner
 from nodemanager.store.port import Changes, Life, StoreError
 
@@ -130,6 +131,7 @@ class SqlStore:
         lives = list(changes.lives.values())
         with self.transaction() as cur:
             if lives:
+                closing = self._newly_closed(cur, [life.use for life in lives if life.closed])
                 cur.executemany(self.sql(
                     f"INSERT INTO node_life ({', '.join(_LIFE)}) VALUES ({', '.join(':' + c for c in _LIFE)}) "
                     "ON CONFLICT (node_id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _LIFE[1:])),
@@ -140,6 +142,7 @@ class SqlStore:
                     "INSERT INTO node_share (node_id, user_name, group_name, core_seconds, size, price, start_at, "
                     "end_at, total, closed) VALUES (:node_id, :user, :grp, :cs, :size, :price, :start_at, :end_at, :total, "
                     ":closed)"), [row for life in lives for row in _share_rows(life)])
+                self._add_days(cur, closing)
             if changes.events:
                 cur.executemany(self.sql("INSERT INTO node_event (node_id, at, kind, text) "
                                          "VALUES (:node, :at, :kind, :text)"),
@@ -157,8 +160,48 @@ class SqlStore:
                                          "ON CONFLICT (key) DO UPDATE SET value = excluded.value"),
                                 [{"key": k, "value": v} for k, v in changes.marks.items()])
 
+    def _newly_closed(self, cur: Any, uses: list[NodeUse]) -> list[NodeUse]:
+        """Of ``uses`` (closing now), those not closed in the store yet: each is summed into the
+        days once."""
+        done: set[str] = set()
+        for i in range(0, len(uses), 500):
+            chunk = [u.node_id for u in uses[i:i + 500]]
+            cur.execute(self.sql("SELECT node_id FROM node_life WHERE closed = 1 AND node_id IN ("
+                                 + ", ".join(f":n{k}" for k in range(len(chunk))) + ")"),
+                        {f"n{k}": v for k, v in enumerate(chunk)})
+            done.update(r[0] for r in cur.fetchall())
+        return [u for u in uses if u.node_id not in done]
+
+    def _add_days(self, cur: Any, uses: list[NodeUse]) -> None:
+        """Add ``uses`` to the per-day sums, and keep the longest closed life (the window queries'
+        reach back)."""
+        if not uses:
+            return
+        days: dict[tuple[str, int, str], list[float]] = {}
+        for u in uses:
+            for day, by, name, h, m, c in by_day(u):
+                s = days.setdefault((by, day, name), [0.0, 0.0, 0.0])
+                s[0] += h
+                s[1] += m
+                s[2] += c
+        cur.executemany(self.sql(
+            "INSERT INTO spend_day (by_key, day, name, node_hours, money, core_hours) VALUES (:by, :day, :name, "
+            ":h, :m, :c) ON CONFLICT (by_key, day, name) DO UPDATE SET node_hours = spend_day.node_hours + "
+            "excluded.node_hours, money = spend_day.money + excluded.money, core_hours = spend_day.core_hours + "
+            "excluded.core_hours"),
+            [{"by": by, "day": day, "name": name, "h": s[0], "m": s[1], "c": s[2]} for (by, day, name), s in days.items()])
+        longest = max(u.end - u.start for u in uses)
+        cur.execute("SELECT value FROM meta WHERE key = 'max_life'")
+        row = cur.fetchone()
+        if row is None or float(row[0]) < longest:
+            cur.execute(self.sql("INSERT INTO meta (key, value) VALUES ('max_life', :v) "
+                                 "ON CONFLICT (key) DO UPDATE SET value = excluded.value"), {"v": repr(longest)})
+
     def prune(self, kind: str, before: float, batch: int) -> int:
         table, key, where = _PRUNE[kind]
+        if kind == "ledger":
+            with self.transaction() as cur:
+                cur.execute(self.sql("DELETE FROM spend_day WHERE day < :day"), {"day": int(before // DAY)})
         with self.transaction() as cur:
             cur.execute(self.sql(f"SELECT {key} FROM {table} WHERE {where} LIMIT :n"), {"before": before, "n": batch})
             keys = [{"k": r[0]} for r in cur.fetchall()]
@@ -181,7 +224,7 @@ class SqlStore:
         """Add ``rows`` to ``table`` in one transaction (a row already there is replaced)."""
         keys = ", ".join(f":c{i}" for i in range(len(columns)))
         conflict = {"node_life": "node_id", "node_share": "node_id, user_name, group_name", "node_gone": "node_id",
-                    "memory": "kind", "meta": "key"}.get(table)
+                    "memory": "kind", "meta": "key", "spend_day": "by_key, day, name"}.get(table)
         tail = (f" ON CONFLICT ({conflict}) DO UPDATE SET "
                 + ", ".join(f"{c} = excluded.{c}" for c in columns if c not in conflict.split(", "))) if conflict else ""
         with self.transaction() as cur:
@@ -218,22 +261,46 @@ class SqlStore:
     def spend(self, since: float, until: float, by: str, closed_only: bool = False) -> list[SpendRow]:
         if by not in BY:
             raise ValueError(f"by must be one of {', '.join(BY)}, not {by!r}")
-        inside = "({least}(end_at, :until) - {greatest}(start_at, :since))"
-        window = "end_at > :since AND start_at < :until AND end_at > start_at" + (" AND closed = 1" if closed_only else "")
-        nobody = ":nobody" if by in ("user", "group") else _NAME[by]
-        text = (f"SELECT name, SUM(h), SUM(h * price), SUM(c) FROM ("
-                f"SELECT {_NAME[by]} AS name, {inside} / 3600.0 * core_seconds / total AS h, price, "
-                f"core_seconds * {inside} / (end_at - start_at) / 3600.0 AS c "
-                f"FROM node_share WHERE {window} AND total > 0 "
-                f"UNION ALL SELECT {nobody} AS name, {inside} / 3600.0 AS h, price, 0.0 AS c "
-                f"FROM node_life WHERE {window} AND total <= 0) x GROUP BY name")
         if until <= since:
             return []
+        first, last = math.ceil(since / DAY), math.floor(until / DAY)
         with self.reading() as cur:
-            cur.execute(self.sql(text), {"since": since, "until": until, "nobody": NOBODY})
-            rows = [SpendRow(name=str(n), node_hours=float(h), money=float(m), core_hours=float(c))
-                    for n, h, m, c in cur.fetchall()]
-        return merge(rows)
+            parts = [] if closed_only else [self._raw(cur, since, until, by, "closed = 0")]
+            if by == "node" or first >= last:
+                parts.append(self._raw(cur, since, until, by, "closed = 1"))
+            else:      # whole days from their sums, the parts of a day at either end from the lives
+                cur.execute(self.sql("SELECT name, SUM(node_hours), SUM(money), SUM(core_hours) FROM spend_day "
+                                     "WHERE by_key = :by AND day >= :first AND day < :last GROUP BY name"),
+                            {"by": by, "first": first, "last": last})
+                parts.append(_rows(cur.fetchall()))
+                parts.append(self._raw(cur, since, first * DAY, by, "closed = 1"))
+                parts.append(self._raw(cur, last * DAY, until, by, "closed = 1"))
+        return merge(*parts)
+
+    def _raw(self, cur: Any, since: float, until: float, by: str, which: str) -> list[SpendRow]:
+        """:func:`attribute` over [``since``, ``until``] of the lives ``which`` selects, summed here;
+        closed ones are found by their start (no closed life is longer than ``max_life``)."""
+        if until <= since:
+            return []
+        reach = ""
+        if which == "closed = 1":
+            cur.execute("SELECT value FROM meta WHERE key = 'max_life'")
+            row = cur.fetchone()
+            if row is None:
+                return []
+            reach = f" AND start_at >= {since - float(row[0]) - 1.0!r}"
+        inside = "({least}(end_at, :until) - {greatest}(start_at, :since))"
+        window = f"start_at < :until AND end_at > :since AND end_at > start_at AND {which}{reach}"
+        nobody = ":nobody" if by in ("user", "group") else _NAME[by]
+        cur.execute(self.sql(
+            f"SELECT name, SUM(h), SUM(h * price), SUM(c) FROM ("
+            f"SELECT {_NAME[by]} AS name, {inside} / 3600.0 * core_seconds / total AS h, price, "
+            f"core_seconds * {inside} / (end_at - start_at) / 3600.0 AS c "
+            f"FROM node_share WHERE {window} AND total > 0 "
+            f"UNION ALL SELECT {nobody} AS name, {inside} / 3600.0 AS h, price, 0.0 AS c "
+            f"FROM node_life WHERE {window} AND total <= 0) x GROUP BY name"),
+            {"since": since, "until": until, "nobody": NOBODY})
+        return _rows(cur.fetchall())
 
     def events(self, node_id: str, since: float | None = None,
                limit: int | None = None) -> list[tuple[float, str, str]]:
@@ -266,10 +333,14 @@ class SqlStore:
         out = {}
         with self.reading() as cur:
             for kind, table in (("lives", "node_life"), ("shares", "node_share"), ("events", "node_event"),
-                                ("gone", "node_gone"), ("memories", "memory")):
+                                ("gone", "node_gone"), ("memories", "memory"), ("days", "spend_day")):
                 cur.execute(f"SELECT COUNT(*) FROM {table}")
                 out[kind] = int(cur.fetchone()[0])
         return out
+
+
+def _rows(rows: list[tuple[Any, ...]]) -> list[SpendRow]:
+    return [SpendRow(name=str(n), node_hours=float(h), money=float(m), core_hours=float(c)) for n, h, m, c in rows]
 
 
 def _life_row(life: Life) -> dict[str, Any]:
