@@ -23,18 +23,17 @@ import json
 import os
 import pathlib
 import random
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from types import SimpleNamespace
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from nodemanager.commands.bench import _rss_mb as rss_mb  # noqa: E402
 from nodemanager.core.attribution import NodeUse, attribute  # noqa: E402
 from nodemanager.model import JobOwner, Size  # noqa: E402
 from nodemanager.store import Changes, Life  # noqa: E402
@@ -45,14 +44,6 @@ NOW = 1_800_000_000.0
 SIZES = (Size("small", cores=4, ram_mb=8192, price=0.2), Size("big", cores=16, ram_mb=65536, price=0.8))
 USERS = [(f"user{i:03d}", f"group{i % 40:02d}") for i in range(400)]
 LIVE = 1000
-
-
-def rss_mb() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    return float("nan")
 
 
 def year_of_lives(n: int, rnd: random.Random):

@@ -52,6 +52,7 @@ from nodemanager.console.spend_ledger import SpendLedger
 from nodemanager.store import start as start_store
 from nodemanager.store.keeper import AdminBacking, StoreKeeper
 from nodemanager.store.metrics import StoreCollector
+from nodemanager.store.sqlite import MEMORY, SqliteStore
 from nodemanager.cycle.journal import ReservationJournal
 from nodemanager.model import CycleReport, Worker
 from nodemanager.ports import Timed as _Timed
@@ -96,7 +97,8 @@ class Daemon:
             self.ha = HighAvailability(settings.ha, state_dir=settings.manage.state_dir,
                                        cluster=settings.cloud.cluster)
         # what the daemon remembers: one store, written by its own thread (never waited on by a cycle)
-        self.store, self.store_writer = start_store(settings, self.clock)
+        # (a dry run, which may run beside the real daemon, keeps its own in memory)
+        self.store, self.store_writer = start_store(settings, self.clock, SqliteStore(MEMORY) if self.dry_run else None)
         self.metrics.registry.register(StoreCollector(self.store_writer.health))
         # with [HA], holds, drains and the pause live in etcd, for whichever head leads; else in the store
         backing = (self.ha.admin_store if self.ha is not None

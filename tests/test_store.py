@@ -148,6 +148,9 @@ def test_json_files_written_by_todays_release_are_imported_once_and_left_in_plac
     code, out, err = _run(capsys, "history", "i-1", "--config", cfg)
     assert code == 0, err
     assert out.splitlines()[0].endswith("decision  boot for 1 queued job") and "destroy ok" in out
+    since = datetime.fromtimestamp(NOW - 3700, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    code, out, _ = _run(capsys, "history", "i-1", "--config", cfg, "--since", since)
+    assert out.splitlines() == [line for line in out.splitlines() if "destroy ok" in line] and out
     code, out, _ = _run(capsys, "cost", "--config", cfg, "--since", "1970-01-01", "--by", "user", "--format", "json")
     assert {r["user"]: r["node_hours"] for r in json.loads(out)["rows"]} == {"ann": 1.0, "bob": 0.5}
     # left in place, unchanged; a later start reads the store, not the files

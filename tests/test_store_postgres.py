@@ -5,9 +5,6 @@ comes back under a running daemon, and the copy of a SQLite store into it."""
 from __future__ import annotations
 
 import json
-import pathlib
-import shutil
-import tempfile
 
 import pytest
 
@@ -15,7 +12,7 @@ from nodemanager.cli import main
 from nodemanager.core.attribution import NodeUse
 from nodemanager.store import Changes, Life
 from nodemanager.store.postgres import PostgresStore, shown
-from tests.fixtures.postgres import PostgresServer, pg_bin
+from tests.fixtures.postgres import running_postgres
 from tests.test_daemon import daemons, run_for, write_config  # noqa: F401  (daemons: a fixture)
 from tests.test_store import _config, check_spend_query
 from tests.test_store_faults import _cycles_go_on_while, _store_state, _wait
@@ -49,15 +46,8 @@ def test_a_daemon_keeps_what_it_remembers_in_postgresql_and_cost_reads_it(tmp_pa
 @pytest.fixture
 def own_postgres():
     """A PostgreSQL of this test alone (it is stopped and started again)."""
-    bindir = pg_bin()
-    if bindir is None:
-        pytest.skip("PostgreSQL is not installed")
-    workdir = pathlib.Path(tempfile.mkdtemp(prefix="nm-pg-own-"))
-    server = PostgresServer(workdir, bindir)
-    server.start()
-    yield server
-    server.stop()
-    shutil.rmtree(workdir, ignore_errors=True)
+    with running_postgres() as server:
+        yield server
 
 
 def test_postgresql_down_holds_up_no_cycle_and_what_waited_is_written_when_it_is_back(tmp_path, own_postgres, daemons, capsys):  # noqa: F811

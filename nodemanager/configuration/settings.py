@@ -155,7 +155,7 @@ class ManageSettings:
     state_file: str = ""                        # holds, forced drains, pause kept here; empty: memory only
     state_dir: str = ""                         # lock and local records; config.load fills the default
     allowed_hosts: tuple[str, ...] = ()         # Host names the status server answers to, besides its own
-    spend_ledger: bool = False                  # who spent what: <state_dir>/<cluster>.spend.json
+    spend_ledger: bool = False                  # who spent what, kept in the store ([Store])
     spend_top: int = 10                         # users and groups with their own metric series
 
 
