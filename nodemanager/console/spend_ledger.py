@@ -28,7 +28,7 @@ from nodemanager.core.attribution import NodeUse, SpendRow, accrue, attribute, m
 from nodemanager.model import CycleReport, JobOwner, Size, is_gone
 from nodemanager.store.port import Changes, Life, StoreError
 
-__all__ = ["SpendLedger", "read_uses", "IMPORTED"]
+__all__ = ["SpendLedger", "IMPORTED"]
 
 log = logging.getLogger("nodemanager.spend")
 
@@ -229,8 +229,3 @@ def read_file(path: str) -> tuple[list[NodeUse], list[tuple[NodeUse, tuple[JobOw
         raise ValueError(f"not a spend ledger ({exc!r})") from None
     return closed, live
 
-
-def read_uses(path: str) -> list[NodeUse]:
-    """Every node of a ledger file, closed and live (``nodemanager cost``)."""
-    closed, live = read_file(path)
-    return [*closed, *(u for u, _ in live)]
