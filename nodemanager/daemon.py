@@ -42,17 +42,11 @@ from nodemanager.actors.roles import (CLOUD_POLLER, CONTROLLER, SCHEDULER_POLLER
                                       ControllerActor, PollerActor, actuator_role)
 from nodemanager.actors.system import ActorSystem
 from nodemanager.cycle.actuate import Actuator
-from nodemanager.console.admin import AdminState
 from nodemanager.cloud import CloudDriver
 from nodemanager.configuration.config import SECRET_OPTIONS, ConfigError, Problem
 from nodemanager.cycle.controller import Controller
 from nodemanager.cycle.memories import Memories
-from nodemanager.console.history import NodeHistory
-from nodemanager.console.spend_ledger import SpendLedger
-from nodemanager.store import start as start_store
-from nodemanager.store.keeper import AdminBacking, StoreKeeper
-from nodemanager.store.metrics import StoreCollector
-from nodemanager.store.sqlite import MEMORY, SqliteStore
+from nodemanager.store.wiring import DaemonStore
 from nodemanager.cycle.journal import ReservationJournal
 from nodemanager.model import CycleReport, Worker
 from nodemanager.ports import Timed as _Timed
@@ -97,20 +91,10 @@ class Daemon:
             self.ha = HighAvailability(settings.ha, state_dir=settings.manage.state_dir,
                                        cluster=settings.cloud.cluster)
         # what the daemon remembers: one store, written by its own thread (never waited on by a cycle)
-        # (a dry run, which may run beside the real daemon, keeps its own in memory)
-        self.store, self.store_writer = start_store(settings, self.clock, SqliteStore(MEMORY) if self.dry_run else None)
-        self.metrics.registry.register(StoreCollector(self.store_writer.health))
-        # with [HA], holds, drains and the pause live in etcd, for whichever head leads; else in the store
-        backing = (self.ha.admin_store if self.ha is not None
-                   else AdminBacking(self.store, self.clock, settings.manage.state_file))
-        self.admin = AdminState(clock=self.clock, store=backing)
-        if self.ha is None:
-            self.admin.reload()
-        # a database shared by an HA pair is written by the leader only (each head keeps its own SQLite)
-        self._shared_store = self.ha is not None and self.store.shared
-        self.history = NodeHistory.for_settings(settings, self.store, self._submit, self.clock())
-        self.spend = SpendLedger.for_settings(settings, self.store, self._submit,  # who spent what
-                                              self.metrics.registry, self.clock)
+        self.remember = DaemonStore(settings, self.clock, self.metrics.registry, self.ha, self.dry_run)
+        self.store, self.store_writer = self.remember.store, self.remember.writer
+        self.admin = self.remember.admin_state(settings.manage.state_file)
+        self.history, self.spend = self.remember.history_and_ledger(settings, self.metrics.registry)
         self.last_report: CycleReport | None = None
         self.last_cycle_at: float | None = None
         # monotonic times of the last cycle and of each input's last good poll (health)
@@ -176,7 +160,7 @@ class Daemon:
                                      clock_skew=lambda: getattr(cloud, "clock_skew", None))
         self.controller.history = self.history
         self.controller.memories = Memories.for_settings(settings, self.actuator.breakers, self.clock(),
-                                                         StoreKeeper(self.store, self._submit, self.clock))
+                                                         self.remember.keeper())
         if identity is not None:  # nodemanager.core.identity.Identity: act on our deployment's VMs only
             self.controller.identity = identity
             self.actuator.controller = identity.controller
@@ -213,18 +197,10 @@ class Daemon:
         self.spend.cycle(report, self.last_cycle_at)
         self.check_matrix()
 
-    def _submit(self, changes: Any) -> None:
-        """Hand the store's writer what changed (with a store shared by an HA pair: the leader only)."""
-        if not self._shared_store or self.ha.lease.acting():
-            self.store_writer.submit(changes)
-
     def _fresh_leader(self) -> None:
-        """This head became the HA leader: start from fresh inputs, as a restart does; with a shared
-        store, go on with the old leader's live ledger and memories."""
+        """This head became the HA leader: start from fresh inputs, as a restart does."""
         self.controller.forget_inputs()
-        if self._shared_store:
-            self.spend.resume()
-            self.controller.memories.load(self.clock())
+        self.remember.new_leader(self.spend, self.controller.memories)
 
     def _restarted(self, role: str) -> None:
         self.counters["actor_restarts"] += 1
