@@ -63,7 +63,7 @@ POOL_SIZE = 4          # actuator actors: enough to overlap slow cloud calls, ne
 EXIT_FATAL = 70        # EX_SOFTWARE: a fatal error stopped the daemon
 
 _RESTART_ONLY = (("cloud", "[Cloud]"), ("scheduler", "[Scheduler]"), ("manage", "[Manage]"), ("dry_run", "[Daemon] dry_run"),
-                 ("ha", "[HA]"))
+                 ("ha", "[HA]"), ("store", "[Store]"))
 
 
 class Daemon:

@@ -93,8 +93,8 @@ def read_store(command: str, config_path: str) -> tuple[Any, Any] | int:
     except ConfigError as e:
         print(f"nodemanager {command}: error: {printable(str(e))}", file=sys.stderr)
         return 1
-    store = open_store(settings, read_only=True)
     try:
+        store = open_store(settings, read_only=True)
         store.ready()
     except StoreError as e:
         print(f"nodemanager {command}: error: {printable(str(e))}", file=sys.stderr)

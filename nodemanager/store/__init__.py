@@ -35,8 +35,11 @@ def open_store(settings: Any, read_only: bool = False) -> Any:
     """The store ``settings`` name (not connected yet): PostgreSQL with ``[Store] url``, else the
     SQLite file in ``state_dir`` (in this process only without one)."""
     if settings.store.url:
-        from nodemanager.store.postgres import PostgresStore
-        return PostgresStore(settings.store.url, read_only=read_only)
+        try:
+            from nodemanager.store.postgres import PostgresStore
+            return PostgresStore(settings.store.url, read_only=read_only)
+        except ImportError:
+            raise StoreError("[Store] url: PostgreSQL needs psycopg 3 (pip install 'psycopg[binary]')") from None
     from nodemanager.store.sqlite import MEMORY, SqliteStore
     return SqliteStore(store_path(settings) if settings.manage.state_dir else MEMORY, read_only=read_only)
 
@@ -53,7 +56,10 @@ def start(settings: Any, clock: Callable[[], float], store: Any = None) -> tuple
     page says; a store that cannot be reached now (locked, a full disk, PostgreSQL down) is tried
     again by the writer while the daemon runs. Raises :class:`StoreTooNew`."""
     from nodemanager.store.sqlite import SqliteStore, set_aside, unreadable
-    store = store if store is not None else open_store(settings)
+    try:
+        store = store if store is not None else open_store(settings)
+    except StoreError as exc:
+        raise ValueError(str(exc)) from None      # a setup error: the daemon does not start
     note = ""
     try:
         store.ready()
