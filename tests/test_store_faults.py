@@ -169,3 +169,28 @@ def test_what_the_store_acknowledged_survives_a_kill_9(tmp_path):
     assert all(after[n] >= h for n, h in seen.items())
     check = sqlite3.connect(str(tmp_path / "state" / "demo.db"))
     assert check.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_past_its_bound_the_buffer_drops_the_oldest_events_and_says_how_many(tmp_path):
+    from nodemanager.console.status_document import store_json
+    from nodemanager.store import Changes
+    from nodemanager.store.sqlite import SqliteStore
+    from nodemanager.store.writer import StoreWriter
+    db = str(tmp_path / "s.db")
+    store = SqliteStore(db)
+    store.ready()
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    writer = StoreWriter(store, bound=1000, retry=(0.1, 0.2)).start()
+    for k in range(15):
+        writer.submit(Changes(events=[("i-1", float(100 * k + i), "state", f"e{100 * k + i}") for i in range(100)]))
+    _wait(lambda: not writer.health().ok)
+    h = writer.health()
+    assert h.pending <= 1000 and h.dropped == 500
+    assert "500 event(s) dropped" in store_json(h, 0.0)["problem"]
+    other.execute("ROLLBACK")
+    other.close()
+    _wait(lambda: writer.health().ok and not writer.health().pending)
+    assert writer.stop(5.0)
+    kept = SqliteStore(db).events("i-1")
+    assert [t for _, _, t in kept] == [f"e{i}" for i in range(500, 1500)]   # the newest, in order
