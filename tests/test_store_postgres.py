@@ -17,6 +17,8 @@ from tests.test_daemon import daemons, run_for, write_config  # noqa: F401  (dae
 from tests.test_store import _config, check_spend_query
 from tests.test_store_faults import _cycles_go_on_while, _store_state, _wait
 
+pytestmark = pytest.mark.postgres
+
 
 def _cost(capsys, cfg, *more):
     assert main(["cost", "--config", cfg, "--since", "1970-01-01", "--by", "node", "--format", "json", *more]) == 0
