@@ -42,15 +42,13 @@ from nodemanager.actors.roles import (CLOUD_POLLER, CONTROLLER, SCHEDULER_POLLER
                                       ControllerActor, PollerActor, actuator_role)
 from nodemanager.actors.system import ActorSystem
 from nodemanager.cycle.actuate import Actuator
-from nodemanager.console.admin import AdminState
 from nodemanager.cloud import CloudDriver
 from nodemanager.configuration.config import SECRET_OPTIONS, ConfigError, Problem
 from nodemanager.cycle.controller import Controller
 from nodemanager.cycle.memories import Memories
-from nodemanager.console.history import NodeHistory
 from nodemanager.console.paid_idle import paid_idle
-from nodemanager.console.spend_ledger import SpendLedger
 from nodemanager.console.trend import PoolTrend
+from nodemanager.store.wiring import DaemonStore
 from nodemanager.cycle.journal import ReservationJournal
 from nodemanager.cycle.state_files import set_aside_files
 from nodemanager.model import CycleReport, Worker
@@ -68,7 +66,7 @@ POOL_SIZE = 4          # actuator actors: enough to overlap slow cloud calls, ne
 EXIT_FATAL = 70        # EX_SOFTWARE: a fatal error stopped the daemon
 
 _RESTART_ONLY = (("cloud", "[Cloud]"), ("scheduler", "[Scheduler]"), ("manage", "[Manage]"), ("dry_run", "[Daemon] dry_run"),
-                 ("ha", "[HA]"), ("log", "[Daemon] log_format and log_file"))
+                 ("ha", "[HA]"), ("log", "[Daemon] log_format and log_file"), ("store", "[Store]"))
 
 
 class Daemon:
@@ -96,12 +94,12 @@ class Daemon:
             from nodemanager.ha.wiring import HighAvailability
             self.ha = HighAvailability(settings.ha, state_dir=settings.manage.state_dir,
                                        cluster=settings.cloud.cluster, deployment_id=settings.cloud.deployment_id)
-        # with [HA], holds, drains and the pause live in etcd (not state_file), for whichever head leads
-        where = {"store": self.ha.admin_store} if self.ha is not None else {"path": settings.manage.state_file or None}
-        self.admin = AdminState(clock=self.clock, **where)
-        # each node's last events: local to this head also with [HA] (what this process saw)
-        self.history = NodeHistory.for_settings(settings)
-        self.spend = SpendLedger.for_settings(settings, self.metrics.registry, self.clock)  # who spent what
+        # what the daemon remembers: one store, written by its own thread (never waited on by a cycle);
+        # with [HA], holds, drains and the pause live in etcd, for whichever head leads
+        self.remember = DaemonStore(settings, self.clock, self.metrics.registry, self.ha, self.dry_run)
+        self.store, self.store_writer = self.remember.store, self.remember.writer
+        self.admin = self.remember.admin_state(settings.manage.state_file)
+        self.history, self.spend = self.remember.history_and_ledger(settings, self.metrics.registry)
         self.trend = PoolTrend()   # the last hours for the page's charts
         self.last_report: CycleReport | None = None
         self.last_cycle_at: float | None = None
@@ -168,7 +166,8 @@ class Daemon:
                                      dry_run=self.dry_run, admin=self.admin,
                                      clock_skew=lambda: getattr(cloud, "clock_skew", None))
         self.controller.history = self.history
-        self.controller.memories = Memories.for_settings(settings, self.actuator.breakers, self.clock())
+        self.controller.memories = Memories.for_settings(settings, self.actuator.breakers, self.clock(),
+                                                         self.remember.keeper())
         if identity is not None:  # nodemanager.core.identity.Identity: act on our deployment's VMs only
             self.controller.identity = identity
             self.actuator.controller = identity.controller
@@ -179,7 +178,7 @@ class Daemon:
             # the heads' clocks may differ by what the cloud's may: marks are dated by the head that made them
             self.controller.term = lambda: self.ha.term(max(self.settings.core.clock_tolerance,
                                                             self.settings.core.max_clock_skew))
-            self.ha.fresh_start = self.controller.forget_inputs
+            self.ha.fresh_start = self._fresh_leader
             self.ha.describe_config = lambda: config_parts(self.settings, self.matrix_source.sha256)
         self.system = ActorSystem(self.clock, watchdog=settings.poll.watchdog, on_fatal=self._fatal,
                                   on_restart=self._restarted)
@@ -207,10 +206,15 @@ class Daemon:
         self.metrics.observe(report)
         self.metrics.observe_identity(report)
         self.metrics.observe_paid_idle(paid_idle(report, self.settings.core))
-        self.history.save_if_due(self.last_cycle_at)
+        self.history.flush()
         self.spend.cycle(report, self.last_cycle_at)
         self.trend.observe(report, self.settings.core)
         self.check_matrix()
+
+    def _fresh_leader(self) -> None:
+        """This head became the HA leader: start from fresh inputs, as a restart does."""
+        self.controller.forget_inputs()
+        self.remember.new_leader(self.spend, self.controller.memories)
 
     def _restarted(self, role: str) -> None:
         self.counters["actor_restarts"] += 1
@@ -230,7 +234,8 @@ class Daemon:
                           core=self.settings.core, history=self.history, ages=self._ages(), spend=self.spend,
                           config_error=self.config_error,
                           set_aside=tuple(set_aside_files(self.settings.manage.state_dir)),
-                          trend=self.trend)
+                          trend=self.trend,
+                          store=self.store_writer.health())
 
     def _ages(self) -> tuple[tuple[str, float, float], ...]:
         """Seconds since the last cycle and each input's last good poll (monotonic), with their
@@ -247,6 +252,7 @@ class Daemon:
         s = self.settings
         if isinstance(self.clock, RealClock):
             self.clock.start()
+        self.store_writer.start()
         if self.ha is not None:
             self.ha.start()
         pool = tuple(actuator_role(i) for i in range(POOL_SIZE))
@@ -365,9 +371,10 @@ class Daemon:
             self.ha.stop()  # after the calls under way: releasing lets a standby act at once
         if self.status_server is not None:
             self.status_server.stop()
-        self.history.save()
+        self.history.flush()
         self.spend.save()
         self.controller.memories.save(self.clock(), force=True)
+        self.store_writer.stop(self.stop_timeout)
         if isinstance(self.clock, RealClock):
             self.clock.stop()
         if abandoned:

@@ -12,7 +12,7 @@ settings.register_profile("ci", derandomize=True)
 settings.register_profile("explore")
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "explore"))
 
-pytest_plugins: list[str] = ["tests.fixtures.observability", "tests.fixtures.daemon", "tests.fixtures.moto", "tests.fixtures.slurm", "tests.fixtures.htcondor", "tests.fixtures.etcd"]
+pytest_plugins: list[str] = ["tests.fixtures.observability", "tests.fixtures.daemon", "tests.fixtures.moto", "tests.fixtures.slurm", "tests.fixtures.htcondor", "tests.fixtures.etcd", "tests.fixtures.postgres"]
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"

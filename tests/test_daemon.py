@@ -16,6 +16,8 @@ from nodemanager.cloud.port import TAG_DESTROY
 from nodemanager.configuration.config import load
 from nodemanager.daemon import Daemon
 from nodemanager.sim.cloud import SimCloud
+from nodemanager.store.keeper import AdminBacking
+from nodemanager.store.sqlite import SqliteStore
 from tests.fixtures.daemon import ScriptedScheduler
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -194,10 +196,8 @@ def test_the_scheduler_adapters_drain_badput_is_exported_after_each_poll(tmp_pat
     assert d.metrics.registry.get_sample_value("nodemanager_drain_badput_seconds_total") == 720.0
 
 
-def test_a_hold_survives_a_restart_with_a_state_file(tmp_path, daemons):
+def test_a_hold_survives_a_restart_kept_in_the_store(tmp_path, daemons):
     cfg = write_config(tmp_path / "nm.ini")
-    text = pathlib.Path(cfg).read_text().replace("\nstate_file =\n", "\nstate_file = admin.json\n")
-    pathlib.Path(cfg).write_text(text)
     clock = ManualClock(1_000_000.0)
     d = daemons(cfg, clock=clock).start()
     run_for(d, 100)                                        # nodes booted and running jobs
@@ -217,7 +217,9 @@ def test_a_hold_survives_a_restart_with_a_state_file(tmp_path, daemons):
         assert node.state == "running" and not node.tags.get(TAG_DESTROY)
         assert not any(f.node == node_id for f in again.last_report.snapshot.in_flight)
     again.admin.release(next(iter(held)))
-    assert AdminState(path=str(tmp_path / "admin.json")).held == held - {next(iter(held))}
+    kept = AdminState(store=AdminBacking(SqliteStore(str(tmp_path / "state" / "demo.db")), clock))
+    kept.reload()
+    assert kept.held == held - {next(iter(held))}
 
 
 def test_an_unreadable_state_file_stops_the_daemon_before_it_starts(tmp_path, daemons):

@@ -21,6 +21,9 @@ from nodemanager.ha.wiring import HighAvailability
 from nodemanager.console.metrics import Metrics
 from nodemanager.model import Outcome
 from nodemanager.configuration.settings import HASettings
+from nodemanager.store.metrics import StoreCollector
+from nodemanager.store.sqlite import MEMORY, SqliteStore
+from nodemanager.store.writer import StoreWriter
 from tests.conftest import REPO
 from tests.fixtures.observability import SIZES, T0, sample_report
 
@@ -50,6 +53,7 @@ def exposed_names() -> set[str]:
     m.observe_call("cloud", "list_nodes", 0.1, "rate_limit")
     m.observe_matrix_reload(True, "0" * 64)
     m.registry.register(HighAvailability(HASettings(election_key="/k", admin_key="/a")).collector())
+    m.registry.register(StoreCollector(StoreWriter(SqliteStore(MEMORY)).health))
     text = generate_latest(m.registry).decode()
     names = set()
     for fam in text_string_to_metric_families(text):

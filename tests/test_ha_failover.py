@@ -335,3 +335,77 @@ def test_random_kill_partition_and_etcd_restart_rounds(rig: Rig) -> None:
           f"cut-off leader's last mutation after the cut: max {max(kept_acting):.2f}s; "
           f"smallest gap between two terms: {stats['gap_min']:.2f}s; most VMs alive {rig.max_alive}")
     assert max(kept_acting) < TTL
+
+
+class SharedStoreRig(Rig):
+    """The rig with both heads' ``[Store] url`` on one PostgreSQL and the spend ledger on."""
+
+    def __init__(self, *args, store_url: str, **kw) -> None:
+        self.store_url = store_url
+        super().__init__(*args, **kw)
+
+    def config(self, head: Head) -> None:
+        super().config(head)
+        cp = configparser.ConfigParser(interpolation=None)
+        cp.read(head.config)
+        cp["Manage"]["spend_ledger"] = "true"
+        cp["Store"] = {"url": self.store_url}
+        with head.config.open("w") as fh:
+            cp.write(fh)
+
+
+def _cli(capsys, *argv: str) -> str:
+    from nodemanager.cli import main
+    code = main(list(argv))
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return out.out
+
+
+def _spend_by_node(capsys, head: Head) -> dict[str, float]:
+    import json
+    out = _cli(capsys, "cost", "--config", str(head.config), "--since", "1970-01-01", "--by", "node",
+               "--format", "json")
+    return {r["node"]: r["node_hours"] for r in json.loads(out)["rows"]}
+
+
+def _history(capsys, head: Head, node: str) -> list[tuple[float, str, str]]:
+    import json
+    out = _cli(capsys, "history", node, "--config", str(head.config), "--format", "json")
+    return [(e["at"], e["kind"], e["text"]) for e in json.loads(out)["events"]]
+
+
+@pytest.mark.postgres
+def test_kill_9_the_leader_and_the_new_one_answers_cost_and_history_with_the_old_ones_records(
+        ha_slurm, moto_server, etcd, tmp_path, postgres_url, capsys) -> None:
+    cluster, slurm = ha_slurm
+    rig = SharedStoreRig(tmp_path, moto_server, etcd, slurm, cluster, store_url=postgres_url)
+    for _ in range(JOBS):
+        slurm.run("sbatch", "--parsable", "-n", str(slurm.cpus), "--wrap", "sleep 600")
+    for h in rig.heads:
+        h.start()
+    try:
+        leader = rig.leader()
+        standby = next(h for h in rig.heads if h is not leader)
+        old: dict[str, float] = {}
+
+        def old_leader_recorded() -> bool:     # VMs that never joined, destroyed: closed lives
+            old.update(_spend_by_node(capsys, leader))
+            return len(old) >= 2
+        rig.wait(old_leader_recorded, 60, "the leader's ledger in PostgreSQL")
+        node = sorted(old)[0]
+        events = _history(capsys, leader, node)
+        assert events and any(kind == "decision" for _, kind, _ in events)
+        leader.kill()
+        rig.wait(standby.leads, 30, "the standby leading")
+        # the new leader answers with the old leader's records, read from the shared store
+        now = _spend_by_node(capsys, standby)
+        assert set(old) <= set(now) and all(now[n] >= h for n, h in old.items())
+        assert _history(capsys, standby, node)[:len(events)] == events
+        # and goes on writing to the same store: its own VMs join the old leader's there
+        rig.wait(lambda: set(_spend_by_node(capsys, standby)) - set(now), 60, "the new leader's own records")
+        rig.check_invariants()
+        rig.drain_out()
+    finally:
+        slurm.run("scancel", "--user", str(os.getuid()), check=False)
+        rig.stop()

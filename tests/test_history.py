@@ -11,6 +11,7 @@ from nodemanager.cycle.controller import Controller
 from nodemanager.console.history import KEEP_GONE, RING, NodeHistory
 from nodemanager.model import Outcome
 from nodemanager.scheduler.port import SchedulerPoll
+from nodemanager.store.sqlite import SqliteStore
 from nodemanager.configuration.settings import Settings
 from tests.core_world import NOW, node, settings, worker
 
@@ -70,33 +71,40 @@ def test_outcomes_and_a_gone_node_move_to_recent() -> None:
     assert history.recent(clock.now + KEEP_GONE + 1) == []
 
 
-def test_the_ring_is_bounded_and_survives_a_restart(tmp_path) -> None:
-    path = str(tmp_path / "pool.history.json")
-    history = NodeHistory(path, save_every=60.0)
+def test_the_ring_is_bounded_and_every_event_survives_a_restart_in_the_store(tmp_path) -> None:
+    store = SqliteStore(str(tmp_path / "pool.db"))
+    store.ready()
+    history = NodeHistory(store, started=NOW)
     for i in range(RING + 5):
         history.add("a", NOW + i, "decision", f"event {i}")
     history.gone("b", NOW, {"name": "nm-b", "size": "small", "launched_at": NOW - 100})
-    history.save_if_due(NOW)
-    history.add("a", NOW + 100, "decision", "not yet saved")
-    history.save_if_due(NOW + 30)   # within save_every: not written
-    again = NodeHistory(path)
+    assert [t for _, _, t in history.events("a")] == [f"event {i}" for i in range(5, RING + 5)]
+    history.flush()
+    history.add("a", NOW + 100, "decision", "not flushed")
+    again = NodeHistory(SqliteStore(str(tmp_path / "pool.db")), started=NOW + 200)
     assert [t for _, _, t in again.events("a")] == [f"event {i}" for i in range(5, RING + 5)]
     assert again.recent(NOW)[0]["name"] == "nm-b"
-    history.save()
-    assert NodeHistory(path).events("a")[-1][2] == "not yet saved"
+    # the store keeps every event, not the ring: `nodemanager history` reads them all
+    assert len(store.events("a")) == RING + 5
+    again.add("a", NOW + 300, "decision", "after the restart")
+    assert [t for _, _, t in again.events("a")][-2:] == ["event 24", "after the restart"]
 
 
-def test_a_broken_history_file_starts_empty_and_says_which(tmp_path, caplog) -> None:
+def test_a_broken_history_file_is_not_imported_and_says_which(tmp_path, caplog) -> None:
     path = tmp_path / "pool.history.json"
     path.write_text(json.dumps({"nodes": {"a": [[1, "decision"]]}}))
-    assert NodeHistory(str(path)).events("a") == []
+    store = SqliteStore(str(tmp_path / "pool.db"))
+    store.ready()
+    assert NodeHistory(store, legacy=str(path)).events("a") == []
     assert str(path) in caplog.text and "the node history starts empty" in caplog.text
 
 
-def test_the_daemons_history_file_is_per_cluster_in_state_dir(tmp_path) -> None:
+def test_the_daemons_history_is_kept_in_the_store_but_not_for_an_in_process_cloud(tmp_path) -> None:
     from nodemanager.configuration.settings import CloudSettings, ManageSettings
+    store = SqliteStore(str(tmp_path / "pool1.db"))
+    store.ready()
     ec2 = Settings(cloud=CloudSettings(driver="ec2", cluster="pool1"),
                    manage=ManageSettings(state_dir=str(tmp_path)))
-    assert NodeHistory.for_settings(ec2).path == str(tmp_path / "pool1.history.json")
+    assert NodeHistory.for_settings(ec2, store).store is store
     sim = Settings(cloud=CloudSettings(driver="simulated"), manage=ManageSettings(state_dir=str(tmp_path)))
-    assert NodeHistory.for_settings(sim).path is None   # its nodes die with the process
+    assert NodeHistory.for_settings(sim, store).store is None   # its nodes die with the process

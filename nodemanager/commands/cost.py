@@ -1,7 +1,8 @@
 """``nodemanager cost``: who spent what, from the ledger the daemon keeps (``[Manage]
-spend_ledger``, ``<state_dir>/<cluster>.spend.json``). Reads the file only; the daemon may run.
+spend_ledger``) in its store (:mod:`nodemanager.store`): one query, read-only, without the
+daemon's lock, so the daemon (or an HA standby) may run.
 
-Exit codes: 0 the table was printed; 1 the config or the ledger is unusable (named); 2 bad usage.
+Exit codes: 0 the table was printed; 1 the config or the store is unusable (named); 2 bad usage.
 How a node's time is shared: :mod:`nodemanager.core.attribution`.
 """
 
@@ -10,8 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from typing import Any
 
-__all__ = ["register", "parse_since", "format_rows"]
+__all__ = ["register", "parse_since", "format_rows", "read_store"]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -22,12 +24,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "and idle time is shared by the jobs it served, pro rata by their core-seconds.")
     parser.add_argument("--config", metavar="INI", required=True,
                         help="the daemon's configuration file (where its state_dir is)")
-    parser.add_argument("--ledger", metavar="FILE",
-                        help="the ledger file (default <state_dir>/<cluster>.spend.json of --config)")
     parser.add_argument("--since", type=parse_since, default="30d", metavar="WHEN",
                         help="from when: a duration back (30d, 12h), 'today' (UTC midnight), a date "
                              "(2026-11-01) or a time (2026-11-01T08:00); default 30d")
-    parser.add_argument("--by", choices=("user", "group", "size"), default="user")
+    parser.add_argument("--until", type=parse_since, default=None, metavar="WHEN",
+                        help="until when, written as --since is; default now")
+    parser.add_argument("--by", choices=("user", "group", "size", "node"), default="user")
     parser.add_argument("--format", choices=("table", "csv", "json"), default="table")
     parser.set_defaults(func=_run)
 
@@ -80,29 +82,42 @@ def format_rows(rows: list, by: str, fmt: str) -> str:
                      for line in lines)
 
 
-def _run(args: argparse.Namespace) -> int:
+def read_store(command: str, config_path: str) -> tuple[Any, Any] | int:
+    """(settings, the store opened read-only) of the daemon configured in ``config_path``, or the exit
+    code after an error naming what is wrong (shared by ``cost`` and ``history``)."""
     from nodemanager.configuration.config import ConfigError, load
-    from nodemanager.console.spend_ledger import path_for, read_uses
-    from nodemanager.core.attribution import attribute
+    from nodemanager.store import StoreError, open_store
     from nodemanager.text import printable
     try:
-        settings = load(args.config)
+        settings = load(config_path)
     except ConfigError as e:
-        print(f"nodemanager cost: error: {printable(str(e))}", file=sys.stderr)
-        return 1
-    path = args.ledger or path_for(settings)
-    if not path:
-        print("nodemanager cost: error: no ledger: the config has no [Manage] state_dir", file=sys.stderr)
+        print(f"nodemanager {command}: error: {printable(str(e))}", file=sys.stderr)
         return 1
     try:
-        uses = read_uses(path)
-    except FileNotFoundError:
-        hint = "" if settings.manage.spend_ledger else " ([Manage] spend_ledger is off)"
-        print(f"nodemanager cost: error: {path}: no ledger yet{hint}", file=sys.stderr)
+        store = open_store(settings, read_only=True)
+        store.ready()
+    except StoreError as e:
+        print(f"nodemanager {command}: error: {printable(str(e))}", file=sys.stderr)
         return 1
-    except (OSError, ValueError) as e:
-        print(f"nodemanager cost: error: {path}: {printable(str(e))}", file=sys.stderr)
+    return settings, store
+
+
+def _run(args: argparse.Namespace) -> int:
+    from nodemanager.store import StoreError
+    from nodemanager.text import printable
+    opened = read_store("cost", args.config)
+    if isinstance(opened, int):
+        return opened
+    settings, store = opened
+    try:
+        rows = store.spend(args.since, time.time() if args.until is None else args.until, args.by)
+    except StoreError as e:
+        print(f"nodemanager cost: error: {printable(str(e))}", file=sys.stderr)
         return 1
-    rows = attribute(uses, args.since, time.time(), args.by)
+    finally:
+        store.close()
+    if not rows and not settings.manage.spend_ledger:
+        print("nodemanager cost: error: no spend recorded ([Manage] spend_ledger is off)", file=sys.stderr)
+        return 1
     print(format_rows(rows, args.by, args.format))
     return 0

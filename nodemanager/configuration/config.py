@@ -21,7 +21,7 @@ from nodemanager.model import Size, frozen_map
 from nodemanager.tags import settings_digest
 from nodemanager.configuration.warm import warm_schedule
 from nodemanager.configuration.settings import (CloudSettings, CoreSettings, DrainSettings, HASettings, LogSettings,
-                                  ManageSettings, PollSettings, SchedulerSettings, Settings)
+                                  ManageSettings, PollSettings, SchedulerSettings, Settings, StoreSettings)
 from nodemanager.configuration.options import (CLOUD_CREATE_NUMBERS, CLOUD_DRIVER_NUMBERS, CLOUD_NUMBERS,
                                                SCHEDULER_NUMBERS,
                                                CLOUD_OWN as _CLOUD_OWN, DAEMON as _DAEMON,
@@ -30,7 +30,7 @@ from nodemanager.configuration.options import (CLOUD_CREATE_NUMBERS, CLOUD_DRIVE
                                                PROFILE_DIR, PROFILES, SCHEDULER_OPTIONS,
                                                EXAMPLE_VALUES, SECRET_OPTIONS, SECTIONS as _SECTIONS,
                                                SIZE as _SIZE,
-                                               SIZE_CREATE_OPTIONS)
+                                               SIZE_CREATE_OPTIONS, STORE as _STORE)
 from nodemanager.configuration.budget_sections import budget_sections
 from nodemanager.core.pricing import effective_price
 from nodemanager.configuration.reader import ConfigError, Problem
@@ -148,6 +148,14 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
     if cloud.driver in PROVIDERS and cloud.driver not in _PRETEND_CLOUDS:
         _check_real_cloud(r)
     ha = _ha(r)
+    store = StoreSettings(**r.typed("Store", _STORE))
+    if store.url and not store.url.startswith(("postgresql://", "postgres://")):
+        r.problem("Store", "url", "must be empty (SQLite in state_dir) or a postgresql:// URL")
+    if not 1000 <= store.buffer <= 10_000_000:
+        r.problem("Store", "buffer", f"must be 1000 to 10000000 records, got {store.buffer}")
+    for option in ("keep_ledger", "keep_events", "keep_gone"):
+        if getattr(store, option) > 100 * 365 * 86400:
+            r.problem("Store", option, "must be at most 100 years (0: for ever)")
     _check_identity(r, cloud, ha is not None)
 
     matrix = daemon.get("matrix", "").strip()
@@ -160,7 +168,7 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
     if r.problems:
         raise ConfigError(r.problems)
     return Settings(core=core, drain=drain, cloud=cloud, scheduler=scheduler, poll=poll,
-                    manage=manage, ha=ha, matrix_file=matrix, dry_run=daemon.get("dry_run", False),
+                    manage=manage, ha=ha, store=store, matrix_file=matrix, dry_run=daemon.get("dry_run", False),
                     log_level=daemon.get("log_level", "info").upper(), source=source,
                     log=LogSettings(format=daemon.get("log_format", "text"),
                                     file=_beside(daemon.get("log_file", "").strip(), base_dir),

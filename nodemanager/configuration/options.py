@@ -16,7 +16,7 @@ from nodemanager.configuration.values import (Ranged, address, amount, choice, c
 
 __all__ = ["MAX_BYTES", "EXAMPLE_VALUES", "NUMBERS", "SCHEDULER_NUMBERS", "CLOUD_NUMBERS", "CLOUD_DRIVER_NUMBERS",
            "CLOUD_CREATE_NUMBERS", "SECRET_OPTIONS", "SCHEDULER_OPTIONS", "CLOUD_OWN", "DAEMON", "DAEMON_SHELL",
-           "POLL", "DRAIN", "MANAGE", "SIZE", "SIZE_CREATE_OPTIONS", "HA", "SECTIONS", "PROFILE_DIR",
+           "POLL", "DRAIN", "MANAGE", "SIZE", "SIZE_CREATE_OPTIONS", "HA", "STORE", "SECTIONS", "PROFILE_DIR",
            "PROFILES"]
 
 MAX_BYTES = 1024 * 1024
@@ -158,7 +158,11 @@ HA: dict[str, Callable[[str], Any]] = {
     "deployment": str,
     "timeout": seconds(0.01, 300, zero=False),
 }
-SECTIONS = ("Daemon", "Polling", "Drain", "Cloud", "Cloud Create", "Scheduler", "Manage", "HA")
+STORE: dict[str, Callable[[str], Any]] = {
+    "url": str, "keep_ledger": seconds(86400, 100 * 365 * 86400), "keep_events": seconds(86400, 100 * 365 * 86400),
+    "keep_gone": seconds(86400, 100 * 365 * 86400), "buffer": count(100_000_000, low=1000),
+}
+SECTIONS = ("Daemon", "Polling", "Drain", "Cloud", "Cloud Create", "Scheduler", "Manage", "HA", "Store")
 
 
 def numbers() -> dict[tuple[str, str], Ranged]:
@@ -167,7 +171,7 @@ def numbers() -> dict[tuple[str, str], Ranged]:
     out: dict[tuple[str, str], Ranged] = {}
     tables: list[tuple[str, Mapping[str, Any]]] = [
         ("Daemon", {k: v[1] for k, v in DAEMON.items()}), ("Polling", POLL), ("Drain", DRAIN),
-        ("Manage", MANAGE), ("Size NAME", SIZE), ("HA", HA), ("Cloud", {**CLOUD_NUMBERS, **CLOUD_DRIVER_NUMBERS}),
+        ("Manage", MANAGE), ("Size NAME", SIZE), ("HA", HA), ("Store", STORE), ("Cloud", {**CLOUD_NUMBERS, **CLOUD_DRIVER_NUMBERS}),
         ("Cloud Create", CLOUD_CREATE_NUMBERS),
         *((f"Scheduler {kind}", table) for kind, table in SCHEDULER_NUMBERS.items())]
     for section, table in tables:

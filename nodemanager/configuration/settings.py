@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from nodemanager.core.schedule import Schedule
 
 __all__ = ["BUDGET_REASONS", "DisruptionBudget", "CoreSettings", "CloudSettings", "SchedulerSettings", "DrainSettings",
-           "ManageSettings", "PollSettings", "HASettings", "Settings"]
+           "ManageSettings", "PollSettings", "HASettings", "LogSettings", "StoreSettings", "Settings"]
 
 
 # the disruption reasons a [Budget NAME] may name (nodemanager.core.disruption_budgets)
@@ -157,7 +157,7 @@ class ManageSettings:
     state_file: str = ""                        # holds, forced drains, pause kept here; empty: memory only
     state_dir: str = ""                         # lock and local records; config.load fills the default
     allowed_hosts: tuple[str, ...] = ()         # Host names the status server answers to, besides its own
-    spend_ledger: bool = True                   # who spent what: <state_dir>/<cluster>.spend.json
+    spend_ledger: bool = True                   # who spent what, kept in the store ([Store])
     spend_top: int = 10                         # users and groups with their own metric series
     loopback_snapshot: bool = True              # GET /snapshot.json from this host needs no token
 
@@ -192,6 +192,17 @@ class LogSettings:
 
 
 @dataclass(frozen=True)
+class StoreSettings:
+    """``[Store]``: where the daemon keeps what it remembers (docs/operations.md)."""
+
+    url: str = ""                               # empty: SQLite <state_dir>/<cluster>.db; postgresql://...
+    keep_ledger: float = 400 * 86400.0          # seconds a closed node's spend is kept
+    keep_events: float = 90 * 86400.0           # seconds a node's events are kept
+    keep_gone: float = 90 * 86400.0             # seconds a destroyed node's last facts are kept
+    buffer: int = 200_000                       # records kept in memory while the store fails
+
+
+@dataclass(frozen=True)
 class Settings:
     core: CoreSettings = CoreSettings()
     drain: DrainSettings = DrainSettings()
@@ -200,6 +211,7 @@ class Settings:
     poll: PollSettings = PollSettings()
     manage: ManageSettings = ManageSettings()
     ha: HASettings | None = None                # None: no [HA] section, the single-host lock only
+    store: StoreSettings = StoreSettings()
     matrix_file: str = ""                       # empty = the default matrix shipped with the package
     dry_run: bool = False
     log_level: str = "INFO"

@@ -290,6 +290,10 @@ def _top(doc: Mapping[str, Any]) -> str:
                      f"({cost:.2f} so far)</span>")
     if doc.get("other_controller"):
         parts.append(f"<span class='bad' id='other-controller'>stopped: {e(str(doc['other_controller']))}</span>")
+    store = doc.get("store") or {}
+    if store.get("problem"):
+        parts.append(f"<span class='{'warn' if store.get('ok') else 'bad'}' id='store'>store "
+                     f"{e(str(store['name']))}: {e(str(store['problem']))}</span>")
     matrix = doc.get("matrix") or {}
     if matrix.get("error"):
         parts.append(f"<span class='bad'>matrix error (running the last good one): "

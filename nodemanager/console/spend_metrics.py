@@ -11,7 +11,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from nodemanager.console.metric_families import label
-from nodemanager.core.attribution import NO_GROUP, NOBODY, attribute, top
+from nodemanager.core.attribution import NO_GROUP, NOBODY, top
 
 __all__ = ["SpendCollector"]
 
@@ -31,10 +31,9 @@ class SpendCollector(Collector):
                                   "Money since midnight UTC attributed to a user or group (the top ones, the "
                                   "rest as other)", labels=["by", "name"])
         now = self.clock()
-        uses = self.ledger.uses()
         for by in ("user", "group"):
             summed: dict[str, tuple[float, float]] = {}
-            for r in top(attribute(uses, now - now % 86400.0, now, by), self.limit):
+            for r in top(self.ledger.spend(now - now % 86400.0, now, by), self.limit):
                 name = "none" if r.name in (NOBODY, NO_GROUP) else label(r.name, "unknown")
                 h, m = summed.get(name, (0.0, 0.0))
                 summed[name] = (h + r.node_hours, m + r.money)

@@ -48,6 +48,7 @@ class StatusView:
     config_error: str | None = None  # the last SIGHUP's rejected config (the previous one runs)
     set_aside: tuple[str, ...] = ()  # state files that could not be read, kept under a new name
     trend: Any = None               # nodemanager.console.trend.PoolTrend: the last hours, per minute
+    store: Any = None               # nodemanager.store.StoreHealth: is what the daemon remembers written
 
 
 def when_text(at: float | None, what: str | None, now: float) -> str | None:
@@ -90,6 +91,7 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
         "state_set_aside": list(view.set_aside),
         "ha_mismatch": list(view.ha_mismatch),
         "admin": {"enabled": admin_enabled, **(admin.to_json() if admin else {})},
+        "store": store_json(view.store, now),
     }
     report = view.report
     if report is None:
@@ -186,10 +188,27 @@ def _no_permission(denied: Mapping[str, str]) -> str | None:
             "give the daemon's user the right (nodemanager check names it)")
 
 
+def store_json(health: Any, now: float) -> dict[str, Any] | None:
+    """The store's state for the page: ``problem`` in words when it cannot write (or was set aside)."""
+    if health is None:
+        return None
+    problem = ""
+    if not health.ok:
+        since = f" for {duration(now - health.failing_since)}" if health.failing_since is not None else ""
+        problem = (f"cannot write{since} ({health.error}): {health.pending} record(s) kept in memory until it "
+                   f"can, at most {health.bound}")
+    if health.dropped:
+        problem += f"{'; ' if problem else ''}{health.dropped} event(s) dropped (the buffer was full)"
+    if health.note:
+        problem += f"{'; ' if problem else ''}{health.note}"
+    return {"name": health.name, "ok": health.ok, "pending": health.pending, "dropped": health.dropped,
+            "written": health.written, "problem": problem}
+
+
 def top_spenders_today(ledger: Any, now: float, n: int = 5) -> list[dict[str, Any]]:
     """The ``n`` users who spent most since midnight UTC (the rest as ``other``), dearest first."""
-    from nodemanager.core.attribution import attribute, top
-    rows = top(attribute(ledger.uses(), now - now % 86400.0, now, "user"), n)
+    from nodemanager.core.attribution import top
+    rows = top(ledger.spend(now - now % 86400.0, now, "user"), n)
     return [{"user": r.name, "node_hours": round(r.node_hours, 3), "money": round(r.money, 3)} for r in rows]
 
 

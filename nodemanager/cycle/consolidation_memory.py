@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping
 from nodemanager.core.consolidate import UNDERUSED
 from nodemanager.core.consolidation_backoff import Level, Tally, judge, margin_factor
 from nodemanager.configuration.settings import CoreSettings, Settings
-from nodemanager.cycle.memory_file import load_json, save_json
+from nodemanager.cycle.memory_file import FILES, Keeper
 from nodemanager.model import ItemKind, Plan
 from nodemanager.text import duration
 from policy_matrix.vocabulary import IDLE
@@ -38,22 +38,23 @@ log = logging.getLogger("nodemanager.controller")
 class ConsolidationMemory:
     """Per size: the consolidation drains under way and the :class:`Level` to plan with."""
 
-    def __init__(self, path: str | None = None) -> None:
+    def __init__(self, path: str | None = None, keeper: Keeper = FILES) -> None:
         self.path = path
+        self.keeper = keeper
         self.levels: dict[str, Level] = {}
         self._drains: dict[str, tuple[str, float]] = {}   # node id -> (size, drain started)
         self._given_back: list[tuple[str, float, float]] = []  # (size, drain started, given back)
         self._last: float | None = None
-        if path and os.path.exists(path):
+        if path:
             self._load(path)
 
     @classmethod
-    def for_settings(cls, settings: Settings) -> ConsolidationMemory:
+    def for_settings(cls, settings: Settings, keeper: Keeper = FILES) -> ConsolidationMemory:
         """The memory of a daemon with ``settings``: kept in its ``state_dir`` when it has one and
         ``consolidate_backoff`` is on, else in memory."""
         keep = settings.manage.state_dir and settings.core.consolidate_backoff and not settings.dry_run
         return cls(os.path.join(settings.manage.state_dir, f"{settings.cloud.cluster}.consolidation")
-                   if keep else None)
+                   if keep else None, keeper)
 
     def backoffs(self, now: float, on: bool = True) -> Mapping[str, tuple[float, str]]:
         """Size -> (times the margin to keep, inf: paused; why) for each size not at its configured
@@ -126,7 +127,7 @@ class ConsolidationMemory:
     def _save(self, path: str) -> None:
         data = {"levels": {s: asdict(lv) for s, lv in self.levels.items()},
                 "drains": {n: list(d) for n, d in self._drains.items()}}
-        if not save_json(path, data, "consolidation back-off"):
+        if not self.keeper.save("consolidation", path, data, "consolidation back-off"):
             self.path = None
 
     def _load(self, path: str) -> None:
@@ -135,6 +136,6 @@ class ConsolidationMemory:
                      for s, lv in data["levels"].items()},
                     {n: (str(d[0]), float(d[1])) for n, d in data["drains"].items()})
 
-        loaded = load_json(path, parse, "consolidation back-off (at its configured margin)")
+        loaded = self.keeper.load("consolidation", path, parse, "consolidation back-off (at its configured margin)")
         if loaded is not None:
             self.levels, self._drains = loaded

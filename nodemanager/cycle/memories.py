@@ -13,10 +13,10 @@
 The controller asks :meth:`Memories.recall` for the snapshot's fields, hands each plan to
 :meth:`Memories.observe` and calls :meth:`Memories.save` after each cycle. With a state dir
 (:meth:`Memories.for_settings`), the runtimes, the reclaim rates and the capacity breakers are kept
-there, one JSON file each (``<cluster>.runtimes.json``, ``.reclaim.json``, ``.breakers.json``),
-written atomically: the breakers at the end of the cycle they changed in, the others when they
-changed and :data:`SAVE_EVERY` has passed (and at a clean stop). The consolidation back-off keeps
-its own file. The idle timing, the arrivals and the steering ranks start afresh with each process, and a new HA
+in the store (:class:`nodemanager.store.keeper.StoreKeeper`; the JSON files of older releases,
+``<cluster>.runtimes.json``, ``.reclaim.json``, ``.breakers.json``, are imported once), written: the breakers at the end of the cycle they changed in, the others when they
+changed and :data:`SAVE_EVERY` has passed (and at a clean stop). The consolidation back-off is
+kept the same way. The idle timing, the arrivals and the steering ranks start afresh with each process, and a new HA
 leader starts its idle timing and reclaim counts afresh (:meth:`Memories.forget`).
 """
 
@@ -32,7 +32,7 @@ from nodemanager.cycle.breakers import Breakers
 from nodemanager.cycle.consolidation_memory import ConsolidationMemory
 from nodemanager.cycle.idle_memory import FirstIdle, IdleMemory
 from nodemanager.cycle.journal import _IN_PROCESS_DRIVERS
-from nodemanager.cycle.memory_file import load_json, save_json
+from nodemanager.cycle.memory_file import FILES, Keeper
 from nodemanager.cycle.reclaim_memory import ReclaimMemory
 from nodemanager.cycle.runtime_memory import RuntimeMemory
 from nodemanager.cycle.steering import Steering
@@ -60,7 +60,7 @@ class Memories:
     """The controller's memories (see the module doc); ``directory`` None: kept in this process only."""
 
     def __init__(self, directory: str | None = None, cluster: str = "", *, breakers: Breakers | None = None,
-                 consolidation: ConsolidationMemory | None = None) -> None:
+                 consolidation: ConsolidationMemory | None = None, keeper: Keeper = FILES) -> None:
         self.idle = IdleMemory()
         self.first_idle = FirstIdle()
         self.arrivals = ArrivalMemory()
@@ -69,19 +69,22 @@ class Memories:
         self.consolidation = consolidation if consolidation is not None else ConsolidationMemory()
         self.steering = Steering()
         self.breakers = breakers
+        self.keeper = keeper      # the store's (StoreKeeper), or one JSON file each
         self.paths = ({what: os.path.join(directory, f"{cluster}.{what}.json") for what in _WHAT}
                       if directory else {})
         self._saved: dict[str, tuple[object, float]] = {}   # what -> (what was written, when)
         self._reclaimed = False   # a reclaim was seen since the reclaim rates were written
 
     @classmethod
-    def for_settings(cls, settings: Settings, breakers: Breakers | None, now: float) -> Memories:
-        """The memories of a daemon with ``settings``, read back from its ``state_dir``; kept in memory
-        only without one, in dry-run, or for a cloud that lives in this process (its VMs die with it)."""
+    def for_settings(cls, settings: Settings, breakers: Breakers | None, now: float,
+                     keeper: Keeper = FILES) -> Memories:
+        """The memories of a daemon with ``settings``, read back from ``keeper`` (the store; the JSON
+        files of its ``state_dir`` are imported once); kept in memory only without a ``state_dir``,
+        in dry-run, or for a cloud that lives in this process (its VMs die with it)."""
         m = settings.manage
         keep = m.state_dir and not settings.dry_run and settings.cloud.driver not in _IN_PROCESS_DRIVERS
         memories = cls(m.state_dir if keep else None, settings.cloud.cluster, breakers=breakers,
-                       consolidation=ConsolidationMemory.for_settings(settings))
+                       consolidation=ConsolidationMemory.for_settings(settings, keeper), keeper=keeper)
         memories.load(now)
         return memories
 
@@ -138,15 +141,15 @@ class Memories:
         naming it, and that memory starts empty)."""
         if not self.paths:
             return
-        runtimes = load_json(self.paths["runtimes"], RuntimeMemory.from_doc, _WHAT["runtimes"])
+        runtimes = self.keeper.load("runtimes", self.paths["runtimes"], RuntimeMemory.from_doc, _WHAT["runtimes"])
         if runtimes is not None:
             self.runtimes = runtimes
         self._saved["runtimes"] = (self.runtimes.version, now)
-        reclaim = load_json(self.paths["reclaim"], ReclaimMemory.from_doc, _WHAT["reclaim"])
+        reclaim = self.keeper.load("reclaim", self.paths["reclaim"], ReclaimMemory.from_doc, _WHAT["reclaim"])
         if reclaim is not None:
             self.reclaim = reclaim
         self._saved["reclaim"] = (self.reclaim.doc(), now)
-        records = load_json(self.paths["breakers"], _breakers_from, _WHAT["breakers"])
+        records = self.keeper.load("breakers", self.paths["breakers"], _breakers_from, _WHAT["breakers"])
         if records and self.breakers is not None:
             self.breakers.restore(records, now)
         self._saved["breakers"] = (records or {}, now)
@@ -160,5 +163,5 @@ class Memories:
         return saved is None or saved[0] != state
 
     def _write(self, what: str, state: object, doc: Any, now: float) -> None:
-        save_json(self.paths[what], doc, _WHAT[what])
+        self.keeper.save(what, self.paths[what], doc, _WHAT[what])
         self._saved[what] = (state, now)   # a failed write is warned about once, tried again at the next change

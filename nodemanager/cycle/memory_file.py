@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Protocol, TypeVar
 
 from nodemanager.cycle.state_files import may_write, read_state
 
-__all__ = ["save_json", "load_json"]
+__all__ = ["save_json", "load_json", "Keeper", "FileKeeper", "FILES"]
 
 log = logging.getLogger("nodemanager.controller")
 
@@ -39,3 +39,25 @@ def load_json(path: str, parse: Callable[[Any], T], what: str) -> T | None:
     """``parse`` of the JSON in ``path``; None when the file is missing, or when it cannot be read,
     is not JSON or ``parse`` rejects it (then it is set aside, naming it)."""
     return read_state(path, lambda text: parse(json.loads(text)), what)
+
+
+class Keeper(Protocol):
+    """Where the controller's memories are kept, each under its ``kind`` (``path``: its JSON file)."""
+
+    def save(self, kind: str, path: str, doc: Any, what: str) -> bool: ...
+
+    def load(self, kind: str, path: str, parse: Callable[[Any], T], what: str) -> T | None: ...
+
+
+class FileKeeper:
+    """Where a memory is kept: its own JSON file (``path``); the store's keeper
+    (:class:`nodemanager.store.keeper.StoreKeeper`) keeps it as ``kind`` in the store instead."""
+
+    def save(self, kind: str, path: str, doc: Any, what: str) -> bool:
+        return save_json(path, doc, what)
+
+    def load(self, kind: str, path: str, parse: Callable[[Any], T], what: str) -> T | None:
+        return load_json(path, parse, what)
+
+
+FILES = FileKeeper()
