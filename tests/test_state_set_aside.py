@@ -3,7 +3,6 @@ found unreadable, is set aside as <name>.unreadable-<time> with its bytes intact
 ERROR line, on the status page, in a metric and in `nodemanager check`."""
 
 import glob
-import json
 import logging
 import re
 
@@ -11,7 +10,7 @@ import pytest
 
 from nodemanager.cli import main
 from nodemanager.console.history import NodeHistory
-from nodemanager.console.spend_ledger import SpendLedger, read_uses
+from nodemanager.console.spend_ledger import SpendLedger
 from nodemanager.console.status_document import status_document
 from nodemanager.console.page import render_html
 from nodemanager.core import Reservation, to_line
@@ -19,6 +18,7 @@ from nodemanager.cycle.consolidation_memory import ConsolidationMemory
 from nodemanager.cycle.journal import ReservationJournal
 from nodemanager.cycle.memories import Memories
 from nodemanager.ha.local import HeadRecords
+from nodemanager.store.sqlite import SqliteStore
 from tests.test_daemon import daemons, run_for, write_config  # noqa: F401  (fixture)
 
 GARBAGE = b'{"version": 1, "nodes": [{"id": "i-1", "size": "small", "pri'   # a torn write
@@ -78,14 +78,21 @@ def _admin_copy(tmp_path):
     return path, GARBAGE
 
 
-def _history_save(h):
-    h.add("i-1", 1_000_000.0, "decision", "kept")
-    h.save()
+def _imported(name, make):
+    """A JSON file of an earlier release, imported once into a new store."""
+    def load(tmp_path):
+        path = tmp_path / name
+        path.write_bytes(GARBAGE)
+        store = SqliteStore(str(tmp_path / "pool.db"))
+        store.ready()
+        make(store, str(path))
+        return path, GARBAGE
+    return load
 
 
 STATE_FILES = {
-    "spend ledger": _simple("pool.spend.json", lambda p: SpendLedger(path=p), lambda s: s.save()),
-    "node history": _simple("pool.history.json", NodeHistory, _history_save),
+    "spend ledger": _imported("pool.spend.json", lambda store, p: SpendLedger(store=store, legacy=p)),
+    "node history": _imported("pool.history.json", lambda store, p: NodeHistory(store, legacy=p)),
     "runtimes": _memories("runtimes"),
     "reclaim rates": _memories("reclaim"),
     "capacity breakers": _memories("breakers"),
@@ -120,7 +127,8 @@ def test_the_daemon_keeps_an_unreadable_spend_ledger_and_says_so(tmp_path, daemo
     d.stop()
     (kept,) = _aside(ledger)
     assert open(kept, "rb").read() == GARBAGE                   # the cost history is still there
-    assert read_uses(str(ledger))                               # and the new ledger is whole
+    assert not ledger.exists()                                  # the ledger is kept in the store now
+    assert d.spend.spend(0.0, d.clock(), "size")                # and it is whole
     doc = status_document(d.status_view(), d.admin, d.clock())
     assert doc["state_set_aside"] == [kept]
     page = render_html(doc)
@@ -129,4 +137,3 @@ def test_the_daemon_keeps_an_unreadable_spend_ledger_and_says_so(tmp_path, daemo
     main(["check", "--config", cfg])
     out = capsys.readouterr().out
     assert re.search(rf"^\[warn\] state files set aside: {re.escape(kept)}$", out, re.M), out
-    json.loads(ledger.read_text())

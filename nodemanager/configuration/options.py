@@ -159,8 +159,8 @@ HA: dict[str, Callable[[str], Any]] = {
     "timeout": seconds(0.01, 300, zero=False),
 }
 STORE: dict[str, Callable[[str], Any]] = {
-    "url": str, "keep_ledger": seconds(86400, 100 * 365 * 86400), "keep_events": seconds(86400, 100 * 365 * 86400),
-    "keep_gone": seconds(86400, 100 * 365 * 86400), "buffer": count(100_000_000, low=1000),
+    "url": str, "keep_ledger": seconds(86400, 100 * 365 * 86400, zero=False), "keep_events": seconds(86400, 100 * 365 * 86400, zero=False),
+    "keep_gone": seconds(86400, 100 * 365 * 86400, zero=False), "buffer": count(100_000_000, low=1000),
 }
 SECTIONS = ("Daemon", "Polling", "Drain", "Cloud", "Cloud Create", "Scheduler", "Manage", "HA", "Store")
 
