@@ -13,7 +13,8 @@ from nodemanager.model import CloudNode
 from nodemanager.scheduler.htcondor_attributes import PILOT_ATTRIBUTES, SLOT_ATTRIBUTES
 from nodemanager.scheduler.htcondor_drain import drain_check_expression
 from nodemanager.scheduler.port import DrainRefused, DrainSchedule
-from tests.fixtures.condor_contract import real_pool, startds  # noqa: F401 - fixtures
+from nodemanager.core.retirement import would_evict
+from tests.fixtures.condor_contract import JOB_DEPENDENT, real_pool, startds  # noqa: F401 - fixtures
 
 GRACEFUL, QUICK, FAST = DrainSchedule.GRACEFUL, DrainSchedule.QUICK, DrainSchedule.FAST
 
@@ -114,6 +115,23 @@ def test_a_graceful_drain_that_would_evict_at_once_is_not_started(startds):
     with pytest.raises(DrainRefused, match="MaxJobRetirementTime .* not above MachineMaxVacateTime"):
         startds.htc.drain(startds.worker(name), GRACEFUL, "consolidation")
     assert not startds.worker(name).draining and startds.jobs_running(name) == 1
+
+
+def test_a_job_dependent_retirement_is_read_per_job_and_no_graceful_drain_evicts(startds):
+    """MAXJOBRETIREMENTTIME gives a job that says it may be preempted none: the p-slot's own
+    MaxJobRetirementTime (evaluated without a job) says 7200 s, yet a graceful drain would evict
+    that job at once. Every drain we start (the core's, which reads the retirement end, and the
+    operator's, which reaches only the adapter) is refused, and both jobs run on."""
+    name = startds.add(retirement=JOB_DEPENDENT)
+    startds.run_job(name)
+    startds.run_job(name, preemptible=True)
+    w = startds.until(lambda: (lambda w: w if w.running_jobs == 2 else None)(startds.worker(name)),
+                      "both jobs running")
+    assert w.ad["MaxJobRetirementTime"] == 7200
+    assert "retirement has run out" in (would_evict(w, w.last_heard) or "")
+    with pytest.raises(DrainRefused, match="evict a job at once"):
+        startds.htc.drain(w, GRACEFUL, "operator")
+    assert not startds.worker(name).draining and startds.jobs_running(name) == 2
 
 
 def test_a_foreign_drain_is_left_alone(startds):
