@@ -129,6 +129,14 @@ def test_two_vms_sharing_one_name_are_held_while_its_worker_runs_a_job(loop):
     assert {loop.explanation(i).blocked_by for i in (first.id, twin.id)} == {"ambiguous"}
 
 
+def _destroy_without_drain(loop, node):
+    """The actuator's outcome of a destroy of an unpaired node (never cancellable), handed to it."""
+    item = PlanItem(kind=ItemKind.DESTROY, node_id=node.id, node_name=node.name, reason="unpaired",
+                    worker=None, cancellable=False)
+    [out] = loop.actuator.run(Task(item, node, None))
+    return out
+
+
 def test_the_last_check_before_a_destroy_looks_at_every_worker_matching_the_node(loop):
     """A destroy of an unpaired node (never cancellable) handed to the actuator is refused while a
     worker matching the node by its full name runs a job, though no worker is paired with it."""
@@ -136,9 +144,7 @@ def test_the_last_check_before_a_destroy_looks_at_every_worker_matching_the_node
     loop.worker(f"{node.name}.example.org", jobs=1)
     loop.worker(node.name.upper(), jobs=0)
     loop.cycle()
-    item = PlanItem(kind=ItemKind.DESTROY, node_id=node.id, node_name=node.name, reason="unpaired",
-                    worker=None, cancellable=False)
-    [out] = loop.actuator.run(Task(item, node, None))
+    out = _destroy_without_drain(loop, node)
     assert out.result == "refused" and f"{node.name}.example.org runs 1 job(s)" in out.detail
     assert [n.id for n in loop.live()] == [node.id]
 
@@ -227,8 +233,6 @@ def test_the_last_check_before_a_destroy_looks_at_workers_carrying_another_insta
     node = loop.boot_one()
     loop.worker(node.name, jobs=1, cloud_id="i-0previousvm0000")
     loop.cycle()
-    item = PlanItem(kind=ItemKind.DESTROY, node_id=node.id, node_name=node.name, reason="unpaired",
-                    worker=None, cancellable=False)
-    [out] = loop.actuator.run(Task(item, node, None))
+    out = _destroy_without_drain(loop, node)
     assert out.result == "refused" and f"{node.name} runs 1 job(s)" in out.detail
     assert [n.id for n in loop.live()] == [node.id]

@@ -212,10 +212,10 @@ def pair(cloud_nodes: Iterable[CloudNode], workers: Iterable[Worker]) -> Pairing
         for n in nodes:
             if n.id in paired or n.id in ambiguous:
                 continue
-            w = _conflict(n, id_workers, live)
-            if w is not None:
-                reasons[n.id] = (f"conflict: worker {w.name} answers to its name or address but says it is "
-                                 f"instance {w.cloud_id}: which VM runs its jobs is unknown")
+            other = _conflict(n, id_workers, live)
+            if other is not None:
+                reasons[n.id] = (f"conflict: worker {other.name} answers to its name or address but says it "
+                                 f"is instance {other.cloud_id}: which VM runs its jobs is unknown")
                 conflicts.add(n.id)
     if len(paired) == len(wlist):  # each paired worker is another one: no orphan
         return Pairing(paired, reasons, (), frozenset(ambiguous), frozenset(conflicts))

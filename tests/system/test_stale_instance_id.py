@@ -49,18 +49,8 @@ class WrongIdHypervisor(Hypervisor):
 
 @pytest.fixture
 def parts(moto_server):
-    gen = harness(moto_server, nodes=2, future=True)   # FUTURE lines: the VM takes a node's name
-    cluster, slurm, hv = next(gen)
-    hv.done.set()                      # swap the plain hypervisor for the wrong-id one
-    hv.join(5)
-    wrong = WrongIdHypervisor(hv.ec2, slurm, cluster)
-    wrong.start()
-    try:
-        yield cluster, slurm, wrong
-    finally:
-        wrong.done.set()
-        wrong.join(5)
-        gen.close()
+    # FUTURE lines: the VM takes a declared node's name
+    yield from harness(moto_server, nodes=2, future=True, hypervisor=WrongIdHypervisor)
 
 
 def test_a_busy_node_whose_comment_names_another_instance_keeps_its_vm_until_the_job_ends(
