@@ -367,7 +367,10 @@ class SlurmScheduler(DrainStatistics):
             self._scontrol_update(name, "State=UNDRAIN")
         self._untrack(name)
         log.info("slurm node_destroyed %s: marked %s", name, self.options.mark_destroyed)
-        self._set_cloud_id(name, None)
+        try:
+            self._set_cloud_id(name, None)
+        except SchedulerError as exc:  # the node is marked: the next VM's boot writes its own id
+            log.warning("slurm node_destroyed %s: the gone VM's instance-id left in its record: %s", name, exc)
 
     def node_booted(self, worker_name: str, cloud_id: str) -> None:
         """A new VM took the name: the node's ``instance-id=`` (if its record carries one) names it."""
@@ -375,7 +378,11 @@ class SlurmScheduler(DrainStatistics):
 
     def _set_cloud_id(self, name: str, cloud_id: str | None) -> None:
         """Rewrite (None: take out) the ``instance-id=`` token of the node's comment or extra."""
-        node = self._query().nodes.get(name)
+        try:
+            nodes, _ = parse_nodes(self._json(["sinfo", "--json"]))  # the node's record alone: no jobs
+        except (RecordError, ValueError) as exc:
+            raise SchedulerError(f"{name}: reading its record to set its instance id: {exc}", node=name) from None
+        node = next((n for n in nodes if n.name == name), None)
         if node is None:
             return
         for field, option in (("comment", "Comment"), ("extra", "Extra")):
