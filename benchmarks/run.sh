@@ -66,3 +66,6 @@ case "${1:-all}" in
   placement|all) python benchmarks/bench_placement.py --repeat 5 ;;
   replay|all) python benchmarks/bench_replay.py --days 3 ;;   # --days 30 for the whole window
 esac
+case "${1:-all}" in
+  reuse|all) PYTHONPATH=. python benchmarks/plan_reuse_equivalence.py ;;   # 350 worlds x 40 cycles, each kind
+esac

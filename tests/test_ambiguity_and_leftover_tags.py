@@ -130,6 +130,14 @@ def test_two_vms_sharing_one_name_are_held_while_its_worker_runs_a_job(loop):
     assert {loop.explanation(i).blocked_by for i in (first.id, twin.id)} == {"ambiguous"}
 
 
+def _destroy_without_drain(loop, node):
+    """The actuator's outcome of a destroy of an unpaired node (never cancellable), handed to it."""
+    item = PlanItem(kind=ItemKind.DESTROY, node_id=node.id, node_name=node.name, reason="unpaired",
+                    worker=None, cancellable=False)
+    [out] = loop.actuator.run(Task(item, node, None))
+    return out
+
+
 def test_the_last_check_before_a_destroy_looks_at_every_worker_matching_the_node(loop):
     """A destroy of an unpaired node (never cancellable) handed to the actuator is refused while a
     worker matching the node by its full name runs a job, though no worker is paired with it."""
@@ -137,9 +145,7 @@ def test_the_last_check_before_a_destroy_looks_at_every_worker_matching_the_node
     loop.worker(f"{node.name}.example.org", jobs=1)
     loop.worker(node.name.upper(), jobs=0)
     loop.cycle()
-    item = PlanItem(kind=ItemKind.DESTROY, node_id=node.id, node_name=node.name, reason="unpaired",
-                    worker=None, cancellable=False)
-    [out] = loop.actuator.run(Task(item, node, None))
+    out = _destroy_without_drain(loop, node)
     assert out.result == "refused" and f"{node.name}.example.org runs 1 job(s)" in out.detail
     assert [n.id for n in loop.live()] == [node.id]
 
@@ -194,3 +200,40 @@ def test_a_leftover_destroy_tag_on_a_node_still_down_is_finished(loop):
     loop.run(60)
     assert loop.live() == []
     assert any("finishing a destroy started before" in o.detail for o in loop.outcomes("destroy"))
+
+
+def test_a_busy_worker_answering_to_the_vms_name_with_another_instance_id_holds_the_vm(loop, caplog):
+    """A SLURM node whose comment still names the previous VM of its name (``instance-id=`` left
+    by a boot script that failed), registered since this VM's launch and running a job: the VM is
+    unpaired, and past boot grace the matrix says START_SHUTDOWN, but it is held as a conflict
+    (status page, one decision line) and never destroyed with the job; once the id is fixed it
+    pairs and, idle, is drained and destroyed as any node."""
+    node = loop.boot_one()
+    loop.worker(node.name, jobs=1, cloud_id="i-0previousvm0000")
+    with caplog.at_level(logging.INFO, logger="nodemanager.decisions"):
+        loop.run(BOOT_GRACE * 2)
+    assert [n.id for n in loop.live()] == [node.id]
+    assert loop.proxy.count("TerminateInstances") == 0
+    e = loop.explanation(node.id)
+    assert e.blocked_by == "id_conflict" and e.action is None and e.matrix_action.value == "START_SHUTDOWN"
+    assert f"worker {node.name} answers to its name or address but says it is instance i-0previousvm0000" in e.reason
+    [shown] = [n for n in status_document(StatusView(report=loop.reports[-1]), None, loop.time.now)["nodes"]
+               if n["node_id"] == node.id]
+    assert shown["blocked_by"] == "id_conflict" and "i-0previousvm0000" in shown["why"]
+    lines = [r.getMessage() for r in caplog.records
+             if "START_SHUTDOWN -> none: blocked by id_conflict" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith(f"node {node.name} ")
+    loop.worker(node.name, jobs=0, cloud_id=node.id)          # the id fixed, the job done
+    loop.run(900)
+    assert loop.live() == [] and loop.proxy.count("TerminateInstances") == 1
+
+
+def test_the_last_check_before_a_destroy_looks_at_workers_carrying_another_instance_id(loop):
+    """A destroy without our drain (never cancellable) is refused while a worker answering to the
+    node's name runs a job, whatever instance id it carries."""
+    node = loop.boot_one()
+    loop.worker(node.name, jobs=1, cloud_id="i-0previousvm0000")
+    loop.cycle()
+    out = _destroy_without_drain(loop, node)
+    assert out.result == "refused" and f"{node.name} runs 1 job(s)" in out.detail
+    assert [n.id for n in loop.live()] == [node.id]

@@ -1,5 +1,7 @@
 """Pairing cloud nodes with scheduler workers: ids first, then names/addresses; corner cases."""
 
+from dataclasses import replace
+
 from nodemanager.core import pair
 from nodemanager.model import CloudNode, Worker
 
@@ -123,3 +125,30 @@ def test_without_registered_at_a_worker_last_heard_before_launch_does_not_pair()
     for heard in (L - HEARD_SKEW, L + 30, 0.0):       # within the skew, after launch, not reported
         w = replace(worker("cn-1"), last_heard=heard)
         assert pair([node("i-1", "cn-1", launched=L)], [w]).paired["i-1"] is w
+
+
+def test_a_worker_answering_to_a_nodes_name_with_another_instance_id_is_a_conflict():
+    """An HTCondor startd with a wrong CloudInstanceID (or a SLURM comment naming the previous VM),
+    registered since the VM's launch: it may be the node's worker, so the node is in conflict;
+    the same record older than the launch (the previous VM's), or one whose id is a live listed
+    VM's, is none."""
+    wrong = worker("cn-1", cloud_id="i-previous", registered=L + 30)
+    p = pair([node("i-1", "cn-1")], [wrong])
+    assert p.paired == {} and p.conflicts == {"i-1"} and p.ambiguous == frozenset()
+    assert "worker cn-1 answers to its name or address but says it is instance i-previous" in p.reasons["i-1"]
+    by_address = worker("slot1@vm-x", cloud_id="i-previous", address="10.0.0.9", registered=L + 30)
+    assert pair([node("i-1", "cn-1", ip="10.0.0.9")], [by_address]).conflicts == {"i-1"}
+    older = worker("cn-1", cloud_id="i-previous", registered=L - 3600)
+    assert pair([node("i-1", "cn-1")], [older]).conflicts == frozenset()
+    twin = pair([node("i-1", "cn-1"), node("i-previous", "cn-9")], [wrong])
+    assert twin.conflicts == frozenset() and twin.paired["i-previous"] is wrong
+    gone = pair([node("i-1", "cn-1"), replace(node("i-previous", "cn-9"), state="terminated")], [wrong])
+    assert gone.conflicts == {"i-1"}
+
+
+def test_the_last_check_looks_at_every_worker_that_answers_to_the_node_whatever_its_id():
+    from nodemanager.core.pair import candidates
+    n = node("i-1", "cn-1", ip="10.0.0.1")
+    ws = [worker("cn-1", cloud_id="i-previous"), worker("other", address="10.0.0.1"),
+          worker("x", cloud_id="i-1"), worker("cn-2", cloud_id="i-2")]
+    assert [w.name for w in candidates(n, ws)] == ["cn-1", "other", "x"]

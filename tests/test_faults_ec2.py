@@ -235,3 +235,50 @@ def test_a_crash_after_a_create_whose_instance_the_next_listings_miss_makes_no_t
     assert names == [f"{prefix}-small-1", f"{prefix}-small-2"], names
     loop.run(int(300 / STEP))                                        # jobs end, idle VMs go
     assert ec2_proxy.count("RunInstances") == 2 and loop.live() == []
+
+
+def test_a_create_that_timed_out_after_reaching_the_cloud_is_retried_with_its_client_token(
+        ec2_cloud, ec2_proxy, moto_server):
+    """RunInstances reaches EC2, which makes the VM, but the reply comes after the client gave up
+    (libcloud's timeout); the process dies, and the listings miss the new VM for a while. The next
+    process boots that name again: with the same ClientToken (deployment, name, time window),
+    which EC2 answers with the first create's instance (the proxy answers a token it has seen so,
+    as AWS does; moto alone would make a second VM). One VM for one job."""
+    from nodemanager.core.identity import TOKEN_WINDOW
+    from nodemanager.cloud.port import TAG_REQUEST
+    # a clock 60 s into a ClientToken window (both creates in one window), EC2's told alike
+    shift = time.time() % TOKEN_WINDOW - 60
+    ec2_proxy.date_offset = -shift
+
+    def cloud(cluster=None, **kw):
+        return ec2_cloud(cluster, wall_clock=lambda: time.time() - shift, timeout=1.0, **kw)
+
+    loop = Ec2Loop(cloud, ec2_proxy)
+    loop.time.now = time.time() - shift
+    loop.settings = replace(loop.settings, cloud=replace(loop.settings.cloud, deployment_id="d-tokenreplay"))
+    cluster = loop.cloud.cluster
+    loop.start(cloud, cluster)
+    truth = ec2_cloud(cluster, port=moto_server.port)                # moto directly
+    ec2_proxy.idempotent = True
+    ec2_proxy.stall("RunInstances", 3.0)
+    loop.sched.demand = [Demand(cpus=2, ram_mb=1000, count=1)]
+    loop.cycle()
+    [boot] = loop.outcomes("boot")
+    assert boot.result == "failed", boot                               # timed out at the client
+    deadline = time.monotonic() + 30                                   # ... but made by the cloud
+    while not truth.list_nodes():
+        assert time.monotonic() < deadline, "moto never made the VM"
+        time.sleep(0.2)
+    [made] = truth.list_nodes()
+    ec2_proxy.hide(made.id)
+    loop.start(cloud, cluster)                                         # crash: a new process
+    for _ in range(3):
+        loop.cycle()
+        loop.time.advance(STEP)
+    tokens = [p["ClientToken"] for p in ec2_proxy.params["RunInstances"]]
+    assert len(tokens) == 2 and tokens[0] == tokens[1], tokens         # the retry, same token
+    ec2_proxy.show()
+    loop.run(2)
+    live = [n for n in truth.list_nodes() if n.state in ("pending", "running")]
+    assert [n.id for n in live] == [made.id], live                     # one VM, the first one
+    assert made.tags[TAG_REQUEST]

@@ -13,9 +13,15 @@ from nodemanager.model import CloudNode
 from nodemanager.scheduler.htcondor_attributes import PILOT_ATTRIBUTES, SLOT_ATTRIBUTES
 from nodemanager.scheduler.htcondor_drain import drain_check_expression
 from nodemanager.scheduler.port import DrainRefused, DrainSchedule, SchedulerError
-from tests.fixtures.condor_contract import real_pool, startds  # noqa: F401 - fixtures
+import policy_matrix
+from nodemanager.configuration.settings import CoreSettings
+from nodemanager.core import plan
+from nodemanager.core.retirement import would_evict
+from nodemanager.model import Size, Snapshot
+from tests.fixtures.condor_contract import JOB_DEPENDENT, real_pool, startds  # noqa: F401 - fixtures
 
 GRACEFUL, QUICK, FAST = DrainSchedule.GRACEFUL, DrainSchedule.QUICK, DrainSchedule.FAST
+SIZE = Size("small", cores=2, ram_mb=2048, price=0.1)
 
 # what the adapter reads that a real startd's p-slot does not publish of itself (docs/htcondor.md,
 # "What one poll reads"): the design's fast-drain estimates, the dynamic slots' flag, and what the
@@ -124,6 +130,39 @@ def test_a_graceful_drain_that_would_evict_at_once_is_not_started(startds):
     with pytest.raises(DrainRefused, match="MaxJobRetirementTime .* not above MachineMaxVacateTime"):
         startds.htc.drain(startds.worker(name), GRACEFUL, "consolidation")
     assert not startds.worker(name).draining and startds.jobs_running(name) == 1
+
+
+def test_a_job_dependent_retirement_is_read_per_job_and_no_graceful_drain_evicts(startds):
+    """MAXJOBRETIREMENTTIME gives a job that says it may be preempted none: the p-slot's own
+    MaxJobRetirementTime (evaluated without a job) says 7200 s, yet a graceful drain would evict
+    that job at once. Every drain we start (the core's, which reads the retirement end, and the
+    operator's, which reaches only the adapter) is refused, and both jobs run on."""
+    name = startds.add(retirement=JOB_DEPENDENT)
+    startds.run_job(name)
+    startds.run_job(name, preemptible=True)
+    w = startds.until(lambda: (lambda w: w if w.running_jobs == 2 else None)(startds.worker(name)),
+                      "both jobs running")
+    assert w.ad["MaxJobRetirementTime"] == 7200
+    assert "retirement has run out" in (would_evict(w, w.last_heard) or "")
+    with pytest.raises(DrainRefused, match="evict a job at once"):
+        startds.htc.drain(w, GRACEFUL, "operator")
+    assert not startds.worker(name).draining and startds.jobs_running(name) == 2
+
+
+def test_a_startd_advertising_another_vms_instance_id_holds_the_vm_of_its_name(startds):
+    """A startd whose ``CloudInstanceID`` is wrong (another VM's), running a job on the VM that
+    carries its name: past boot grace the VM is unpaired and the matrix says START_SHUTDOWN, but
+    the plan holds it (``id_conflict``) and destroys nothing."""
+    name = startds.add(cloud_id="i-0anothervm000001")
+    startds.run_job(name)
+    w = startds.worker(name)
+    now = w.last_heard
+    vm = CloudNode(id="i-0thisvm00000001", name=name, size=SIZE.name, launched_at=w.registered_at - 60)
+    snap = Snapshot(now=now, polled_at={"cloud": now, "scheduler": now}, cloud_nodes=(vm,), workers=(w,))
+    p = plan(snap, CoreSettings(sizes=(SIZE,), boot_grace=30.0), policy_matrix.load_default())
+    [e] = p.nodes
+    assert (e.matrix_action.value, e.blocked_by, p.items) == ("START_SHUTDOWN", "id_conflict", ())
+    assert "says it is instance i-0anothervm000001" in e.reason
 
 
 def test_a_foreign_drain_is_left_alone(startds):

@@ -335,7 +335,7 @@ def test_a_drained_startd_whose_job_count_cannot_be_read_is_not_confirmed(condor
 @pytest.mark.parametrize("retirement, vacate, refused", [
     (0, 600, True),        # HTCondor's default MAXJOBRETIREMENTTIME
     (600, 600, True),      # equal: the startd evicts at once ("538s of retirement time remaining ...")
-    (601, 600, False),
+    (620, 600, False),     # the job's 10 s run leaves it 610 s: above the vacate time
     (7200, 600, False),
 ])
 def test_a_graceful_drain_of_a_busy_node_whose_retirement_is_not_above_its_vacate_time_is_refused(

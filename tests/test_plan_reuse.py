@@ -20,6 +20,10 @@ from tests.test_core_properties import matrix_for, TUPLES
 
 MATRIX = policy_matrix.load_default()
 ADMIN = "admin: bad dimm"
+STEP_BACK = 0.03   # the chance a cycle's clock steps back instead of forward
+# the strength the reuse was held to: 350 random worlds of 40 cycles each
+# (benchmarks/plan_reuse_equivalence.py runs it; the properties here are a slice of it)
+FULL_SEEDS, FULL_CYCLES = 350, 40
 
 
 def at(now: float, nodes=(), workers=(), in_flight=(), **kw) -> Snapshot:
@@ -291,8 +295,12 @@ class World:
             elif event < 0.80:
                 self.matrix = r.choice((MATRIX, matrix_for(tuple(r.choice(("None", "START_DRAIN", "START_SHUTDOWN"))
                                                                  for _ in TUPLES))))
-        # time passes: often a little, sometimes across boot grace, billing windows, staleness
-        self.now += r.choice((1, 5, 30, 60, 60, 120, 299, 300, 301, 600, 1800))
+        # time passes: often a little, sometimes across boot grace, billing windows, staleness;
+        # now and then the clock steps back (NTP, a VM resumed)
+        if r.random() < STEP_BACK:
+            self.now -= r.choice((1, 30, 300, 1800))
+        else:
+            self.now += r.choice((1, 5, 30, 60, 60, 120, 299, 300, 301, 600, 1800))
         for nid, ws in self.workers.items():  # most workers report again before they are lost
             if r.random() < 0.8:
                 self.workers[nid] = [replace(w, last_heard=self.now - 10) if self.now - w.last_heard > 400 else w

@@ -168,6 +168,24 @@ def test_cloud_id_from_the_node_comment(slurm, sched):
     assert worker(sched, "node6").cloud_id is None
 
 
+def test_a_gone_vms_instance_id_leaves_the_comment_and_a_new_vm_writes_its_own(slurm, sched):
+    """The comment names the VM behind the node: a destroyed VM's id is taken out of it (the rest
+    of the comment kept), and a VM booted under the name has its own id written there, so a boot
+    script that fails to update it leaves no other VM's id for the node to answer with."""
+    slurm.set_node("node6", "Comment=rack-4 instance-id=i-0aaaaaaa")
+    try:
+        slurm.stop_slurmd("node6")
+        sched.node_destroyed("node6")
+        gone = worker(sched, "node6")
+        assert gone.cloud_id is None
+        slurm.set_node("node6", "Comment=rack-4 instance-id=i-0aaaaaaa")   # as a failed boot script left it
+        sched.node_booted("node6", "i-0bbbbbbb")
+        assert worker(sched, "node6").cloud_id == "i-0bbbbbbb"
+        assert "rack-4" in slurm.run("scontrol", "show", "node", "node6").stdout
+    finally:
+        slurm.set_node("node6", "Comment=")
+
+
 def test_idle_node_drain_confirm_destroy(slurm, sched):
     w = worker(sched, "node1")
     assert w.state == "idle"

@@ -80,6 +80,20 @@ def test_graceful_drain_retires_together_then_vacates_and_kills():
     assert {e.job.id for e in killed} == {"old", "new"} and all(e.by_drain for e in killed)
 
 
+def test_a_job_whose_own_retirement_is_lower_is_evicted_when_it_runs_out_as_the_real_startd_does():
+    """A job-dependent MAXJOBRETIREMENTTIME gives one job none: a graceful drain evicts it at
+    once (the real 23.9 startd did, while the other job's 7200 s ran on); the p-slot publishes
+    each job's retirement left."""
+    st = startd(max_retirement=7200.0, vacate_time=0.0)
+    st.start_job(job("preemptible", max_retirement=0.0), T0)
+    st.start_job(job("other"), T0)
+    assert st.pslot_ad(T0 + 10)["ChildRetirementTimeRemaining"] == [0, 7190]
+    st.drain(T0 + 10)
+    st.advance(T0 + 20)
+    assert [(e.job.id, e.killed, e.evicted) for e in st.ended] == [("preemptible", True, True)]
+    assert [s.job.id for s in st.dslots.values()] == ["other"]
+
+
 def test_graceful_drain_lets_jobs_finish_within_retirement():
     st = startd()
     st.start_job(job("short", runtime=1000.0), T0)

@@ -35,6 +35,7 @@ UNBLOCKS: dict[str, str] = {
     Blocked.UNCONFIRMED: "when this controller's own polls confirm it (the next poll or two)",
     Blocked.FOREIGN_DRAIN: "when the other drain ends or reclaim_foreign_after passes",
     Blocked.AMBIGUOUS: "when one worker or VM alone matches it",
+    Blocked.ID_CONFLICT: "when the worker that answers to its name advertises its instance id",
     Blocked.MIN_LIFETIME: "when it is older than min_lifetime",
     Blocked.WOULD_EVICT: "when its jobs can retire within a graceful drain",
 }

@@ -21,7 +21,8 @@ __all__ = ["WhyNot", "WhyNots", "why_not", "NODE_REASONS", "DEMAND_REASONS"]
 
 # what the core's blocked_by can say (nodemanager.core.plan), plus "matrix": the rule keeps it
 NODE_REASONS = ("matrix", "held", "paused", "stale", "frozen", "min_nodes", "demand", "budget",
-                "in_flight", "no_worker", "unconfirmed", "foreign_drain", "ambiguous", "warm", "other")
+                "in_flight", "no_worker", "unconfirmed", "foreign_drain", "ambiguous", "id_conflict", "warm",
+                "other")
 DEMAND_REASONS = ("max_nodes", "quota", "max_total_price", "max_boots_per_hour", "no_size", "backoff", "paused",
                   "stale", "other", "unmatched")
 _GIVING_BACK = frozenset({"drain", "destroy", "escalate"})

@@ -1,5 +1,6 @@
 """Nodes no disruption reason may touch this cycle, and why: a destroy under way, an operator's
-hold, an ambiguous pairing (several workers or VMs match: which runs jobs is unknown), someone else's drain, an absence or silence this process has not confirmed, a cancel of
+hold, an ambiguous pairing (several workers or VMs match: which runs jobs is unknown), a worker
+that answers to the node's name or address with another VM's instance id, someone else's drain, an absence or silence this process has not confirmed, a cancel of
 our drain under way. Pure."""
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ from policy_matrix.vocabulary import DOWN, UNPAIRED
 __all__ = ["guard"]
 
 
-def guard(f: NodeFacts, snapshot: Snapshot, ambiguous: frozenset[str] = frozenset()) -> Decision | None:
+def guard(f: NodeFacts, snapshot: Snapshot, ambiguous: frozenset[str] = frozenset(),
+          conflicts: frozenset[str] = frozenset()) -> Decision | None:
     """The node's decision when something stops every reason (None: the reasons may look at it);
-    ``ambiguous``: the ids of nodes the pairing found ambiguous."""
+    ``ambiguous``, ``conflicts``: the ids of nodes the pairing found ambiguous or in conflict."""
     mine = f.flights
     destroy = mine.get("destroy") if mine else None
-    unsure = f.worker is None and f.node.id in ambiguous
+    conflict = f.worker is None and f.node.id in conflicts
+    unsure = conflict or (f.worker is None and f.node.id in ambiguous)
     # a destroy this process sent is under way whatever holds the node; one known only from a
     # leftover tag is never resumed past a hold or an ambiguous pairing
     if destroy is not None and f.node.id in snapshot.destroyed:
@@ -30,6 +33,9 @@ def guard(f: NodeFacts, snapshot: Snapshot, ambiguous: frozenset[str] = frozense
                         reason=f"destroy under way for {duration(snapshot.now - destroy.since)}")
     if f.held:
         return Decision(facts=f, blocked=Blocked.HELD, reason="held by an operator: no action")
+    if conflict:
+        return Decision(facts=f, blocked=Blocked.ID_CONFLICT, reason=(
+            f"left alone (matrix says {f.maction}) until the worker's instance id is fixed: {f.cls.why}"))
     if unsure:
         return Decision(facts=f, blocked=Blocked.AMBIGUOUS, reason=(
             f"left alone (matrix says {f.maction}) until one worker matches it: {f.cls.why}"))

@@ -15,6 +15,11 @@ Rules, in order:
    the VM was launched is refused too (a record of an older VM under the same name or address).
 4. More than one candidate worker for a node, or one worker claimed by more than one node:
    unpaired, with the reason.
+5. A node no worker pairs with, whose name or address a worker answers to that advertises
+   another cloud id (one of no live listed VM), registered since the node's VM was launched: a
+   conflict. That worker may well be the node's (a boot script that left the previous VM's
+   ``instance-id`` in a SLURM comment, a startd with a wrong ``CloudInstanceID``), so whether the
+   node runs jobs is unknown: the node is left alone (``conflicts``) until the ids agree.
 
 Workers are indexed once, so pairing is linear in the number of nodes and workers.
 """
@@ -25,7 +30,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Iterable, Mapping
 
-from nodemanager.model import CloudNode, Worker
+from nodemanager.model import GONE_STATES, CloudNode, Worker
 from nodemanager.text import duration
 
 __all__ = ["Pairing", "pair", "candidates", "normalize_address", "by_id", "HEARD_SKEW"]
@@ -41,12 +46,14 @@ class Pairing:
     """``paired`` maps cloud node id → worker; ``reasons`` node id → how it was paired or why it
     was not; ``orphans`` are workers no cloud node claims (static nodes, or gone VMs);
     ``ambiguous`` the ids of nodes left unpaired because several workers or nodes match (rules 1
-    and 4): which worker is theirs, and so whether they run jobs, is unknown."""
+    and 4): which worker is theirs, and so whether they run jobs, is unknown; ``conflicts`` the
+    ids of nodes a worker carrying another cloud id answers for by name or address (rule 5)."""
 
     paired: Mapping[str, Worker]
     reasons: Mapping[str, str]
     orphans: tuple[Worker, ...]
     ambiguous: frozenset[str] = frozenset()
+    conflicts: frozenset[str] = frozenset()
 
 
 def normalize_address(addr: str | None) -> str | None:
@@ -81,25 +88,36 @@ def _fresh(w: Worker, launched_at: float) -> bool:
     return not (0 < w.last_heard < launched_at - HEARD_SKEW)
 
 
-def candidates(node: CloudNode, workers: Iterable[Worker]) -> list[Worker]:
-    """Every worker that could be ``node``'s by rules 1 and 2 (its cloud id, or with no id its
-    name or address), however old its record: what must be idle before the node is destroyed."""
+def _names_of(node: CloudNode) -> tuple[set[str], str | None]:
     keys: list[str] = []
     _keys(node.name, keys)
     _keys(node.hostname, keys)
-    names = set(keys)
-    addr = normalize_address(node.private_ip)
-    out = []
-    for w in workers:
-        if w.cloud_id:
-            if w.cloud_id == node.id:
-                out.append(w)
-            continue
-        mine: list[str] = []
-        _keys(w.name.rsplit("@", 1)[-1], mine)
-        if names.intersection(mine) or (addr is not None and normalize_address(w.address) == addr):
-            out.append(w)
-    return out
+    return set(keys), normalize_address(node.private_ip)
+
+
+def _answers_to(w: Worker, names: set[str], addr: str | None) -> bool:
+    """Does ``w`` carry one of ``names`` or the address ``addr`` (rule 2's match, whatever id it has)?"""
+    mine: list[str] = []
+    _keys(w.name.rsplit("@", 1)[-1], mine)
+    return bool(names.intersection(mine)) or (addr is not None and normalize_address(w.address) == addr)
+
+
+def candidates(node: CloudNode, workers: Iterable[Worker]) -> list[Worker]:
+    """Every worker that could be ``node``'s: its cloud id, or its name or address whatever cloud
+    id the worker advertises (a stale or wrong id names another VM), however old its record: what
+    must be idle before the node is destroyed without a drain of ours."""
+    names, addr = _names_of(node)
+    return [w for w in workers if w.cloud_id == node.id or _answers_to(w, names, addr)]
+
+
+def _conflict(node: CloudNode, id_workers: list[Worker], live: set[str]) -> Worker | None:
+    """Rule 5: a worker with another cloud id, of no live listed VM, that answers to ``node``'s
+    name or address and registered since its launch (None: none)."""
+    names, addr = _names_of(node)
+    found = [w for w in id_workers if w.cloud_id != node.id and w.cloud_id not in live
+             and w.registered_at is not None and w.registered_at >= node.launched_at
+             and _answers_to(w, names, addr)]
+    return min(found, key=lambda w: w.name) if found else None
 
 
 def pair(cloud_nodes: Iterable[CloudNode], workers: Iterable[Worker]) -> Pairing:
@@ -109,9 +127,11 @@ def pair(cloud_nodes: Iterable[CloudNode], workers: Iterable[Worker]) -> Pairing
     by_cloud_id: dict[str, list[int]] = {}
     by_name: dict[str, list[int]] = {}
     by_addr: dict[str, list[int]] = {}
+    id_workers: list[Worker] = []
     for i, w in enumerate(wlist):
         if w.cloud_id:
             by_cloud_id.setdefault(w.cloud_id, []).append(i)
+            id_workers.append(w)
             continue
         keys: list[str] = []
         # HTCondor slot names look like slot1@host; the host part is what the cloud knows.
@@ -186,9 +206,20 @@ def pair(cloud_nodes: Iterable[CloudNode], workers: Iterable[Worker]) -> Pairing
             ambiguous.add(node_id)
             continue
         paired[node_id] = wlist[i]
-    if len(paired) == len(wlist):
-        return Pairing(paired, reasons, (), frozenset(ambiguous))  # each paired worker is another one: no orphan
+    conflicts: set[str] = set()
+    if id_workers and len(paired) + len(ambiguous) < len(nodes):
+        live = {n.id for n in nodes if n.state not in GONE_STATES}
+        for n in nodes:
+            if n.id in paired or n.id in ambiguous:
+                continue
+            other = _conflict(n, id_workers, live)
+            if other is not None:
+                reasons[n.id] = (f"conflict: worker {other.name} answers to its name or address but says it "
+                                 f"is instance {other.cloud_id}: which VM runs its jobs is unknown")
+                conflicts.add(n.id)
+    if len(paired) == len(wlist):  # each paired worker is another one: no orphan
+        return Pairing(paired, reasons, (), frozenset(ambiguous), frozenset(conflicts))
     used = {i for node_id, i in candidate.items() if i not in contested}
     orphans = tuple(sorted((w for i, w in enumerate(wlist) if i not in used),
                            key=lambda w: (w.name, w.cloud_id or "", w.address or "")))
-    return Pairing(paired, reasons, orphans, frozenset(ambiguous))
+    return Pairing(paired, reasons, orphans, frozenset(ambiguous), frozenset(conflicts))

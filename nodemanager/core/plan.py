@@ -126,7 +126,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     if halt:
         frozen_by = Freeze.PAUSED if snapshot.paused else Freeze.STALE
 
-    decisions = _wants(decisions, ctx, reasons, pairing.ambiguous)
+    decisions = _wants(decisions, ctx, reasons, pairing.ambiguous, pairing.conflicts)
     skew = skew_freeze(snapshot.cloud_clock_skew, settings.max_clock_skew)
     freeze = skew or mass_down(sum(1 for d in decisions if d.facts.core_state in _DOWN_LIKE and _broken(d)),
                                len(decisions), settings)
@@ -179,7 +179,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
 
 
 def _wants(undecided: list[Decision], ctx: Context, reasons: Sequence[Reason],
-           ambiguous: frozenset[str]) -> list[Decision]:
+           ambiguous: frozenset[str], conflicts: frozenset[str] = frozenset()) -> list[Decision]:
     """Stage 2: each node's decision from the guards, then the ``WANTS`` reasons in order."""
     snapshot = ctx.snapshot
     out: list[Decision] = []
@@ -189,9 +189,10 @@ def _wants(undecided: list[Decision], ctx: Context, reasons: Sequence[Reason],
     for d in undecided:
         f = d.facts
         # most nodes have nothing a guard looks at (a shutdown is stopped only when unconfirmed)
-        stopped = (guard(f, snapshot, ambiguous) if f.flights or f.held or f.foreign
+        stopped = (guard(f, snapshot, ambiguous, conflicts) if f.flights or f.held or f.foreign
                    or (f.maction is shutdown and f.node.id in unconfirmed)
-                   or (ambiguous and f.node.id in ambiguous) else None)
+                   or (ambiguous and f.node.id in ambiguous) or (conflicts and f.node.id in conflicts)
+                   else None)
         if stopped is None:
             open_.append(d)
         else:

@@ -33,8 +33,9 @@ Safety rules for a destroy: when the node carries a drain of ours (``TAG_DRAIN``
 prefix in the scheduler) and its worker is still heard from, the scheduler's
 :meth:`confirm_drained` must say ``ok`` from fresh state first — whatever the plan item says;
 a node without our drain is destroyed only by a non-cancellable item (unpaired or down node),
-and only if no worker that could be the node's (its cloud id, name or address: ambiguous
-pairings included), as the latest poll sees it (``latest_worker``), runs anything. A
+and only if no worker that could be the node's (its cloud id, or its name or address whatever
+cloud id it advertises: ambiguous pairings and stale ids included), as the latest poll sees it
+(``latest_worker``), runs anything. A
 cancellable destroy without our drain is refused. ``TAG_DESTROY`` is written before
 ``destroy_node`` so a destroy interrupted by a restart is finished on the next start (by a
 non-cancellable item only); a drain cancel clears it too.
@@ -174,7 +175,7 @@ class Actuator(ActuatorMemory):
                 if self._quota is not None and self._listed + len(self._boots) > self._quota[0]:
                     self._quota = (self._listed + len(self._boots), self._mono())
             out.append(Outcome("boot", node.id, OK, f"created {node.name} for {req.reason} "
-                               f"(request {base})", now, size.name, request=base))
+                               f"(request {base}){self._tell_booted(node)}", now, size.name, request=base))
         return out
 
     def _drain(self, item: PlanItem, node: CloudNode | None, worker: Worker | None) -> Outcome:
@@ -342,6 +343,18 @@ class Actuator(ActuatorMemory):
         except SchedulerError as err:
             return Outcome("steer", "placement", FAILED, f"{req.size}: {err}", now)
         return Outcome("steer", "placement", OK, f"{req.size} ({calls} scheduler call(s))", now)
+
+    def _tell_booted(self, node: CloudNode) -> str:
+        """Hand the scheduler the new VM's id for its name (SLURM rewrites a record left naming the
+        previous VM); what went wrong, as words for the outcome."""
+        booted = getattr(self.scheduler, "node_booted", None)
+        if booted is None:
+            return ""
+        try:
+            booted(node.name, node.id)
+        except SchedulerError as err:
+            return f"; writing its instance id into the scheduler's record failed: {err}"
+        return ""
 
     def _give_back(self, item: PlanItem, now: float) -> Outcome:
         """The scheduler's "node destroyed" step alone, for a name we drained whose VM is gone."""

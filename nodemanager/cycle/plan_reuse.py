@@ -66,8 +66,8 @@ def _pairs_by(w: Worker) -> tuple[object, ...]:
     """What pairing reads of a worker (:mod:`nodemanager.core.pair`): one with a cloud id pairs by
     it alone (its name and address name it in reasons and order orphans); one without, by name or
     address, refused when its record is older than the VM."""
-    if w.cloud_id:
-        return (w.cloud_id, w.name, w.address)
+    if w.cloud_id:  # registered_at: a worker with another VM's id may be a conflict (rule 5)
+        return (w.cloud_id, w.name, w.address, w.registered_at)
     return (None, w.name, w.address, w.registered_at, w.last_heard)
 
 
@@ -105,7 +105,7 @@ class ReusingStages:
                 if moved:  # the same pairs, this cycle's records in them
                     get = moved.get
                     p = Pairing({k: get(id(w), w) for k, w in p.paired.items()}, p.reasons,
-                                tuple(get(id(w), w) for w in p.orphans), p.ambiguous)
+                                tuple(get(id(w), w) for w in p.orphans), p.ambiguous, p.conflicts)
                 self._pairing = (tuple(cloud_nodes), tuple(workers), p)
                 return p
         p = pair(cloud_nodes, workers)

@@ -78,6 +78,7 @@ class Blocked(enum.StrEnum):
     UNCONFIRMED = "unconfirmed"      # absence or silence not confirmed by this process's polls
     FOREIGN_DRAIN = "foreign_drain"  # someone else drains it
     AMBIGUOUS = "ambiguous"          # several workers or VMs match it: which runs jobs is unknown
+    ID_CONFLICT = "id_conflict"      # a worker answers to its name or address with another VM's id
     MIN_LIFETIME = "min_lifetime"    # younger than min_lifetime: not given back yet
     WOULD_EVICT = "would_evict"      # a graceful drain would end by evicting its running jobs
     WARM = "warm"                    # one of its size's idle nodes kept warm (warm_nodes, warm_cores)

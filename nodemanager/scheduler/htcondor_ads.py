@@ -12,6 +12,7 @@ classes it busy and leaves it alone. An ad that cannot be read at all is a Sched
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -22,7 +23,7 @@ from nodemanager.scheduler.port import SchedulerError
 from nodemanager.scheduler.records import MAX_COUNT, RecordProblem, number_problem
 
 __all__ = ["JOB_ATTRIBUTES", "SLOT_COUNTS", "worker_from_ad", "htcondor_worker_fields", "machine_ad",
-           "demand_from_jobs", "job_owner", "slot_problems", "graceful_eviction_at",
+           "demand_from_jobs", "job_owner", "slot_problems", "graceful_eviction_at", "retirement_left",
            "job_request", "job_name"]
 
 JOB_ATTRIBUTES = ("RequestCpus", "RequestMemory", "RequestDisk", "QDate", "ClusterId", "ProcId")
@@ -123,7 +124,8 @@ def worker_from_ad(ad: Mapping[str, Any], *, id_attribute: str = "CloudInstanceI
 # Per-slot counts a machine's partitionable slots add up to; the rest is the startd's own.
 _SUMMED = ("Cpus", "TotalSlotCpus", "Memory", "TotalSlotMemory", "NumDynamicSlots", "JobStarts",
            "Disk", "TotalSlotDisk", "GPUs", "TotalSlotGPUs")
-_LISTS = ("ChildState", "ChildActivity", "ChildRemoteOwner", "ChildAccountingGroup", "ChildCpus")
+_LISTS = ("ChildState", "ChildActivity", "ChildRemoteOwner", "ChildAccountingGroup", "ChildCpus",
+          "ChildRetirementTimeRemaining")
 
 
 def _activity_rank(ad: Mapping[str, Any]) -> tuple[bool, bool, bool]:
@@ -164,15 +166,34 @@ def machine_ad(ads: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
     return out
 
 
+def retirement_left(ad: Mapping[str, Any]) -> tuple[float, float] | None:
+    """(least, most) retirement time left among the running jobs' claims, each evaluated against
+    its own job (the p-slot's ``ChildRetirementTimeRemaining``); None when the ad has none. A
+    job-dependent ``MAXJOBRETIREMENTTIME`` shows only here: the p-slot's own
+    ``MaxJobRetirementTime`` is evaluated without a job."""
+    left = ad.get("ChildRetirementTimeRemaining")
+    if not isinstance(left, (list, tuple)):
+        return None
+    values = [float(v) for v in left if isinstance(v, (int, float)) and not isinstance(v, bool)
+              and math.isfinite(v)]
+    if not values:
+        return None
+    return max(0.0, min(values)), max(0.0, max(values))
+
+
 def graceful_eviction_at(ad: Mapping[str, Any]) -> float | None:
     """When a graceful drain begun now starts evicting what still runs: the startd soft-kills a
     retiring job once its remaining retirement is below ``MachineMaxVacateTime``, so its
     ``ExpectedMachineGracefulDrainingCompletion`` (now + the longest of retirement and vacate
-    time) less that vacate time. None when the ad says nothing."""
+    time) less that vacate time, less how much sooner the job with the least retirement left
+    runs out (each job retires on its own: the real startd evicts a job whose own retirement
+    ran out while another's runs on). None when the ad says nothing."""
     completion = ad_number(ad, "ExpectedMachineGracefulDrainingCompletion")
     if completion is None:
         return None
-    return completion - max(0.0, ad_number(ad, "MachineMaxVacateTime") or 0.0)
+    left = retirement_left(ad)
+    spread = left[1] - left[0] if left is not None else 0.0
+    return completion - max(0.0, ad_number(ad, "MachineMaxVacateTime") or 0.0) - spread
 
 
 def htcondor_worker_fields(ad: Mapping[str, Any]) -> dict[str, Any]:

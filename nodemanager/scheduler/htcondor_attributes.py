@@ -17,6 +17,7 @@ SLOT_ATTRIBUTES = (
     "ChildState", "ChildActivity", "JobStarts", "Draining", "DrainReason", "DrainingRequestId",
     "DaemonStartTime", "LastHeardFrom", "EnteredCurrentState", "EnteredCurrentActivity", "MyCurrentTime",
     "MaxJobRetirementTime", "MachineMaxVacateTime",
+    "ChildRetirementTimeRemaining",  # each running job's own retirement left (job-dependent MAXJOBRETIREMENTTIME)
     "ReclaimNoticeDeadline",  # the spot reclaim notice relay's attribute
     "NodeManagerKeepRank",    # placement steering's rank (scheduler/htcondor_steer.py)
     "ExpectedMachineGracefulDrainingCompletion", "ExpectedMachineQuickDrainingCompletion",

@@ -11,6 +11,7 @@ from typing import Any, Iterable, Mapping
 
 from nodemanager.core import ad_number
 from nodemanager.model import Worker
+from nodemanager.scheduler.htcondor_ads import retirement_left
 from nodemanager.scheduler.port import DRAIN_REASON_PREFIX, DrainSchedule, DrainTicket
 from nodemanager.text import duration
 
@@ -79,18 +80,24 @@ def cost_growth(snapshot: Mapping[str, Any], live: Mapping[str, Any], schedule: 
 
 
 def graceful_evicts_at_once(ad: Mapping[str, Any]) -> str | None:
-    """What a graceful drain of this startd would do at once, when that is evicting its jobs:
-    the startd evicts a job once its retirement time left is no more than its vacate time, so
-    with ``MaxJobRetirementTime`` (HTCondor's default: 0) not above ``MachineMaxVacateTime`` a
-    graceful drain is no gentler than a quick one. None when retirement is longer (or unknown)."""
+    """What a graceful drain of this startd would do at once, when that is evicting a job: the
+    startd evicts a job once its retirement time left is no more than its vacate time, so with a
+    running job's retirement left (its own, ``ChildRetirementTimeRemaining``: a job-dependent
+    ``MAXJOBRETIREMENTTIME`` may give one job 0) or else ``MaxJobRetirementTime`` (HTCondor's
+    default: 0) not above ``MachineMaxVacateTime`` a graceful drain is no gentler than a quick
+    one. None when retirement is longer (or unknown)."""
     vacate = number(ad, "MachineMaxVacateTime")
     if vacate is None:
         return None
     retire = number(ad, "MaxJobRetirementTime", 0.0) or 0.0
-    if retire > vacate:
+    if retire <= vacate:
+        return (f"evict its jobs at once: MaxJobRetirementTime ({retire:.0f} s) is not above "
+                f"MachineMaxVacateTime ({vacate:.0f} s); set MAXJOBRETIREMENTTIME on the execute nodes")
+    left = retirement_left(ad)
+    if left is None or left[0] > vacate:
         return None
-    return (f"evict its jobs at once: MaxJobRetirementTime ({retire:.0f} s) is not above "
-            f"MachineMaxVacateTime ({vacate:.0f} s); set MAXJOBRETIREMENTTIME on the execute nodes")
+    return (f"evict a job at once: its retirement left ({left[0]:.0f} s, MAXJOBRETIREMENTTIME as "
+            f"evaluated for that job) is not above MachineMaxVacateTime ({vacate:.0f} s)")
 
 
 def jobs_on(pslot: Mapping[str, Any], ads: Iterable[Mapping[str, Any]] | None) -> int:

@@ -121,6 +121,8 @@ class Scheduler(Protocol):
     def draining_stats(self) -> DrainingStats:
         """What draining cost and how our drains went, totals since this adapter started."""
 
+    # Optional: ``node_booted(worker_name, cloud_id)``: a new VM took the name (SLURM writes its
+    # instance id into the node's record, where one names the previous VM).
     # Optional (placement steering, ``[Daemon] steering``): ``steer(ranks) -> int`` takes
     # (worker, rank) pairs, rank 1 the node new jobs should fill first and None the site's own
     # setting back, makes the scheduler prefer them so and returns the calls it made.

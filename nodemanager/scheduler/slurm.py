@@ -20,7 +20,10 @@ expression, so the guard is ours:
    does the same and also cancels (``scancel``) the jobs that may not be requeued.
 5. :meth:`node_destroyed` marks the node ``DOWN`` (reason ``nodemanager: destroyed``) and clears
    the drain flag, so that a new VM with the same name comes back ``idle`` when its slurmd
-   registers (``ReturnToService=2``); or ``FUTURE`` with ``mark_destroyed = future``.
+   registers (``ReturnToService=2``); or ``FUTURE`` with ``mark_destroyed = future``. It also
+   takes the gone VM's ``instance-id=`` out of the node's comment (or extra), and
+   :meth:`node_booted` writes the new VM's id there when a VM takes the name: a record left naming
+   the previous VM would answer for the new one under another id.
 
 Draining statistics (:meth:`SlurmScheduler.draining_stats`): counts of drains started, refused,
 cancelled, completed and escalated; per node and in total, badput (core-seconds of the jobs our
@@ -59,7 +62,7 @@ from nodemanager.scheduler.slurm_poll import jobs_by_node as _jobs_by_node
 from nodemanager.scheduler.slurm_poll import running_jobs
 from nodemanager.scheduler.slurm_json import (RecordError, SlurmJob,
                                               SlurmNode, cloud_id_of, drain_reason,
-                                              parse_jobs, parse_nodes, request_id_of)
+                                              parse_jobs, parse_nodes, request_id_of, with_cloud_id)
 
 __all__ = ["SlurmScheduler", "SlurmOptions", "OptionError", "DESTROYED_REASON", "RESUME_VERIFY"]
 
@@ -364,6 +367,30 @@ class SlurmScheduler(DrainStatistics):
             self._scontrol_update(name, "State=UNDRAIN")
         self._untrack(name)
         log.info("slurm node_destroyed %s: marked %s", name, self.options.mark_destroyed)
+        try:
+            self._set_cloud_id(name, None)
+        except SchedulerError as exc:  # the node is marked: the next VM's boot writes its own id
+            log.warning("slurm node_destroyed %s: the gone VM's instance-id left in its record: %s", name, exc)
+
+    def node_booted(self, worker_name: str, cloud_id: str) -> None:
+        """A new VM took the name: the node's ``instance-id=`` (if its record carries one) names it."""
+        self._set_cloud_id(worker_name, cloud_id)
+
+    def _set_cloud_id(self, name: str, cloud_id: str | None) -> None:
+        """Rewrite (None: take out) the ``instance-id=`` token of the node's comment or extra."""
+        try:
+            nodes, _ = parse_nodes(self._json(["sinfo", "--json"]))  # the node's record alone: no jobs
+        except (RecordError, ValueError) as exc:
+            raise SchedulerError(f"{name}: reading its record to set its instance id: {exc}", node=name) from None
+        node = next((n for n in nodes if n.name == name), None)
+        if node is None:
+            return
+        for field, option in (("comment", "Comment"), ("extra", "Extra")):
+            text = getattr(node, field)
+            if field not in self.options.cloud_id_fields or cloud_id_of(text) in (None, cloud_id):
+                continue
+            self._scontrol_update(name, f"{option}={with_cloud_id(text, cloud_id)}")
+            log.info("slurm %s: %s instance-id %s -> %s", name, field, cloud_id_of(text), cloud_id or "(none)")
 
 
 def _ids(jobs: Sequence[SlurmJob]) -> str:

@@ -136,6 +136,14 @@ def cloud_id_of(*texts: str) -> str | None:
     return None
 
 
+def with_cloud_id(text: str, cloud_id: str | None) -> str:
+    """``text`` with its ``instance-id=<id>`` token(s) set to ``cloud_id`` (None: taken out)."""
+    def swap(m: re.Match[str]) -> str:
+        lead = m.group(0)[: m.start(1) - m.start(0) - len("instance-id=")]
+        return f"{lead}instance-id={cloud_id}" if cloud_id else lead
+    return _CLOUD_ID.sub(swap, text).strip(" ,;")
+
+
 # ------------------------------------------------------------------ records
 
 

@@ -22,7 +22,7 @@ class DSlot:
     """A dynamic slot running one job."""
 
     __slots__ = ("n", "job", "start", "end", "phase", "entered", "retire_end", "evict_at", "kill_at",
-                 "gone_at", "awd", "vacate", "event", "vacated", "retired_out")
+                 "gone_at", "awd", "vacate", "event", "vacated", "retired_out", "own")
 
     def __init__(self, n: int, job: Job, start: float, mjrt: float, vacate: float) -> None:
         self.n = n
@@ -33,6 +33,9 @@ class DSlot:
         self.entered = start
         retire = mjrt if job.max_retirement is None else min(mjrt, job.max_retirement)
         self.retire_end = start + max(0.0, retire)  # when its own retirement promise runs out
+        # a job-dependent retirement below the machine's: the real startd evicts the job when its
+        # own runs out, whatever the other jobs' retirement (no coordination carries it)
+        self.own = retire < mjrt
         self.evict_at = _INF
         self.kill_at = _INF
         self.gone_at = _INF
@@ -49,6 +52,11 @@ class DSlot:
             self.end = self.event = last.end
         if last.retire_end == self.retire_end:
             self.retire_end = last.retire_end
+
+    def evict_by(self, coordinated_end: float) -> float:
+        """When a graceful drain whose jobs retire together until ``coordinated_end`` soft-kills
+        this job: early enough to be gone by then, or by its own retirement's end if lower."""
+        return (min(coordinated_end, self.retire_end) if self.own else coordinated_end) - self.vacate
 
     def refresh(self) -> None:
         p = self.phase

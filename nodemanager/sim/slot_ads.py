@@ -144,6 +144,10 @@ class SlotAds:
             ad["TotalSlotGPUs"] = self.gpus
         ad["NumDynamicSlots"] = len(children)
         ad["ChildState"], ad["ChildActivity"] = _child_states(tuple(s.phase for s in children))
+        if children:  # each job's own retirement left, as the real p-slot publishes it
+            ad["ChildRetirementTimeRemaining"] = [
+                0 if s.awd or s.phase not in (BUSY, RETIRING) else max(0, int(s.retire_end - now))
+                for s in children]
         ad["Start"] = self._start_value()
         ad["JobStarts"] = self.job_starts
         if self.reclaim_deadline is not None:

@@ -329,7 +329,7 @@ class SimStartd(SlotAds):
         self.graceful_end = max([now, *originals])
         for s in list(self.dslots.values()):
             if s.phase == RETIRING and s.n in self.dslots:
-                s.evict_at = max(now, self.graceful_end - s.vacate)
+                s.evict_at = max(now, s.evict_by(self.graceful_end))
                 s.refresh()
                 if s.evict_at <= now and s.end > now:
                     s.retired_out = True

@@ -184,10 +184,11 @@ def status(port: int) -> dict | None:
         return None
 
 
-def harness(moto_server, nodes: int = NODES, *, future: bool = False, **slurm_options):
+def harness(moto_server, nodes: int = NODES, *, future: bool = False, hypervisor: type[Hypervisor] = Hypervisor,
+            **slurm_options):
     """A cluster name, a :class:`VmSlurm` of ``nodes`` names ``<cluster>-small-N`` (``future``:
     declared ``State=FUTURE``; ``slurm_options``: more :class:`SlurmCluster` arguments) and a
-    running :class:`Hypervisor`; for a fixture."""
+    running ``hypervisor`` (a :class:`Hypervisor`); for a fixture."""
     import boto3
     cluster = f"cl{uuid.uuid4().hex[:6]}"
     # slurmstepd's socket path (spool dir + node name + job id) must stay under 108 bytes
@@ -197,7 +198,7 @@ def harness(moto_server, nodes: int = NODES, *, future: bool = False, **slurm_op
     ec2 = boto3.client("ec2", endpoint_url=moto_server.url, region_name="us-east-1",
                        aws_access_key_id="AKIDCLOSEDLOOPTEST", aws_secret_access_key="x")
     slurm.start()
-    hv = Hypervisor(ec2, slurm, cluster)
+    hv = hypervisor(ec2, slurm, cluster)
     hv.start()
     try:
         yield cluster, slurm, hv

@@ -19,7 +19,7 @@ from policy_matrix.vocabulary import BUSY, DOWN, IDLE, UNPAIRED
 
 __all__ = ["ResumeDestroy", "decided", "qualifies"]
 
-_LEFT_ALONE = (Blocked.HELD, Blocked.AMBIGUOUS)
+_LEFT_ALONE = (Blocked.HELD, Blocked.AMBIGUOUS, Blocked.ID_CONFLICT)
 
 
 def decided(tag: str, now: float) -> str:
