@@ -220,8 +220,8 @@ def test_a_busy_worker_answering_to_the_vms_name_with_another_instance_id_holds_
     [shown] = [n for n in status_document(StatusView(report=loop.reports[-1]), None, loop.time.now)["nodes"]
                if n["node_id"] == node.id]
     assert shown["blocked_by"] == "id_conflict" and "i-0previousvm0000" in shown["why"]
-    lines = [r.getMessage() for r in caplog.records
-             if "START_SHUTDOWN -> none: blocked by id_conflict" in r.getMessage()]
+    lines = [r.getMessage() for r in caplog.records if "-> none: blocked by id_conflict" in r.getMessage()
+             and r.getMessage().endswith("says START_SHUTDOWN")]
     assert len(lines) == 1 and lines[0].startswith(f"node {node.name} ")
     loop.worker(node.name, jobs=0, cloud_id=node.id)          # the id fixed, the job done
     loop.run(900)
