@@ -144,6 +144,8 @@ SIZE: dict[str, Callable[[str], Any]] = {
     "warm_schedule": str, "warm_duration": SPAN, "warm_time_zone": str,
     # what a node of the size really costs: a reservation or savings plan rate, a licence per VM
     "price_override": PRICE, "licence_price": PRICE,
+    # the [Cloud NAME] it is bought from (several clouds)
+    "cloud": lambda v: v.strip(),
 }
 # [Cloud Create] options a [Size NAME] may override (a GPU size needs another image); tag_* too
 SIZE_CREATE_OPTIONS = ("image", "user_data", "user_data_file")

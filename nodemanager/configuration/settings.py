@@ -132,6 +132,7 @@ class CloudSettings:
     capacity_cooldown: float = 0.0
     capacity_max_cooldown: float = 1800.0
     deployment_id: str = ""                     # set, or made at the first start (state_dir)
+    name: str = ""                              # a [Cloud NAME]'s NAME ("": the one [Cloud])
 
 
 @dataclass(frozen=True)
@@ -193,3 +194,10 @@ class Settings:
     dry_run: bool = False
     log_level: str = "INFO"
     source: str = ""                            # the config file this came from
+    # the [Cloud NAME] sections, in file order (empty: the one [Cloud] is the cloud)
+    clouds: tuple[CloudSettings, ...] = ()
+
+    def cloud_of(self, size: Size | None) -> CloudSettings:
+        """The cloud ``size`` is bought from (the one [Cloud] when it names none)."""
+        name = size.cloud if size is not None else ""
+        return next((c for c in self.clouds if c.name == name), self.cloud) if name else self.cloud

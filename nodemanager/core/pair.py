@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Iterable, Mapping
 
-from nodemanager.model import CloudNode, Worker
+from nodemanager.model import CloudNode, Worker, provider_id
 from nodemanager.text import duration
 
 __all__ = ["Pairing", "pair", "candidates", "normalize_address", "by_id", "HEARD_SKEW"]
@@ -92,7 +92,7 @@ def candidates(node: CloudNode, workers: Iterable[Worker]) -> list[Worker]:
     out = []
     for w in workers:
         if w.cloud_id:
-            if w.cloud_id == node.id:
+            if w.cloud_id == provider_id(node):
                 out.append(w)
             continue
         mine: list[str] = []
@@ -128,7 +128,7 @@ def pair(cloud_nodes: Iterable[CloudNode], workers: Iterable[Worker]) -> Pairing
     reasons: dict[str, str] = {}
     ambiguous: set[str] = set()
     for n in nodes:
-        ids = by_cloud_id.get(n.id)
+        ids = by_cloud_id.get(provider_id(n) if n.cloud else n.id)
         if ids:
             if len(ids) > 1:
                 names = ", ".join(sorted(wlist[i].name for i in ids))

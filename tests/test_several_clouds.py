@@ -1,0 +1,236 @@
+"""Several clouds in one deployment: a config with two ``[Cloud NAME]`` sections (two EC2 regions
+of the local EC2 endpoint, through the fault proxy) read by the config loader, the cloud port the
+daemon builds from it, and the real Controller and Actuator over a scripted scheduler and a
+virtual clock. Jobs boot in the cheaper region, move to the other on ``InsufficientInstanceCapacity``
+and come back when the breaker's probe succeeds; a region that stops answering freezes its own
+nodes only; two clouds' VMs are never confused, even when the clouds give them the same id."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+
+import pytest
+
+from nodemanager.configuration import config
+from nodemanager.console.status_document import StatusView, status_document
+from nodemanager.model import Demand
+from nodemanager.ports import build_cloud
+from tests.fixtures.moto import EC2_IMAGE
+from tests.test_faults_ec2 import Ec2Loop
+
+pytestmark = pytest.mark.ec2
+
+EAST, WEST = "us-east-1", "us-west-2"
+
+
+def two_regions(port: int, cluster: str, *, east_price: float = 0.10, west_price: float = 0.12) -> str:
+    return f"""
+[Cloud]
+driver = ec2
+key = AKIDNODEMANAGERTEST
+secret = moto-secret-not-real
+host = 127.0.0.1
+port = {port}
+secure = no
+cluster = {cluster}
+calls_per_second = 1000
+quota_backoff = 300
+capacity_cooldown = 300
+
+[Cloud Create]
+image = {EC2_IMAGE}
+
+[Cloud east]
+region = {EAST}
+
+[Cloud west]
+region = {WEST}
+
+[Size east-small]
+cloud = east
+instance_type = t3.small
+cores = 2
+ram_mb = 4096
+price = {east_price}
+
+[Size west-small]
+cloud = west
+instance_type = t3.small
+cores = 2
+ram_mb = 4096
+price = {west_price}
+"""
+
+
+class CloudsLoop(Ec2Loop):
+    """:class:`Ec2Loop` over the cloud port the daemon builds from ``settings`` (several clouds)."""
+
+    def start(self, ec2_cloud, cluster=None):
+        import policy_matrix
+        from nodemanager.cycle.actuate import Actuator
+        from nodemanager.cycle.controller import Controller
+        if not self.settings.clouds:   # Ec2Loop's own settings, before the test's are set
+            return super().start(ec2_cloud, cluster)
+        self.cloud = build_cloud(self.settings, self.time)
+        self.actuator = Actuator(self.cloud, self.sched, self.settings, clock=self.time)
+        self.ctl = Controller(self.settings, policy_matrix.load_default(), self.actuator, clock=self.time)
+
+
+@pytest.fixture
+def cluster():
+    return f"multi-{uuid.uuid4().hex[:10]}"
+
+
+def make_loop(ec2_cloud, ec2_proxy, text: str) -> CloudsLoop:
+    settings = config.loads(text)
+    loop = CloudsLoop(ec2_cloud, ec2_proxy, max_nodes=10, job_seconds=100000.0)
+    core = replace(loop.settings.core, sizes=settings.core.sizes,
+                   size_digests=settings.core.size_digests)
+    loop.settings = replace(settings, core=core, poll=loop.settings.poll)
+    loop.start(ec2_cloud)
+    return loop
+
+
+def booted(loop, since=0):
+    return [o.size for r in loop.reports[since:] for o in r.outcomes if o.kind == "boot" and o.result == "ok"]
+
+
+@pytest.fixture
+def ec2_cloud_in(ec2_proxy):
+    """A one-region adapter on the proxy for checking what each region holds."""
+    from nodemanager.cloud.libcloud_driver import LibcloudCloud
+    from nodemanager.configuration.settings import CloudSettings
+
+    def make(cluster, region):
+        return LibcloudCloud(CloudSettings(
+            driver="ec2", cluster=cluster, calls_per_second=0.0,
+            driver_args={"key": "AKIDNODEMANAGERTEST", "secret": "moto-secret-not-real", "region": region,
+                         "host": "127.0.0.1", "port": str(ec2_proxy.port), "secure": "no"},
+            create_args={"image": EC2_IMAGE}))
+    return make
+
+
+def in_region(ec2_cloud_in, cluster, region):
+    return sorted(n.name for n in ec2_cloud_in(cluster, region).list_nodes() if n.state in ("pending", "running"))
+
+
+def test_jobs_boot_in_the_cheaper_region_move_on_a_capacity_error_and_come_back(
+        ec2_cloud, ec2_proxy, ec2_cloud_in, cluster):
+    loop = make_loop(ec2_cloud, ec2_proxy, two_regions(ec2_proxy.port, cluster))
+    loop.sched.demand = [Demand(cpus=2, ram_mb=1000, count=1)]
+    loop.run(3)
+    assert booted(loop) == ["east-small"]
+    assert in_region(ec2_cloud_in, cluster, EAST) == [f"{cluster}-east-small-1"]
+    assert in_region(ec2_cloud_in, cluster, WEST) == []
+    listed = loop.reports[-1].snapshot.cloud_nodes
+    assert [n.cloud for n in listed] == ["east"] and listed[0].id.startswith("east:i-")
+
+    # the cheaper region has no capacity: its breaker opens and the job goes west
+    ec2_proxy.fail("RunInstances", 500, "InsufficientInstanceCapacity", times=1, region=EAST)
+    n = len(loop.reports)
+    loop.sched.demand = [Demand(cpus=2, ram_mb=1000, count=1)]
+    loop.run(3)
+    assert booted(loop, n) == ["west-small"]
+    assert in_region(ec2_cloud_in, cluster, WEST) == [f"{cluster}-west-small-1"]
+    report = loop.reports[-1]
+    assert list(report.snapshot.open_breakers) == ["east-small"]
+    # the status page says where queued work goes and why the other cloud lost
+    loop.sched.demand = [Demand(cpus=2, ram_mb=1000, count=1)]
+    report = loop.cycle()
+    doc = status_document(StatusView(report=report, last_cycle_at=loop.time.now), None, loop.time.now)
+    placements = doc["placement"]
+    assert placements and placements[0]["cloud"] == "west"
+    assert "east-small" in placements[0]["why"] and "capacity breaker open" in placements[0]["why"]
+    loop.sched.demand = []
+
+    # the cooldown ends: one probe boot in the cheaper region succeeds, and work comes back there
+    loop.time.advance(300.0)
+    n = len(loop.reports)
+    loop.sched.demand = [Demand(cpus=2, ram_mb=1000, count=2)]
+    loop.run(4)
+    assert booted(loop, n) == ["east-small", "east-small"]
+    assert not loop.reports[-1].snapshot.open_breakers
+    assert len(in_region(ec2_cloud_in, cluster, EAST)) == 3
+
+
+def test_a_region_that_stops_answering_freezes_only_its_own_nodes(ec2_cloud, ec2_proxy, ec2_cloud_in, cluster):
+    loop = make_loop(ec2_cloud, ec2_proxy, two_regions(ec2_proxy.port, cluster, west_price=0.10))
+    loop.sched.demand = [Demand(cpus=2, ram_mb=1000, count=1)]
+    loop.run(2)
+    ec2_proxy.fail("RunInstances", 500, "InsufficientInstanceCapacity", times=1, region=EAST)
+    loop.sched.demand = [Demand(cpus=2, ram_mb=1000, count=1)]
+    loop.run(3)
+    assert sorted(booted(loop)) == ["east-small", "west-small"]
+    east, west = in_region(ec2_cloud_in, cluster, EAST), in_region(ec2_cloud_in, cluster, WEST)
+    assert len(east) == len(west) == 1
+
+    # west stops answering; past poll_stale_after its listing is too old to act on
+    ec2_proxy.fail("DescribeInstances", 503, "Unavailable", times=0, region=WEST)
+    loop.run(30)   # 150 s
+    report = loop.reports[-1]
+    assert report.snapshot.cloud_polled["west"] < loop.time.now - 120
+    assert "west-small" in report.snapshot.open_breakers
+    # both nodes' jobs end: east's node goes back, west's is held where it is
+    for name in list(loop.sched.workers):
+        loop.sched.set_jobs(name, 0)
+    loop.job_end.clear()
+    loop.run(40)   # past idle_grace
+    assert in_region(ec2_cloud_in, cluster, EAST) == []
+    assert in_region(ec2_cloud_in, cluster, WEST) == west
+    explained = {e.name: e for e in loop.reports[-1].plan.nodes}
+    held = explained[west[0]]
+    assert held.blocked_by == "stale" and "cloud west's listing is" in held.reason
+    assert not [o for r in loop.reports for o in r.outcomes if o.node.startswith("west:") and o.kind != "boot"]
+
+    # new work is not sent to the silent region
+    n = len(loop.reports)
+    loop.sched.demand = [Demand(cpus=2, ram_mb=1000, count=1)]
+    loop.run(3)
+    assert booted(loop, n) == ["east-small"]
+
+    # west answers again: its idle node is given back too
+    ec2_proxy.faults.clear()
+    loop.run(40)
+    assert in_region(ec2_cloud_in, cluster, WEST) == []
+
+
+def test_two_clouds_that_give_the_same_ids_are_never_confused(tmp_path):
+    """libcloud's dummy cloud numbers its VMs from 1 in every instance: two clouds, same ids."""
+    from nodemanager.model import Size
+    text = """
+[Cloud]
+driver = dummy
+cluster = twins
+calls_per_second = 1000
+[Cloud a]
+creds = 0
+[Cloud b]
+creds = 0
+[Size small-a]
+cloud = a
+cores = 2
+ram_mb = 4096
+price = 0.1
+[Size small-b]
+cloud = b
+cores = 2
+ram_mb = 4096
+price = 0.1
+"""
+    settings = config.loads(text)
+    cloud = build_cloud(settings, lambda: 1000.0)
+    sizes = {s.name: s for s in settings.core.sizes}
+    assert isinstance(sizes["small-a"], Size) and sizes["small-a"].cloud == "a"
+    one = cloud.create_node(sizes["small-a"], "twins-small-a-1", {"nodemanager-cluster": "twins"})
+    two = cloud.create_node(sizes["small-b"], "twins-small-b-1", {"nodemanager-cluster": "twins"})
+    assert one.id.split(":", 1)[1] == two.id.split(":", 1)[1]          # the clouds' own ids collide
+    listed = cloud.list_nodes()
+    assert sorted((n.cloud, n.name) for n in listed) == [("a", "twins-small-a-1"), ("b", "twins-small-b-1")]
+    assert len({n.id for n in listed}) == 2
+    # tags and a destroy reach the node's own cloud only
+    cloud.set_tags(two, {"nodemanager-drain": "x"})
+    cloud.destroy_node(one)
+    after = {n.cloud: n for n in cloud.list_nodes() if n.state == "running"}
+    assert list(after) == ["b"] and after["b"].tags.get("nodemanager-drain") == "x"
+    assert "nodemanager-drain" not in {k for n in cloud.clouds["a"].list_nodes() for k in n.tags}
