@@ -186,7 +186,8 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
         boots = hold_boots(boots, rebuy_hold((now,), snapshot.demand, settings, now), notes, unmet)
     return Plan(now=now, items=tuple(items), boots=tuple(boots),
                 nodes=stages.explain(decisions), frozen=halt or freeze, notes=tuple(notes),
-                unmet=tuple(unmet), frozen_by=frozen_by, budgets=budget_uses)
+                unmet=tuple(unmet), frozen_by=frozen_by, budgets=budget_uses,
+                clouds=tuple(placed.clouds) if boots else ())
 
 
 def _wants(undecided: list[Decision], ctx: Context, reasons: Sequence[Reason],
