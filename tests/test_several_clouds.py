@@ -213,7 +213,7 @@ def test_a_region_that_stops_answering_freezes_only_its_own_nodes(ec2_cloud, ec2
 
 
 def test_two_clouds_that_give_the_same_ids_are_never_confused(tmp_path):
-    """libcloud's dummy cloud numbers its VMs from 1 in every instance: two clouds, same ids."""
+    """Two clouds (libcloud's dummy cloud, in process) that list a VM each under the same id."""
     from nodemanager.model import Size
     text = """
 [Cloud]
@@ -241,7 +241,11 @@ price = 0.1
     assert isinstance(sizes["small-a"], Size) and sizes["small-a"].cloud == "a"
     one = cloud.create_node(sizes["small-a"], "twins-small-a-1", {"nodemanager-cluster": "twins"})
     two = cloud.create_node(sizes["small-b"], "twins-small-b-1", {"nodemanager-cluster": "twins"})
-    assert one.id.split(":", 1)[1] == two.id.split(":", 1)[1]          # the clouds' own ids collide
+    # cloud b gives its VM the id cloud a gave its own (ids are unique per cloud only)
+    raw = one.id.split(":", 1)[1]
+    next(n for n in cloud.clouds["b"]._driver.list_nodes() if n.name == two.name).id = raw
+    two = next(n for n in cloud.list_nodes() if n.cloud == "b")
+    assert two.id == f"b:{raw}" and one.id == f"a:{raw}"
     listed = cloud.list_nodes()
     assert sorted((n.cloud, n.name) for n in listed) == [("a", "twins-small-a-1"), ("b", "twins-small-b-1")]
     assert len({n.id for n in listed}) == 2
