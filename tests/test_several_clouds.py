@@ -255,3 +255,44 @@ price = 0.1
     after = {n.cloud: n for n in cloud.list_nodes() if n.state == "running"}
     assert list(after) == ["b"] and after["b"].tags.get("nodemanager-drain") == "x"
     assert "nodemanager-drain" not in {k for n in cloud.clouds["a"].list_nodes() for k in n.tags}
+
+
+START = "(TARGET.WantCloud =?= undefined) || (TARGET.WantCloud == MY.Cloud)"
+
+
+def test_a_job_that_must_stay_in_one_cloud_boots_there_though_another_is_cheaper(
+        ec2_cloud, ec2_proxy, ec2_cloud_in, cluster, condor):
+    """HTCondor: ``+WantCloud`` with the documented START, matched by classad2 against each size's
+    offline ad (its ``attributes``); SLURM: a feature per cloud and ``--constraint``."""
+    import classad2
+
+    from nodemanager.configuration.settings import SchedulerSettings
+    from nodemanager.scheduler.htcondor import HTCondorScheduler
+    from nodemanager.scheduler.htcondor_bindings import Htcondor2Bindings
+    from tests.test_slurm_match import demand as slurm_demand, pending
+
+    text = two_regions(ec2_proxy.port, cluster).replace(
+        "price = 0.10\n", 'price = 0.10\nattributes = Cloud = "east"\nfeatures = east\n').replace(
+        "price = 0.12\n", 'price = 0.12\nattributes = Cloud = "west"\nfeatures = west\n')
+    loop = make_loop(ec2_cloud, ec2_proxy, text)
+    sizes = loop.settings.core.sizes
+    requirements = classad2.ExprTree('(TARGET.Arch == "X86_64") && (TARGET.OpSys == "LINUX") '
+                                     '&& (TARGET.Memory >= RequestMemory)')
+    condor.sim.submit(RequestCpus=2, RequestMemory=1000, Requirements=requirements, WantCloud="west")
+    condor.sim.submit(RequestCpus=2, RequestMemory=1000, Requirements=requirements)
+    htc = HTCondorScheduler.from_settings(SchedulerSettings("htcondor", {"machine_start": START}),
+                                          bindings=Htcondor2Bindings(module=condor.sim), clock=condor.clock,
+                                          sizes=sizes)
+    demand = htc.poll().demand
+    assert sorted((d.count, tuple(sorted(d.sizes or ()))) for d in demand) == [
+        (1, ("east-small", "west-small")), (1, ("west-small",))]
+    loop.sched.demand = list(demand)
+    loop.run(3)
+    assert sorted(booted(loop)) == ["east-small", "west-small"]
+    assert in_region(ec2_cloud_in, cluster, WEST) == [f"{cluster}-west-small-1"]
+    choices = {c.cloud: c for c in next(r for r in loop.reports if r.plan.boots).plan.clouds}
+    assert choices["west"].lost == ("east: these jobs may not run there (east-small)",)
+
+    # SLURM: --constraint=west asks for the west sizes only
+    slurm = slurm_demand(pending(1, features="west", memory_per_cpu=500, cpus=2), sizes=sizes)
+    assert [d.sizes for d in slurm] == [frozenset({"west-small"})]
