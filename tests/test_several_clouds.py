@@ -48,21 +48,14 @@ region = {EAST}
 
 [Cloud west]
 region = {WEST}
-
-[Size east-small]
-cloud = east
+""" + "".join(f"""
+[Size {region}-small]
+cloud = {region}
 instance_type = t3.small
 cores = 2
 ram_mb = 4096
-price = {east_price}
-
-[Size west-small]
-cloud = west
-instance_type = t3.small
-cores = 2
-ram_mb = 4096
-price = {west_price}
-"""
+price = {price}
+""" for region, price in (("east", east_price), ("west", west_price)))
 
 
 class CloudsLoop(Ec2Loop):
@@ -271,9 +264,11 @@ def test_a_job_that_must_stay_in_one_cloud_boots_there_though_another_is_cheaper
     from nodemanager.scheduler.htcondor_bindings import Htcondor2Bindings
     from tests.test_slurm_match import demand as slurm_demand, pending
 
-    text = two_regions(ec2_proxy.port, cluster).replace(
-        "price = 0.10\n", 'price = 0.10\nattributes = Cloud = "east"\nfeatures = east\n').replace(
-        "price = 0.12\n", 'price = 0.12\nattributes = Cloud = "west"\nfeatures = west\n')
+    text = two_regions(ec2_proxy.port, cluster)
+    for region in ("east", "west"):
+        text = text.replace(f"cloud = {region}\n", f'cloud = {region}\nattributes = Cloud = "{region}"\n'
+                            f"features = {region}\n")
+    assert text.count("features =") == 2
     loop = make_loop(ec2_cloud, ec2_proxy, text)
     sizes = loop.settings.core.sizes
     requirements = classad2.ExprTree('(TARGET.Arch == "X86_64") && (TARGET.OpSys == "LINUX") '
