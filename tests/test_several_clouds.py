@@ -291,3 +291,17 @@ def test_a_job_that_must_stay_in_one_cloud_boots_there_though_another_is_cheaper
     # SLURM: --constraint=west asks for the west sizes only
     slurm = slurm_demand(pending(1, features="west", memory_per_cpu=500, cpus=2), sizes=sizes)
     assert [d.sizes for d in slurm] == [frozenset({"west-small"})]
+
+
+@pytest.mark.parametrize("sizes, words", [
+    ("[Size a]\ncloud = nort\ncores = 2\nram_mb = 1\nprice = 1\n",
+     "13: [Size a] cloud: names cloud 'nort': with several clouds each size sets cloud = one of east, west"),
+    ("[Size a]\ncores = 2\nram_mb = 1\nprice = 1\n",
+     "12: [Size a]: names no cloud: with several clouds each size sets cloud = one of east, west"),
+])
+def test_a_size_that_names_no_configured_cloud_is_refused_at_its_line(sizes, words):
+    text = ("[Cloud]\ndriver = ec2\ncluster = physics\nkey = k\nsecret = s\n[Cloud Create]\nimage = ami-1\n"
+            "[Cloud east]\nregion = us-east-1\n[Cloud west]\nregion = us-west-2\n" + sizes)
+    with pytest.raises(config.ConfigError) as caught:
+        config.loads(text, "nm.ini")
+    assert [str(p) for p in caught.value.problems] == [f"nm.ini:{words}"]

@@ -12,7 +12,7 @@ import re
 from dataclasses import replace
 from typing import Callable, Sequence
 
-from nodemanager.configuration.reader import Reader, suggest
+from nodemanager.configuration.reader import Reader
 from nodemanager.configuration.settings import CloudSettings
 from nodemanager.model import Size
 
@@ -56,7 +56,6 @@ def named_clouds(r: Reader, base: CloudSettings, sizes: Sequence[Size],
         elif clouds and size.cloud not in names:
             what = f"names cloud {size.cloud!r}" if size.cloud else "names no cloud"
             r.problem(f"Size {size.name}", "cloud" if size.cloud else None,
-                      f"{what}: with several clouds each size sets cloud = one of "
-                      + ", ".join(names) + (suggest(size.cloud, names) if size.cloud else ""))
+                      f"{what}: with several clouds each size sets cloud = one of " + ", ".join(names))
         out.append(size)
     return tuple(clouds), out
