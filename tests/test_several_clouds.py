@@ -16,6 +16,7 @@ from nodemanager.configuration import config
 from nodemanager.console.status_document import StatusView, status_document
 from nodemanager.model import Demand
 from nodemanager.commands.node_text import why_text
+from nodemanager.console.metrics import Metrics
 from nodemanager.console.page import render_html as page_html
 from nodemanager.ports import build_cloud
 from tests.fixtures.moto import EC2_IMAGE
@@ -175,6 +176,11 @@ def test_a_region_that_stops_answering_freezes_only_its_own_nodes(ec2_cloud, ec2
     loop.run(30)   # 150 s
     report = loop.reports[-1]
     assert report.snapshot.cloud_polled["west"] < loop.time.now - 120
+    metrics = Metrics(sizes=loop.settings.core.sizes, clock=loop.time)
+    metrics.observe(report)
+    age = {i: metrics.registry.get_sample_value("nodemanager_poll_age_seconds", {"input": i})
+           for i in ("cloud", "cloud:east", "cloud:west")}
+    assert age["cloud"] == age["cloud:east"] == 5.0 and age["cloud:west"] >= 150  # one step since the cycle
     # both nodes' jobs end: east's node goes back, west's is held where it is
     for name in list(loop.sched.workers):
         loop.sched.set_jobs(name, 0)
