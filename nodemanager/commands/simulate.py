@@ -52,7 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--clouds", metavar="FILE",
                    help="several simulated clouds: [Cloud NAME] sections (boot_delay, capacity, outage, "
                         "spot_rate) and the [Size NAME] sections each sells (cloud = NAME); the sizes "
-                        "replace the config's (docs/simulation.md, Several clouds)")
+                        "replace the config's (docs/simulator.md, Several clouds)")
     p.add_argument("--placement", choices=("breadth", "depth", "steered", "ends", "ends-oracle"), default="breadth",
                    help="how the pool places jobs: breadth = first fit in join order (default), depth = the "
                         "fullest node that fits, steered = the lowest keep rank (with steering = yes), ends / "
