@@ -391,7 +391,7 @@ def _scheduler(r: _Reader) -> SchedulerSettings:
 
 def credential_warnings(path: str, settings: Settings) -> list[str]:
     """Warnings for a config file that holds secrets and is readable by group or others."""
-    secrets = [k for k in settings.cloud.driver_args if k in SECRET_OPTIONS]
+    secrets = sorted({k for c in (settings.cloud, *settings.clouds) for k in c.driver_args if k in SECRET_OPTIONS})
     if settings.manage.token:
         secrets.append("token")
     if not secrets:
