@@ -20,6 +20,7 @@ from nodemanager.console.metrics import Metrics
 from nodemanager.console.page import render_html as page_html
 from nodemanager.ports import build_cloud
 from tests.fixtures.moto import EC2_IMAGE
+from tests.test_cloud_gce import gce_api, service_key  # noqa: F401  (fixtures)
 from tests.test_faults_ec2 import Ec2Loop
 
 pytestmark = pytest.mark.ec2
@@ -311,3 +312,91 @@ def test_a_size_that_names_no_configured_cloud_is_refused_at_its_line(sizes, wor
     with pytest.raises(config.ConfigError) as caught:
         config.loads(text, "nm.ini")
     assert [str(p) for p in caught.value.problems] == [f"nm.ini:{words}"]
+
+
+def test_a_mix_of_providers_ec2_and_gce_in_one_pool(ec2_cloud, ec2_proxy, ec2_cloud_in, cluster, gce_api,
+                                                    service_key, tmp_path):
+    """EC2 (the local endpoint) and GCE (its request-level fake) in one pool, each size with its
+    own image: the cheaper provider first, the other on a capacity error, each VM in its own cloud."""
+    from tests.test_cloud_gce import IMAGE as GCE_IMAGE
+    from tests.fixtures.api_gce import PROJECT, ZONE, gce_error
+    assert gce_api.instances == {}
+    text = f"""
+[Cloud]
+cluster = {cluster}
+calls_per_second = 1000
+capacity_cooldown = 300
+
+[Cloud aws]
+driver = ec2
+key = AKIDNODEMANAGERTEST
+secret = moto-secret-not-real
+region = {EAST}
+host = 127.0.0.1
+port = {ec2_proxy.port}
+secure = no
+
+[Cloud gcp]
+driver = gce
+user_id = nodemanager@{PROJECT}.iam.gserviceaccount.com
+key = {service_key}
+project = {PROJECT}
+datacenter = {ZONE}
+auth_type = SA
+credential_file = {tmp_path / "token.json"}
+proxy_url = {gce_api.server.url}
+
+[Size aws-small]
+cloud = aws
+instance_type = t3.small
+image = {EC2_IMAGE}
+cores = 2
+ram_mb = 2048
+price = 0.02
+
+[Size gcp-small]
+cloud = gcp
+instance_type = n1-standard-1
+image = {GCE_IMAGE}
+cores = 2
+ram_mb = 2048
+price = 0.03
+"""
+    loop = make_loop(ec2_cloud, ec2_proxy, text)
+    loop.sched.demand = [Demand(cpus=2, ram_mb=1000, count=1)]
+    loop.run(3)
+    assert booted(loop) == ["aws-small"]
+    ec2_proxy.fail("RunInstances", 500, "InsufficientInstanceCapacity", times=1)
+    loop.sched.demand = [Demand(cpus=2, ram_mb=1000, count=1)]
+    loop.run(3)
+    assert sorted(booted(loop)) == ["aws-small", "gcp-small"]
+    assert list(gce_api.instances) == [f"{cluster}-gcp-small-1"]
+    assert in_region(ec2_cloud_in, cluster, EAST) == [f"{cluster}-aws-small-1"]
+    gce_api.instances[f"{cluster}-gcp-small-1"]["status"] = "RUNNING"   # GCE finished booting it
+    loop.run(2)
+    listed = {n.cloud: n for n in loop.reports[-1].snapshot.cloud_nodes}
+    assert sorted(listed) == ["aws", "gcp"] and listed["gcp"].id.startswith("gcp:")
+    # GCE stops answering: once both nodes are idle, EC2's goes back and GCE's is kept as it is
+    gce_api.server.fail("GET", r"/aggregated/instances$", 503, gce_error(503, "backendError", "injected"),
+                        times=1000)
+    loop.run(30)
+    for name in list(loop.sched.workers):
+        loop.sched.set_jobs(name, 0)
+    loop.job_end.clear()
+    loop.run(40)
+    assert in_region(ec2_cloud_in, cluster, EAST) == []
+    assert list(gce_api.instances) == [f"{cluster}-gcp-small-1"]
+    held = next(e for e in loop.reports[-1].plan.nodes if e.name == f"{cluster}-gcp-small-1")
+    assert held.blocked_by == "stale" and "cloud gcp's listing is" in held.reason
+
+
+def test_a_named_clouds_size_with_no_image_anywhere_is_refused_at_its_line():
+    text = ("[Cloud]\ncluster = physics\n[Cloud east]\ndriver = ec2\nkey = k\nsecret = s\nregion = us-east-1\n"
+            "[Size a]\ncloud = east\ncores = 2\nram_mb = 1\nprice = 1\n"
+            "[Size b]\ncloud = east\nimage = ami-2\ncores = 2\nram_mb = 1\nprice = 1\n")
+    with pytest.raises(config.ConfigError) as caught:
+        config.loads(text, "nm.ini")
+    assert [str(p) for p in caught.value.problems] == [
+        "nm.ini:8: [Size a]: no image: cloud east (driver ec2) needs [Cloud Create] image or this size's own image"]
+    settings = config.loads(text.replace("[Size b]", "image = ami-1\n[Size b]"), "nm.ini")
+    assert [dict(s.create_args)["image"] for s in settings.core.sizes] == ["ami-1", "ami-2"]

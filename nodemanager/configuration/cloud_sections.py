@@ -12,6 +12,7 @@ import re
 from dataclasses import replace
 from typing import Callable, Sequence
 
+from nodemanager.cloud.port import image_required
 from nodemanager.configuration.reader import Reader
 from nodemanager.configuration.settings import CloudSettings
 from nodemanager.model import Size
@@ -57,5 +58,10 @@ def named_clouds(r: Reader, base: CloudSettings, sizes: Sequence[Size],
             what = f"names cloud {size.cloud!r}" if size.cloud else "names no cloud"
             r.problem(f"Size {size.name}", "cloud" if size.cloud else None,
                       f"{what}: with several clouds each size sets cloud = one of " + ", ".join(names))
+        named = next((c for c in clouds if c.name == size.cloud), None)
+        if (named is not None and image_required(named.driver) and not base.create_args.get("image", "").strip()
+                and not dict(size.create_args).get("image", "").strip()):
+            r.problem(f"Size {size.name}", None, f"no image: cloud {named.name} (driver {named.driver}) "
+                      "needs [Cloud Create] image or this size's own image")
         out.append(size)
     return tuple(clouds), out

@@ -297,7 +297,9 @@ def _cloud(r: _Reader, section: str = "Cloud") -> CloudSettings:
                 tags[option[4:]] = raw
             else:
                 create[option] = raw
-    _check_driver(r, own.get("driver", CloudSettings.driver), create, section)
+    # a named cloud's sizes may each bring their own image (a mix of providers): checked with them
+    _check_driver(r, own.get("driver", CloudSettings.driver), create if section == "Cloud" else {"image": "-"},
+                  section)
     template = own.get("node_name_template", CloudSettings.node_name_template)
     try:
         template.format(cluster="c", size="s", seq=1)
