@@ -180,7 +180,8 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     if silent:  # an override's cloud call on a silent cloud waits for its listing too
         clouds = {d.facts.node.id: d.facts.node.cloud for d in decisions}
         items = [i for i in items if i.kind is ItemKind.CANCEL_DRAIN or clouds.get(i.node_id) not in silent]
-    if pairing.orphans and not (halt or freeze):
+    # a silent cloud's VMs may be missing from the listing: no name is taken for a gone VM's then
+    if pairing.orphans and not (halt or freeze or silent):
         items.extend(gone_vm_drains(pairing.orphans, snapshot.cloud_nodes))
     if boots and any(i.kind is ItemKind.DESTROY for i in items):
         boots = hold_boots(boots, rebuy_hold((now,), snapshot.demand, settings, now), notes, unmet)
