@@ -400,3 +400,33 @@ def test_a_named_clouds_size_with_no_image_anywhere_is_refused_at_its_line():
         "nm.ini:8: [Size a]: no image: cloud east (driver ec2) needs [Cloud Create] image or this size's own image"]
     settings = config.loads(text.replace("[Size b]", "image = ami-1\n[Size b]"), "nm.ini")
     assert [dict(s.create_args)["image"] for s in settings.core.sizes] == ["ami-1", "ami-2"]
+
+
+def test_plan_on_a_snapshot_freezes_the_silent_clouds_nodes_and_buys_in_the_other(tmp_path, capsys):
+    """``nodemanager plan`` on a several-clouds snapshot: west's listing is 10 minutes old."""
+    import json
+
+    from nodemanager.cli import main
+    now = 1_800_000_000.0
+    (tmp_path / "nm.ini").write_text(two_regions(1, "physics", east_price=0.12, west_price=0.10))
+    nodes, workers = [], []
+    for cloud in ("east", "west"):
+        nodes.append({"id": f"{cloud}:i-1", "cloud": cloud, "name": f"physics-{cloud}-small-1",
+                      "size": f"{cloud}-small", "launched_at": now - 7200})
+        workers.append({"name": f"physics-{cloud}-small-1", "scheduler": "slurm", "state": "idle",
+                        "cloud_id": "i-1", "last_heard": now - 5, "registered_at": now - 7100,
+                        "state_since": now - 6000, "cpus": 2, "ram_mb": 4096})
+    (tmp_path / "snap.json").write_text(json.dumps({
+        "now": now, "polled_at": {"cloud": now - 5, "scheduler": now - 5},
+        "cloud_polled": {"east": now - 5, "west": now - 600},
+        "cloud_nodes": nodes, "workers": workers,
+        "demand": [{"cpus": 2, "ram_mb": 1000, "count": 3}]}))
+    assert main(["plan", "--snapshot", str(tmp_path / "snap.json"), "--config", str(tmp_path / "nm.ini"),
+                 "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    # the same cloud id in both clouds: each worker pairs with its own cloud's node
+    assert {n["id"]: n["worker"] for n in doc["nodes"]} == {
+        "east:i-1": "physics-east-small-1", "west:i-1": "physics-west-small-1"}
+    assert doc["boots"] == [{"size": "east-small", "count": 1, "reason": "1 job(s) of 2 cpus, 1000 MB"}]
+    assert doc["placement"][0]["cloud"] == "east"
+    assert "west: west-small: not booted: cloud west's listing is 600s old" in doc["placement"][0]["why"]

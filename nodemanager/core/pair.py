@@ -74,6 +74,21 @@ def _keys(value: str | None, out: list[str]) -> None:
             out.append(v[:dot])
 
 
+def _same_name(node: CloudNode, ids: list[int], workers: list[Worker]) -> list[int]:
+    """Of the workers ``ids`` that advertise ``node``'s id, those whose name is the node's (all of
+    them when none or several are: still ambiguous)."""
+    keys: list[str] = []
+    _keys(node.name, keys)
+    _keys(node.hostname, keys)
+    named = []
+    for i in ids:
+        mine: list[str] = []
+        _keys(workers[i].name.rsplit("@", 1)[-1], mine)
+        if set(keys).intersection(mine):
+            named.append(i)
+    return named if len(named) == 1 else ids
+
+
 def _fresh(w: Worker, launched_at: float) -> bool:
     """Can ``w`` be the record of a VM launched at ``launched_at`` (rule 3)?"""
     if w.registered_at is not None:
@@ -129,6 +144,8 @@ def pair(cloud_nodes: Iterable[CloudNode], workers: Iterable[Worker]) -> Pairing
     ambiguous: set[str] = set()
     for n in nodes:
         ids = by_cloud_id.get(provider_id(n) if n.cloud else n.id)
+        if ids and len(ids) > 1 and n.cloud:
+            ids = _same_name(n, ids, wlist)  # several clouds may give VMs the same id: the name tells
         if ids:
             if len(ids) > 1:
                 names = ", ".join(sorted(wlist[i].name for i in ids))
