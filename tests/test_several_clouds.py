@@ -82,8 +82,8 @@ def cluster():
 def make_loop(ec2_cloud, ec2_proxy, text: str) -> CloudsLoop:
     settings = config.loads(text)
     loop = CloudsLoop(ec2_cloud, ec2_proxy, max_nodes=10, job_seconds=100000.0)
-    core = replace(loop.settings.core, sizes=settings.core.sizes,
-                   size_digests=settings.core.size_digests)
+    core = replace(loop.settings.core, sizes=settings.core.sizes, size_digests=settings.core.size_digests,
+                   cloud_max_nodes=settings.core.cloud_max_nodes)
     loop.settings = replace(settings, core=core, poll=loop.settings.poll)
     loop.start(ec2_cloud)
     return loop
@@ -430,3 +430,14 @@ def test_plan_on_a_snapshot_freezes_the_silent_clouds_nodes_and_buys_in_the_othe
     assert doc["boots"] == [{"size": "east-small", "count": 1, "reason": "1 job(s) of 2 cpus, 1000 MB"}]
     assert doc["placement"][0]["cloud"] == "east"
     assert "west: west-small: not booted: cloud west's listing is 600s old" in doc["placement"][0]["why"]
+
+
+def test_a_clouds_own_max_nodes_sends_the_rest_to_the_other(ec2_cloud, ec2_proxy, ec2_cloud_in, cluster):
+    text = two_regions(ec2_proxy.port, cluster).replace(f"region = {EAST}\n", f"region = {EAST}\nmax_nodes = 2\n")
+    loop = make_loop(ec2_cloud, ec2_proxy, text)
+    loop.sched.demand = [Demand(cpus=2, ram_mb=1000, count=3)]
+    loop.run(3)
+    assert sorted(booted(loop)) == ["east-small", "east-small", "west-small"]
+    assert len(in_region(ec2_cloud_in, cluster, EAST)) == 2 and len(in_region(ec2_cloud_in, cluster, WEST)) == 1
+    with pytest.raises(config.ConfigError, match=r"\[Cloud\] max_nodes: is a \[Cloud NAME\]'s own cap"):
+        config.loads(text.replace("[Cloud]\n", "[Cloud]\nmax_nodes = 3\n"))

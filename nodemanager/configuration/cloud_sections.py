@@ -38,7 +38,7 @@ def named_clouds(r: Reader, base: CloudSettings, sizes: Sequence[Size],
             r.problem(section, "deployment_id", "is the deployment's: set it in [Cloud] only")
         if r.cp.has_section("Cloud"):  # inherited: what the named section does not set itself
             for option, raw in r.cp.items("Cloud", raw=True):
-                if not r.cp.has_option(section, option):
+                if option != "max_nodes" and not r.cp.has_option(section, option):
                     r.cp.set(section, option, raw)
         cloud = replace(parse(r, section), create_args=base.create_args, tags=base.tags,
                         deployment_id=base.deployment_id)

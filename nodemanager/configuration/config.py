@@ -138,7 +138,10 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
         cloud = replace(cloud, create_args=frozen_map(
             {**cloud.create_args, "user_data_file": os.path.join(base_dir, user_data_file)}))
     clouds, sizes = named_clouds(r, cloud, sizes, _cloud)
-    core = replace(core, sizes=tuple(sizes))
+    if cloud.max_nodes:
+        r.problem("Cloud", "max_nodes", "is a [Cloud NAME]'s own cap; the pool's is [Daemon] max_nodes")
+    core = replace(core, sizes=tuple(sizes),
+                   cloud_max_nodes=tuple((c.name, c.max_nodes) for c in clouds if c.max_nodes))
     scheduler = _scheduler(r)
     core = replace(core, size_digests=tuple((s.name, settings_digest(s, cloud.create_args))
                                             for s in sizes))
