@@ -65,8 +65,9 @@ log = logging.getLogger("nodemanager.daemon")
 POOL_SIZE = 4          # actuator actors: enough to overlap slow cloud calls, never one per node
 EXIT_FATAL = 70        # EX_SOFTWARE: a fatal error stopped the daemon
 
-_RESTART_ONLY = (("cloud", "[Cloud]"), ("scheduler", "[Scheduler]"), ("manage", "[Manage]"), ("dry_run", "[Daemon] dry_run"),
-                 ("ha", "[HA]"), ("log", "[Daemon] log_format and log_file"), ("store", "[Store]"))
+_RESTART_ONLY = (("cloud", "[Cloud]"), ("clouds", "[Cloud NAME]"), ("scheduler", "[Scheduler]"), ("manage", "[Manage]"),
+                 ("dry_run", "[Daemon] dry_run"), ("ha", "[HA]"), ("log", "[Daemon] log_format and log_file"),
+                 ("store", "[Store]"))
 
 
 class Daemon:
@@ -129,7 +130,7 @@ class Daemon:
 
         from nodemanager.console.status import StatusServer
         s = self.settings
-        secrets = [str(v) for k, v in s.cloud.driver_args.items() if k in SECRET_OPTIONS]
+        secrets = [str(v) for c in (s.cloud, *s.clouds) for k, v in c.driver_args.items() if k in SECRET_OPTIONS]
         server = StatusServer(s.manage, self.status_view, admin=self.admin, registry=self.metrics.registry,
                               clock=self.clock, stale_after=max(3 * s.poll.cycle_interval, s.core.poll_stale_after),
                               secrets=secrets)
@@ -268,7 +269,8 @@ class Daemon:
         if self.status_server is not None:
             self.status_server.start()
             log.info("status page at %s", self.status_server.url)
-        log.info("started: cloud %s, scheduler %s, matrix %s (sha256 %s)%s", s.cloud.driver,
+        clouds = ", ".join(f"{c.name} ({c.driver})" for c in s.clouds) or s.cloud.driver
+        log.info("started: cloud %s, scheduler %s, matrix %s (sha256 %s)%s", clouds,
                  s.scheduler.kind, self.matrix_source.path, self.matrix_source.sha256[:12],
                  ", DRY RUN: nothing will be drained, cancelled, booted or destroyed" if self.dry_run else "")
         return self

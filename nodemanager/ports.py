@@ -11,12 +11,13 @@ from nodemanager.configuration.config import ConfigError, Problem
 from nodemanager.configuration.settings import Settings
 from nodemanager.scheduler import Scheduler, SchedulerError
 
-__all__ = ["build_ports", "Timed"]
+__all__ = ["build_ports", "build_cloud", "Timed"]
 
 
 def build_ports(settings: Settings, clock: Callable[[], float]) -> tuple[CloudDriver, Scheduler, Any]:
     """The cloud, the scheduler and (embedded default only) the simulated world."""
-    simulated = (settings.cloud.driver == "simulated", settings.scheduler.kind == "simulated")
+    simulated = (settings.cloud.driver == "simulated" and not settings.clouds,
+                 settings.scheduler.kind == "simulated")
     source = settings.source or "config"
     if any(simulated):
         if not all(simulated):
@@ -28,9 +29,8 @@ def build_ports(settings: Settings, clock: Callable[[], float]) -> tuple[CloudDr
         from nodemanager.sim.world import SimWorld
         world = SimWorld(settings, clock)
         return world.cloud, world.scheduler, world
-    from nodemanager.cloud import LibcloudCloud
     from nodemanager.scheduler.finished_window import MAX_FINISHED
-    cloud = LibcloudCloud(settings.cloud, sizes=settings.core.sizes)
+    cloud = build_cloud(settings, clock)
     # finished jobs are read only for runtime prediction
     finished = MAX_FINISHED if settings.core.runtime_prediction != "off" else 0
     if settings.scheduler.kind == "slurm":
@@ -40,6 +40,17 @@ def build_ports(settings: Settings, clock: Callable[[], float]) -> tuple[CloudDr
     from nodemanager.scheduler import HTCondorScheduler
     return cloud, HTCondorScheduler.from_settings(settings.scheduler, sizes=settings.core.sizes,
                                                   finished_limit=finished), None
+
+
+def build_cloud(settings: Settings, clock: Callable[[], float]) -> CloudDriver:
+    """The real cloud port: the one ``[Cloud]``, or one instance per ``[Cloud NAME]`` (each with
+    its own credentials and rate limit) behind :class:`~nodemanager.cloud.several.SeveralClouds`."""
+    from nodemanager.cloud import LibcloudCloud
+    if not settings.clouds:
+        return LibcloudCloud(settings.cloud, sizes=settings.core.sizes)
+    from nodemanager.cloud.several import SeveralClouds
+    return SeveralClouds({c.name: LibcloudCloud(c, sizes=[s for s in settings.core.sizes if s.cloud == c.name])
+                          for c in settings.clouds}, clock=clock)
 
 
 class Timed:

@@ -4,7 +4,7 @@ The format (documented with an example in ``docs/plan.md``)::
 
     {"now": E, "polled_at": {"cloud": E, "scheduler": E},
      "cloud_nodes": [{"id": S, "name": S, "size": S, "launched_at": E, "state"?: S,
-                      "private_ip"?: S, "hostname"?: S, "tags"?: {S: S}, "reclaim_at"?: E}],
+                      "private_ip"?: S, "hostname"?: S, "tags"?: {S: S}, "reclaim_at"?: E, "cloud"?: S}],
      "workers": [{"name": S, "scheduler": "slurm"|"htcondor", "state"?: S, "ad"?: {...},
                   "cloud_id"?: S, "address"?: S, "last_heard"?: E, "state_since"?: E,
                   "registered_at"?: E, "cpus"?: N, "cpus_busy"?: N, "ram_mb"?: N,
@@ -20,7 +20,7 @@ The format (documented with an example in ``docs/plan.md``)::
      "recent_destroys"?: [E], "cloud_clock_skew"?: N, "protected_sizes"?: {S: S},
      "cancel_drains"?: [S], "destroyed"?: [S], "idle_graces"?: {S: [N, S]},
      "consolidation_backoff"?: {S: [N|null, S]}, "arrivals"?: [E], "known_prices"?: {S: N},
-     "recent_boots"?: [E], "scheduler_clock_ahead"?: N}
+     "recent_boots"?: [E], "scheduler_clock_ahead"?: N, "cloud_polled"?: {S: E}}
 
 For an HTCondor worker, fields missing from the worker object are taken from its ``ad``
 (``State/Activity``, ``CloudInstanceID``, ``LastHeardFrom``, ``EnteredCurrentState``,
@@ -65,7 +65,7 @@ _MAX_DEPTH = 200            # nesting reported by line and column (a snapshot ne
 
 def _cloud_node(v: Any, path: str) -> CloudNode:
     f = _Fields(v, path, ("id", "name", "size", "launched_at", "state", "private_ip", "hostname",
-                          "tags", "reclaim_at"))
+                          "tags", "reclaim_at", "cloud"))
     tags = f.opt("tags", _obj, {})
     for k, t in tags.items():
         _str(t, f"{f.sub('tags')}.{k}")
@@ -73,7 +73,7 @@ def _cloud_node(v: Any, path: str) -> CloudNode:
                      size=f.req("size", _str), launched_at=f.req("launched_at", _number),
                      state=f.opt("state", _str, "running"), private_ip=f.opt("private_ip", _str),
                      hostname=f.opt("hostname", _str), tags=frozen_map(tags),
-                     reclaim_at=f.opt("reclaim_at", _number))
+                     reclaim_at=f.opt("reclaim_at", _number), cloud=f.opt("cloud", _str, ""))
 
 
 _WORKER_FIELDS = ("name", "scheduler", "state", "ad", "cloud_id", "address", "last_heard",
@@ -175,7 +175,7 @@ def from_json(data: Any) -> Snapshot:
                            "recent_destroys", "unconfirmed", "cloud_clock_skew",
                            "protected_sizes", "cancel_drains", "destroyed", "idle_graces",
                            "consolidation_backoff", "arrivals", "known_prices", "recent_boots",
-                           "scheduler_clock_ahead"))
+                           "scheduler_clock_ahead", "cloud_polled"))
     polled = f.req("polled_at", _obj)
     polled_at = {k: _number(t, f"polled_at.{k}") for k, t in polled.items()}
     nodes = _items(f, "cloud_nodes", _cloud_node)
@@ -212,6 +212,8 @@ def from_json(data: Any) -> Snapshot:
         known_prices=frozen_map({k: _price(v, f"known_prices.{k}") for k, v in f.opt("known_prices", _obj, {}).items()}),
         recent_boots=tuple(_number(t, f"recent_boots[{i}]") for i, t in enumerate(f.opt("recent_boots", _list, []))),
         scheduler_clock_ahead=f.opt("scheduler_clock_ahead", _offset),
+        cloud_polled=frozen_map({k: _number(t, f"cloud_polled.{k}") for k, t in
+                                 f.opt("cloud_polled", _obj, {}).items()}),
     )
 
 
@@ -320,7 +322,8 @@ def to_json(s: Snapshot) -> dict[str, Any]:
         "cloud_nodes": [_drop_defaults({
             "id": n.id, "name": n.name, "size": n.size, "launched_at": n.launched_at,
             "state": n.state, "private_ip": n.private_ip, "hostname": n.hostname,
-            "tags": dict(n.tags), "reclaim_at": n.reclaim_at}, {"state": "running", "tags": {}})
+            "tags": dict(n.tags), "reclaim_at": n.reclaim_at, "cloud": n.cloud},
+            {"state": "running", "tags": {}, "cloud": ""})
             for n in s.cloud_nodes],
         "workers": [_drop_defaults({
             "name": w.name, "scheduler": w.scheduler, "state": w.state, "ad": dict(w.ad),
@@ -353,7 +356,8 @@ def to_json(s: Snapshot) -> dict[str, Any]:
              "consolidation_backoff": {k: [None if math.isinf(f) else f, why]
                                        for k, (f, why) in s.consolidation_backoff.items()} or None,
              "arrivals": list(s.arrivals), "known_prices": dict(s.known_prices) or None,
-             "recent_boots": list(s.recent_boots), "scheduler_clock_ahead": s.scheduler_clock_ahead}
+             "recent_boots": list(s.recent_boots), "scheduler_clock_ahead": s.scheduler_clock_ahead,
+             "cloud_polled": dict(s.cloud_polled) or None}
     out.update({k: v for k, v in extra.items() if v not in (None, [])})
     return out
 

@@ -16,7 +16,7 @@ import pytest
 
 from nodemanager.cycle.actuate import Actuator
 from nodemanager.cycle.controller import Controller
-from nodemanager.model import Demand, Size
+from nodemanager.model import Demand, Size, provider_id
 from nodemanager.configuration.settings import CloudSettings, CoreSettings, PollSettings, Settings
 from tests.fixtures.daemon import ScriptedScheduler, Time
 
@@ -66,7 +66,7 @@ class Ec2Loop:
         for n in nodes:
             if n.state == "running" and n.name not in self.sched.workers:
                 queued = sum(d.count for d in self.sched.demand)
-                self.sched.add(n.name, n.id, running_jobs=1 if queued else 0)
+                self.sched.add(n.name, provider_id(n), running_jobs=1 if queued else 0)
                 if queued:
                     d = self.sched.demand[0]
                     self.sched.demand = ([replace(d, count=d.count - 1)] if d.count > 1 else []) + self.sched.demand[1:]

@@ -85,7 +85,9 @@ class LibcloudCloud:
                  sleep: Callable[[float], None] = time.sleep,
                  wall_clock: Callable[[], float] = time.time, sizes: Sequence[Size] = ()) -> None:
         self._settings = settings
-        self._options = parse_options(settings)
+        # a cloud among several may have no shared image when each of its sizes has its own
+        self._options = parse_options(settings, image_needed=not sizes or not all(
+            dict(s.create_args).get("image") for s in sizes))
         self._size_options: dict[tuple[tuple[str, str], ...], tuple[CloudOptions, dict[str, str]]] = {}
         for size in sizes:  # a size's bad image or boot script is an error before anything starts
             self._options_for(size)

@@ -69,8 +69,9 @@ def to_epoch(value: Any) -> float | None:
     return None
 
 
-def parse_options(settings: CloudSettings) -> CloudOptions:
-    """Check and convert ``[Cloud]`` / ``[Cloud Create]`` options; ValueError names the option."""
+def parse_options(settings: CloudSettings, *, image_needed: bool = True) -> CloudOptions:
+    """Check and convert ``[Cloud]`` / ``[Cloud Create]`` options; ValueError names the option.
+    ``image_needed`` False: every size brings its own image (checked with each size's options)."""
     name = settings.driver
     if name not in PROVIDERS:
         raise ValueError(f"[Cloud] driver: {name!r} is not a libcloud driver this adapter supports "
@@ -109,7 +110,7 @@ def parse_options(settings: CloudSettings) -> CloudOptions:
             raise ValueError(f"[Cloud Create] {option}: not an option for driver {name} "
                              f"(known: {names})")
     provider.check_create(create)
-    if provider.image_required and not image:
+    if provider.image_required and not image and image_needed:
         raise ValueError(f"[Cloud Create] image: required for driver {name}")
     return CloudOptions(provider, kwargs, image, location, create)
 

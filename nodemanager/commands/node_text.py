@@ -73,6 +73,7 @@ def why_text(doc: Mapping[str, Any], node: Mapping[str, Any] | None) -> str:
                    f"({node.get('why') or 'no reason recorded'})"
         return printable(text)
     lines = [f"[{w['reason']}] {w['text']}" for w in doc.get("why_not_demand") or ()]
+    lines += [f"[cloud] {c['why']}" for c in doc.get("placement") or ()]
     lines += [f"[{n['why_not']['reason']}] {n['why_not']['text']}"
               for n in doc.get("nodes") or () if n.get("why_not")]
     return "\n".join(printable(line) for line in lines) or "nothing is held back"

@@ -168,6 +168,8 @@ def plan_to_json(p) -> dict:
                   for u in p.unmet],
         "budgets": [{"name": b.name, "active": b.active, "allowed": b.allowed, "held": b.held,
                      "text": b.text} for b in p.budgets],
+        "placement": [{"cloud": c.cloud, "size": c.size, "jobs": c.jobs, "what": c.what, "lost": list(c.lost),
+                       "why": c.why} for c in p.clouds],
     }
 
 
@@ -210,6 +212,8 @@ def format_table(p) -> str:
             lines.append(f"boot {b.count} x {b.size}: {b.reason}")
     else:
         lines.append("boot nothing")
+    for c in p.clouds:
+        lines.append(f"cloud: {c.why}")
     if p.frozen:
         lines.append(f"frozen: {p.frozen}")
     for n in p.notes:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nodemanager.commands.simulate_values import BadInput, duration, read_sweeps, size_list
 
@@ -49,6 +49,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--sizes", metavar="C1,C2,...",
                    help="several node sizes by cores (e.g. 2,4,8,16): 4 GB and the same price per "
                         "core each (default: the config's sizes, else one size)")
+    p.add_argument("--clouds", metavar="FILE",
+                   help="several simulated clouds: [Cloud NAME] sections (boot_delay, capacity, outage, "
+                        "spot_rate) and the [Size NAME] sections each sells (cloud = NAME); the sizes "
+                        "replace the config's (docs/simulator.md, Several clouds)")
     p.add_argument("--placement", choices=("breadth", "depth", "steered", "ends", "ends-oracle"), default="breadth",
                    help="how the pool places jobs: breadth = first fit in join order (default), depth = the "
                         "fullest node that fits, steered = the lowest keep rank (with steering = yes), ends / "
@@ -109,7 +113,9 @@ def _settings(args: argparse.Namespace, profile: str | None = None):
     sizes = settings.core.sizes
     if args.cores_per_node is not None and args.cores_per_node <= 0:
         raise BadInput("--cores-per-node must be at least 1")
-    if args.sizes is not None:
+    if args.clouds:
+        sizes = _clouds(args)[1]
+    elif args.sizes is not None:
         sizes = size_list(args.sizes, args.cores_per_node)
     elif args.cores_per_node or not sizes:
         base = sizes[0] if sizes else None
@@ -124,6 +130,15 @@ def _settings(args: argparse.Namespace, profile: str | None = None):
     elif args.billing == "hourly":
         sizes = tuple(replace(s, billing_period=3600, shutdown_windows=()) for s in sizes)
     return replace(settings, core=replace(settings.core, sizes=sizes + _spot_sizes(args, sizes)))
+
+
+def _clouds(args: argparse.Namespace) -> tuple[tuple[Any, ...], tuple[Size, ...]]:
+    """The ``--clouds`` file's clouds and sizes (a bad file is bad input, naming the place)."""
+    from nodemanager.sim.clouds_file import CloudsFileError, read_clouds
+    try:
+        return read_clouds(args.clouds)
+    except CloudsFileError as exc:
+        raise BadInput(str(exc)) from None
 
 
 def _spot_sizes(args: argparse.Namespace, sizes: tuple[Size, ...]) -> tuple[Size, ...]:
@@ -225,7 +240,8 @@ def _simulate(args: argparse.Namespace) -> int:
                       job_seed=args.job_seed,
                       placement=args.placement,
                       max_retirement=duration("--max-retirement", args.max_retirement), spend_by=args.by or "",
-                      spot_rate=args.spot_interruptions_per_day if args.spot_configured_rate is not None else None)
+                      spot_rate=args.spot_interruptions_per_day if args.spot_configured_rate is not None else None,
+                      clouds=_clouds(args)[0] if args.clouds else ())
     try:
         jobs, reader = read_jobs(args.trace, skip_days=args.skip_days, days=args.days,  # a schedule reads the trace's clock
                                  absolute=any(s.warm_schedule is not None for s in settings.core.sizes))
@@ -315,6 +331,14 @@ def _simulate(args: argparse.Namespace) -> int:
                  + (f", max_total_price {settings.core.max_total_price:g}/h"
                     if settings.core.max_total_price else "")
                  + f"; placement {sim.placement}-first")
+    from nodemanager.text import duration as _words
+    for c in sim.clouds:
+        notes.append(f"cloud {c.name}: boot {sim.boot_delay if c.boot_delay is None else c.boot_delay:g}s, "
+                     f"capacity {c.capacity or 'unlimited'}"
+                     + (f", spot reclaims {c.spot_rate:g}/VM-day" if c.spot_rate is not None else "")
+                     + "".join(f", outage {_words(a)}-{_words(b)} from the start"
+                               for a, b in c.outages)
+                     + "; sizes " + ", ".join(s.name for s in sizes if s.cloud == c.name))
     notes += accuracy_lines(rows + sweep_rows)
     if reader.header.acknowledge:
         notes.append("trace provided by " + "; ".join(reader.header.acknowledge)

@@ -32,6 +32,7 @@ from nodemanager.configuration.options import (CLOUD_CREATE_NUMBERS, CLOUD_DRIVE
                                                SIZE as _SIZE,
                                                SIZE_CREATE_OPTIONS, STORE as _STORE)
 from nodemanager.configuration.budget_sections import budget_sections
+from nodemanager.configuration.cloud_sections import named_clouds
 from nodemanager.core.pricing import effective_price
 from nodemanager.configuration.reader import ConfigError, Problem
 from nodemanager.configuration.reader import Reader as _Reader
@@ -74,8 +75,9 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
     profile_matrix = _apply_profile(r, profile)
 
     for section in cp.sections():
-        if section not in _SECTIONS and not section.startswith(("Size ", "Budget ")):
-            r.problem(section, None, "unknown section" + _suggest(section, _SECTIONS + ("Size NAME", "Budget NAME")))
+        if section not in _SECTIONS and not section.startswith(("Size ", "Budget ", "Cloud ")):
+            r.problem(section, None, "unknown section" + _suggest(section, _SECTIONS + (
+                "Size NAME", "Budget NAME", "Cloud NAME")))
 
     daemon_schema: dict[str, Callable[[str], Any]] = {k: v[1] for k, v in _DAEMON.items()}
     daemon_schema.update(_DAEMON_SHELL)
@@ -135,17 +137,23 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
     if user_data_file and base_dir and not os.path.isabs(user_data_file):
         cloud = replace(cloud, create_args=frozen_map(
             {**cloud.create_args, "user_data_file": os.path.join(base_dir, user_data_file)}))
+    clouds, sizes = named_clouds(r, cloud, sizes, _cloud)
+    if cloud.max_nodes:
+        r.problem("Cloud", "max_nodes", "is a [Cloud NAME]'s own cap; the pool's is [Daemon] max_nodes")
+    core = replace(core, sizes=tuple(sizes),
+                   cloud_max_nodes=tuple((c.name, c.max_nodes) for c in clouds if c.max_nodes))
     scheduler = _scheduler(r)
     core = replace(core, size_digests=tuple((s.name, settings_digest(s, cloud.create_args))
                                             for s in sizes))
-    if cloud.driver != "simulated" and not sizes:
+    if (cloud.driver != "simulated" or clouds) and not sizes:
         r.problem("Cloud", "driver", "a real cloud needs at least one [Size NAME] section")
     elif require_sizes and not sizes:
         r.problem("Cloud", "driver", "the simulated cloud needs at least one [Size NAME] section "
                   "too: without one nothing is ever booted")
 
-    _check_markets(r, cloud.driver, sizes)
-    if cloud.driver in PROVIDERS and cloud.driver not in _PRETEND_CLOUDS:
+    for named in clouds or (cloud,):
+        _check_markets(r, named.driver, [s for s in sizes if s.cloud == named.name])
+    if any(c.driver in PROVIDERS and c.driver not in _PRETEND_CLOUDS for c in (cloud, *clouds)):
         _check_real_cloud(r)
     ha = _ha(r)
     store = StoreSettings(**r.typed("Store", _STORE))
@@ -157,6 +165,8 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
         if getattr(store, option) > 100 * 365 * 86400:
             r.problem("Store", option, "must be at most 100 years (0: for ever)")
     _check_identity(r, cloud, ha is not None)
+    for named in clouds:
+        _check_identity(r, replace(named, deployment_id=""), False)
 
     matrix = daemon.get("matrix", "").strip()
     if profile_matrix is not None and matrix == profile_matrix:
@@ -167,7 +177,7 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
         r.problem("Daemon", "matrix", f"no such file {matrix}")
     if r.problems:
         raise ConfigError(r.problems)
-    return Settings(core=core, drain=drain, cloud=cloud, scheduler=scheduler, poll=poll,
+    return Settings(core=core, drain=drain, cloud=cloud, clouds=clouds, scheduler=scheduler, poll=poll,
                     manage=manage, ha=ha, store=store, matrix_file=matrix, dry_run=daemon.get("dry_run", False),
                     log_level=daemon.get("log_level", "info").upper(), source=source,
                     log=LogSettings(format=daemon.get("log_format", "text"),
@@ -287,17 +297,17 @@ def _check_markets(r: _Reader, driver: str, sizes: list[Size]) -> None:
             r.problem(f"Size {size.name}", *problem)
 
 
-def _cloud(r: _Reader) -> CloudSettings:
+def _cloud(r: _Reader, section: str = "Cloud") -> CloudSettings:
     own_schema: dict[str, Callable[[str], Any]] = {
         "driver": lambda v: v.strip().lower(), "cluster": str, "node_name_template": str,
         **CLOUD_NUMBERS, "deployment_id": lambda v: v.strip(),
     }
-    own = r.typed("Cloud", own_schema, open_ended=True)
+    own = r.typed(section, own_schema, open_ended=True)
     # libcloud constructor arguments stay text: the cloud adapter converts them when it is built;
     # the numeric ones are range-checked here, at their lines, at load and on reload
-    args = {option: raw for option, raw in r.cp.items("Cloud", raw=True)
-            if option not in _CLOUD_OWN} if r.cp.has_section("Cloud") else {}
-    r.typed("Cloud", {o: p for o, p in CLOUD_DRIVER_NUMBERS.items() if o in args}, open_ended=True)
+    args = {option: raw for option, raw in r.cp.items(section, raw=True)
+            if option not in _CLOUD_OWN} if r.cp.has_section(section) else {}
+    r.typed(section, {o: p for o, p in CLOUD_DRIVER_NUMBERS.items() if o in args}, open_ended=True)
     r.typed("Cloud Create", CLOUD_CREATE_NUMBERS, open_ended=True)
     create: dict[str, str] = {}
     tags: dict[str, str] = {}
@@ -307,19 +317,22 @@ def _cloud(r: _Reader) -> CloudSettings:
                 tags[option[4:]] = raw
             else:
                 create[option] = raw
-    _check_driver(r, own.get("driver", CloudSettings.driver), create)
+    # a named cloud's sizes may each bring their own image (a mix of providers): checked with them
+    _check_driver(r, own.get("driver", CloudSettings.driver), create if section == "Cloud" else {"image": "-"},
+                  section)
     template = own.get("node_name_template", CloudSettings.node_name_template)
     try:
         template.format(cluster="c", size="s", seq=1)
     except (KeyError, IndexError, ValueError) as exc:
-        r.problem("Cloud", "node_name_template",
+        r.problem(section, "node_name_template",
                   f"may use only {{cluster}}, {{size}} and {{seq}} ({exc})")
     else:
         if "{seq}" not in template:
-            r.problem("Cloud", "node_name_template", "must contain {seq}, or every VM of a size "
+            r.problem(section, "node_name_template", "must contain {seq}, or every VM of a size "
                       "would get the same name")
+    name = section[len("Cloud "):].strip() if section != "Cloud" else ""
     return CloudSettings(driver_args=frozen_map(args), create_args=frozen_map(create),
-                         tags=frozen_map(tags), **own)
+                         tags=frozen_map(tags), name=name, **own)
 
 
 def _check_real_cloud(r: _Reader) -> None:
@@ -353,7 +366,7 @@ def _check_identity(r: _Reader, cloud: CloudSettings, ha: bool) -> None:
     if cloud.deployment_id and not _DEPLOYMENT_ID.fullmatch(cloud.deployment_id):
         r.problem("Cloud", "deployment_id", "use 1-64 letters, digits, '.', '-' or '_'")
     if cloud.driver in PROVIDERS and cloud.driver != "dummy" and cloud.cluster == CloudSettings.cluster:
-        r.problem("Cloud", "cluster", f"is {CloudSettings.cluster!r}, the default: another site on "
+        r.problem(f"Cloud {cloud.name}" if cloud.name else "Cloud", "cluster", f"is {CloudSettings.cluster!r}, the default: another site on "
                   "the same cloud account may use it too; choose a name for this pool (it starts "
                   "every VM name and is the cloud tag nodemanager-cluster)")
     if ha and not cloud.deployment_id:
@@ -372,13 +385,13 @@ def _check_resolves(r: _Reader, address: str) -> None:
         r.problem("Manage", "address", f"cannot resolve {address!r}: {getattr(exc, 'strerror', None) or exc}")
 
 
-def _check_driver(r: _Reader, driver: str, create: Mapping[str, str]) -> None:
+def _check_driver(r: _Reader, driver: str, create: Mapping[str, str], section: str = "Cloud") -> None:
     """An unknown ``[Cloud] driver`` or a missing ``[Cloud Create] image``, at their lines."""
     known = ("simulated", *PROVIDERS)
     if driver not in known:
-        r.problem("Cloud", "driver", f"unknown driver {driver!r}" + _suggest(driver, known))
+        r.problem(section, "driver", f"unknown driver {driver!r}" + _suggest(driver, known))
     elif image_required(driver) and not create.get("image", "").strip():
-        r.problem("Cloud Create", "image", f"required for driver {driver}", at=("Cloud", "driver"))
+        r.problem("Cloud Create", "image", f"required for driver {driver}", at=(section, "driver"))
 
 
 def _scheduler(r: _Reader) -> SchedulerSettings:
@@ -400,7 +413,7 @@ def _scheduler(r: _Reader) -> SchedulerSettings:
 
 def credential_warnings(path: str, settings: Settings) -> list[str]:
     """Warnings for a config file that holds secrets and is readable by group or others."""
-    secrets = [k for k in settings.cloud.driver_args if k in SECRET_OPTIONS]
+    secrets = sorted({k for c in (settings.cloud, *settings.clouds) for k in c.driver_args if k in SECRET_OPTIONS})
     if settings.manage.token:
         secrets.append("token")
     if not secrets:

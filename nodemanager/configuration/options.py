@@ -44,7 +44,7 @@ SCHEDULER_NUMBERS: Mapping[str, Mapping[str, Ranged]] = {
 # [Cloud] options of our own that are numbers, and libcloud constructor arguments that are.
 CLOUD_NUMBERS: Mapping[str, Ranged] = {
     "calls_per_second": amount(0.1, 1000), "quota_backoff": SPAN,
-    "capacity_cooldown": SPAN, "capacity_max_cooldown": SPAN,
+    "capacity_cooldown": SPAN, "capacity_max_cooldown": SPAN, "max_nodes": NODES,
 }
 CLOUD_CREATE_NUMBERS: Mapping[str, Ranged] = {"spot_max_price": PRICE, "disk_size": count(65536, low=1)}
 CLOUD_DRIVER_NUMBERS: Mapping[str, Ranged] = {
@@ -68,7 +68,8 @@ SCHEDULER_OPTIONS: Mapping[str, frozenset[str]] = {
 }
 
 CLOUD_OWN = frozenset({"driver", "cluster", "node_name_template", "calls_per_second",
-                        "quota_backoff", "deployment_id", "capacity_cooldown", "capacity_max_cooldown"})
+                        "quota_backoff", "deployment_id", "capacity_cooldown", "capacity_max_cooldown",
+                        "max_nodes"})
 
 
 DAEMON: dict[str, tuple[str, Callable[[str], Any]]] = {
@@ -148,6 +149,8 @@ SIZE: dict[str, Callable[[str], Any]] = {
     "warm_schedule": str, "warm_duration": SPAN, "warm_time_zone": str,
     # what a node of the size really costs: a reservation or savings plan rate, a licence per VM
     "price_override": PRICE, "licence_price": PRICE,
+    # the [Cloud NAME] it is bought from (several clouds)
+    "cloud": lambda v: v.strip(),
 }
 # [Cloud Create] options a [Size NAME] may override (a GPU size needs another image); tag_* too
 SIZE_CREATE_OPTIONS = ("image", "user_data", "user_data_file")

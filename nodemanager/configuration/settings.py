@@ -83,6 +83,7 @@ class CoreSettings:
     max_lifetime: float = 0.0             # busy nodes older than this are "expired"; 0 = never
     rebuy_hold: float = 0.0               # no boot this long after a destroy; 0 = none
     size_digests: tuple[tuple[str, str], ...] = ()  # size -> settings_digest, tagged at boot (drift)
+    cloud_max_nodes: tuple[tuple[str, int], ...] = ()  # [Cloud NAME] -> its own max_nodes (several clouds)
     idle_grace_mode: str = "fixed"        # fixed | break-even (nodemanager.core.idle_timing)
     # money | wait: break-even gives every idle node its grace, or keeps each size's last free cores
     idle_timing: str = "money"
@@ -132,6 +133,8 @@ class CloudSettings:
     capacity_cooldown: float = 0.0
     capacity_max_cooldown: float = 1800.0
     deployment_id: str = ""                     # set, or made at the first start (state_dir)
+    name: str = ""                              # a [Cloud NAME]'s NAME ("": the one [Cloud])
+    max_nodes: int = 0                          # a [Cloud NAME]'s own cap on its nodes (0: none)
 
 
 @dataclass(frozen=True)
@@ -217,3 +220,10 @@ class Settings:
     log_level: str = "INFO"
     log: LogSettings = LogSettings()
     source: str = ""                            # the config file this came from
+    # the [Cloud NAME] sections, in file order (empty: the one [Cloud] is the cloud)
+    clouds: tuple[CloudSettings, ...] = ()
+
+    def cloud_of(self, size: Size | None) -> CloudSettings:
+        """The cloud ``size`` is bought from (the one [Cloud] when it names none)."""
+        name = size.cloud if size is not None else ""
+        return next((c for c in self.clouds if c.name == name), self.cloud) if name else self.cloud

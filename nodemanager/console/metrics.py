@@ -364,7 +364,9 @@ class Metrics:
             demand_oldest_wait=max(0.0, snap.now - min(submits)) if submits else 0.0,
             held=len(snap.held), frozen=frozen_reason(plan, snap.paused),
             matrix_error=report.matrix_error is not None,
-            polled_at=dict(snap.polled_at), last_cycle=self._clock(),
+            # several clouds: each one's own listing too (input="cloud:NAME")
+            polled_at={**snap.polled_at, **{f"cloud:{name}": at for name, at in snap.cloud_polled.items()}},
+            last_cycle=self._clock(),
             clock_skew=snap.cloud_clock_skew, scheduler_ahead=snap.scheduler_clock_ahead,
             budget_active={_label(b.name): int(b.active) for b in plan.budgets},
             budget_allowed={_label(b.name): b.allowed for b in plan.budgets if b.active},

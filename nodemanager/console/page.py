@@ -210,6 +210,8 @@ def _whynot(doc: Mapping[str, Any]) -> str:
     e = html.escape
     items = [f"<li data-reason='{e(w['reason'])}'><span class='reason'>{e(w['reason'])}</span> "
              f"{e(w['text'])}</li>" for w in doc.get("why_not_demand", [])]
+    items += [f"<li data-cloud='{e(c['cloud'])}'><span class='reason'>cloud</span> {e(c['why'])}</li>"
+              for c in doc.get("placement", [])]
     routine = 0
     for node in doc.get("nodes", []):
         w = node.get("why_not")

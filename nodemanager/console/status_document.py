@@ -163,6 +163,8 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
         budgets=[{"name": b.name, "active": b.active, "allowed": b.allowed, "held": b.held, "text": b.text}
                  for b in plan.budgets],
         summary=pool_summary(report, view.core, recent), notes=list(plan.notes),
+        placement=[{"what": c.what, "jobs": c.jobs, "cloud": c.cloud, "size": c.size, "lost": list(c.lost),
+                    "why": c.why} for c in plan.clouds],
         why_not_demand=[w.to_json() for w in why_not.demand],
         recent=[{**r, "events": _events(r["events"])} for r in recent],
         nodes=nodes,

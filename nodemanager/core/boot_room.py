@@ -16,7 +16,7 @@ from nodemanager.configuration.settings import CoreSettings
 
 __all__ = ["BootRoom", "SIZE_MAX", "PROBE", "RATE"]
 
-SIZE_MAX = "size_max_nodes"  # a size's own max_nodes binds: other sizes may still serve
+SIZE_MAX = "size_max_nodes"  # a size's own max_nodes binds (or its cloud's): other sizes may still serve
 RATE = "max_boots_per_hour"  # no size may boot more this hour
 PROBE = "backoff"  # a half-open capacity breaker allows one probe boot: other sizes serve the rest
 
@@ -53,6 +53,12 @@ class BootRoom:
         self.of_size: dict[str, int] = dict(Counter([n.size for n in snapshot.cloud_nodes]
                                                     + [f.size or "" for f in boots_in_flight])) if any(
             s.max_nodes > 0 for s in sizes.values()) else {}
+        # several clouds: each one's own max_nodes, and its nodes listed or booting
+        self.cloud_caps = dict(settings.cloud_max_nodes)
+        self.of_cloud: Counter[str] = Counter(
+            [n.cloud for n in snapshot.cloud_nodes]
+            + [sizes[f.size].cloud for f in boots_in_flight if f.size in sizes]) if self.cloud_caps else Counter()
+        self.sizes = sizes
 
     def _left(self, size: Size) -> tuple[int, str | None, str]:
         settings, limit, total, price = self.settings, self.limit, self.total, self.price
@@ -82,6 +88,12 @@ class BootRoom:
             if size.max_nodes - mine < room:
                 room, kind = size.max_nodes - mine, SIZE_MAX
                 cause = f"[Size {size.name}] max_nodes {size.max_nodes} reached ({mine} nodes incl. booting)"
+        cap = self.cloud_caps.get(size.cloud, 0)
+        if cap > 0:
+            mine = self.of_cloud[size.cloud] + sum(n for s, n in self.boots.items() if self.sizes[s].cloud == size.cloud)
+            if cap - mine < room:
+                room, kind = cap - mine, SIZE_MAX
+                cause = f"[Cloud {size.cloud}] max_nodes {cap} reached ({mine} nodes incl. booting)"
         return max(room, 0), (cause if room <= 0 else None), kind
 
     def boot(self, size: Size, count: int) -> tuple[int, str | None, str]:

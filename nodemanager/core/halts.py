@@ -7,7 +7,7 @@ from nodemanager.core.clocks import future_poll
 from nodemanager.model import Snapshot
 from nodemanager.configuration.settings import CoreSettings
 
-__all__ = ["stale_inputs", "mass_down"]
+__all__ = ["stale_inputs", "mass_down", "stale_clouds"]
 
 _INPUTS = ("cloud", "scheduler")
 
@@ -28,6 +28,19 @@ def stale_inputs(snapshot: Snapshot, poll_stale_after: float, tolerance: float =
     if not old:
         return None
     return f"input is stale ({', '.join(old)}; poll_stale_after {poll_stale_after:.0f}s)"
+
+
+def stale_clouds(snapshot: Snapshot, poll_stale_after: float) -> dict[str, str]:
+    """Each named cloud whose own listing is too old to act on -> why: its nodes are neither
+    drained nor destroyed and its sizes not booted, while the other clouds go on."""
+    out = {}
+    for name, t in snapshot.cloud_polled.items():
+        if t <= 0.0:
+            out[name] = f"cloud {name} has not answered a listing since the start"
+        elif snapshot.now - t > poll_stale_after:
+            out[name] = (f"cloud {name}'s listing is {snapshot.now - t:.0f}s old (poll_stale_after "
+                         f"{poll_stale_after:.0f}s)")
+    return out
 
 
 def mass_down(bad: int, total: int, settings: CoreSettings) -> str | None:

@@ -19,7 +19,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Iterable
 
-from nodemanager.model import CloudNode
+from nodemanager.model import CloudNode, provider_id
 from nodemanager.tags import TAG_CONTROLLER, TAG_DEPLOYMENT, TAG_FENCE
 
 __all__ = ["Identity", "Ownership", "Term", "sort_by_owner", "joined_our_pool", "another_controller", "controller_tag",
@@ -133,7 +133,7 @@ def joined_our_pool(foreign: Iterable[CloudNode], cloud_ids: Iterable[str],
     ids = set(cloud_ids)
     out = []
     for node in foreign:
-        if node.id in ids:
+        if provider_id(node) in ids:
             parsed = parse_controller_tag(node.tags.get(TAG_CONTROLLER, "")) or ("unknown", 0.0)
             out.append((node, parsed[0], parsed[1]))
     return tuple(out)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Iterable, Mapping
 
-from nodemanager.model import GONE_STATES, CloudNode, Worker
+from nodemanager.model import GONE_STATES, CloudNode, Worker, provider_id
 from nodemanager.text import duration
 
 __all__ = ["Pairing", "pair", "candidates", "normalize_address", "by_id", "HEARD_SKEW"]
@@ -81,6 +81,21 @@ def _keys(value: str | None, out: list[str]) -> None:
             out.append(v[:dot])
 
 
+def _same_name(node: CloudNode, ids: list[int], workers: list[Worker]) -> list[int]:
+    """Of the workers ``ids`` that advertise ``node``'s id, those whose name is the node's (all of
+    them when none or several are: still ambiguous)."""
+    keys: list[str] = []
+    _keys(node.name, keys)
+    _keys(node.hostname, keys)
+    named = []
+    for i in ids:
+        mine: list[str] = []
+        _keys(workers[i].name.rsplit("@", 1)[-1], mine)
+        if set(keys).intersection(mine):
+            named.append(i)
+    return named if len(named) == 1 else ids
+
+
 def _fresh(w: Worker, launched_at: float) -> bool:
     """Can ``w`` be the record of a VM launched at ``launched_at`` (rule 3)?"""
     if w.registered_at is not None:
@@ -107,14 +122,14 @@ def candidates(node: CloudNode, workers: Iterable[Worker]) -> list[Worker]:
     id the worker advertises (a stale or wrong id names another VM), however old its record: what
     must be idle before the node is destroyed without a drain of ours."""
     names, addr = _names_of(node)
-    return [w for w in workers if w.cloud_id == node.id or _answers_to(w, names, addr)]
+    return [w for w in workers if w.cloud_id == provider_id(node) or _answers_to(w, names, addr)]
 
 
 def _conflict(node: CloudNode, id_workers: list[Worker], live: set[str]) -> Worker | None:
     """Rule 5: a worker with another cloud id, of no live listed VM, that answers to ``node``'s
     name or address and registered since its launch (None: none)."""
     names, addr = _names_of(node)
-    found = [w for w in id_workers if w.cloud_id != node.id and w.cloud_id not in live
+    found = [w for w in id_workers if w.cloud_id != provider_id(node) and w.cloud_id not in live
              and w.registered_at is not None and w.registered_at >= node.launched_at
              and _answers_to(w, names, addr)]
     return min(found, key=lambda w: w.name) if found else None
@@ -148,7 +163,9 @@ def pair(cloud_nodes: Iterable[CloudNode], workers: Iterable[Worker]) -> Pairing
     reasons: dict[str, str] = {}
     ambiguous: set[str] = set()
     for n in nodes:
-        ids = by_cloud_id.get(n.id)
+        ids = by_cloud_id.get(provider_id(n) if n.cloud else n.id)
+        if ids and len(ids) > 1 and n.cloud:
+            ids = _same_name(n, ids, wlist)  # several clouds may give VMs the same id: the name tells
         if ids:
             if len(ids) > 1:
                 names = ", ".join(sorted(wlist[i].name for i in ids))
@@ -208,7 +225,7 @@ def pair(cloud_nodes: Iterable[CloudNode], workers: Iterable[Worker]) -> Pairing
         paired[node_id] = wlist[i]
     conflicts: set[str] = set()
     if id_workers and len(paired) + len(ambiguous) < len(nodes):
-        live = {n.id for n in nodes if n.state not in GONE_STATES}
+        live = {provider_id(n) for n in nodes if n.state not in GONE_STATES}
         for n in nodes:
             if n.id in paired or n.id in ambiguous:
                 continue

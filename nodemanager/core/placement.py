@@ -23,8 +23,9 @@ from nodemanager.core.pricing import expected_price, reclaim_rate, spot_limits, 
 from nodemanager.core.demand_runtime import priced_time
 from nodemanager.core.reclaim import RECLAIMED
 from nodemanager.core.warm import GIVE_WAY_CAPS, WarmCount, count_warm, give_way
+from nodemanager.core.cloud_choice import choose_cloud
 from nodemanager.core.size_choice import demand_signature, eligible, fits, per_node, pick
-from nodemanager.model import Blocked, BootRequest, Demand, InFlight, Size, Snapshot, Unmet, Worker
+from nodemanager.model import Blocked, BootRequest, CloudChoice, Demand, InFlight, Size, Snapshot, Unmet, Worker
 from nodemanager.configuration.settings import CoreSettings
 from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED
 
@@ -64,6 +65,7 @@ class Placement:
     needed: dict[str, str]
     warm: dict[str, str] = field(default_factory=dict)  # idle nodes kept warm: node id -> why
     gives_way: dict[str, str] = field(default_factory=dict)  # warm nodes that give way to queued jobs -> why
+    clouds: list[CloudChoice] = field(default_factory=list)  # several clouds: where each group is bought
 
 
 _Taken = Callable[[str | None, Demand, int], None]  # told each owner (a node id) a placement used
@@ -235,6 +237,8 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
     # demand a global cap held back: (index of its note and unmet, nodes or money short, the least
     # that boots one node, which cap, the size it needs)
     starved: list[tuple[int, float, float, str, str]] = []
+    several = len({s.cloud for s in sizes.values()}) > 1
+    clouds: list[CloudChoice] = []
 
     def taken(owner: str | None, d: Demand, k: int) -> None:
         if owner is not None and owner.startswith(_IN_FLIGHT):
@@ -290,6 +294,14 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
                 placed = min(left, got * per)
                 left -= placed
                 why.setdefault(best.name, []).append(f"{placed} job(s) of {sig}")
+                if several:
+                    clouds.append(choose_cloud(
+                        sig, placed, d, best, sizes.values(), allowed, choices,
+                        lambda s: expected_price(s, runs_for, settings.reclaim_penalty, rates[s.name]),
+                        {n: _blocked_why(n, snapshot) if n not in snapshot.blocked_sizes else
+                         f"{n}: refused by its cloud lately (quota or capacity)"
+                         for n in sizes if n not in {c.name for c in choices}},
+                        scaling))
                 # what the new nodes have left over serves the smaller jobs that follow
                 full, rest = divmod(placed, per)
                 ram = best.ram_mb * scaling
@@ -330,7 +342,7 @@ def place_demand(snapshot: Snapshot, settings: CoreSettings, sizes: dict[str, Si
     _min_nodes(settings, usable, room, up, boots_in_flight, why, notes, unmet, warm)
     return Placement([BootRequest(size=s, count=c, reason="; ".join(why.get(s, ())))
                       for s, c in sorted(room.boots.items())], notes, unmet, needed,
-                     {nid: words for w in warm for nid, words in w.kept.items()}, gives_way)
+                     {nid: words for w in warm for nid, words in w.kept.items()}, gives_way, clouds)
 
 
 def _min_nodes(settings: CoreSettings, usable: Sequence[Size], room: BootRoom, up: Sequence[str],

@@ -29,7 +29,7 @@ The pipeline, per cycle, each stage handing on new immutable records:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, Sequence
 
 from nodemanager.core.budgets import gate, verb
@@ -38,7 +38,7 @@ from nodemanager.core.clocks import skew_freeze
 from nodemanager.core.consolidate import hold_boots, rebuy_hold
 from nodemanager.core.facts import RECLAIM_ENDS, MatrixLookup, node_facts
 from nodemanager.core.guards import guard
-from nodemanager.core.halts import mass_down, stale_inputs
+from nodemanager.core.halts import mass_down, stale_clouds, stale_inputs
 from nodemanager.core.leftovers import gone_vm_drains
 from nodemanager.core.pair import Pairing, pair
 from nodemanager.core.placement import place_demand
@@ -48,7 +48,7 @@ from nodemanager.core.undersized import undersized
 from nodemanager.core.victims import Estimator, estimate
 from nodemanager.core.warm import hold_warm
 from nodemanager.model import (Action, Blocked, BudgetUse, CloudNode, Freeze, ItemKind, NodeExplanation, Plan,
-                               PlanItem, Snapshot, Size, Unmet, Worker)
+                               PlanItem, Snapshot, Size, Unmet, Worker, frozen_map)
 from nodemanager.configuration.settings import CoreSettings
 from nodemanager.tags import TAG_REQUEST
 from policy_matrix.vocabulary import BOOT_EXCEEDED, DOWN, IDLE, UNPAIRED
@@ -107,6 +107,11 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     and explanation (default :class:`PlainStages`: afresh; another must give the same answers)."""
     now = snapshot.now
     sizes = {s.name: s for s in settings.sizes}
+    silent = stale_clouds(snapshot, settings.poll_stale_after) if snapshot.cloud_polled else {}
+    if silent:  # a silent cloud's sizes are not booted: demand goes to the other clouds
+        snapshot = replace(snapshot, open_breakers=frozen_map({
+            **snapshot.open_breakers, **{s.name: f"not booted: {silent[s.cloud]}" for s in settings.sizes
+                                         if s.cloud in silent}}))
     pairing = stages.pair(snapshot.cloud_nodes, snapshot.workers)
     ctx = Context(snapshot=snapshot, settings=settings, frozen=False, escalation=escalation, matrix=matrix,
                   estimator=estimator or estimate)
@@ -166,16 +171,24 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
         decisions = _run(Stage.AFTER_DEMAND, decisions, ctx, reasons)
         decisions, budget_uses = gate(decisions, snapshot, settings, freeze, estimator or estimate)
         decisions = _run(Stage.AFTER_GATES, decisions, ctx, reasons)
+        if silent:
+            decisions = [d.held_back(Blocked.STALE, f"{verb(d.want)} held back: {silent[d.facts.node.cloud]}")
+                         if d.want is not None and d.facts.node.cloud in silent else d for d in decisions]
     items = sorted((_item(d) for d in decisions if d.want is not None),
                    key=lambda i: (_KIND_ORDER[i.kind], i.node_id))
     items, decisions = _last(items, decisions, ctx._replace(frozen=bool(halt or freeze)), reasons)
-    if pairing.orphans and not (halt or freeze):
+    if silent:  # an override's cloud call on a silent cloud waits for its listing too
+        clouds = {d.facts.node.id: d.facts.node.cloud for d in decisions}
+        items = [i for i in items if i.kind is ItemKind.CANCEL_DRAIN or clouds.get(i.node_id) not in silent]
+    # a silent cloud's VMs may be missing from the listing: no name is taken for a gone VM's then
+    if pairing.orphans and not (halt or freeze or silent):
         items.extend(gone_vm_drains(pairing.orphans, snapshot.cloud_nodes))
     if boots and any(i.kind is ItemKind.DESTROY for i in items):
         boots = hold_boots(boots, rebuy_hold((now,), snapshot.demand, settings, now), notes, unmet)
     return Plan(now=now, items=tuple(items), boots=tuple(boots),
                 nodes=stages.explain(decisions), frozen=halt or freeze, notes=tuple(notes),
-                unmet=tuple(unmet), frozen_by=frozen_by, budgets=budget_uses)
+                unmet=tuple(unmet), frozen_by=frozen_by, budgets=budget_uses,
+                clouds=tuple(placed.clouds) if boots else ())
 
 
 def _wants(undecided: list[Decision], ctx: Context, reasons: Sequence[Reason],

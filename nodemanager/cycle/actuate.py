@@ -132,13 +132,13 @@ class Actuator(ActuatorMemory):
                 out.append(Outcome("boot", req.size, SKIPPED, f"size {req.size} blocked for "
                                    f"{blocked:.0f}s more after a quota/capacity error", now, req.size))
                 break
-            wait = self._wait_reason(key, cloud=True)
+            wait = self._wait_reason(key, cloud=True, which=size.cloud)
             if wait:
                 out.append(Outcome("boot", req.size, SKIPPED, wait, now, req.size))
                 break
             base = self.request_ids()
             rid = f"{base}.{int(now)}"  # carries the request time: boot age never precedes it
-            cs = self.settings.cloud
+            cs = self.settings.cloud_of(size)
             tags = {**cs.tags, TAG_CLUSTER: cs.cluster, TAG_SIZE: size.name, TAG_REQUEST: rid,
                     TAG_PRICE: price_tag(size.price), **self._marks(now)}
             digest = dict(self.settings.core.size_digests).get(size.name)
@@ -236,7 +236,7 @@ class Actuator(ActuatorMemory):
                 self.cloud.set_tags(node, {**clear, **self._marks(now)})
             except CloudError as err:
                 if err.kind is not ErrorKind.NOT_FOUND:
-                    detail = self._cloud_error(err, key)
+                    detail = self._cloud_error(err, key, which=node.cloud)
                     return Outcome("cancel_drain", item.node_id, FAILED,
                                    f"drain cancelled but clearing the tag failed: {detail}", now, size)
         self._succeeded(key)
@@ -273,7 +273,7 @@ class Actuator(ActuatorMemory):
         if node is None:
             return Outcome("destroy", item.node_id, SKIPPED, "node not in the listing", now)
         key = f"destroy:{node.id}"
-        wait = self._wait_reason(key, cloud=True)
+        wait = self._wait_reason(key, cloud=True, which=node.cloud)
         if wait:
             return Outcome("destroy", node.id, SKIPPED, wait, now, node.size)
         with self._lock:
@@ -320,7 +320,7 @@ class Actuator(ActuatorMemory):
             except CloudError as err:
                 if err.kind is ErrorKind.NOT_FOUND:
                     return self._destroyed(node, worker_name, now, "node already gone")
-                return Outcome("destroy", node.id, FAILED, self._cloud_error(err, key), now, node.size)
+                return Outcome("destroy", node.id, FAILED, self._cloud_error(err, key, which=node.cloud), now, node.size)
         try:
             self.cloud.destroy_node(node)
         except CloudError as err:
@@ -328,7 +328,7 @@ class Actuator(ActuatorMemory):
                 return self._destroyed(node, worker_name, now, "node already gone")
             with self._lock:
                 self._destroying[node.id] = node
-            return Outcome("destroy", node.id, FAILED, self._cloud_error(err, key), now, node.size)
+            return Outcome("destroy", node.id, FAILED, self._cloud_error(err, key, which=node.cloud), now, node.size)
         return self._destroyed(node, worker_name, now, f"{why}; {item.reason}")
 
     def steer(self, req: SteerRequest) -> Outcome:

@@ -90,7 +90,7 @@ class ActuatorMemory:
         self._backoff: dict[str, tuple[int, float]] = {}      # key -> (failures, not before)
         self._refused: dict[str, float] = {}                  # key -> last refused at
         self._denied: dict[str, tuple[str, float]] = {}       # key -> (no permission: why, at)
-        self._cloud_wait_until = -math.inf                    # rate limit: no cloud call before
+        self._cloud_wait: dict[str, float] = {}               # cloud name -> rate limit: no call before
         self._destroys: dict[str, float] = {}                 # wall: node id -> destroyed at (last hour)
         self._booted: dict[str, float] = {}                   # wall: request id -> create sent at (last hour)
         self._boots: dict[str, Reservation] = {}              # request id -> boot not yet listed
@@ -240,7 +240,7 @@ class ActuatorMemory:
         the name of a worker the scheduler still hears from (a VM no listing shows yet); in the
         first :data:`NAME_QUARANTINE` seconds after a start, a number above every one seen (a boot
         of the previous process may not be listed yet)."""
-        cs = self.settings.cloud
+        cs = self.settings.cloud_of(self.settings.core.size(size))
         fill = cs.node_name_template.format(cluster=cs.cluster, size=size, seq="{SEQ}")
         pattern = re.compile(re.escape(fill).replace(re.escape("{SEQ}"), r"(\d+)"))
         used = set(self._name_seen) | {r.name for r in self._boots.values()} | self._heard_from()[1]
@@ -322,11 +322,14 @@ class ActuatorMemory:
 
     # -- backoff bookkeeping --------------------------------------------------------------------
 
-    def _wait_reason(self, key: str, cloud: bool) -> str | None:
+    def _wait_reason(self, key: str, cloud: bool, which: str = "") -> str | None:
+        """Why a call must wait now (None: it may go); ``which`` names the cloud of a cloud call."""
         now = self._mono()
         with self._lock:
-            if cloud and self._cloud_wait_until > now:
-                return f"cloud rate limit: waiting until {self._cloud_wait_until - now:.0f}s from now"
+            until = self._cloud_wait.get(which, -math.inf) if cloud else -math.inf
+            if until > now:
+                named = f" of cloud {which}" if which else ""
+                return f"cloud rate limit{named}: waiting until {until - now:.0f}s from now"
             failures, not_before = self._backoff.get(key, (0, 0.0))
             if not_before > now:
                 return f"retry backoff after {failures} failure(s): {not_before - now:.0f}s left"
@@ -358,20 +361,29 @@ class ActuatorMemory:
             if self._denied:  # a call of this kind went through: the right is there now
                 self._denied = {k: v for k, v in self._denied.items() if not k.startswith(kind)}
 
-    def _cloud_error(self, err: CloudError, key: str, size: str | None = None) -> str:
-        """Apply what a cloud error teaches; return the words for the outcome."""
+    def _cloud_error(self, err: CloudError, key: str, size: str | None = None, which: str | None = None) -> str:
+        """Apply what a cloud error teaches (to that cloud only: ``which`` or ``size``'s); return
+        the words for the outcome."""
         now = self._mono()
+        sized = self.settings.core.size(size) if size is not None else None
+        cs = self.settings.cloud_of(sized) if which is None else next(
+            (c for c in self.settings.clouds if c.name == which), self.settings.cloud)
         if err.kind is ErrorKind.RATE_LIMIT:
             delay = err.retry_after if err.retry_after else self._failed(key)
             with self._lock:
-                self._cloud_wait_until = max(self._cloud_wait_until, now + delay)
-            return f"{err}; no cloud call for {delay:.0f}s"
-        cs = self.settings.cloud
+                self._cloud_wait[cs.name] = max(self._cloud_wait.get(cs.name, -math.inf), now + delay)
+            return f"{err}; no call to {f'cloud {cs.name}' if cs.name else 'the cloud'} for {delay:.0f}s"
         if err.kind is ErrorKind.CAPACITY and size is not None and cs.capacity_cooldown > 0:
             return f"{err}; " + self.breakers.capacity_error(size, self.clock(), str(err), cs.capacity_cooldown,
                                                              max(cs.capacity_max_cooldown, cs.capacity_cooldown))
         if err.kind in (ErrorKind.QUOTA, ErrorKind.CAPACITY) and size is not None:
-            backoff = self.settings.cloud.quota_backoff
+            backoff = cs.quota_backoff
+            if err.kind is ErrorKind.QUOTA and cs.name:
+                # one named cloud's account is full: its sizes wait, the other clouds' go on
+                same = [s.name for s in self.settings.core.sizes if s.cloud == cs.name]
+                with self._lock:
+                    self._blocked.update(dict.fromkeys(same, now + backoff))
+                return f"{err}; sizes of cloud {cs.name} ({', '.join(same)}) not booted for {backoff:.0f}s"
             with self._lock:
                 self._blocked[size] = now + backoff
                 if err.kind is ErrorKind.QUOTA:

@@ -165,7 +165,8 @@ class Controller:
 
     def snapshot(self, nodes: Sequence[CloudNode], cloud_polled_at: float, poll: SchedulerPoll,
                  now: float | None = None, skew: float | None = None,
-                 cancels: frozenset[str] = frozenset(), listed: Sequence[CloudNode] = ()) -> Snapshot:
+                 cancels: frozenset[str] = frozenset(), listed: Sequence[CloudNode] = (),
+                 cloud_polled: Mapping[str, float] | None = None) -> Snapshot:
         """The snapshot for these inputs, with admin state and what the actuator learned;
         ``cancels`` are the node ids whose drain of ours an operator cancels now; ``listed`` the
         listing of our nodes as given (terminated ones too), whose tags count the hour's boots and
@@ -200,6 +201,8 @@ class Controller:
             known_prices=frozen_map({k: p for k, p in self._prices.items() if k not in configured}),
             unconfirmed=unconfirmed,
             cloud_clock_skew=skew,
+            # a named cloud that never answered since the start: as old as can be
+            cloud_polled=frozen_map({c.name: (cloud_polled or {}).get(c.name, 0.0) for c in self.settings.clouds}),
             protected_sizes=frozen_map(protected_sizes(self._boot_records, now)),
             cancel_drains=cancels,
             destroyed=frozenset(f.node for f in state.in_flight if f.action == "destroy"),
@@ -219,6 +222,7 @@ class Controller:
         now = self.clock()
         # before the snapshot: a new HA leader reads the admin state (pause, holds) it then plans with
         held_back = self.hold_back(min(cloud_polled_at, poll.polled_at)) if self.hold_back else None
+        cloud_polled = getattr(nodes, "polled", None)  # several clouds: each one's listing time
         owned = self._ownership(nodes)
         nodes = owned.ours if self.identity is not None else nodes
         listed = nodes
@@ -232,7 +236,7 @@ class Controller:
         if self.actuator is not None:
             self.actuator.observe_poll(poll)
         cancels = frozenset(self.admin.pending_cancels() or ()) if hasattr(self.admin, "pending_cancels") else frozenset()
-        snap = self.snapshot(nodes, cloud_polled_at, poll, now, skew, cancels, listed)
+        snap = self.snapshot(nodes, cloud_polled_at, poll, now, skew, cancels, listed, cloud_polled)
         plan = self.planner(snap, self.settings.core, self.matrix, estimator=self.estimator,
                             escalation=self.escalation or None)
         protect = self._watch_boots(plan, now)  # a size just entered protected mode: not booted now

@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from policy_matrix.vocabulary import Action, StateTuple
 
-__all__ = ["ItemKind", "PlanItem", "BootRequest", "Unmet", "Blocked", "Freeze", "Cause", "NodeExplanation", "Plan", "Outcome",
+__all__ = ["ItemKind", "PlanItem", "BootRequest", "CloudChoice", "Unmet", "Blocked", "Freeze", "Cause", "NodeExplanation", "Plan", "Outcome",
            "BudgetUse"]
 
 
@@ -45,6 +45,23 @@ class BootRequest:
     size: str
     count: int
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class CloudChoice:
+    """Where a queued group's new nodes are bought when sizes come from several clouds: ``cloud``
+    and ``size`` for ``jobs`` jobs of ``what``, and why each other cloud lost, in words."""
+
+    what: str
+    jobs: int
+    cloud: str
+    size: str
+    lost: tuple[str, ...] = ()
+
+    @property
+    def why(self) -> str:
+        others = "; ".join(self.lost) if self.lost else "no other cloud has a size that fits"
+        return f"{self.jobs} job(s) of {self.what} go to cloud {self.cloud} ({self.size}); {others}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +194,7 @@ class Plan:
     unmet: tuple[Unmet, ...] = ()  # the same demand not booted for, typed (see Unmet)
     frozen_by: Freeze | None = None  # why ``frozen``, typed (see Freeze)
     budgets: tuple[BudgetUse, ...] = ()  # each [Budget NAME] this cycle
+    clouds: tuple[CloudChoice, ...] = ()  # several clouds: where each queued group is bought
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ __all__ = [
     "StateTuple",
     "Size",
     "CloudNode",
+    "provider_id",
     "GONE_STATES",
     "is_gone",
     "Classified",
@@ -83,6 +84,7 @@ class Size:
     # ``price`` as configured when price_override or licence_price set the effective ``price``
     # (nodemanager.core.pricing.effective_price); None: ``price`` is the configured one
     list_price: float | None = None
+    cloud: str = ""  # the [Cloud NAME] it is bought from ("": the one [Cloud])
 
     @property
     def cloud_type(self) -> str:
@@ -108,6 +110,14 @@ class CloudNode:
     tags: Mapping[str, str] = field(default_factory=lambda: EMPTY_MAP)
     # when the cloud takes (or took) this spot VM back, from its listing; None: no notice
     reclaim_at: float | None = None
+    # the [Cloud NAME] that lists it ("": the one [Cloud]); with a name, ``id`` is ``NAME:<the
+    # cloud's id>``, so two clouds' ids never collide
+    cloud: str = ""
+
+
+def provider_id(node: CloudNode) -> str:
+    """The node's id as its own cloud knows it (what a worker's ``cloud_id`` names)."""
+    return node.id[len(node.cloud) + 1:] if node.cloud else node.id
 
 
 # States in which a listed VM is on its way out or gone: the core ignores such nodes.
@@ -329,3 +339,6 @@ class Snapshot:
     recent_boots: tuple[float, ...] = ()
     # how far the scheduler's clock runs ahead of ours, as its idle-since times show (None: not seen)
     scheduler_clock_ahead: float | None = None
+    # [Cloud NAME] -> the time of its last good listing (several clouds); a cloud's listing older
+    # than poll_stale_after freezes its own nodes and sizes only
+    cloud_polled: Mapping[str, float] = field(default_factory=lambda: EMPTY_MAP)

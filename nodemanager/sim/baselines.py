@@ -83,6 +83,7 @@ class SimParams:
     placement: str = "breadth"
     max_retirement: float = 30 * 86400.0
     spot_rate: float | None = None   # spot reclaims per VM-day the market has (None: as configured)
+    clouds: tuple[Any, ...] = ()    # simulate --clouds: nodemanager.sim.clouds_file.SimCloudSpec each
     spend_by: str = ""              # user, group or size: who spent what is reported (empty: not)
 
 
@@ -139,9 +140,10 @@ def ours(settings: Settings, matrix: Matrix | None = None, name: str = "nodemana
 
 def several_sizes_caps(settings: Settings, nodes: int) -> Settings:
     """With several sizes, ``nodes`` of the largest are the cap: as many of the smallest may be up
-    at once as hold the same cores, and ``max_total_price`` is what ``nodes`` of the largest cost."""
+    at once as hold the same cores, and ``max_total_price`` is what ``nodes`` of the largest cost
+    (the dearest of them: one cloud's largest size may cost more than another's)."""
     sizes = settings.core.sizes
-    big = max(sizes, key=lambda s: s.cores)
+    big = max(sizes, key=lambda s: (s.cores, s.price))
     small = min(s.cores for s in sizes)
     return _with(settings, max_nodes=max(1, nodes * big.cores // small),
                  max_total_price=nodes * big.price)

@@ -13,6 +13,8 @@ API note (for the simulator, the embedded default and the tests)::
     cloud.paid_seconds(node_id) / cloud.cost() / cloud.billing_by_size()
     cloud.calls                   # Counter of API calls by name
     SimCloud(..., clock_offset=3600.0, local_clock=ours)   # the cloud's clock an hour ahead
+    SimCloud(..., boot_delays={"west-8": 120.0},            # several clouds (``simulate --clouds``):
+             cloud_capacity={"west": (20, ((t1, t2),))})   # at most 20 VMs, none between t1 and t2
     cloud.clock_skew              # measured as an adapter does: last reply's Date vs local_clock
 
 Every driver call first advances the cloud to ``clock()``, so a caller that never calls
@@ -71,7 +73,9 @@ class SimCloud:
                  local_clock: Callable[[], float] | None = None,
                  spot: "SpotModel | None" = None,
                  on_notice: Callable[[str, float], None] | None = None,
-                 on_reclaim: Callable[[str], None] | None = None) -> None:
+                 on_reclaim: Callable[[str], None] | None = None,
+                 boot_delays: Mapping[str, float] | None = None,
+                 cloud_capacity: Mapping[str, tuple[int, tuple[tuple[float, float], ...]]] | None = None) -> None:
         self._clock = clock
         self.clock_offset = clock_offset
         self._local_clock = local_clock or clock
@@ -80,6 +84,9 @@ class SimCloud:
         self._by_name = {s.name: s for s in sizes}
         self.cluster = cluster
         self.boot_delay = boot_delay
+        self.boot_delays = dict(boot_delays or {})          # size -> its cloud's own boot delay
+        # several clouds: cloud -> (most VMs up at once, 0: no limit; (start, end) with none at all)
+        self.cloud_capacity = dict(cloud_capacity or {})
         self.quotas = dict(quotas or {})
         self.capacity = dict(capacity or {})
         self.total_quota = total_quota
@@ -212,6 +219,8 @@ class SimCloud:
                 raise CloudError(ErrorKind.CAPACITY, f"insufficient capacity for {known.name}",
                                  call="create_node")
             now = self._clock()
+            if known.cloud in self.cloud_capacity:
+                self._cloud_room(known, now)
             self._seq += 1
             node_id = f"{self.id_prefix}{self._seq:06d}"
             all_tags = dict(tags)
@@ -224,7 +233,7 @@ class SimCloud:
             self._live[node_id] = _Record(node, known)
             self._per_size[known.name] += 1
             self._listing = None
-            heapq.heappush(self._boots, (now + self.boot_delay, self._seq, node_id))
+            heapq.heappush(self._boots, (now + self.boot_delays.get(known.name, self.boot_delay), self._seq, node_id))
             if self._phantom_creates:
                 self._phantom_creates -= 1
                 raise CloudError(ErrorKind.TRANSIENT, "timed out waiting for the create reply",
@@ -232,6 +241,16 @@ class SimCloud:
             if self.boot_delay <= 0:
                 self.advance(now)
             return self._live[node_id].node
+
+    def _cloud_room(self, size: Size, now: float) -> None:
+        """Raise the capacity error of ``size``'s cloud when it is full or in an outage."""
+        limit, outages = self.cloud_capacity[size.cloud]
+        if any(start <= now < end for start, end in outages):
+            raise CloudError(ErrorKind.CAPACITY, f"cloud {size.cloud}: no capacity (outage)", call="create_node")
+        if limit and sum(n for name, n in self._per_size.items()
+                         if self._by_name[name].cloud == size.cloud) >= limit:
+            raise CloudError(ErrorKind.CAPACITY, f"cloud {size.cloud}: insufficient capacity ({limit} VMs up)",
+                             call="create_node")
 
     def destroy_node(self, node: CloudNode) -> None:
         with self._lock:

@@ -25,11 +25,18 @@ class ReplayWorld:
                             negotiation_interval=sim.negotiation_interval,
                             max_retirement=sim.max_retirement, mem_scaling=settings.core.node_mem_scaling,
                             sizes=settings.core.sizes, placement=sim.placement)
-        spot = SpotModel(rate_per_day=sim.spot_rate) if any(s.market == "spot" for s in settings.core.sizes) else None
+        specs = {c.name: c for c in sim.clouds}
+        sized = [(s, specs[s.cloud]) for s in settings.core.sizes if s.cloud in specs]
+        spot = SpotModel(rate_per_day=sim.spot_rate, by_size={s.name: c.spot_rate for s, c in sized
+                                                               if c.spot_rate is not None}
+                         ) if any(s.market == "spot" for s in settings.core.sizes) else None
         self.cloud = SimCloud(clock=self.clock, sizes=settings.core.sizes, boot_delay=sim.boot_delay,
                               on_running=self._running, on_terminated=self._terminated,
                               cluster=settings.cloud.cluster, spot=spot,
-                              on_notice=self._notice, on_reclaim=self._reclaim)
+                              on_notice=self._notice, on_reclaim=self._reclaim,
+                              boot_delays={s.name: c.boot_delay for s, c in sized if c.boot_delay is not None},
+                              cloud_capacity={c.name: (c.capacity, tuple((t0 + a, t0 + b) for a, b in c.outages))
+                                              for c in sim.clouds})
         self.reclaim_kills = [0, 0.0]             # jobs killed and their core-seconds, by reclaims
         self.running: dict[str, float] = {}       # node id -> when its VM came up (live ones)
         self.came_up: dict[str, float] = {}       # node id -> when its VM came up (all)

@@ -18,6 +18,7 @@ Assumptions (documented in docs/simulator.md):
 from __future__ import annotations
 
 import random
+from typing import Mapping
 from dataclasses import replace
 from nodemanager.model import Size
 
@@ -51,15 +52,18 @@ def spot_sizes(sizes: tuple[Size, ...], factor: float | None, rate: float, told:
 class SpotModel:
     """When the cloud gives notice and reclaims each spot VM (see the module doc)."""
 
-    def __init__(self, *, seed: int = 1, notice: float = NOTICE, rate_per_day: float | None = None) -> None:
+    def __init__(self, *, seed: int = 1, notice: float = NOTICE, rate_per_day: float | None = None,
+                 by_size: Mapping[str, float] | None = None) -> None:
         self.seed = seed
         self.notice = notice
         self.rate_per_day = rate_per_day   # the market's own rate (None: what each size is configured with)
+        self.by_size = dict(by_size or {})  # size -> its own market's rate (several clouds), over both
 
     def events(self, node_id: str, size: Size, running_at: float) -> list[tuple[float, float | None]]:
         """``[(notice time, deadline), (reclaim time, None)]`` for a VM of ``size`` running
         since ``running_at``; nothing for an on-demand size or a zero rate."""
         rate = size.interruptions_per_day if self.rate_per_day is None else self.rate_per_day
+        rate = self.by_size.get(size.name, rate)
         if size.market != "spot" or rate <= 0:
             return []
         rng = random.Random(f"{self.seed}:{node_id}")
