@@ -10,7 +10,7 @@ from collections import Counter
 from typing import Sequence
 
 from nodemanager.model import InFlight, Size, Snapshot
-from nodemanager.configuration.settings import CoreSettings
+from nodemanager.core.settings import CoreSettings
 
 __all__ = ["BootRoom", "SIZE_MAX", "PROBE"]
 

@@ -25,7 +25,7 @@ from nodemanager.core.reclaim import RECLAIMED
 from nodemanager.core.warm import WarmCount, count_warm
 from nodemanager.core.size_choice import demand_signature, eligible, fits, per_node, pick
 from nodemanager.model import Blocked, BootRequest, Demand, InFlight, Size, Snapshot, Unmet, Worker
-from nodemanager.configuration.settings import CoreSettings
+from nodemanager.core.settings import CoreSettings
 from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED
 
 __all__ = ["Tier", "TIERS", "BUSY_FREE", "IDLE_KEPT", "GIVEN_BACK", "BOOTING", "DRAINING",
