@@ -10,6 +10,7 @@ from nodemanager.cloud import CloudDriver, CloudError
 from nodemanager.configuration.config import ConfigError, Problem
 from nodemanager.configuration.settings import Settings
 from nodemanager.scheduler import Scheduler, SchedulerError
+from nodemanager.scheduler.kinds import scheduler_kinds
 
 __all__ = ["build_ports", "Timed"]
 
@@ -33,13 +34,11 @@ def build_ports(settings: Settings, clock: Callable[[], float]) -> tuple[CloudDr
     cloud = LibcloudCloud(settings.cloud, sizes=settings.core.sizes)
     # finished jobs are read only for runtime prediction
     finished = MAX_FINISHED if settings.core.runtime_prediction != "off" else 0
-    if settings.scheduler.kind == "slurm":
-        from nodemanager.scheduler import SlurmScheduler
-        return cloud, SlurmScheduler.from_settings(settings.scheduler, source=source, sizes=settings.core.sizes,
-                                                   finished_limit=finished), None
-    from nodemanager.scheduler import HTCondorScheduler
-    return cloud, HTCondorScheduler.from_settings(settings.scheduler, sizes=settings.core.sizes,
-                                                  finished_limit=finished), None
+    kind = scheduler_kinds().get(settings.scheduler.kind)
+    if kind is None or kind.build is None:
+        raise ConfigError([Problem(source, None, "Scheduler", "type",
+                                   f"type {settings.scheduler.kind} needs the simulated cloud")])
+    return cloud, kind.build(settings, source, settings.core.sizes, finished), None
 
 
 class Timed:

@@ -25,11 +25,12 @@ from nodemanager.configuration.settings import (CloudSettings, CoreSettings, Dra
 from nodemanager.configuration.options import (CLOUD_OWN as _CLOUD_OWN, DAEMON as _DAEMON,
                                                DAEMON_SHELL as _DAEMON_SHELL, DRAIN as _DRAIN,
                                                HA as _HA, MANAGE as _MANAGE, MAX_BYTES, POLL as _POLL,
-                                               PROFILE_DIR, PROFILES, SCHEDULER_OPTIONS,
+                                               PROFILE_DIR, PROFILES,
                                                SECRET_OPTIONS, SECTIONS as _SECTIONS, SIZE as _SIZE,
                                                SIZE_CREATE_OPTIONS)
 from nodemanager.configuration.budget_sections import budget_sections
 from nodemanager.core.pricing import effective_price
+from nodemanager.scheduler.kinds import scheduler_kinds
 from nodemanager.configuration.reader import ConfigError, Problem
 from nodemanager.configuration.reader import Reader as _Reader
 from nodemanager.configuration.reader import suggest as _suggest
@@ -38,7 +39,7 @@ _DEPLOYMENT_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 __all__ = ["ConfigError", "Problem", "load", "loads", "parse_duration", "credential_warnings",
            "default_state_dir", "MAX_BYTES",
-           "SCHEDULER_OPTIONS", "SECRET_OPTIONS", "SIZE_CREATE_OPTIONS", "with_overrides", "parse_bool"]
+           "SECRET_OPTIONS", "SIZE_CREATE_OPTIONS", "with_overrides", "parse_bool"]
 
 
 def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
@@ -337,11 +338,11 @@ def _scheduler(r: _Reader) -> SchedulerSettings:
         return SchedulerSettings()
     items = dict(r.cp.items("Scheduler", raw=True))
     kind = items.pop("type", "simulated").strip().lower()
-    if kind not in SCHEDULER_OPTIONS:
-        r.problem("Scheduler", "type", "expected one of " + ", ".join(SCHEDULER_OPTIONS)
-                  + f", got {kind!r}")
+    kinds = scheduler_kinds()
+    if kind not in kinds:
+        r.problem("Scheduler", "type", "expected one of " + ", ".join(kinds) + f", got {kind!r}")
         return SchedulerSettings()
-    allowed = SCHEDULER_OPTIONS[kind]
+    allowed = kinds[kind].options
     for option in items:
         if option not in allowed:
             r.problem("Scheduler", option, f"unknown option for type {kind}" + _suggest(option, allowed))

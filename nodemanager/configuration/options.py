@@ -14,7 +14,7 @@ from nodemanager.configuration.values import (address, choice, nonneg, parse_att
                                               parse_duration, parse_float, parse_host_names, parse_int,
                                               parse_minutes, parse_names, parse_share)
 
-__all__ = ["MAX_BYTES", "SECRET_OPTIONS", "SCHEDULER_OPTIONS", "CLOUD_OWN", "DAEMON", "DAEMON_SHELL",
+__all__ = ["MAX_BYTES", "SECRET_OPTIONS", "CLOUD_OWN", "DAEMON", "DAEMON_SHELL",
            "POLL", "DRAIN", "MANAGE", "SIZE", "SIZE_CREATE_OPTIONS", "HA", "SECTIONS", "PROFILE_DIR",
            "PROFILES"]
 
@@ -25,16 +25,6 @@ MAX_BYTES = 1024 * 1024
 # Options whose values are secrets: never logged, shown or put in error messages.
 SECRET_OPTIONS = frozenset({"key", "secret", "password", "token", "secret_key", "access_key",
                             "client_secret", "ex_token", "auth_token"})
-
-# Options each scheduler adapter understands in [Scheduler] (besides `type`).
-SCHEDULER_OPTIONS: Mapping[str, frozenset[str]] = {
-    "slurm": frozenset({"slurm_conf", "bin_dir", "timeout", "partition", "mark_destroyed",
-                        "cloud_id_field"}),
-    "htcondor": frozenset({"collector", "schedd", "cloud_id_attribute", "constraint",
-                           "query_timeout", "drain_check", "machine_start", "walltime_attribute"}),
-    "simulated": frozenset({"join_delay", "boot_delay", "jobs_per_hour", "job_runtime",
-                            "job_cpus", "seed", "burst_every", "burst_size"}),
-}
 
 CLOUD_OWN = frozenset({"driver", "cluster", "node_name_template", "calls_per_second",
                         "quota_backoff", "deployment_id", "capacity_cooldown", "capacity_max_cooldown"})

@@ -12,6 +12,7 @@ from nodemanager.tags import TAG_REQUEST
 from nodemanager.core import charged_between
 from nodemanager.model import CycleReport
 from nodemanager.configuration.settings import CoreSettings
+from nodemanager.console.whynot import of_report as why_nots
 from nodemanager.console.node_words import shown_worker_state
 from policy_matrix.vocabulary import BOOT_WAIT
 
@@ -39,7 +40,7 @@ def pool_summary(report: CycleReport, core: CoreSettings | None,
     spend."""
     plan, snap = report.plan, report.snapshot
     sizes = {s.name: s for s in core.sizes} if core else {}
-    why = report.why_not
+    why = why_nots(report)
     spend_now = sum(sizes[n.size].price for n in snap.cloud_nodes if n.size in sizes)
     midnight = local_midnight(snap.now)
     seconds = [(sizes[n.size], n.launched_at, snap.now) for n in snap.cloud_nodes if n.size in sizes]

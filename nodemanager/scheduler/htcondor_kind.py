@@ -1,0 +1,38 @@
+"""``[Scheduler] type = htcondor``: the HTCondor adapter's :class:`~nodemanager.scheduler.kinds.SchedulerKind`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+
+from nodemanager.model import Classified, Size, Worker
+from nodemanager.scheduler.kinds import SchedulerKind
+
+if TYPE_CHECKING:
+    from nodemanager.configuration.settings import Settings
+    from nodemanager.preflight.checklist import Check
+    from nodemanager.scheduler.port import Scheduler
+
+__all__ = ["KIND"]
+
+
+def _build(settings: Settings, source: str, sizes: Sequence[Size], finished: int) -> Scheduler:
+    from nodemanager.scheduler.htcondor import HTCondorScheduler
+    return HTCondorScheduler.from_settings(settings.scheduler, sizes=sizes, finished_limit=finished)
+
+
+def _classify(worker: Worker) -> Classified:
+    from nodemanager.scheduler.htcondor_classify import classify_htcondor_worker
+    return classify_htcondor_worker(worker)
+
+
+def _preflight(settings: Settings, polled: bool, scripts: Mapping[str, str]) -> Iterable[Check]:
+    # also after a failed poll: says which part failed
+    from nodemanager.preflight.htcondor import htcondor_checks
+    return htcondor_checks(settings)
+
+
+KIND = SchedulerKind(
+    name="htcondor",
+    options=frozenset({"collector", "schedd", "cloud_id_attribute", "constraint", "query_timeout",
+                       "drain_check", "machine_start", "walltime_attribute"}),
+    build=_build, classify=_classify, native_ad=True, gpus_by_requirements=True, preflight=_preflight)
