@@ -11,13 +11,16 @@ from nodemanager.configuration.config import ConfigError, Problem
 from nodemanager.configuration.settings import Settings
 from nodemanager.scheduler import Scheduler, SchedulerError
 from nodemanager.scheduler.kinds import scheduler_kinds
+from nodemanager.cloud.kinds import cloud_kind
 
 __all__ = ["build_ports", "Timed"]
 
 
 def build_ports(settings: Settings, clock: Callable[[], float]) -> tuple[CloudDriver, Scheduler, Any]:
     """The cloud, the scheduler and (embedded default only) the simulated world."""
-    simulated = (settings.cloud.driver == "simulated", settings.scheduler.kind == "simulated")
+    cloud_of, scheduler_of = cloud_kind(settings.cloud.driver), scheduler_kinds().get(settings.scheduler.kind)
+    # a kind with no adapter of its own is the simulated world's: its cloud and pool come together
+    simulated = (cloud_of is not None and cloud_of.build is None, scheduler_of is not None and scheduler_of.build is None)
     source = settings.source or "config"
     if any(simulated):
         if not all(simulated):
@@ -29,16 +32,15 @@ def build_ports(settings: Settings, clock: Callable[[], float]) -> tuple[CloudDr
         from nodemanager.sim.world import SimWorld
         world = SimWorld(settings, clock)
         return world.cloud, world.scheduler, world
-    from nodemanager.cloud import LibcloudCloud
     from nodemanager.scheduler.finished_window import MAX_FINISHED
-    cloud = LibcloudCloud(settings.cloud, sizes=settings.core.sizes)
+    if cloud_of is None or cloud_of.build is None:
+        raise ConfigError([Problem(source, None, "Cloud", "driver", f"unknown driver {settings.cloud.driver!r}")])
+    cloud = cloud_of.build(settings)
     # finished jobs are read only for runtime prediction
     finished = MAX_FINISHED if settings.core.runtime_prediction != "off" else 0
-    kind = scheduler_kinds().get(settings.scheduler.kind)
-    if kind is None or kind.build is None:
-        raise ConfigError([Problem(source, None, "Scheduler", "type",
-                                   f"type {settings.scheduler.kind} needs the simulated cloud")])
-    return cloud, kind.build(settings, source, settings.core.sizes, finished), None
+    if scheduler_of is None or scheduler_of.build is None:
+        raise ConfigError([Problem(source, None, "Scheduler", "type", f"unknown type {settings.scheduler.kind!r}")])
+    return cloud, scheduler_of.build(settings, source, settings.core.sizes, finished), None
 
 
 class Timed:

@@ -15,7 +15,8 @@ import stat
 from dataclasses import fields, replace
 from typing import Any, Callable, Mapping
 
-from nodemanager.cloud.port import PROVIDERS, image_required
+from nodemanager.cloud.kinds import cloud_kind, cloud_kinds, in_process
+from nodemanager.cloud.port import image_required
 from nodemanager.configuration.values import nonneg, parse_bool, parse_duration, parse_float
 from nodemanager.model import Size, frozen_map
 from nodemanager.tags import settings_digest
@@ -135,7 +136,8 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
     scheduler = _scheduler(r)
     core = replace(core, size_digests=tuple((s.name, settings_digest(s, cloud.create_args))
                                             for s in sizes))
-    if cloud.driver != "simulated" and not sizes:
+    kind = cloud_kind(cloud.driver)
+    if (kind is None or kind.build is not None) and not sizes:   # not the simulated world's
         r.problem("Cloud", "driver", "a real cloud needs at least one [Size NAME] section")
     elif require_sizes and not sizes:
         r.problem("Cloud", "driver", "the simulated cloud needs at least one [Size NAME] section "
@@ -304,7 +306,7 @@ def _check_identity(r: _Reader, cloud: CloudSettings, ha: bool) -> None:
     """A real cloud's cluster name is not the default one, and [HA] heads name their deployment."""
     if cloud.deployment_id and not _DEPLOYMENT_ID.fullmatch(cloud.deployment_id):
         r.problem("Cloud", "deployment_id", "use 1-64 letters, digits, '.', '-' or '_'")
-    if cloud.driver in PROVIDERS and cloud.driver != "dummy" and cloud.cluster == CloudSettings.cluster:
+    if cloud_kind(cloud.driver) is not None and not in_process(cloud.driver) and cloud.cluster == CloudSettings.cluster:
         r.problem("Cloud", "cluster", f"is {CloudSettings.cluster!r}, the default: another site on "
                   "the same cloud account may use it too; choose a name for this pool (it starts "
                   "every VM name and is the cloud tag nodemanager-cluster)")
@@ -326,7 +328,7 @@ def _check_resolves(r: _Reader, address: str) -> None:
 
 def _check_driver(r: _Reader, driver: str, create: Mapping[str, str]) -> None:
     """An unknown ``[Cloud] driver`` or a missing ``[Cloud Create] image``, at their lines."""
-    known = ("simulated", *PROVIDERS)
+    known = tuple(d for kind in cloud_kinds().values() for d in kind.drivers)
     if driver not in known:
         r.problem("Cloud", "driver", f"unknown driver {driver!r}" + _suggest(driver, known))
     elif image_required(driver) and not create.get("image", "").strip():

@@ -51,8 +51,8 @@ class NodeHistory:
         """The history of ``settings``' cluster: ``<state_dir>/<cluster>.history.json``; kept in
         memory only without a ``state_dir`` or for a cloud that lives in this process (its nodes
         die with it), as the reservation journal does."""
-        from nodemanager.cycle.journal import _IN_PROCESS_DRIVERS
-        if not settings.manage.state_dir or settings.cloud.driver in _IN_PROCESS_DRIVERS:
+        from nodemanager.cloud.kinds import in_process
+        if not settings.manage.state_dir or in_process(settings.cloud.driver):
             return cls()
         return cls(os.path.join(settings.manage.state_dir, f"{settings.cloud.cluster}.history.json"))
 

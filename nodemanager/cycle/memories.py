@@ -29,7 +29,7 @@ from nodemanager.cycle.arrival_memory import ArrivalMemory
 from nodemanager.cycle.breakers import Breakers
 from nodemanager.cycle.consolidation_memory import ConsolidationMemory
 from nodemanager.cycle.idle_memory import IdleMemory
-from nodemanager.cycle.journal import _IN_PROCESS_DRIVERS
+from nodemanager.cloud.kinds import in_process
 from nodemanager.cycle.memory_file import load_json, save_json
 from nodemanager.cycle.reclaim_memory import ReclaimMemory
 from nodemanager.cycle.runtime_memory import RuntimeMemory
@@ -76,7 +76,7 @@ class Memories:
         """The memories of a daemon with ``settings``, read back from its ``state_dir``; kept in memory
         only without one, in dry-run, or for a cloud that lives in this process (its VMs die with it)."""
         m = settings.manage
-        keep = m.state_dir and not settings.dry_run and settings.cloud.driver not in _IN_PROCESS_DRIVERS
+        keep = m.state_dir and not settings.dry_run and not in_process(settings.cloud.driver)
         memories = cls(m.state_dir if keep else None, settings.cloud.cluster, breakers=breakers,
                        consolidation=ConsolidationMemory.for_settings(settings))
         memories.load(now)

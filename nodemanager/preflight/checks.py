@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterator
 
 from nodemanager.preflight.checklist import Check
 from nodemanager.configuration.settings import Settings
+from nodemanager.cloud.kinds import in_process
 from nodemanager.scheduler.kinds import scheduler_kinds
 
 __all__ = ["preflight", "start_checks"]
@@ -225,7 +226,7 @@ def _owners(settings: Settings, nodes: list[Any]) -> Iterator[Check]:
     from nodemanager.cycle.deployment import IdentityError, read_record, record_path
     from nodemanager.tags import TAG_DEPLOYMENT
 
-    if settings.cloud.driver in ("simulated", "dummy"):
+    if in_process(settings.cloud.driver):
         return
     path = record_path(settings.manage.state_dir, settings.cloud.cluster)
     try:
