@@ -10,8 +10,8 @@ from nodemanager.cloud import CloudDriver, CloudError
 from nodemanager.configuration.config import ConfigError, Problem
 from nodemanager.configuration.settings import Settings
 from nodemanager.scheduler import Scheduler, SchedulerError
-from nodemanager.scheduler.kinds import scheduler_kinds
-from nodemanager.cloud.kinds import cloud_kind
+from nodemanager.configuration.kinds import scheduler_kinds
+from nodemanager.configuration.kinds import cloud_kind
 
 __all__ = ["build_ports", "Timed"]
 

@@ -21,7 +21,7 @@ The format (documented with an example in ``docs/plan.md``)::
      "cancel_drains"?: [S], "destroyed"?: [S], "idle_graces"?: {S: [N, S]},
      "consolidation_backoff"?: {S: [N|null, S]}, "arrivals"?: [E]}
 
-``KIND`` is a registered scheduler kind's name (:data:`nodemanager.scheduler.kinds.SCHEDULER_KINDS`:
+``KIND`` is a registered scheduler kind's name (:data:`nodemanager.configuration.kinds.SCHEDULER_KINDS`:
 ``htcondor``, ``slurm``, ``simulated``), whose classifier reads the worker. For an HTCondor worker, fields missing from the worker object are taken from its ``ad``
 (``State/Activity``, ``CloudInstanceID``, ``LastHeardFrom``, ``EnteredCurrentState``,
 ``DaemonStartTime``, cpus, memory, ``NumDynamicSlots``, ``Draining``, ``LastDrainStartTime``...).
@@ -43,7 +43,7 @@ from typing import Any, Callable, Sequence
 from nodemanager.model import CloudNode, Demand, InFlight, Size, Snapshot, Worker, frozen_map
 from nodemanager.scheduler import classified
 from nodemanager.scheduler.htcondor_ads import htcondor_worker_fields
-from nodemanager.scheduler.kinds import scheduler_kinds
+from nodemanager.configuration.kinds import scheduler_kinds
 from nodemanager.snapshot_values import (MAX_COUNT, MAX_TIME, SnapshotError, fail as _fail, Unusable
                                         as _Unusable, int_token as _int_token, float_token as
                                         _float_token, read_number as _number, read_offset as

@@ -129,7 +129,7 @@ def test_every_option_is_documented():
     """docs/configuration.md names every option the loader accepts, so operators never meet an
     undocumented one (and a new option cannot be added without its line there)."""
     from nodemanager.configuration import config
-    from nodemanager.scheduler.kinds import scheduler_kinds
+    from nodemanager.configuration.kinds import scheduler_kinds
     doc = (REPO / "docs" / "configuration.md").read_text()
     options = (list(config._DAEMON) + list(config._DAEMON_SHELL) + list(config._POLL)
                + list(config._DRAIN) + list(config._MANAGE) + list(config._SIZE)

@@ -1,12 +1,13 @@
 """Apache libcloud's providers (``cloud/providers.py``: ec2, gce, azure_arm, openstack, and the
-in-process ``dummy``) as one :class:`~nodemanager.cloud.kinds.CloudKind`."""
+in-process ``dummy``) as one :class:`~nodemanager.configuration.kinds.CloudKind`."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nodemanager.cloud.kinds import CloudKind
-from nodemanager.cloud.port import PROVIDERS
+from nodemanager.cloud.markets import market_problem
+from nodemanager.cloud.port import PROVIDERS, image_required
+from nodemanager.configuration.kinds import CloudKind
 
 if TYPE_CHECKING:
     from nodemanager.cloud.port import CloudDriver
@@ -20,4 +21,5 @@ def _build(settings: Settings) -> CloudDriver:
     return LibcloudCloud(settings.cloud, sizes=settings.core.sizes)
 
 
-KIND = CloudKind(name="libcloud", drivers=PROVIDERS, in_process=frozenset({"dummy"}), build=_build)
+KIND = CloudKind(name="libcloud", drivers=PROVIDERS, in_process=frozenset({"dummy"}), build=_build,
+                 image_required=image_required, market_problem=market_problem)

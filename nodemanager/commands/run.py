@@ -56,7 +56,7 @@ def _identity(args: argparse.Namespace, settings: Any, lock: Any) -> tuple[Any, 
     from dataclasses import replace
 
     from nodemanager.cycle.deployment import start_identity
-    from nodemanager.cloud.kinds import in_process
+    from nodemanager.configuration.kinds import in_process
 
     if in_process(settings.cloud.driver):
         return settings, None

@@ -15,8 +15,7 @@ import stat
 from dataclasses import fields, replace
 from typing import Any, Callable, Mapping
 
-from nodemanager.cloud.kinds import cloud_kind, cloud_kinds, in_process
-from nodemanager.cloud.port import image_required
+from nodemanager.configuration.kinds import cloud_kind, cloud_kinds, in_process, scheduler_kinds
 from nodemanager.configuration.values import nonneg, parse_bool, parse_duration, parse_float
 from nodemanager.model import Size, frozen_map
 from nodemanager.tags import settings_digest
@@ -31,7 +30,6 @@ from nodemanager.configuration.options import (CLOUD_OWN as _CLOUD_OWN, DAEMON a
                                                SIZE_CREATE_OPTIONS)
 from nodemanager.configuration.budget_sections import budget_sections
 from nodemanager.core.pricing import effective_price
-from nodemanager.scheduler.kinds import scheduler_kinds
 from nodemanager.configuration.reader import ConfigError, Problem
 from nodemanager.configuration.reader import Reader as _Reader
 from nodemanager.configuration.reader import suggest as _suggest
@@ -260,9 +258,11 @@ def _expression_error(expr: str) -> str | None:
 
 
 def _check_markets(r: _Reader, driver: str, sizes: list[Size]) -> None:
-    from nodemanager.cloud.markets import market_problem
+    kind = cloud_kind(driver)
+    if kind is None:
+        return  # an unknown driver: said at [Cloud] driver
     for size in sizes:
-        problem = market_problem(driver, size)
+        problem = kind.market_problem(driver, size)
         if problem:
             r.problem(f"Size {size.name}", *problem)
 
@@ -328,10 +328,11 @@ def _check_resolves(r: _Reader, address: str) -> None:
 
 def _check_driver(r: _Reader, driver: str, create: Mapping[str, str]) -> None:
     """An unknown ``[Cloud] driver`` or a missing ``[Cloud Create] image``, at their lines."""
-    known = tuple(d for kind in cloud_kinds().values() for d in kind.drivers)
-    if driver not in known:
+    kind = cloud_kind(driver)
+    if kind is None:
+        known = tuple(d for k in cloud_kinds().values() for d in k.drivers)
         r.problem("Cloud", "driver", f"unknown driver {driver!r}" + _suggest(driver, known))
-    elif image_required(driver) and not create.get("image", "").strip():
+    elif kind.image_required(driver) and not create.get("image", "").strip():
         r.problem("Cloud Create", "image", f"required for driver {driver}", at=("Cloud", "driver"))
 
 

@@ -51,7 +51,7 @@ class NodeHistory:
         """The history of ``settings``' cluster: ``<state_dir>/<cluster>.history.json``; kept in
         memory only without a ``state_dir`` or for a cloud that lives in this process (its nodes
         die with it), as the reservation journal does."""
-        from nodemanager.cloud.kinds import in_process
+        from nodemanager.configuration.kinds import in_process
         if not settings.manage.state_dir or in_process(settings.cloud.driver):
             return cls()
         return cls(os.path.join(settings.manage.state_dir, f"{settings.cloud.cluster}.history.json"))

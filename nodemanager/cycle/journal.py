@@ -22,7 +22,7 @@ import threading
 from typing import Iterable
 
 from nodemanager.core import Reservation, from_line, to_line
-from nodemanager.cloud.kinds import in_process
+from nodemanager.configuration.kinds import in_process
 from nodemanager.configuration.settings import Settings
 
 __all__ = ["ReservationJournal", "journal_path"]

@@ -29,7 +29,7 @@ from nodemanager.cycle.arrival_memory import ArrivalMemory
 from nodemanager.cycle.breakers import Breakers
 from nodemanager.cycle.consolidation_memory import ConsolidationMemory
 from nodemanager.cycle.idle_memory import IdleMemory
-from nodemanager.cloud.kinds import in_process
+from nodemanager.configuration.kinds import in_process
 from nodemanager.cycle.memory_file import load_json, save_json
 from nodemanager.cycle.reclaim_memory import ReclaimMemory
 from nodemanager.cycle.runtime_memory import RuntimeMemory

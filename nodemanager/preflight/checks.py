@@ -5,7 +5,7 @@ matrix, the state file and state directory, the status port (or, with the daemon
 configuration running here, its ``/healthz``), the cloud (one listing, then the provider's own
 permission check for every mutating call where it has one: EC2's ``DryRun``), the boot scripts
 (placeholders left in them), the scheduler (one poll) and its kind's own checks
-(:attr:`SchedulerKind.preflight <nodemanager.scheduler.kinds.SchedulerKind>`: for SLURM, the running
+(:attr:`SchedulerKind.preflight <nodemanager.configuration.kinds.SchedulerKind>`: for SLURM, the running
 slurmctld's configuration and node declarations, :mod:`nodemanager.preflight.slurm`). Each failed check
 carries the fix an operator should make. Checks that need what an earlier one failed to give are
 skipped, not failed twice."""
@@ -20,8 +20,7 @@ from typing import Any, Callable, Iterator
 
 from nodemanager.preflight.checklist import Check
 from nodemanager.configuration.settings import Settings
-from nodemanager.cloud.kinds import in_process
-from nodemanager.scheduler.kinds import scheduler_kinds
+from nodemanager.configuration.kinds import hook, in_process, scheduler_kinds
 
 __all__ = ["preflight", "start_checks"]
 
@@ -78,7 +77,7 @@ def _checks(config_path: str, clock: Callable[[], float]) -> Iterator[Check]:
     yield polled
     kind = scheduler_kinds().get(settings.scheduler.kind)
     if kind is not None and kind.preflight is not None:
-        yield from kind.preflight(settings, bool(polled.ok), scripts)
+        yield from hook(kind.preflight)(settings, bool(polled.ok), scripts)
 
 
 def _writable_dir(path: str) -> str | None:

@@ -1,13 +1,13 @@
 """Which adapter classifies a worker record that did not come from a live adapter (a snapshot
 file, a test or benchmark world): the record's scheduler kind's classifier
-(:class:`~nodemanager.scheduler.kinds.SchedulerKind`)."""
+(:class:`~nodemanager.configuration.kinds.SchedulerKind`)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from nodemanager.model import Classified, Worker
-from nodemanager.scheduler.kinds import scheduler_kinds
+from nodemanager.configuration.kinds import scheduler_kinds
 
 __all__ = ["classified", "classify_record", "classify_by_fields"]
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from nodemanager.core.size_choice import unmatched_signature
 from nodemanager.model import Demand, Size
-from nodemanager.scheduler.kinds import scheduler_kinds
+from nodemanager.configuration.kinds import scheduler_kinds
 
 if TYPE_CHECKING:
     from nodemanager.scheduler.htcondor_match import HTCondorMatcher

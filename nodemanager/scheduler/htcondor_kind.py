@@ -1,15 +1,14 @@
-"""``[Scheduler] type = htcondor``: the HTCondor adapter's :class:`~nodemanager.scheduler.kinds.SchedulerKind`."""
+"""``[Scheduler] type = htcondor``: the HTCondor adapter's :class:`~nodemanager.configuration.kinds.SchedulerKind`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Sequence
 
+from nodemanager.configuration.kinds import SchedulerKind
 from nodemanager.model import Classified, Size, Worker
-from nodemanager.scheduler.kinds import SchedulerKind
 
 if TYPE_CHECKING:
     from nodemanager.configuration.settings import Settings
-    from nodemanager.preflight.checklist import Check
     from nodemanager.scheduler.port import Scheduler
 
 __all__ = ["KIND"]
@@ -25,14 +24,9 @@ def _classify(worker: Worker) -> Classified:
     return classify_htcondor_worker(worker)
 
 
-def _preflight(settings: Settings, polled: bool, scripts: Mapping[str, str]) -> Iterable[Check]:
-    # also after a failed poll: says which part failed
-    from nodemanager.preflight.htcondor import htcondor_checks
-    return htcondor_checks(settings)
-
-
 KIND = SchedulerKind(
     name="htcondor",
     options=frozenset({"collector", "schedd", "cloud_id_attribute", "constraint", "query_timeout",
                        "drain_check", "machine_start", "walltime_attribute"}),
-    build=_build, classify=_classify, native_ad=True, gpus_by_requirements=True, preflight=_preflight)
+    build=_build, classify=_classify, native_ad=True, gpus_by_requirements=True,
+    preflight="nodemanager.preflight.htcondor:kind_checks")

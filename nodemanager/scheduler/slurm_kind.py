@@ -1,15 +1,14 @@
-"""``[Scheduler] type = slurm``: the SLURM adapter's :class:`~nodemanager.scheduler.kinds.SchedulerKind`."""
+"""``[Scheduler] type = slurm``: the SLURM adapter's :class:`~nodemanager.configuration.kinds.SchedulerKind`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Sequence
 
+from nodemanager.configuration.kinds import SchedulerKind
 from nodemanager.model import Classified, Size, Worker
-from nodemanager.scheduler.kinds import SchedulerKind
 
 if TYPE_CHECKING:
     from nodemanager.configuration.settings import Settings
-    from nodemanager.preflight.checklist import Check
     from nodemanager.scheduler.port import Scheduler
 
 __all__ = ["KIND"]
@@ -25,19 +24,7 @@ def _classify(worker: Worker) -> Classified:
     return classify_slurm_worker(worker, drain_states=True)
 
 
-def _preflight(settings: Settings, polled: bool, scripts: Mapping[str, str]) -> Iterable[Check]:
-    if not polled:
-        return ()
-    from nodemanager.preflight.boot import uses_conf_server
-    from nodemanager.preflight.slurm import slurm_checks
-    from nodemanager.scheduler.slurm_options import SlurmOptions
-
-    # built (and so checked) with the scheduler port before the poll
-    return slurm_checks(settings, SlurmOptions.from_mapping(settings.scheduler.options),
-                        uses_conf_server(dict(scripts)))
-
-
 KIND = SchedulerKind(
     name="slurm",
     options=frozenset({"slurm_conf", "bin_dir", "timeout", "partition", "mark_destroyed", "cloud_id_field"}),
-    build=_build, classify=_classify, preflight=_preflight)
+    build=_build, classify=_classify, preflight="nodemanager.preflight.slurm:kind_checks")

@@ -1,10 +1,10 @@
 """``[Scheduler] type = simulated``: the in-process simulated pool (the demo's, with the
-simulated cloud) as a :class:`~nodemanager.scheduler.kinds.SchedulerKind` like any other."""
+simulated cloud) as a :class:`~nodemanager.configuration.kinds.SchedulerKind` like any other."""
 
 from __future__ import annotations
 
 from nodemanager.scheduler.classifiers import classify_by_fields
-from nodemanager.scheduler.kinds import SchedulerKind
+from nodemanager.configuration.kinds import SchedulerKind
 
 __all__ = ["KIND"]
 
