@@ -6,13 +6,11 @@ reasons are what the budgets and the skip rules read."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import replace
 
 import pytest
 
-from nodemanager.cli import main
 from nodemanager.configuration.config import loads
 from nodemanager.core import reasons
 from nodemanager.core.disruption_budgets import tuple_reasons
@@ -23,6 +21,7 @@ from nodemanager.sim.replay import replay
 from nodemanager.sim.skip_rules import time_reads
 from nodemanager.sim.synthetic import synthetic_jobs
 from policy_matrix import load_default
+from tests.core_world import plan_json
 from tests.fixtures.toy_reason import Sunset
 
 NOW = 1_800_000_000.0
@@ -44,28 +43,17 @@ def _idle(i: int, launched_ago: float) -> tuple[dict, dict]:
     return node, worker
 
 
-def _plan(tmp_path, capsys, config: str, pairs) -> dict:
-    (tmp_path / "nm.ini").write_text(config)
-    (tmp_path / "snap.json").write_text(json.dumps({
-        "now": NOW, "polled_at": {"cloud": NOW - 5, "scheduler": NOW - 5},
-        "cloud_nodes": [n for n, _ in pairs], "workers": [w for _, w in pairs], "demand": []}))
-    code = main(["plan", "--snapshot", str(tmp_path / "snap.json"), "--config", str(tmp_path / "nm.ini"),
-                 "--format", "json"])
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    return json.loads(out)
-
-
 def test_a_registered_reason_plans_and_a_budget_naming_it_limits_it(tmp_path, capsys, sunset):
     old = [_idle(i, 3 * 3600) for i in range(1, 5)]       # up 3 h: past victim_horizon (2 h)
     young = [_idle(9, 1800)]
-    out = _plan(tmp_path, capsys, SIZES, old + young)
+    out = plan_json(tmp_path, capsys, SIZES, NOW, old + young)
     acts = {n["id"]: (n["action"], n["blocked_by"]) for n in out["nodes"]}
     assert [acts[f"i-{i}"] for i in range(1, 5)] == [("drain", None)] * 4
     assert acts["i-9"] == (None, None)                     # the matrix keeps it for its idle grace
     assert "sunset: up 10800s" in next(n for n in out["nodes"] if n["id"] == "i-1")["reason"]
     # a [Budget NAME] names the reason by the word it declares, and binds
-    out = _plan(tmp_path, capsys, SIZES + "\n[Budget slow-sunset]\nreasons = sunset\nnodes = 1\n", old + young)
+    out = plan_json(tmp_path, capsys, SIZES + "\n[Budget slow-sunset]\nreasons = sunset\nnodes = 1\n", NOW,
+                    old + young)
     assert Counter((n["action"], n["blocked_by"]) for n in out["nodes"] if n["id"] != "i-9") == {
         ("drain", None): 1, (None, "budget"): 3}
     held = next(n for n in out["nodes"] if n["blocked_by"] == "budget")

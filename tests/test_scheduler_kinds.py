@@ -13,6 +13,7 @@ import pytest
 from nodemanager.cli import main
 from nodemanager.configuration import kinds
 from nodemanager.configuration.config import ConfigError, loads
+from tests.core_world import plan_json
 
 NOW = 1_800_000_000.0
 SIZE = "[Size small]\ncores = 2\nram_mb = 8000\nprice = 0.10\n"
@@ -32,16 +33,8 @@ def _pair(i: int, state: str) -> tuple[dict, dict]:
 
 
 def test_a_registered_scheduler_plans_its_workers_by_its_own_words(tmp_path, capsys, toy):
-    (tmp_path / "nm.ini").write_text(SIZE + TOY)
-    pairs = [_pair(1, "vacant"), _pair(2, "working")]
-    (tmp_path / "snap.json").write_text(json.dumps({
-        "now": NOW, "polled_at": {"cloud": NOW - 5, "scheduler": NOW - 5},
-        "cloud_nodes": [n for n, _ in pairs], "workers": [w for _, w in pairs], "demand": []}))
-    code = main(["plan", "--snapshot", str(tmp_path / "snap.json"), "--config", str(tmp_path / "nm.ini"),
-                 "--format", "json"])
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    nodes = {n["id"]: n for n in json.loads(out)["nodes"]}
+    out = plan_json(tmp_path, capsys, SIZE + TOY, NOW, [_pair(1, "vacant"), _pair(2, "working")])
+    nodes = {n["id"]: n for n in out["nodes"]}
     # vacant for 50 minutes: idle past its grace, drained; working: busy, kept
     assert (nodes["i-1"]["tuple"]["worker_state"], nodes["i-1"]["action"]) == ("idle", "drain")
     assert "toy: vacant" in nodes["i-1"]["reason"]
