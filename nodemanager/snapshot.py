@@ -5,7 +5,7 @@ The format (documented with an example in ``docs/plan.md``)::
     {"now": E, "polled_at": {"cloud": E, "scheduler": E},
      "cloud_nodes": [{"id": S, "name": S, "size": S, "launched_at": E, "state"?: S,
                       "private_ip"?: S, "hostname"?: S, "tags"?: {S: S}, "reclaim_at"?: E, "cloud"?: S}],
-     "workers": [{"name": S, "scheduler": "slurm"|"htcondor", "state"?: S, "ad"?: {...},
+     "workers": [{"name": S, "scheduler": KIND, "state"?: S, "ad"?: {...},
                   "cloud_id"?: S, "address"?: S, "last_heard"?: E, "state_since"?: E,
                   "registered_at"?: E, "cpus"?: N, "cpus_busy"?: N, "ram_mb"?: N,
                   "running_jobs"?: N, "job_end_times"?: [E], "retirement_end"?: E|"never", "draining"?: B,
@@ -22,7 +22,8 @@ The format (documented with an example in ``docs/plan.md``)::
      "consolidation_backoff"?: {S: [N|null, S]}, "arrivals"?: [E], "known_prices"?: {S: N},
      "recent_boots"?: [E], "scheduler_clock_ahead"?: N, "cloud_polled"?: {S: E}}
 
-For an HTCondor worker, fields missing from the worker object are taken from its ``ad``
+``KIND`` is a registered scheduler kind's name (:data:`nodemanager.configuration.kinds.SCHEDULER_KINDS`:
+``htcondor``, ``slurm``, ``simulated``), whose classifier reads the worker. For an HTCondor worker, fields missing from the worker object are taken from its ``ad``
 (``State/Activity``, ``CloudInstanceID``, ``LastHeardFrom``, ``EnteredCurrentState``,
 ``DaemonStartTime``, cpus, memory, ``NumDynamicSlots``, ``Draining``, ``LastDrainStartTime``...).
 
@@ -43,6 +44,7 @@ from typing import Any, Callable, Sequence
 from nodemanager.model import CloudNode, Demand, InFlight, Size, Snapshot, Worker, frozen_map
 from nodemanager.scheduler import classified
 from nodemanager.scheduler.htcondor_ads import htcondor_worker_fields
+from nodemanager.configuration.kinds import scheduler_kinds
 from nodemanager.snapshot_values import (MAX_COUNT, MAX_TIME, SnapshotError, fail as _fail, Unusable
                                         as _Unusable, int_token as _int_token, float_token as
                                         _float_token, read_number as _number, read_offset as
@@ -59,7 +61,6 @@ MAX_BYTES = 128 * 1024 * 1024
 """Largest snapshot file ``load`` reads: 128 MiB (50,000 nodes take about 25 MB)."""
 
 _IN_FLIGHT_ACTIONS = ("drain", "destroy", "boot", "cancel_drain")
-_SCHEDULERS = ("slurm", "htcondor", "simulated")
 _MAX_DEPTH = 200            # nesting reported by line and column (a snapshot needs 4 levels)
 
 
@@ -93,8 +94,8 @@ def _retirement_end(x: Any, path: str) -> float:
 def _worker(v: Any, path: str) -> Worker:
     f = _Fields(v, path, _WORKER_FIELDS)
     scheduler = f.req("scheduler", _str)
-    if scheduler not in _SCHEDULERS:
-        raise _fail(f.sub("scheduler"), f"expected one of {', '.join(_SCHEDULERS)}")
+    if scheduler not in scheduler_kinds():
+        raise _fail(f.sub("scheduler"), f"expected one of {', '.join(scheduler_kinds())}")
     ad = dict(f.opt("ad", _obj, {}))
     _plain(ad, f.sub("ad"))
     derived = htcondor_worker_fields(ad) if ad else {}

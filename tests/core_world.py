@@ -52,3 +52,21 @@ def pool(states: dict[str, str], size: str = "small", **wkw) -> tuple[list, list
 
 __all__ = ["NOW", "SMALL", "LARGE", "HOURLY", "settings", "node", "worker", "snap", "pool",
            "Demand", "InFlight"]
+
+
+def plan_json(tmp_path, capsys, config: str, now: float, pairs, demand=()) -> dict:
+    """``nodemanager plan --format json`` on a snapshot of ``pairs`` (cloud node, worker) as JSON
+    objects, polled 5 s before ``now``, with ``config`` as the INI file."""
+    import json
+
+    from nodemanager.cli import main
+
+    (tmp_path / "nm.ini").write_text(config)
+    (tmp_path / "snap.json").write_text(json.dumps({
+        "now": now, "polled_at": {"cloud": now - 5, "scheduler": now - 5},
+        "cloud_nodes": [n for n, _ in pairs], "workers": [w for _, w in pairs], "demand": list(demand)}))
+    code = main(["plan", "--snapshot", str(tmp_path / "snap.json"), "--config", str(tmp_path / "nm.ini"),
+                 "--format", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)

@@ -14,7 +14,7 @@ from nodemanager.console.limits_page import limits_html
 from nodemanager.console.metrics import Metrics
 from nodemanager.console.page import render_html
 from nodemanager.console.status_document import StatusView, status_document
-from nodemanager.core.schedule import parse_schedule
+from nodemanager.configuration.cron import parse_schedule
 from nodemanager.model import Demand
 from tests.test_faults_ec2 import SIZE, Ec2Loop
 

@@ -129,10 +129,11 @@ def test_every_option_is_documented():
     """docs/configuration.md names every option the loader accepts, so operators never meet an
     undocumented one (and a new option cannot be added without its line there)."""
     from nodemanager.configuration import config
+    from nodemanager.configuration.kinds import scheduler_kinds
     doc = (REPO / "docs" / "configuration.md").read_text()
     options = (list(config._DAEMON) + list(config._DAEMON_SHELL) + list(config._POLL)
                + list(config._DRAIN) + list(config._MANAGE) + list(config._SIZE)
-               + sorted(config._CLOUD_OWN) + sorted(set().union(*config.SCHEDULER_OPTIONS.values())))
+               + sorted(config._CLOUD_OWN) + sorted(set().union(*(k.options for k in scheduler_kinds().values()))))
     missing = [o for o in options if f"`{o}`" not in doc]
     assert missing == []
     example = (REPO / "config.example.ini").read_text()

@@ -122,7 +122,7 @@ def test_the_core_takes_any_schedulers_classification_as_its_adapter_gave_it():
     from nodemanager.model import Classified
     w = Worker(name="n1", scheduler="pbs", state="free", last_heard=NOW,
                classified=Classified("idle", "pbs: free", NOW - 50))
-    assert classify_worker(w, NOW, 600) == ("idle", "pbs: free", NOW - 50)
+    assert classify_worker(w, NOW, 600)[:3] == ("idle", "pbs: free", NOW - 50)
     ahead = Worker(name="n1", scheduler="pbs", classified=Classified("idle", "pbs: free", NOW + 99))
     assert classify_worker(ahead, NOW, 600).idle_since == NOW   # never idle since the future
     stale = Worker(name="n1", scheduler="pbs", last_heard=NOW - 601, classified=Classified("idle", ""))

@@ -103,3 +103,54 @@ def test_the_core_names_no_scheduler() -> None:
         text = path.read_text().lower()
         for word in ('"htcondor"', "'htcondor'", '"slurm"', "'slurm'"):
             assert word not in text, f"{path.relative_to(ROOT)} names a scheduler: {word}"
+
+
+def folder_of(module: str) -> str:
+    """A module's folder: ``policy_matrix``, ``nodemanager.X`` for a folder X of the package, or
+    the module itself for one loose at the package root."""
+    parts = module.split(".")
+    if parts[0] == "policy_matrix":
+        return "policy_matrix"
+    if len(parts) > 1 and (ROOT / "nodemanager" / parts[1]).is_dir():
+        return ".".join(parts[:2])
+    return module
+
+
+def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Folder -> the folders its modules import (a folder's own imports left out)."""
+    out: dict[str, set[str]] = {folder_of(m): set() for m in graph}
+    for module, targets in graph.items():
+        out[folder_of(module)] |= {folder_of(t) for t in targets} - {folder_of(module)}
+    return out
+
+
+def test_no_folder_imports_itself_back_through_others() -> None:
+    """The folders stand in layers (docs/architecture.md): none imports, through any chain of
+    modules, a folder that imports it back."""
+    assert circles(folder_graph(import_graph())) == []
+
+
+def test_the_folder_check_sees_a_loop_between_two_folders() -> None:
+    graph = {"nodemanager.core.a": {"nodemanager.configuration.b"}, "nodemanager.configuration.b": set(),
+             "nodemanager.configuration.c": {"nodemanager.core.d"}, "nodemanager.core.d": set()}
+    assert circles(folder_graph(graph)) == [["nodemanager.configuration", "nodemanager.core"]]
+
+
+# folders whose face (its __init__) is the only way in from outside: every name the rest of the
+# tree uses of them is on the face; the other folders have no such rule (docs/architecture.md)
+FACES = ("nodemanager.model", "nodemanager.preflight")
+
+
+def past_faces(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{m} -> {t}" for m, targets in graph.items() for t in targets
+                  if folder_of(t) in FACES and t != folder_of(t) and folder_of(m) != folder_of(t))
+
+
+def test_no_import_goes_past_a_face() -> None:
+    assert past_faces(import_graph()) == []
+
+
+def test_the_face_check_sees_an_import_past_one() -> None:
+    assert past_faces({"nodemanager.cycle.x": {"nodemanager.model.records"},
+                       "nodemanager.model.plan": {"nodemanager.model.records"}}) == [
+        "nodemanager.cycle.x -> nodemanager.model.records"]

@@ -1,6 +1,6 @@
 """The package fronts: what importing ``nodemanager.core``, ``.cloud``, ``.scheduler`` and the
-folders of the package root (``.cycle``, ``.console``, ``.configuration``, ``.classad``, ``.model``)
-loads, and that every name a front lists resolves.
+folders of the package root (``.console``, ``.configuration``, ``.model``) loads, and that every
+name a front lists resolves; the folders without a front (``.cycle``, ``.classad``) load nothing.
 
 Each import runs in a fresh interpreter, so modules other tests loaded do not hide a leak.
 """
@@ -42,7 +42,7 @@ def test_a_front_loads_its_adapters_only_on_first_use(front: str, heavy: tuple[s
     assert [m for m in loaded_after(f"import {front}") if m.startswith(heavy)] == []
 
 
-FOLDERS = ["nodemanager.cycle", "nodemanager.console", "nodemanager.configuration", "nodemanager.classad"]
+FOLDERS = ["nodemanager.console", "nodemanager.configuration"]
 
 
 @pytest.mark.parametrize("front", FOLDERS)
@@ -60,3 +60,8 @@ def test_every_name_a_front_lists_resolves(front: str) -> None:
     out = subprocess.run([sys.executable, "-c", "import json\n" + code], check=True,
                          capture_output=True, text=True)
     assert json.loads(out.stdout) == []
+
+
+@pytest.mark.parametrize("folder", ["nodemanager.cycle", "nodemanager.classad"])
+def test_a_folder_without_a_front_loads_none_of_its_modules(folder: str) -> None:
+    assert [m for m in loaded_after(f"import {folder}") if m.startswith(folder + ".")] == []

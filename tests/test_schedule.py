@@ -6,7 +6,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from nodemanager.core.schedule import active, last_start, next_change, parse_schedule
+from nodemanager.configuration.cron import parse_schedule
+from nodemanager.core.schedule import active, last_start, next_change
 
 
 def at(text, zone="Europe/Paris"):

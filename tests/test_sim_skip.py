@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 from nodemanager.configuration.config import loads
-from nodemanager.core.schedule import parse_schedule
+from nodemanager.configuration.cron import parse_schedule
 from nodemanager.sim import baselines as B
 from nodemanager.sim.figures import Figures, lower_bounds
 from nodemanager.sim.replay import replay

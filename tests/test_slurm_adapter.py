@@ -433,9 +433,9 @@ def test_bad_option_from_the_config_is_a_config_error_naming_file_and_option():
 
 
 def test_every_documented_option_is_one_the_config_accepts():
-    from nodemanager.configuration.config import SCHEDULER_OPTIONS
+    from nodemanager.scheduler.slurm_kind import KIND
 
-    SlurmOptions.from_mapping({k: "" if k != "timeout" else "5" for k in SCHEDULER_OPTIONS["slurm"]})
+    SlurmOptions.from_mapping({k: "" if k != "timeout" else "5" for k in KIND.options})
 
 
 def test_mark_destroyed_future_hides_the_node_until_it_registers_again(slurm):

@@ -8,7 +8,7 @@ import pytest
 
 from nodemanager.core import plan
 from nodemanager.model import CycleReport
-from nodemanager.console.whynot import DEMAND_REASONS, NODE_REASONS
+from nodemanager.console.whynot import DEMAND_REASONS, NODE_REASONS, of_report
 from tests.core_world import Demand, node, pool, settings, snap
 from tests.fixtures.observability import sample_report
 
@@ -20,7 +20,7 @@ def _report(s, st=None) -> CycleReport:
 
 
 def _demand(report: CycleReport) -> list[tuple[str, str]]:
-    return [(w.key, w.reason) for w in report.why_not.demand]
+    return [(w.key, w.reason) for w in of_report(report).demand]
 
 
 def test_max_nodes_binds_queued_demand() -> None:
@@ -28,7 +28,7 @@ def test_max_nodes_binds_queued_demand() -> None:
     r = _report(snap(nodes, workers, demand=[Demand(cpus=4, count=5)]), settings(max_nodes=4))
     assert _demand(r) == [("5 job(s) of 4 cpus, 0 MB", "max_nodes")]
     assert r.plan.unmet[0].jobs == 3   # 2 of the 5 get the 2 nodes left under the cap
-    assert "max_nodes 4 reached (4 nodes incl. booting)" in r.why_not.demand[0].text
+    assert "max_nodes 4 reached (4 nodes incl. booting)" in of_report(r).demand[0].text
 
 
 @pytest.mark.parametrize("kw, st, reason", [
@@ -39,7 +39,7 @@ def test_max_nodes_binds_queued_demand() -> None:
 ])
 def test_each_boot_limit_is_named(kw, st, reason) -> None:
     r = _report(snap(demand=[Demand(cpus=4, count=5)], **kw), settings(**st))
-    assert {w.reason for w in r.why_not.demand} == {reason}, r.plan.notes
+    assert {w.reason for w in of_report(r).demand} == {reason}, r.plan.notes
 
 
 def test_a_job_no_size_fits_is_no_size() -> None:
@@ -48,12 +48,12 @@ def test_a_job_no_size_fits_is_no_size() -> None:
 
 
 def test_met_demand_has_no_why_not() -> None:
-    assert _report(snap(demand=[Demand(cpus=4, count=2)])).why_not.demand == ()
+    assert of_report(_report(snap(demand=[Demand(cpus=4, count=2)]))).demand == ()
 
 
 def test_each_kept_node_gets_one_reason_and_a_node_given_back_none() -> None:
     report = sample_report()
-    why = report.why_not
+    why = of_report(report)
     nodes = {e.node_id: why.node(e) for e in report.plan.nodes}
     assert {k: w.reason for k, w in nodes.items() if w} == {
         "i-busy": "matrix", "i-grace": "matrix", "i-boot": "matrix", "i-held": "held",
@@ -70,8 +70,8 @@ def test_reasons_are_bounded_and_counted_once_per_report() -> None:
     nodes, workers = pool({"a": "idle", "b": "idle"})
     r = _report(snap(nodes + [node("c", age=60)], workers, demand=[Demand(cpus=64, count=1)]),
                 settings(min_nodes=3))
-    assert r.why_not is r.why_not   # computed once
-    counts = r.why_not.counts()
+    assert of_report(r) is of_report(r)   # computed once
+    counts = of_report(r).counts()
     assert set(counts) == {("node", x) for x in NODE_REASONS} | {("demand", x) for x in DEMAND_REASONS}
     assert counts[("node", "min_nodes")] == 2 and counts[("demand", "no_size")] == 1
-    assert sum(counts.values()) == len(r.why_not.reasons) + len(r.why_not.demand) == 4
+    assert sum(counts.values()) == len(of_report(r).reasons) + len(of_report(r).demand) == 4

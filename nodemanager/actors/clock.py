@@ -18,6 +18,8 @@ import threading
 import time
 from typing import Callable, Protocol
 
+from nodemanager.core.clocks import monotonic_of
+
 __all__ = ["Clock", "ManualClock", "RealClock", "monotonic_of"]
 
 log = logging.getLogger(__name__)
@@ -165,10 +167,3 @@ class RealClock(_Timers):
             due = self._pop_due(time.monotonic())
             if due is not None:
                 self._fire(due[1])
-
-
-def monotonic_of(clock: Callable[[], float]) -> Callable[[], float]:
-    """The monotonic clock that goes with ``clock``: its ``monotonic`` when it has one, else
-    ``clock`` itself (a plain callable a test injects is both)."""
-    mono = getattr(clock, "monotonic", None)
-    return mono if callable(mono) else clock

@@ -65,7 +65,7 @@ from nodemanager.core import date_skew
 from nodemanager.core.identity import client_token
 from nodemanager.tags import TAG_DEPLOYMENT
 from nodemanager.model import CloudNode, Size, frozen_map
-from nodemanager.model.same_records import SameRecords, node_id as _node_id
+from nodemanager.model import SameRecords, node_id as _node_id
 
 __all__ = ["LibcloudCloud"]
 

@@ -196,7 +196,7 @@ def measure(n: int, repeat: int = 3, tick: Callable[[], None] = lambda: None, fr
     c_sched = _Counting(pool, _SCHEDULER_CALLS)
     actuator = Actuator(c_cloud, c_sched, settings, clock=now)
     from nodemanager.core import plan as plain_plan
-    from nodemanager.model.same_records import SameRecords, node_id
+    from nodemanager.model import SameRecords, node_id
     from nodemanager.scheduler import HTCondorScheduler
     from nodemanager.sim.pool_bindings import PoolBindings
 

@@ -76,9 +76,9 @@ def _identity(args: argparse.Namespace, settings: Any, lock: Any) -> tuple[Any, 
     from dataclasses import replace
 
     from nodemanager.cycle.deployment import start_identity
-    from nodemanager.cycle.journal import _IN_PROCESS_DRIVERS
+    from nodemanager.configuration.kinds import in_process
 
-    if settings.cloud.driver in _IN_PROCESS_DRIVERS:
+    if in_process(settings.cloud.driver):
         return settings, None
 
     def list_cluster(name: str) -> list[Any]:

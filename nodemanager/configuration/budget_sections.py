@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from nodemanager.configuration.reader import Reader
-from nodemanager.configuration.settings import BUDGET_REASONS, DisruptionBudget
+from nodemanager.configuration.settings import DisruptionBudget
 from nodemanager.configuration.values import parse_names
-from nodemanager.core.schedule import Schedule, parse_schedule
+from nodemanager.configuration.cron import parse_schedule
+from nodemanager.core.reasons import budget_words
+from nodemanager.core.schedule import Schedule
 
 __all__ = ["BUDGET_OPTIONS", "budget_sections"]
 
@@ -40,9 +42,10 @@ def budget_sections(r: Reader) -> tuple[DisruptionBudget, ...]:
             continue
         values = r.typed(section, BUDGET_OPTIONS)
         reasons = frozenset(values.get("reasons", ()))
-        unknown = sorted(reasons - set(BUDGET_REASONS))
+        known = budget_words()
+        unknown = sorted(reasons - set(known))
         if unknown:
-            r.problem(section, "reasons", f"unknown reason {', '.join(unknown)} (known: {', '.join(BUDGET_REASONS)})")
+            r.problem(section, "reasons", f"unknown reason {', '.join(unknown)} (known: {', '.join(sorted(known))})")
         if "nodes" not in values:
             r.problem(section, None, "missing required option nodes")
             continue

@@ -15,7 +15,7 @@ import stat
 from dataclasses import fields, replace
 from typing import Any, Callable, Mapping
 
-from nodemanager.cloud.port import PROVIDERS, image_required
+from nodemanager.configuration.kinds import cloud_kind, cloud_kinds, in_process, scheduler_kinds
 from nodemanager.configuration.values import parse_bool, parse_duration
 from nodemanager.model import Size, frozen_map
 from nodemanager.tags import settings_digest
@@ -27,7 +27,7 @@ from nodemanager.configuration.options import (CLOUD_CREATE_NUMBERS, CLOUD_DRIVE
                                                CLOUD_OWN as _CLOUD_OWN, DAEMON as _DAEMON,
                                                DAEMON_SHELL as _DAEMON_SHELL, DRAIN as _DRAIN,
                                                HA as _HA, MANAGE as _MANAGE, MAX_BYTES, POLL as _POLL,
-                                               PROFILE_DIR, PROFILES, SCHEDULER_OPTIONS,
+                                               PROFILE_DIR, PROFILES,
                                                EXAMPLE_VALUES, SECRET_OPTIONS, SECTIONS as _SECTIONS,
                                                SIZE as _SIZE,
                                                SIZE_CREATE_OPTIONS, STORE as _STORE)
@@ -39,11 +39,10 @@ from nodemanager.configuration.reader import Reader as _Reader
 from nodemanager.configuration.reader import suggest as _suggest
 
 _DEPLOYMENT_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
-_PRETEND_CLOUDS = ("simulated", "dummy")  # nothing is billed: example values and free sizes are fine
 
 __all__ = ["ConfigError", "Problem", "load", "loads", "parse_duration", "credential_warnings",
            "default_state_dir", "MAX_BYTES",
-           "SCHEDULER_OPTIONS", "SECRET_OPTIONS", "SIZE_CREATE_OPTIONS", "with_overrides", "parse_bool"]
+           "SECRET_OPTIONS", "SIZE_CREATE_OPTIONS", "with_overrides", "parse_bool"]
 
 
 def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
@@ -145,7 +144,8 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
     scheduler = _scheduler(r)
     core = replace(core, size_digests=tuple((s.name, settings_digest(s, cloud.create_args))
                                             for s in sizes))
-    if (cloud.driver != "simulated" or clouds) and not sizes:
+    kind = cloud_kind(cloud.driver)
+    if (kind is None or kind.build is not None or clouds) and not sizes:   # not the simulated world's
         r.problem("Cloud", "driver", "a real cloud needs at least one [Size NAME] section")
     elif require_sizes and not sizes:
         r.problem("Cloud", "driver", "the simulated cloud needs at least one [Size NAME] section "
@@ -153,7 +153,7 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
 
     for named in clouds or (cloud,):
         _check_markets(r, named.driver, [s for s in sizes if s.cloud == named.name])
-    if any(c.driver in PROVIDERS and c.driver not in _PRETEND_CLOUDS for c in (cloud, *clouds)):
+    if any(cloud_kind(c.driver) is not None and not in_process(c.driver) for c in (cloud, *clouds)):
         _check_real_cloud(r)
     ha = _ha(r)
     store = StoreSettings(**r.typed("Store", _STORE))
@@ -290,9 +290,11 @@ def _expression_error(expr: str) -> str | None:
 
 
 def _check_markets(r: _Reader, driver: str, sizes: list[Size]) -> None:
-    from nodemanager.cloud.markets import market_problem
+    kind = cloud_kind(driver)
+    if kind is None:
+        return  # an unknown driver: said at [Cloud] driver
     for size in sizes:
-        problem = market_problem(driver, size)
+        problem = kind.market_problem(driver, size)
         if problem:
             r.problem(f"Size {size.name}", *problem)
 
@@ -365,7 +367,7 @@ def _check_identity(r: _Reader, cloud: CloudSettings, ha: bool) -> None:
     """A real cloud's cluster name is not the default one, and [HA] heads name their deployment."""
     if cloud.deployment_id and not _DEPLOYMENT_ID.fullmatch(cloud.deployment_id):
         r.problem("Cloud", "deployment_id", "use 1-64 letters, digits, '.', '-' or '_'")
-    if cloud.driver in PROVIDERS and cloud.driver != "dummy" and cloud.cluster == CloudSettings.cluster:
+    if cloud_kind(cloud.driver) is not None and not in_process(cloud.driver) and cloud.cluster == CloudSettings.cluster:
         r.problem(f"Cloud {cloud.name}" if cloud.name else "Cloud", "cluster", f"is {CloudSettings.cluster!r}, the default: another site on "
                   "the same cloud account may use it too; choose a name for this pool (it starts "
                   "every VM name and is the cloud tag nodemanager-cluster)")
@@ -387,10 +389,11 @@ def _check_resolves(r: _Reader, address: str) -> None:
 
 def _check_driver(r: _Reader, driver: str, create: Mapping[str, str], section: str = "Cloud") -> None:
     """An unknown ``[Cloud] driver`` or a missing ``[Cloud Create] image``, at their lines."""
-    known = ("simulated", *PROVIDERS)
-    if driver not in known:
+    kind = cloud_kind(driver)
+    if kind is None:
+        known = tuple(d for k in cloud_kinds().values() for d in k.drivers)
         r.problem(section, "driver", f"unknown driver {driver!r}" + _suggest(driver, known))
-    elif image_required(driver) and not create.get("image", "").strip():
+    elif kind.image_required(driver) and not create.get("image", "").strip():
         r.problem("Cloud Create", "image", f"required for driver {driver}", at=(section, "driver"))
 
 
@@ -399,11 +402,11 @@ def _scheduler(r: _Reader) -> SchedulerSettings:
         return SchedulerSettings()
     items = dict(r.cp.items("Scheduler", raw=True))
     kind = items.pop("type", "simulated").strip().lower()
-    if kind not in SCHEDULER_OPTIONS:
-        r.problem("Scheduler", "type", "expected one of " + ", ".join(SCHEDULER_OPTIONS)
-                  + f", got {kind!r}")
+    kinds = scheduler_kinds()
+    if kind not in kinds:
+        r.problem("Scheduler", "type", "expected one of " + ", ".join(kinds) + f", got {kind!r}")
         return SchedulerSettings()
-    allowed = SCHEDULER_OPTIONS[kind]
+    allowed = kinds[kind].options
     for option in items:
         if option not in allowed:
             r.problem("Scheduler", option, f"unknown option for type {kind}" + _suggest(option, allowed))

@@ -15,7 +15,7 @@ from nodemanager.configuration.values import (Ranged, address, amount, choice, c
                                               seconds, share)
 
 __all__ = ["MAX_BYTES", "EXAMPLE_VALUES", "NUMBERS", "SCHEDULER_NUMBERS", "CLOUD_NUMBERS", "CLOUD_DRIVER_NUMBERS",
-           "CLOUD_CREATE_NUMBERS", "SECRET_OPTIONS", "SCHEDULER_OPTIONS", "CLOUD_OWN", "DAEMON", "DAEMON_SHELL",
+           "CLOUD_CREATE_NUMBERS", "SECRET_OPTIONS", "CLOUD_OWN", "DAEMON", "DAEMON_SHELL",
            "POLL", "DRAIN", "MANAGE", "SIZE", "SIZE_CREATE_OPTIONS", "HA", "STORE", "SECTIONS", "PROFILE_DIR",
            "PROFILES"]
 
@@ -56,16 +56,6 @@ CLOUD_DRIVER_NUMBERS: Mapping[str, Ranged] = {
 # a real cloud, as is any `<...>` placeholder of the quickstarts whatever the option.
 EXAMPLE_VALUES = frozenset({("image", "ami-0123456789abcdef0"), ("key_name", "cluster-key"),
                             ("subnet", "subnet-0123"), ("cluster", "demo")})
-
-# Options each scheduler adapter understands in [Scheduler] (besides `type`).
-SCHEDULER_OPTIONS: Mapping[str, frozenset[str]] = {
-    "slurm": frozenset({"slurm_conf", "bin_dir", "timeout", "partition", "mark_destroyed",
-                        "cloud_id_field"}),
-    "htcondor": frozenset({"collector", "schedd", "cloud_id_attribute", "constraint",
-                           "query_timeout", "drain_check", "machine_start", "walltime_attribute"}),
-    "simulated": frozenset({"join_delay", "boot_delay", "jobs_per_hour", "job_runtime",
-                            "job_cpus", "seed", "burst_every", "burst_size"}),
-}
 
 CLOUD_OWN = frozenset({"driver", "cluster", "node_name_template", "calls_per_second",
                         "quota_backoff", "deployment_id", "capacity_cooldown", "capacity_max_cooldown",

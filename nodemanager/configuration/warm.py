@@ -11,7 +11,7 @@ __all__ = ["warm_schedule"]
 def warm_schedule(problem: Callable[[str, str, str], None], section: str, values: dict[str, Any]) -> None:
     """Replace the three options in ``values`` by ``warm_schedule``, the parsed schedule; what is
     wrong goes to ``problem(section, option, text)``."""
-    from nodemanager.core.schedule import parse_schedule
+    from nodemanager.configuration.cron import parse_schedule
     cron, duration = values.pop("warm_schedule", None), values.pop("warm_duration", None)
     zone = values.pop("warm_time_zone", None)
     if cron is None:

@@ -61,8 +61,8 @@ class NodeHistory:
                      started: float = 0.0) -> NodeHistory:
         """The history of ``settings``' cluster, kept in ``store``; in memory only for a cloud that
         lives in this process (its nodes die with it), as the reservation journal does."""
-        from nodemanager.cycle.journal import _IN_PROCESS_DRIVERS
-        if store is None or settings.cloud.driver in _IN_PROCESS_DRIVERS:
+        from nodemanager.configuration.kinds import in_process
+        if store is None or in_process(settings.cloud.driver):
             return cls()
         legacy = (os.path.join(settings.manage.state_dir, f"{settings.cloud.cluster}.history.json")
                   if settings.manage.state_dir else None)

@@ -31,6 +31,7 @@ from nodemanager.core import charged_between, is_our_drain, late_give_back
 from nodemanager.core.pricing import unsized_price
 from nodemanager.model import CycleReport, NodeExplanation, Size, Snapshot, is_gone
 from nodemanager.scheduler import DrainingStats, KINDS, REASONS, RecordProblem
+from nodemanager.console.whynot import of_report as why_nots
 from nodemanager.console.metric_families import (CALL_TARGETS, FROZEN_REASONS, PAID_STATES,
                                                  TOP_SERIES, frozen_reason, paid_state)
 from nodemanager.console.metric_families import top as _top
@@ -353,7 +354,7 @@ class Metrics:
         self._gauges.state = _CycleGauges(
             nodes=nodes, raw_states=_top(raw), blocked=blocked, planned=planned,
             paid_nodes=paid_nodes, spend=spend, in_flight=in_flight,
-            why_not=report.why_not.counts(), drains=len(drains),
+            why_not=why_nots(report).counts(), drains=len(drains),
             unmatched=_unmatched(plan.unmet),
             protected={_label(size): 1 for size in snap.protected_sizes},
             spot_rates={_label(size): rate * 24 for size, (rate, _) in snap.reclaim_rates.items()},

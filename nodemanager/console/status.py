@@ -55,7 +55,7 @@ from urllib.parse import unquote, urlsplit
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 
-from nodemanager.actors.clock import monotonic_of
+from nodemanager.core.clocks import monotonic_of
 from nodemanager.console.admin_body import BadBody, admin_body
 from nodemanager.console.admin import AdminChange, AdminNotSaved, AdminRefused, AdminState
 from nodemanager.console.page import render_html

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
+from nodemanager.console.whynot import of_report as why_nots
 from nodemanager.console.admin import AdminState
 from nodemanager.core.pricing import spot_limits
 from nodemanager.model import EMPTY_MAP, CycleReport, Snapshot
@@ -108,7 +109,7 @@ def status_document(view: StatusView, admin: AdminState | None, now: float, *,
     in_flight = {f.node: f for f in snap.in_flight}
     cloud = {c.id: c for c in snap.cloud_nodes}
     history = view.history
-    why_not = report.why_not
+    why_not = why_nots(report)
     recent = history.recent(now) if history is not None else []
     nodes = []
     denied = refused_nodes(report.denied)

@@ -13,6 +13,8 @@ from nodemanager.core import charged_between
 from nodemanager.core.pricing import unsized_price
 from nodemanager.model import CloudNode, CycleReport, Snapshot, is_gone
 from nodemanager.configuration.settings import CoreSettings
+from nodemanager.console.whynot import of_report as why_nots
+from nodemanager.console.node_words import shown_worker_state
 from policy_matrix.vocabulary import BOOT_WAIT
 
 __all__ = ["pool_summary", "local_midnight", "spend_per_hour", "booting", "paid_listed", "unlisted_boot_sizes",
@@ -40,7 +42,7 @@ def pool_summary(report: CycleReport, core: CoreSettings | None,
     spend."""
     plan, snap = report.plan, report.snapshot
     sizes = {s.name: s for s in core.sizes} if core else {}
-    why = report.why_not
+    why = why_nots(report)
     spend_now = spend_per_hour(report, core)
     # a VM of a size no longer configured counts at its booted price until it is gone
     unsized = [(n, *unsized_price(n, snap.known_prices)) for n in paid_listed(snap) if n.size not in sizes] if core else []

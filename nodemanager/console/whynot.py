@@ -1,6 +1,6 @@
 """Why not? The one binding reason for each node not being given back and each queued demand
 not booted for, as a typed value that the status page, ``nodemanager why`` and the
-``nodemanager_why_not`` metric all read (:attr:`nodemanager.model.CycleReport.why_not`).
+``nodemanager_why_not`` metric all read (:func:`of_report`: once per cycle's report).
 
 ``reason`` is always one of :data:`NODE_REASONS` or :data:`DEMAND_REASONS` (a bounded metric
 label, never free text); ``text`` is the sentence for people.
@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING, Mapping
 from nodemanager.text import short_rule
 
 if TYPE_CHECKING:
-    from nodemanager.model.plan import NodeExplanation, Plan
-    from nodemanager.model.records import Snapshot
+    from nodemanager.model import CycleReport, NodeExplanation, Plan, Snapshot
 
-__all__ = ["WhyNot", "WhyNots", "why_not", "NODE_REASONS", "DEMAND_REASONS"]
+__all__ = ["WhyNot", "WhyNots", "why_not", "of_report", "NODE_REASONS", "DEMAND_REASONS"]
 
 # what the core's blocked_by can say (nodemanager.core.plan), plus "matrix": the rule keeps it
 NODE_REASONS = ("matrix", "held", "paused", "stale", "frozen", "min_nodes", "demand", "budget",
@@ -76,8 +75,7 @@ class WhyNots:
 
 
 def why_not(snapshot: Snapshot, plan: Plan) -> WhyNots:
-    """The why-nots of ``plan`` made for ``snapshot`` (use ``CycleReport.why_not``: it is computed
-    once per report)."""
+    """The why-nots of ``plan`` made for ``snapshot`` (a cycle's: :func:`of_report`)."""
     going = {f.node for f in snapshot.in_flight if f.action in ("drain", "destroy")}
     known = frozenset(NODE_REASONS)
     reasons: dict[str, str] = {}
@@ -89,3 +87,15 @@ def why_not(snapshot: Snapshot, plan: Plan) -> WhyNots:
     demand = tuple(WhyNot("demand", u.what, u.reason if u.reason in DEMAND_REASONS else "other",
                           u.text) for u in plan.unmet)
     return WhyNots(reasons, demand)
+
+
+_KEPT = "_why_not"  # the attribute a report keeps its why-nots under, as functools.cached_property would
+
+
+def of_report(report: CycleReport) -> WhyNots:
+    """The why-nots of one cycle's report, computed on first use and kept with the report (the
+    status page, the metrics and the summary read the same report)."""
+    kept: WhyNots | None = report.__dict__.get(_KEPT)
+    if kept is None:
+        kept = report.__dict__[_KEPT] = why_not(report.snapshot, report.plan)
+    return kept

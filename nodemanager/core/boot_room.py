@@ -12,7 +12,7 @@ from typing import Sequence
 from nodemanager.core.pricing import node_price
 from nodemanager.core.rate_history import HOUR
 from nodemanager.model import InFlight, Size, Snapshot
-from nodemanager.configuration.settings import CoreSettings
+from nodemanager.core.settings import CoreSettings
 
 __all__ = ["BootRoom", "SIZE_MAX", "PROBE", "RATE"]
 

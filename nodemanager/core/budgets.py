@@ -10,14 +10,15 @@ not all may go. Pure.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import NamedTuple, Sequence
 
 from nodemanager.core.consolidate import too_young
 from nodemanager.core.disruption_budgets import allowances, binding, budget_reason, held_words, uses
 from nodemanager.core.plan_node import Decision
+from nodemanager.core.reasons.base import Reason
 from nodemanager.core.victims import Estimator, order_victims
 from nodemanager.model import Blocked, BudgetUse, ItemKind, Snapshot, VictimCost
-from nodemanager.configuration.settings import CoreSettings
+from nodemanager.core.settings import CoreSettings
 from policy_matrix.vocabulary import BOOT_EXCEEDED, UNPAIRED
 
 __all__ = ["Budgets", "budgets", "gate", "verb"]
@@ -77,9 +78,9 @@ def _size_rooms(decisions: list[Decision], settings: CoreSettings) -> dict[str, 
 
 
 def gate(decisions: list[Decision], snapshot: Snapshot, settings: CoreSettings, freeze: str | None,
-         estimator: Estimator) -> tuple[list[Decision], tuple[BudgetUse, ...]]:
+         estimator: Estimator, reasons: Sequence[Reason]) -> tuple[list[Decision], tuple[BudgetUse, ...]]:
     """``decisions`` with the drains and destroys that may not happen now blocked, in words, and
-    what each ``[Budget NAME]`` did."""
+    what each ``[Budget NAME]`` did (by the ``budget`` word of the reason behind each, of ``reasons``)."""
     b = budgets(decisions, snapshot, settings)
     all_budgets = allowances(settings, b.up, snapshot.now) if settings.disruption_budgets else []
     if freeze:
@@ -89,7 +90,7 @@ def gate(decisions: list[Decision], snapshot: Snapshot, settings: CoreSettings, 
     min_nodes, up = settings.min_nodes, b.up
     size_room = _size_rooms(decisions, settings)
     active_budgets = [a for a in all_budgets if a.active]
-    digests = dict(settings.size_digests) if active_budgets else {}
+    by_name = {r.name: r for r in reasons} if active_budgets else {}
     held: dict[str, int] = {}
 
     def destroy_held(d: Decision, note: str = "") -> Decision:
@@ -160,7 +161,7 @@ def gate(decisions: list[Decision], snapshot: Snapshot, settings: CoreSettings, 
             out[i] = d.held_back(Blocked.MIN_NODES, f"{verb(d.want)} held back: [Size {size.name}] min_nodes "
                                                     f"{size.min_nodes}{chosen}; {d.reason}")
             continue
-        reason = budget_reason(d, digests) if active_budgets else None
+        reason = budget_reason(d, by_name) if active_budgets else None
         if reason is not None:
             going = b.draining + b.started + destroyed
             bound = binding(active_budgets, reason, going)

@@ -33,6 +33,7 @@ class Classification(NamedTuple):
     state: str
     why: str
     idle_since: float | None = None
+    relabelled_by: str | None = None   # the LABELS reason that gave the state (None: the adapter's)
 
 
 def classify_worker(worker: Worker | None, now: float, node_stale_after: float) -> Classification:

@@ -5,12 +5,16 @@ adapter measured it from the Date header of its last reply (None: unknown). With
 ``clock_tolerance`` a skew is noise (the header has one-second resolution) and nothing is
 corrected; beyond ``max_clock_skew`` something is wrong with one of the two clocks and drains and
 destroys are frozen (:func:`skew_freeze`). Boots go on: they depend on demand, not on any clock,
-and leaving queued jobs waiting is the harm an operator would notice first.
+and leaving queued jobs waiting is the harm an operator would notice first. And which of a clock
+object's two clocks measures intervals (:func:`monotonic_of`; the clocks themselves are the
+actors', :mod:`nodemanager.actors.clock`).
 """
 
 from __future__ import annotations
 
-__all__ = ["launch_time", "skew_freeze", "future_poll", "date_skew"]
+from typing import Callable
+
+__all__ = ["launch_time", "skew_freeze", "future_poll", "date_skew", "monotonic_of"]
 
 
 def launch_time(launched_at: float, requested: float | None, skew: float | None, listed_at: float,
@@ -56,3 +60,10 @@ def date_skew(date: float, sent: float, received: float) -> float:
     the header has them) and our clock when the request was ``sent`` and the reply ``received``:
     the header is stamped somewhere in between, within the second it names."""
     return date + 0.5 - (sent + received) / 2.0
+
+
+def monotonic_of(clock: Callable[[], float]) -> Callable[[], float]:
+    """The monotonic clock that goes with ``clock``: its ``monotonic`` when it has one, else
+    ``clock`` itself (a plain callable a test injects is both)."""
+    mono = getattr(clock, "monotonic", None)
+    return mono if callable(mono) else clock

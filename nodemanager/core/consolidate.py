@@ -21,7 +21,7 @@ from nodemanager.core.runtime_prediction import expected_end_times
 from nodemanager.core.victims import Estimator
 from nodemanager.core.classify import Classification
 from nodemanager.model import BootRequest, Demand, StateTuple, Unmet, Worker
-from nodemanager.configuration.settings import CoreSettings
+from nodemanager.core.settings import CoreSettings
 from nodemanager.text import duration
 from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED
 
@@ -78,17 +78,18 @@ def consolidating_why(n: NodeFacts, time_to_go: float, spare: int) -> str:
     return f"consolidating: its {jobs} job(s) {ends}, {spare} free cores elsewhere"
 
 
-def relabelled(n: NodeFacts, state: str, why: str, matrix: MatrixLookup) -> NodeFacts | None:
-    """``n`` with worker_state ``state`` (``why`` in words, before the old words) and the matrix's
-    word on the new tuple; None when the matrix's vocabulary lacks ``state`` (the node stays as
-    it was)."""
+def relabelled(n: NodeFacts, state: str, why: str, matrix: MatrixLookup, by: str) -> NodeFacts | None:
+    """``n`` with worker_state ``state`` (``why`` in words, before the old words; ``by`` the
+    reason relabelling it) and the matrix's word on the new tuple; None when the matrix's
+    vocabulary lacks ``state`` (the node stays as it was)."""
     vocabulary = matrix.vocabulary
     if state not in vocabulary.dimensions[0].values:
         return None
     st = StateTuple(worker_state=state, window=n.tuple.window, boot_grace=n.tuple.boot_grace,
                     idle_grace=n.tuple.idle_grace)
     match = matrix.lookup(st)
-    return n._replace(cls=Classification(state=state, why=f"{why}; {n.cls.why}", idle_since=n.cls.idle_since),
+    return n._replace(cls=Classification(state=state, why=f"{why}; {n.cls.why}", idle_since=n.cls.idle_since,
+                                          relabelled_by=by),
                       tuple=st, rule=match.rule.location, maction=match.action,
                       core_state=vocabulary.core_state(state))
 

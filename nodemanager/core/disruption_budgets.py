@@ -1,30 +1,32 @@
 """Disruption budgets (``[Budget NAME]``): how many nodes may be given back at once for the
 reasons a budget names, during its schedule's windows. Which reason gives a node back is the
-disruption reason behind it: ``consolidate``, ``max_lifetime`` and ``drift`` (the relabelling
-reasons), ``warm_gives_way`` (a warm node drained for queued jobs), else ``matrix_drain`` or
-``matrix_shutdown`` (idle nodes and any other rule of the matrix). Not budgeted: an operator's forced drain, a node that is no capacity (down, failed boot,
-spot reclaim), finishing a drain under way, a resumed destroy. The nodes going count against
-every active budget: our drains under way and what this cycle starts. The most restrictive
-matching budget binds. Pure; :func:`nodemanager.core.budgets.gate` applies it.
+disruption reason behind it, by the ``budget`` word it declares (:mod:`nodemanager.core.reasons`):
+for a node a LABELS reason relabelled (``consolidate``, ``max_lifetime``, ``drift``) that reason,
+whatever the matrix then does; else the reason that proposed the action (``matrix_drain``,
+``matrix_shutdown``: idle nodes and any other rule of the matrix; ``warm_gives_way``: a warm node
+drained for queued jobs). Not budgeted: an operator's
+forced drain, a node that is no capacity (down, failed boot, spot reclaim), a reason that declares
+no budget (finishing a drain under way, a resumed destroy). The nodes going count against every
+active budget: our drains under way and what this cycle starts. The most restrictive matching
+budget binds. Pure; :func:`nodemanager.core.budgets.gate` applies it.
 """
 
 from __future__ import annotations
 
 from typing import Mapping, NamedTuple, Sequence
 
-from nodemanager.configuration.settings import CoreSettings, DisruptionBudget
-from nodemanager.core.consolidate import EXPIRED, UNDERUSED
+from nodemanager.core.settings import CoreSettings, DisruptionBudget
 from nodemanager.core.plan_node import Decision
-from nodemanager.core.reasons.drift import drifted
+from nodemanager.core import reasons as registry
+from nodemanager.core.reasons import Reason, Stage
+from nodemanager.core.reasons.matrix_drain import MatrixDrain
+from nodemanager.core.reasons.matrix_shutdown import MatrixShutdown
 from nodemanager.core.schedule import active
 from nodemanager.model import Action, BudgetUse
 from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED
 
 __all__ = ["Allowance", "allowances", "budget_reason", "binding", "covering", "describe", "held_words",
            "tuple_reasons", "uses"]
-
-# the reasons budgeted by their own name (the others: by the relabelled state)
-_BY_CAUSE = frozenset(("matrix_drain", "matrix_shutdown", "warm_gives_way"))
 
 
 class Allowance(NamedTuple):
@@ -39,17 +41,14 @@ def allowances(settings: CoreSettings, up: int, now: float) -> list[Allowance]:
             for b in settings.disruption_budgets]
 
 
-def budget_reason(d: Decision, digests: Mapping[str, str]) -> str | None:
-    """The budgeted reason giving the node back (one of ``BUDGET_REASONS``), None when not budgeted."""
+def budget_reason(d: Decision, reasons: Mapping[str, Reason]) -> str | None:
+    """The budget word of the reason giving the node back (``reasons``: each reason by its name,
+    :func:`nodemanager.core.reasons.by_name`), None when not budgeted."""
     f = d.facts
     if d.forced or not f.up or d.cause is None:
         return None
-    state = f.cls.state
-    if state == UNDERUSED:
-        return "consolidate"
-    if state == EXPIRED:
-        return "drift" if drifted(f.node, digests) else "max_lifetime"
-    return d.cause.reason if d.cause.reason in _BY_CAUSE else None
+    reason = reasons.get(f.cls.relabelled_by or d.cause.reason)
+    return reason.budget if reason is not None else None
 
 
 def tuple_reasons(worker_state: str, core_state: str, boot_grace: str, action: Action) -> tuple[str, ...]:
@@ -59,11 +58,12 @@ def tuple_reasons(worker_state: str, core_state: str, boot_grace: str, action: A
     up = core_state in (IDLE, BUSY) or (core_state == UNPAIRED and boot_grace != BOOT_EXCEEDED)
     if action is Action.NONE or not up:
         return ()
-    if worker_state == UNDERUSED:
-        return ("consolidate",)
-    if worker_state == EXPIRED:
-        return ("max_lifetime", "drift")
-    return ("matrix_drain",) if action is Action.START_DRAIN else ("matrix_shutdown",)
+    relabelling = tuple(r.budget for r in registry.REASONS
+                        if r.stage is Stage.LABELS and r.relabels == worker_state and r.budget is not None)
+    if relabelling:
+        return relabelling
+    matrix = MatrixDrain.budget if action is Action.START_DRAIN else MatrixShutdown.budget
+    return (matrix,) if matrix is not None else ()
 
 
 def covering(budgets: Sequence[DisruptionBudget], reason: str) -> list[DisruptionBudget]:

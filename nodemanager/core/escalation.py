@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from nodemanager.classad.expressions import evaluate, is_true, parse
 from nodemanager.model import InFlight, Worker
-from nodemanager.configuration.settings import DrainSettings
+from nodemanager.core.settings import DrainSettings
 
 __all__ = ["validate_expression", "make_escalation", "escalation_ad", "Escalation"]
 

@@ -16,7 +16,7 @@ from nodemanager.core.pair import Pairing, by_id
 from nodemanager.core.reclaim import cloud_reclaim
 from nodemanager.core.plan_node import NodeFacts, in_field_order
 from nodemanager.model import GONE_STATES, Action, CloudNode, InFlight, Size, Snapshot, StateTuple, Worker
-from nodemanager.configuration.settings import CoreSettings
+from nodemanager.core.settings import CoreSettings
 from policy_matrix.matrix import Match
 from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, DOWN, IDLE, UNPAIRED, Vocabulary
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from nodemanager.core.clocks import future_poll
 from nodemanager.model import Snapshot
-from nodemanager.configuration.settings import CoreSettings
+from nodemanager.core.settings import CoreSettings
 
 __all__ = ["stale_inputs", "mass_down", "stale_clouds"]
 

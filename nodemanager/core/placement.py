@@ -26,7 +26,7 @@ from nodemanager.core.warm import GIVE_WAY_CAPS, WarmCount, count_warm, give_way
 from nodemanager.core.cloud_choice import choose_cloud
 from nodemanager.core.size_choice import demand_signature, eligible, fits, per_node, pick
 from nodemanager.model import Blocked, BootRequest, CloudChoice, Demand, InFlight, Size, Snapshot, Unmet, Worker
-from nodemanager.configuration.settings import CoreSettings
+from nodemanager.core.settings import CoreSettings
 from policy_matrix.vocabulary import BOOT_EXCEEDED, BUSY, IDLE, UNPAIRED
 
 __all__ = ["Tier", "TIERS", "BUSY_FREE", "IDLE_KEPT", "GIVEN_BACK", "BOOTING", "DRAINING",

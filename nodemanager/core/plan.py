@@ -43,13 +43,14 @@ from nodemanager.core.leftovers import gone_vm_drains
 from nodemanager.core.pair import Pairing, pair
 from nodemanager.core.placement import place_demand
 from nodemanager.core.plan_node import UNDECIDED, Decision, NodeFacts, in_field_order, reason_of
-from nodemanager.core.reasons import REASONS, Context, Escalation, Reason, Stage
+from nodemanager.core import reasons as registry
+from nodemanager.core.reasons import Context, Escalation, Reason, Stage
 from nodemanager.core.undersized import undersized
 from nodemanager.core.victims import Estimator, estimate
 from nodemanager.core.warm import hold_warm
 from nodemanager.model import (Action, Blocked, BudgetUse, CloudNode, Freeze, ItemKind, NodeExplanation, Plan,
                                PlanItem, Snapshot, Size, Unmet, Worker, frozen_map)
-from nodemanager.configuration.settings import CoreSettings
+from nodemanager.core.settings import CoreSettings
 from nodemanager.tags import TAG_REQUEST
 from policy_matrix.vocabulary import BOOT_EXCEEDED, DOWN, IDLE, UNPAIRED
 
@@ -96,16 +97,18 @@ _PLAIN = PlainStages()
 
 
 def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, estimator: Estimator | None = None,
-         escalation: Escalation | None = None, reasons: Sequence[Reason] = REASONS,
+         escalation: Escalation | None = None, reasons: Sequence[Reason] | None = None,
          stages: Stages = _PLAIN) -> Plan:
     """Decide what to do now. ``matrix`` needs ``lookup(StateTuple) -> Match`` and the
     ``vocabulary`` its states come from (an added worker state is treated like its core state);
     ``estimator`` prices victims (default :func:`nodemanager.core.victims.estimate`);
     ``escalation`` may return ``"quick"`` or ``"fast"`` for a drain of ours that should be made
     harsher; ``reasons`` are the disruption reasons, in order (default
-    :data:`nodemanager.core.reasons.REASONS`); ``stages`` computes the pairing and each node's facts
+    :data:`nodemanager.core.reasons.REASONS` as registered now); ``stages`` computes the pairing and each node's facts
     and explanation (default :class:`PlainStages`: afresh; another must give the same answers)."""
     now = snapshot.now
+    if reasons is None:
+        reasons = registry.REASONS
     sizes = {s.name: s for s in settings.sizes}
     silent = stale_clouds(snapshot, settings.poll_stale_after) if snapshot.cloud_polled else {}
     if silent:  # a silent cloud's sizes are not booted: demand goes to the other clouds
@@ -169,7 +172,7 @@ def plan(snapshot: Snapshot, settings: CoreSettings, matrix: MatrixLookup, *, es
     else:
         ctx = ctx._replace(frozen=bool(freeze), gives_way=placed.gives_way)
         decisions = _run(Stage.AFTER_DEMAND, decisions, ctx, reasons)
-        decisions, budget_uses = gate(decisions, snapshot, settings, freeze, estimator or estimate)
+        decisions, budget_uses = gate(decisions, snapshot, settings, freeze, estimator or estimate, reasons)
         decisions = _run(Stage.AFTER_GATES, decisions, ctx, reasons)
         if silent:
             decisions = [d.held_back(Blocked.STALE, f"{verb(d.want)} held back: {silent[d.facts.node.cloud]}")

@@ -15,8 +15,7 @@ from __future__ import annotations
 from typing import Mapping, NamedTuple
 
 from nodemanager.core.classify import Classification
-from nodemanager.model import Action, Cause, CloudNode, InFlight, ItemKind, Size, StateTuple, Worker
-from nodemanager.model.plan import TimedChange
+from nodemanager.model import Action, Cause, CloudNode, InFlight, ItemKind, Size, StateTuple, TimedChange, Worker
 
 __all__ = ["NodeFacts", "Decision", "UNDECIDED", "in_field_order", "reason_of"]
 

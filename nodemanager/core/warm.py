@@ -25,7 +25,7 @@ from nodemanager.core.budgets import verb
 from nodemanager.core.plan_node import Decision
 from nodemanager.core.schedule import active, next_change
 from nodemanager.model import Blocked, ItemKind, Size
-from nodemanager.configuration.settings import CoreSettings
+from nodemanager.core.settings import CoreSettings
 from policy_matrix.vocabulary import BOOT_EXCEEDED, IDLE, UNPAIRED
 
 __all__ = ["WarmCount", "warm_target", "warm_wanted", "warm_turns", "count_warm", "hold_warm", "give_way",

@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Mapping
 
-from nodemanager.actors.clock import monotonic_of
+from nodemanager.core.clocks import monotonic_of
 from nodemanager.cloud import CloudDriver, CloudError, ErrorKind, is_gone
 from nodemanager.core import Reservation, is_lost, settle
 from nodemanager.core.rate_history import HOUR

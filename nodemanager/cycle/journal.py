@@ -23,16 +23,13 @@ import threading
 from typing import Iterable
 
 from nodemanager.core import Reservation, from_line, to_line
+from nodemanager.configuration.kinds import in_process
 from nodemanager.configuration.settings import Settings
 from nodemanager.cycle.state_files import may_write, read_state, set_aside
 
 __all__ = ["ReservationJournal", "journal_path"]
 
 log = logging.getLogger("nodemanager.journal")
-
-# clouds that live inside this process: nothing of theirs outlives a restart
-_IN_PROCESS_DRIVERS = frozenset({"simulated", "dummy"})
-
 
 def journal_path(settings: Settings) -> str:
     """Where the journal of ``settings``' cluster lives."""
@@ -50,7 +47,7 @@ class ReservationJournal:
     def for_settings(cls, settings: Settings) -> ReservationJournal | None:
         """The journal for a daemon with ``settings``; None without a ``state_dir`` or for a cloud
         that lives in this process (simulated, libcloud's dummy), whose VMs die with it."""
-        if not settings.manage.state_dir or settings.cloud.driver in _IN_PROCESS_DRIVERS:
+        if not settings.manage.state_dir or in_process(settings.cloud.driver):
             return None
         return cls(journal_path(settings))
 

@@ -31,7 +31,7 @@ from nodemanager.cycle.arrival_memory import ArrivalMemory
 from nodemanager.cycle.breakers import Breakers
 from nodemanager.cycle.consolidation_memory import ConsolidationMemory
 from nodemanager.cycle.idle_memory import FirstIdle, IdleMemory
-from nodemanager.cycle.journal import _IN_PROCESS_DRIVERS
+from nodemanager.configuration.kinds import in_process
 from nodemanager.cycle.memory_file import FILES, Keeper
 from nodemanager.cycle.reclaim_memory import ReclaimMemory
 from nodemanager.cycle.runtime_memory import RuntimeMemory
@@ -82,7 +82,7 @@ class Memories:
         files of its ``state_dir`` are imported once); kept in memory only without a ``state_dir``,
         in dry-run, or for a cloud that lives in this process (its VMs die with it)."""
         m = settings.manage
-        keep = m.state_dir and not settings.dry_run and settings.cloud.driver not in _IN_PROCESS_DRIVERS
+        keep = m.state_dir and not settings.dry_run and not in_process(settings.cloud.driver)
         memories = cls(m.state_dir if keep else None, settings.cloud.cluster, breakers=breakers,
                        consolidation=ConsolidationMemory.for_settings(settings, keeper), keeper=keeper)
         memories.load(now)

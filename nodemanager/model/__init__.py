@@ -10,6 +10,8 @@ from nodemanager.model.plan import *  # noqa: F401,F403
 from nodemanager.model.plan import __all__ as _plan
 from nodemanager.model.records import *  # noqa: F401,F403
 from nodemanager.model.records import __all__ as _records
+from nodemanager.model.plan import TimedChange
 from nodemanager.model.report import CycleReport
+from nodemanager.model.same_records import SameRecords, node_id
 
-__all__ = [*_records, *_plan, "CycleReport"]
+__all__ = [*_records, *_plan, "CycleReport", "TimedChange", "SameRecords", "node_id"]

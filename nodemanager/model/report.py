@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Mapping
 
 from nodemanager.model.plan import Outcome, Plan
 from nodemanager.model.records import EMPTY_MAP, CloudNode, Snapshot
-from nodemanager.console.whynot import WhyNots, why_not
 from policy_matrix.vocabulary import Vocabulary
 
 __all__ = ["CycleReport", "DENIABLE_ACTIONS"]
@@ -39,9 +37,3 @@ class CycleReport:
         """The core's word for ``worker_state`` (busy, idle, down, unpaired): what everything
         outside the matrix reads, so a state added ``like busy`` counts as busy."""
         return self.vocabulary.core_state(worker_state) if self.vocabulary is not None else worker_state
-
-    @cached_property
-    def why_not(self) -> WhyNots:
-        """The binding reason for each node kept and each demand not booted for, computed once
-        per report, on first use."""
-        return why_not(self.snapshot, self.plan)

@@ -4,8 +4,9 @@
 matrix, the state file and state directory, the status port (or, with the daemon of this
 configuration running here, its ``/healthz``), the cloud (one listing, then the provider's own
 permission check for every mutating call where it has one: EC2's ``DryRun``), the boot scripts
-(placeholders left in them), the scheduler (one poll) and, for SLURM, the running slurmctld's
-configuration and node declarations (:mod:`nodemanager.preflight.slurm`). Each failed check
+(placeholders left in them), the scheduler (one poll) and its kind's own checks
+(:attr:`SchedulerKind.preflight <nodemanager.configuration.kinds.SchedulerKind>`: for SLURM, the running
+slurmctld's configuration and node declarations, :mod:`nodemanager.preflight.slurm`). Each failed check
 carries the fix an operator should make. Checks that need what an earlier one failed to give are
 skipped, not failed twice."""
 
@@ -19,6 +20,7 @@ from typing import Any, Callable, Iterator
 
 from nodemanager.preflight.checklist import Check
 from nodemanager.configuration.settings import Settings
+from nodemanager.configuration.kinds import hook, in_process, scheduler_kinds
 
 __all__ = ["preflight", "start_checks"]
 
@@ -67,23 +69,15 @@ def _checks(config_path: str, clock: Callable[[], float]) -> Iterator[Check]:
         yield Check("cloud and scheduler", False, str(exc), _cloud_fix(settings, str(exc)))
         return
     yield from _cloud(settings, cloud)
-    from nodemanager.preflight.boot import boot_scripts, placeholder_checks, uses_conf_server
+    from nodemanager.preflight.boot import boot_scripts, placeholder_checks
 
     scripts = boot_scripts(settings)
     yield from placeholder_checks(scripts)
     polled = _scheduler(settings, scheduler)
     yield polled
-    if polled.ok and settings.scheduler.kind == "slurm":
-        from nodemanager.preflight.slurm import slurm_checks
-        from nodemanager.scheduler.slurm_options import SlurmOptions
-
-        # built (and so checked) with the scheduler port above
-        options = SlurmOptions.from_mapping(settings.scheduler.options)
-        yield from slurm_checks(settings, options, uses_conf_server(scripts))
-    elif settings.scheduler.kind == "htcondor":  # also after a failed poll: says which part failed
-        from nodemanager.preflight.htcondor import htcondor_checks
-
-        yield from htcondor_checks(settings)
+    kind = scheduler_kinds().get(settings.scheduler.kind)
+    if kind is not None and kind.preflight is not None:
+        yield from hook(kind.preflight)(settings, bool(polled.ok), scripts)
 
 
 def _writable_dir(path: str) -> str | None:
@@ -254,7 +248,7 @@ def _owners(settings: Settings, nodes: list[Any]) -> Iterator[Check]:
     from nodemanager.cycle.deployment import IdentityError, read_record, record_path
     from nodemanager.tags import TAG_DEPLOYMENT
 
-    if settings.cloud.driver in ("simulated", "dummy"):
+    if in_process(settings.cloud.driver):
         return
     path = record_path(settings.manage.state_dir, settings.cloud.cluster)
     try:

@@ -9,7 +9,7 @@ startds: without it every drain is refused and idle VMs stay paid."""
 from __future__ import annotations
 
 import socket
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from nodemanager.configuration.settings import Settings
 from nodemanager.preflight.checklist import Check
@@ -20,6 +20,13 @@ __all__ = ["htcondor_checks", "LEVELS"]
 LEVELS = ("READ",)
 # startds asked for the drain right (one per machine): enough to catch a pool-wide setting
 STARTDS_ASKED = 3
+
+
+def kind_checks(settings: Settings, polled: bool, scripts: Mapping[str, str]) -> Iterator[Check]:
+    """The HTCondor kind's checks for ``nodemanager check`` (:attr:`SchedulerKind.preflight
+    <nodemanager.configuration.kinds.SchedulerKind>`), also after a failed poll: they say which
+    part failed."""
+    return htcondor_checks(settings)
 
 
 def htcondor_checks(settings: Settings, module: Any = None) -> Iterator[Check]:

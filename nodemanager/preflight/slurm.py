@@ -25,6 +25,18 @@ Nodes = Mapping[str, Mapping[str, str]]
 _RESTART = "then `scontrol reconfigure` (or restart slurmctld)"
 
 
+def kind_checks(settings: Settings, polled: bool, scripts: Mapping[str, str]) -> Iterator[Check]:
+    """The SLURM kind's checks for ``nodemanager check`` (:attr:`SchedulerKind.preflight
+    <nodemanager.configuration.kinds.SchedulerKind>`): after a poll that went through, the running
+    slurmctld's configuration and node declarations."""
+    if not polled:
+        return iter(())
+    from nodemanager.preflight.boot import uses_conf_server
+    # built (and so checked) with the scheduler port before the poll
+    return slurm_checks(settings, SlurmOptions.from_mapping(settings.scheduler.options),
+                        uses_conf_server(dict(scripts)))
+
+
 def slurm_checks(settings: Settings, options: SlurmOptions, configless: bool) -> Iterator[Check]:
     """The slurm.conf and node checks against the running slurmctld (``configless``: a boot
     script starts slurmd with ``--conf-server``)."""

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from nodemanager.core.size_choice import unmatched_signature
 from nodemanager.model import Demand, Size
+from nodemanager.configuration.kinds import scheduler_kinds
 
 if TYPE_CHECKING:
     from nodemanager.scheduler.htcondor_match import HTCondorMatcher
@@ -27,8 +28,8 @@ def match_demand(demand: Demand, sizes: Sequence[Size], scheduler: str, *,
     """``demand`` with ``sizes`` (the sizes that can run its jobs) and, when none can,
     ``unmatched`` (why, in words, with a signature). ``requirements`` is matched as HTCondor's
     negotiator would against each size's offline ad (``start``: the site's START expression);
-    ``features`` and ``partition`` as SLURM would; ``gpus`` against ``Size.gpus`` (for
-    ``scheduler == "htcondor"``, as ``RequestGPUs``). An item that asks for none of these, or
+    ``features`` and ``partition`` as SLURM would; ``gpus`` against ``Size.gpus`` (as
+    ``RequestGPUs`` for a scheduler kind that matches GPUs by requirements, HTCondor). An item that asks for none of these, or
     whose ``sizes`` are already decided, is returned as is. Raises ValueError naming the text if
     ``requirements`` or ``features`` does not parse, or if both are given."""
     if demand.sizes is not None or not sizes:
@@ -38,7 +39,8 @@ def match_demand(demand: Demand, sizes: Sequence[Size], scheduler: str, *,
                          "(SLURM constraint), not both")
     what = f"jobs of {demand.cpus} cpus, {demand.ram_mb} MB"  # no count: the verdict is kept per signature
     found: list[tuple[frozenset[str], str | None]] = []
-    if demand.requirements is not None or (scheduler == "htcondor" and demand.gpus):
+    kind = scheduler_kinds().get(scheduler)
+    if demand.requirements is not None or (kind is not None and kind.gpus_by_requirements and demand.gpus):
         v = _htcondor(tuple(sizes), start).verdict(
             {"Requirements": demand.requirements or "true"}, what, (demand.cpus, demand.ram_mb, demand.scratch_mb), demand.gpus)
         found.append((v.sizes, v.unmatched))

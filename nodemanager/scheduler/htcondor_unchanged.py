@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from nodemanager.model import Worker
-from nodemanager.model.same_records import SameRecords
+from nodemanager.model import SameRecords
 from nodemanager.scheduler.records import RecordProblem
 
 __all__ = ["AdMemory", "Reading"]

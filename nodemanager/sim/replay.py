@@ -48,6 +48,8 @@ from nodemanager.sim.replay_world import ReplayWorld
 from nodemanager.core.warm import warm_turns
 from nodemanager.sim.spend import replay_spend
 from nodemanager.sim.skip import destroys_settle, settled_destroys, time_reads
+from nodemanager.sim.skip_rules import SKIP_PROVEN
+from nodemanager.core.reasons import time_dependent
 from nodemanager.sim.swf import SwfJob
 
 __all__ = ["ReplayResult", "Piece", "split_jobs", "replay", "MEMORY_QUANTUM"]
@@ -100,8 +102,10 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
         policy = replace(policy, settings=replace(policy.settings, core=replace(
             policy.settings.core, runtime_prediction="recent")))
     settings = policy.settings
-    # max_lifetime's relabel is not yet proven exact under skipping (tests/test_sim_skip.py)
-    skip_cycles = skip_cycles and settings.core.max_lifetime <= 0
+    # a reason whose time settings are on may act at any cycle: only consolidation's is proven
+    # exact under skipping (the watch's free-core rules); max_lifetime's, drift's or a site's own
+    # reason's is not (tests/test_sim_skip.py), and then every cycle runs
+    skip_cycles = skip_cycles and all(r.name in SKIP_PROVEN for r in time_dependent(settings.core))
     sizes = settings.core.sizes
     if not sizes:
         raise ValueError("the simulation needs at least one node size")

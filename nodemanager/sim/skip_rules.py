@@ -10,17 +10,22 @@ import math
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from nodemanager.core.reasons import Stage, switched_on, time_dependent
 from nodemanager.core.warm import warm_wanted
 from nodemanager.model import Demand, ItemKind, Outcome, Plan
-from nodemanager.configuration.settings import CoreSettings
+from nodemanager.core.settings import CoreSettings
 from policy_matrix import Action, Matrix
 from policy_matrix.vocabulary import BUSY, IDLE, IDLE_WAIT, UNPAIRED
 
 __all__ = ["Capacity", "Settles", "settles", "booting_capacity", "fits", "no_spare", "time_reads",
-           "TIME_DIMENSIONS", "destroys_settle", "settled_destroys"]
+           "TIME_DIMENSIONS", "SKIP_PROVEN", "destroys_settle", "settled_destroys"]
 
 # the tuple's dimensions that change by time alone
 TIME_DIMENSIONS = ("window", "boot_grace", "idle_grace")
+
+# the reasons whose time dependence these rules follow exactly (consolidation: :func:`no_spare`);
+# the replay runs every cycle while another's time settings are on
+SKIP_PROVEN = frozenset({"consolidate"})
 
 # (free cores, cores, memory MB) of one node as the placement counts its free capacity
 Capacity = tuple[int, int, int]
@@ -30,12 +35,13 @@ _RAM_MARGIN = 1e-9
 def time_reads(matrix: Matrix, settings: CoreSettings) -> dict[str, frozenset[str]]:
     """Worker state -> the time dimensions (of :data:`TIME_DIMENSIONS`) whose value can change
     what the plan does with a node in that state: those along which the matrix's action varies,
-    and boot grace for unpaired nodes (boot budgets, protection and mass down read it). With the
-    relabels on (consolidation, ``max_lifetime``), which look the time dimensions up under
+    and boot grace for unpaired nodes (boot budgets, protection and mass down read it). With a
+    relabelling reason that depends on time on (:func:`nodemanager.core.reasons.time_dependent`
+    of stage LABELS: consolidation, ``max_lifetime``), which looks the time dimensions up under
     another state, every state reads all three."""
     vocabulary = matrix.vocabulary
     states = next(d.values for d in vocabulary.dimensions if d.name == "worker_state")
-    if settings.consolidate or settings.max_lifetime > 0:
+    if time_dependent(settings, Stage.LABELS):
         return {ws: frozenset(TIME_DIMENSIONS) for ws in states}
     # (worker state, the tuple without dimension k) -> the actions seen
     seen: dict[tuple[int, tuple[str, ...]], set[Action]] = {}
@@ -82,11 +88,12 @@ def settles(matrix: Matrix, settings: CoreSettings) -> Settles | None:
 
 def _steady(settings: CoreSettings) -> bool:
     """No node's plan reads the pool beyond its own tuple and placement: a fixed idle grace (not
-    one following the idle history), no relabels (consolidation, lifetimes, settings drift), no
-    warm capacity (a node turning busy leaves its size short of idle nodes)."""
-    return not (settings.idle_grace_mode != "fixed" or settings.consolidate
-                or settings.max_lifetime > 0 or settings.size_digests
-                or warm_wanted(settings))
+    one following the idle history), no relabels (the LABELS reasons turned on: consolidation,
+    lifetimes, settings drift), no reason that depends on time
+    (:func:`nodemanager.core.reasons.time_dependent`), no warm capacity (a node turning busy
+    leaves its size short of idle nodes)."""
+    return not (settings.idle_grace_mode != "fixed" or switched_on(settings, Stage.LABELS)
+                or time_dependent(settings) or warm_wanted(settings))
 
 
 def destroys_settle(settings: CoreSettings) -> bool:

@@ -10,10 +10,17 @@ state gets), finishing and escalating our drains, operator commands, recovery, w
 giving way to queued jobs.
 
 To add a reason: one module here with a class like :class:`MatrixDrain` (``name``, ``stage``,
-``propose``), and one line in :data:`REASONS`.
+``propose``; ``budget``, ``time_settings`` and ``relabels`` where the protocol's defaults do not
+hold), and one line in :data:`REASONS`. What the rest of the tree asks of the reasons it asks here,
+reading :data:`REASONS` when it asks: the budget words a ``[Budget NAME]`` may name
+(:func:`budget_words`), the reasons a configuration turns on (:func:`switched_on`) and those that
+make a plan depend on time (:func:`time_dependent`);
+the plan's budgets read each reason's own ``budget`` (:mod:`nodemanager.core.disruption_budgets`).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from nodemanager.core.reasons.base import Context, Escalation, Reason, Stage
 from nodemanager.core.reasons.cancel_for_demand import CancelForDemand
@@ -30,8 +37,9 @@ from nodemanager.core.reasons.operator_drain import OperatorDrain
 from nodemanager.core.reasons.resume_destroy import ResumeDestroy
 from nodemanager.core.reasons.warm_gives_way import WarmGivesWay
 from nodemanager.core.reasons.would_evict import WouldEvict
+from nodemanager.core.settings import CoreSettings
 
-__all__ = ["REASONS", "Reason", "Stage", "Context", "Escalation"]
+__all__ = ["REASONS", "Reason", "Stage", "Context", "Escalation", "budget_words", "switched_on", "time_dependent"]
 
 # in order: within a stage, an earlier reason relabels a node first (LABELS: a later one sees it
 # relabelled and passes it by), claims it first (WANTS) or overrides it later (LAST)
@@ -51,3 +59,25 @@ REASONS: tuple[Reason, ...] = (
     ResumeDestroy(),    # LAST: an interrupted destroy is finished whatever else was decided
     OperatorCancel(),   # LAST: an operator's cancel overrides everything but a destroy it follows
 )
+
+
+def budget_words() -> tuple[str, ...]:
+    """The words a ``[Budget NAME]`` section's ``reasons`` may name, in :data:`REASONS` order."""
+    return tuple(r.budget for r in REASONS if r.budget is not None)
+
+
+def _set(value: Any) -> bool:
+    return bool(value) and not (isinstance(value, (int, float)) and value <= 0)
+
+
+def switched_on(settings: CoreSettings, stage: Stage | None = None) -> tuple[Reason, ...]:
+    """The reasons (of ``stage``; None: of any) that ``settings`` turn on (their ``switches``)."""
+    return tuple(r for r in REASONS if (stage is None or r.stage is stage)
+                 and (not r.switches or any(_set(getattr(settings, name)) for name in r.switches)))
+
+
+def time_dependent(settings: CoreSettings, stage: Stage | None = None) -> tuple[Reason, ...]:
+    """The reasons (of ``stage``; None: of any) whose ``time_settings`` are set in ``settings``:
+    what they propose may change with time alone or with other nodes than the one decided."""
+    return tuple(r for r in REASONS if (stage is None or r.stage is stage)
+                 and any(_set(getattr(settings, name)) for name in r.time_settings))

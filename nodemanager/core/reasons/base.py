@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import enum
 from types import MappingProxyType
-from typing import Callable, Mapping, NamedTuple, Protocol, Sequence
+from typing import Callable, ClassVar, Mapping, NamedTuple, Protocol, Sequence
 
 from nodemanager.core.facts import MatrixLookup
 from nodemanager.core.plan_node import Decision
 from nodemanager.core.victims import Estimator
 from nodemanager.model import InFlight, Snapshot, Worker
-from nodemanager.configuration.settings import CoreSettings
+from nodemanager.core.settings import CoreSettings
 
 __all__ = ["Stage", "Context", "Reason", "Escalation"]
 
@@ -56,7 +56,21 @@ class Reason(Protocol):
     """A disruption reason: proposes actions (or blocks) for some of its candidates, each decision
     with ``cause`` naming this reason and the matrix rule, operator command or recovery rule
     behind it. Returns new records (``candidate._replace(...)``); candidates it leaves out keep
-    their decision."""
+    their decision. A reason class names this protocol as its base, and declares what the rest
+    of the tree asks of it where the defaults below do not hold: the budgets read ``budget``, the
+    simulator's cycle skipping ``switches`` and ``time_settings``, ``matrix explain`` ``relabels``."""
+
+    # the word a ``[Budget NAME]`` section's ``reasons`` names it by: the nodes it gives back (a
+    # LABELS reason: the nodes it relabelled, whatever the matrix then does) draw on the budgets
+    # that name it; None: not budgeted
+    budget: ClassVar[str | None] = None
+    # the CoreSettings fields that turn it on when set (true or above 0); empty: always on
+    switches: ClassVar[tuple[str, ...]] = ()
+    # those that, set, make what it proposes depend on time alone or on other nodes than the one
+    # it decides (not only on that node's records)
+    time_settings: ClassVar[tuple[str, ...]] = ()
+    # a LABELS reason: the worker state it relabels a busy node into
+    relabels: ClassVar[str | None] = None
 
     @property
     def name(self) -> str: ...

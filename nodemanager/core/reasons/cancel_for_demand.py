@@ -7,14 +7,14 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from nodemanager.core.plan_node import Decision
-from nodemanager.core.reasons.base import Context, Stage
+from nodemanager.core.reasons.base import Context, Reason, Stage
 from nodemanager.model import Cause, ItemKind
 
 __all__ = ["CancelForDemand"]
 
 
 @dataclass(frozen=True)
-class CancelForDemand:
+class CancelForDemand(Reason):
     name: str = "cancel_for_demand"
     stage: Stage = Stage.AFTER_DEMAND
 

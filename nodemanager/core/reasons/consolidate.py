@@ -11,21 +11,25 @@ draining tier comes before new boots). Pure."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 from nodemanager.core.consolidate import (UNDERUSED, busy_cores, consolidating_why, free_cores, last_end,
                                           relabel_candidate, relabelled)
 from nodemanager.core.plan_node import Decision, NodeFacts
-from nodemanager.core.reasons.base import Context, Stage
+from nodemanager.core.reasons.base import Context, Reason, Stage
 from nodemanager.core.retirement import would_evict
 
 __all__ = ["Consolidate"]
 
 
 @dataclass(frozen=True)
-class Consolidate:
+class Consolidate(Reason):
     name: str = "consolidate"
     stage: Stage = Stage.LABELS
+    budget: ClassVar[str | None] = "consolidate"
+    switches: ClassVar[tuple[str, ...]] = ("consolidate",)
+    time_settings: ClassVar[tuple[str, ...]] = ("consolidate",)
+    relabels: ClassVar[str | None] = UNDERUSED
 
     def propose(self, candidates: Sequence[Decision], ctx: Context) -> list[Decision]:
         settings = ctx.settings
@@ -48,7 +52,7 @@ class Consolidate:
                 continue
             spare -= cores
             why = consolidating_why(d.facts, ends[node_id] - now, spare) + (f" ({backoff})" if backoff else "")
-            new = relabelled(d.facts, UNDERUSED, why, ctx.matrix)
+            new = relabelled(d.facts, UNDERUSED, why, ctx.matrix, self.name)
             if new is not None:
                 out.append(d._replace(facts=new))
         return out

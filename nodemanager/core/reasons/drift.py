@@ -5,11 +5,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import ClassVar, Mapping, Sequence
 
 from nodemanager.core.consolidate import EXPIRED, relabel_candidate, relabelled
 from nodemanager.core.plan_node import Decision
-from nodemanager.core.reasons.base import Context, Stage
+from nodemanager.core.reasons.base import Context, Reason, Stage
 from nodemanager.model import CloudNode
 from nodemanager.tags import TAG_SETTINGS
 
@@ -24,9 +24,13 @@ def drifted(node: CloudNode, digests: Mapping[str, str]) -> bool:
 
 
 @dataclass(frozen=True)
-class Drift:
+class Drift(Reason):
     name: str = "drift"
     stage: Stage = Stage.LABELS
+    budget: ClassVar[str | None] = "drift"
+    switches: ClassVar[tuple[str, ...]] = ("size_digests",)
+    time_settings: ClassVar[tuple[str, ...]] = ()
+    relabels: ClassVar[str | None] = EXPIRED
 
     def propose(self, candidates: Sequence[Decision], ctx: Context) -> list[Decision]:
         if not ctx.settings.size_digests:
@@ -37,7 +41,7 @@ class Drift:
             n = d.facts
             if drifted(n.node, digests) and relabel_candidate(n):
                 new = relabelled(n, EXPIRED, f"expired: booted with other [Size {n.node.size}] or [Cloud Create] "
-                                             f"settings than configured now; replaced as demand needs", ctx.matrix)
+                                             f"settings than configured now; replaced as demand needs", ctx.matrix, self.name)
                 if new is not None:
                     out.append(d._replace(facts=new))
         return out

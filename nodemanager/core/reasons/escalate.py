@@ -7,14 +7,14 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from nodemanager.core.plan_node import Decision
-from nodemanager.core.reasons.base import Context, Stage
+from nodemanager.core.reasons.base import Context, Reason, Stage
 from nodemanager.model import Cause, ItemKind
 
 __all__ = ["Escalate"]
 
 
 @dataclass(frozen=True)
-class Escalate:
+class Escalate(Reason):
     name: str = "escalate"
     stage: Stage = Stage.AFTER_GATES
 

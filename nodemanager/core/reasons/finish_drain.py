@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from nodemanager.core.plan_node import Decision
-from nodemanager.core.reasons.base import Context, Stage
+from nodemanager.core.reasons.base import Context, Reason, Stage
 from nodemanager.model import Action, Cause, ItemKind
 from nodemanager.text import duration
 from policy_matrix.vocabulary import DOWN, UNPAIRED
@@ -16,7 +16,7 @@ __all__ = ["FinishOurDrain"]
 
 
 @dataclass(frozen=True)
-class FinishOurDrain:
+class FinishOurDrain(Reason):
     name: str = "finish_drain"
     stage: Stage = Stage.WANTS
 

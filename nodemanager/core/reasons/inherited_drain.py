@@ -16,7 +16,7 @@ from typing import Sequence
 from nodemanager.core.classify import is_our_drain
 from nodemanager.core.pair import HEARD_SKEW
 from nodemanager.core.plan_node import Decision
-from nodemanager.core.reasons.base import Context, Stage
+from nodemanager.core.reasons.base import Context, Reason, Stage
 from nodemanager.model import Cause, ItemKind
 
 __all__ = ["InheritedDrain"]
@@ -25,7 +25,7 @@ _DRAINING = attrgetter("draining")
 
 
 @dataclass(frozen=True)
-class InheritedDrain:
+class InheritedDrain(Reason):
     name: str = "inherited_drain"
     stage: Stage = Stage.LAST
 

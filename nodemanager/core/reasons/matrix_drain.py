@@ -4,10 +4,10 @@ node has none: blocked by ``no_worker``). Pure."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 from nodemanager.core.plan_node import Decision
-from nodemanager.core.reasons.base import Context, Stage
+from nodemanager.core.reasons.base import Context, Reason, Stage
 from nodemanager.model import Action, Blocked, Cause, ItemKind
 from policy_matrix.vocabulary import UNPAIRED
 
@@ -15,9 +15,10 @@ __all__ = ["MatrixDrain"]
 
 
 @dataclass(frozen=True)
-class MatrixDrain:
+class MatrixDrain(Reason):
     name: str = "matrix_drain"
     stage: Stage = Stage.WANTS
+    budget: ClassVar[str | None] = "matrix_drain"
 
     def propose(self, candidates: Sequence[Decision], ctx: Context) -> list[Decision]:
         out = []

@@ -4,10 +4,10 @@ after a drain of ours, and within min_nodes, demand and the destroy budget). Pur
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 from nodemanager.core.plan_node import Decision
-from nodemanager.core.reasons.base import Context, Stage
+from nodemanager.core.reasons.base import Context, Reason, Stage
 from nodemanager.model import Action, Cause, ItemKind
 from policy_matrix.vocabulary import DOWN, UNPAIRED
 
@@ -15,9 +15,10 @@ __all__ = ["MatrixShutdown"]
 
 
 @dataclass(frozen=True)
-class MatrixShutdown:
+class MatrixShutdown(Reason):
     name: str = "matrix_shutdown"
     stage: Stage = Stage.WANTS
+    budget: ClassVar[str | None] = "matrix_shutdown"
 
     def propose(self, candidates: Sequence[Decision], ctx: Context) -> list[Decision]:
         causes: dict[str, Cause] = {}

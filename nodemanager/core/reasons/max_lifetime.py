@@ -6,11 +6,11 @@ own. Pure."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 from nodemanager.core.consolidate import EXPIRED, relabel_candidate, relabelled
 from nodemanager.core.plan_node import Decision
-from nodemanager.core.reasons.base import Context, Stage
+from nodemanager.core.reasons.base import Context, Reason, Stage
 from nodemanager.text import duration
 
 __all__ = ["MaxLifetime", "LIFETIME_ENDS"]
@@ -19,9 +19,13 @@ LIFETIME_ENDS = "max_lifetime ends"
 
 
 @dataclass(frozen=True)
-class MaxLifetime:
+class MaxLifetime(Reason):
     name: str = "max_lifetime"
     stage: Stage = Stage.LABELS
+    budget: ClassVar[str | None] = "max_lifetime"
+    switches: ClassVar[tuple[str, ...]] = ("max_lifetime",)
+    time_settings: ClassVar[tuple[str, ...]] = ("max_lifetime",)
+    relabels: ClassVar[str | None] = EXPIRED
 
     def propose(self, candidates: Sequence[Decision], ctx: Context) -> list[Decision]:
         lifetime = ctx.settings.max_lifetime
@@ -35,7 +39,7 @@ class MaxLifetime:
                 continue
             age = now - n.node.launched_at
             new = relabelled(n, EXPIRED, f"expired: up {duration(age)}, past max_lifetime {duration(lifetime)}; "
-                                         f"replaced as demand needs", ctx.matrix) if age > lifetime else None
+                                         f"replaced as demand needs", ctx.matrix, self.name) if age > lifetime else None
             if new is not None:
                 out.append(d._replace(facts=new))
                 continue

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from nodemanager.core.plan_node import Decision
-from nodemanager.core.reasons.base import Context, Stage
+from nodemanager.core.reasons.base import Context, Reason, Stage
 from nodemanager.model import Cause, ItemKind
 from nodemanager.tags import TAG_DESTROY
 
@@ -15,7 +15,7 @@ __all__ = ["OperatorCancel"]
 
 
 @dataclass(frozen=True)
-class OperatorCancel:
+class OperatorCancel(Reason):
     name: str = "operator_cancel"
     stage: Stage = Stage.LAST
 

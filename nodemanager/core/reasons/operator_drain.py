@@ -8,7 +8,7 @@ from typing import Sequence
 
 from nodemanager.core.facts import matches
 from nodemanager.core.plan_node import Decision
-from nodemanager.core.reasons.base import Context, Stage
+from nodemanager.core.reasons.base import Context, Reason, Stage
 from nodemanager.model import Cause, ItemKind
 from policy_matrix.vocabulary import DOWN, UNPAIRED
 
@@ -16,7 +16,7 @@ __all__ = ["OperatorDrain"]
 
 
 @dataclass(frozen=True)
-class OperatorDrain:
+class OperatorDrain(Reason):
     name: str = "operator_drain"
     stage: Stage = Stage.WANTS
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from nodemanager.core.plan_node import Decision, NodeFacts
-from nodemanager.core.reasons.base import Context, Stage
+from nodemanager.core.reasons.base import Context, Reason, Stage
 from nodemanager.model import Blocked, Cause, ItemKind
 from nodemanager.tags import TAG_DESTROY
 from nodemanager.text import duration
@@ -40,7 +40,7 @@ def qualifies(f: NodeFacts) -> bool:
 
 
 @dataclass(frozen=True)
-class ResumeDestroy:
+class ResumeDestroy(Reason):
     name: str = "resume_destroy"
     stage: Stage = Stage.LAST
 

@@ -18,10 +18,10 @@ __all__ = ["WarmGivesWay"]
 
 
 @dataclass(frozen=True)
-class WarmGivesWay:
+class WarmGivesWay(Reason):
     name: str = "warm_gives_way"
     stage: Stage = Stage.AFTER_DEMAND
-    budget: str = "warm_gives_way"    # the [Budget NAME] reason that limits it
+    budget: ClassVar[str | None] = "warm_gives_way"
 
     def propose(self, candidates: Sequence[Decision], ctx: Context) -> list[Decision]:
         going = ctx.gives_way

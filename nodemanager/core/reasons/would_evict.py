@@ -11,7 +11,7 @@ from typing import Sequence
 
 from nodemanager.core.facts import matches
 from nodemanager.core.plan_node import Decision
-from nodemanager.core.reasons.base import Context, Stage
+from nodemanager.core.reasons.base import Context, Reason, Stage
 from nodemanager.core.retirement import would_evict
 from nodemanager.model import Blocked, Cause, ItemKind
 from policy_matrix.vocabulary import BUSY
@@ -20,7 +20,7 @@ __all__ = ["WouldEvict"]
 
 
 @dataclass(frozen=True)
-class WouldEvict:
+class WouldEvict(Reason):
     name: str = "would_evict"
     stage: Stage = Stage.AFTER_DEMAND
 
