@@ -48,9 +48,9 @@ from nodemanager.cycle.controller import Controller
 from nodemanager.cycle.memories import Memories
 from nodemanager.console.paid_idle import paid_idle
 from nodemanager.console.trend import PoolTrend
-from nodemanager.store.wiring import DaemonStore
+from nodemanager.cycle.store_wiring import DaemonStore
 from nodemanager.cycle.journal import ReservationJournal
-from nodemanager.cycle.state_files import set_aside_files
+from nodemanager.store.state_files import set_aside_files
 from nodemanager.model import CycleReport, Worker
 from nodemanager.ports import Timed as _Timed
 from nodemanager.ports import build_ports

@@ -8,7 +8,8 @@ import pytest
 
 from nodemanager.configuration.config import ConfigError, loads
 from nodemanager.configuration import options
-from nodemanager.configuration.options import NUMBERS, SCHEDULER_OPTIONS
+from nodemanager.configuration.kinds import scheduler_kinds
+from nodemanager.configuration.options import NUMBERS
 from nodemanager.configuration.values import Ranged
 
 REPO = Path(__file__).resolve().parent.parent
@@ -73,10 +74,11 @@ def test_no_numeric_option_is_left_without_a_range():
                 continue
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 assert isinstance(parse, Ranged) and (section, option) in NUMBERS, (section, option)
-    for kind, allowed in SCHEDULER_OPTIONS.items():
+    for kind, registered in scheduler_kinds().items():
+        allowed = registered.options
         numeric = {"timeout", "query_timeout", "join_delay", "boot_delay", "jobs_per_hour", "job_runtime",
                    "job_cpus", "seed", "burst_every", "burst_size"} & allowed
-        assert numeric == set(options.SCHEDULER_NUMBERS[kind]), kind
+        assert numeric == set(registered.numbers), kind
 
 
 def test_the_ranges_are_documented_as_the_code_has_them():

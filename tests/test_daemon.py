@@ -16,7 +16,7 @@ from nodemanager.cloud.port import TAG_DESTROY
 from nodemanager.configuration.config import load
 from nodemanager.daemon import Daemon
 from nodemanager.sim.cloud import SimCloud
-from nodemanager.store.keeper import AdminBacking
+from nodemanager.cycle.store_keeper import AdminBacking
 from nodemanager.store.sqlite import SqliteStore
 from tests.fixtures.daemon import ScriptedScheduler
 

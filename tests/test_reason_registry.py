@@ -93,7 +93,7 @@ def test_a_registered_reason_runs_in_the_simulator_and_skipping_honours_its_time
 
 def test_the_shipped_reasons_declare_what_budgets_and_skipping_read():
     assert sorted(reasons.budget_words()) == ["consolidate", "drift", "matrix_drain", "matrix_shutdown",
-                                              "max_lifetime"]
+                                              "max_lifetime", "warm_gives_way"]
     core = loads("").core
     assert reasons.time_dependent(core) == ()
     assert [r.name for r in reasons.time_dependent(replace(core, max_lifetime=3600.0))] == ["max_lifetime"]

@@ -26,9 +26,9 @@ from nodemanager.cycle.breakers import Breakers
 from nodemanager.cycle.memories import Memories
 from nodemanager.model import Size
 from nodemanager.store import Changes, Life, schema, start
-from nodemanager.store.keeper import AdminBacking, StoreKeeper
+from nodemanager.cycle.store_keeper import AdminBacking, StoreKeeper
 from nodemanager.store.sqlite import SqliteStore
-from tests.fixtures.base_release import base_module
+from tests.fixtures.base_release import run_base
 from tests.test_daemon import daemons, run_for, write_config  # noqa: F401  (daemons: a fixture)
 
 NOW = 1_000_000.0
@@ -106,23 +106,34 @@ def test_json_files_written_by_todays_release_are_imported_once_and_left_in_plac
     state = pathlib.Path(settings.manage.state_dir)
     state.mkdir()
     # the files as the release before the store wrote them, with its own classes
-    old_ledger = base_module("nodemanager/console/spend_ledger.py")
-    ledger = old_ledger.SpendLedger(SIZES, str(state / "demo.spend.json"))
-    ledger._closed.append(NodeUse(node_id="i-1", size="small", price=0.1, start=NOW - 7200, end=NOW - 3600,
-                                  shares={("ann", "phys"): 3600 * 2}))
-    live = ledger._live["i-2"] = old_ledger._Live("big", 0.5, NOW - 1800)
-    live.end, live.shares = NOW, {("bob", "chem"): 1800 * 8}
-    ledger.save()
-    old_history = base_module("nodemanager/console/history.py").NodeHistory(str(state / "demo.history.json"))
-    old_history.add("i-1", NOW - 7000, "decision", "boot for 1 queued job")
-    old_history.add("i-1", NOW - 3600, "outcome", "destroy ok")
-    old_history.gone("i-1", NOW - 3600, {"name": "nm-1", "size": "small"})
-    old_history.add("i-2", NOW - 1700, "state", "idle -> busy")
-    old_history.save()
-    breakers = Breakers()
-    breakers.restore({"big": Breaker(failures=3, until=NOW + 600, error="InsufficientInstanceCapacity")}, NOW)
-    base_module("nodemanager/cycle/memories.py").Memories(str(state), "demo", breakers=breakers).save(NOW)
-    base_module("nodemanager/console/admin.py").AdminState(path=str(tmp_path / "admin.json")).hold("i-2")
+    run_base(f"""
+from nodemanager.console.spend_ledger import SpendLedger, _Live
+from nodemanager.console.history import NodeHistory
+from nodemanager.console.admin import AdminState
+from nodemanager.core.attribution import NodeUse
+from nodemanager.core.breaker import Breaker
+from nodemanager.cycle.breakers import Breakers
+from nodemanager.cycle.memories import Memories
+from nodemanager.model import Size
+NOW = {NOW!r}
+ledger = SpendLedger([Size(name="small", cores=2, ram_mb=4096, price=0.1),
+                      Size(name="big", cores=8, ram_mb=16384, price=0.5)], {str(state / "demo.spend.json")!r})
+ledger._closed.append(NodeUse(node_id="i-1", size="small", price=0.1, start=NOW - 7200, end=NOW - 3600,
+                              shares={{("ann", "phys"): 3600 * 2}}))
+live = ledger._live["i-2"] = _Live("big", 0.5, NOW - 1800)
+live.end, live.shares = NOW, {{("bob", "chem"): 1800 * 8}}
+ledger.save()
+history = NodeHistory({str(state / "demo.history.json")!r})
+history.add("i-1", NOW - 7000, "decision", "boot for 1 queued job")
+history.add("i-1", NOW - 3600, "outcome", "destroy ok")
+history.gone("i-1", NOW - 3600, {{"name": "nm-1", "size": "small"}})
+history.add("i-2", NOW - 1700, "state", "idle -> busy")
+history.save()
+breakers = Breakers()
+breakers.restore({{"big": Breaker(failures=3, until=NOW + 600, error="InsufficientInstanceCapacity")}}, NOW)
+Memories({str(state)!r}, "demo", breakers=breakers).save(NOW)
+AdminState(path={str(tmp_path / "admin.json")!r}).hold("i-2")
+""")
     files = {p.name: p.read_bytes() for p in [*state.iterdir(), tmp_path / "admin.json"]}
     assert {"demo.spend.json", "demo.history.json", "demo.breakers.json", "admin.json"} <= set(files)
 

@@ -12,7 +12,7 @@ import re
 from dataclasses import replace
 from typing import Callable, Sequence
 
-from nodemanager.cloud.port import image_required
+from nodemanager.configuration.kinds import cloud_kind
 from nodemanager.configuration.reader import Reader
 from nodemanager.configuration.settings import CloudSettings
 from nodemanager.model import Size
@@ -59,7 +59,9 @@ def named_clouds(r: Reader, base: CloudSettings, sizes: Sequence[Size],
             r.problem(f"Size {size.name}", "cloud" if size.cloud else None,
                       f"{what}: with several clouds each size sets cloud = one of " + ", ".join(names))
         named = next((c for c in clouds if c.name == size.cloud), None)
-        if (named is not None and image_required(named.driver) and not base.create_args.get("image", "").strip()
+        kind = cloud_kind(named.driver) if named is not None else None
+        if (named is not None and kind is not None and kind.image_required(named.driver)
+                and not base.create_args.get("image", "").strip()
                 and not dict(size.create_args).get("image", "").strip()):
             r.problem(f"Size {size.name}", None, f"no image: cloud {named.name} (driver {named.driver}) "
                       "needs [Cloud Create] image or this size's own image")

@@ -23,7 +23,6 @@ from nodemanager.configuration.warm import warm_schedule
 from nodemanager.configuration.settings import (CloudSettings, CoreSettings, DrainSettings, HASettings, LogSettings,
                                   ManageSettings, PollSettings, SchedulerSettings, Settings, StoreSettings)
 from nodemanager.configuration.options import (CLOUD_CREATE_NUMBERS, CLOUD_DRIVER_NUMBERS, CLOUD_NUMBERS,
-                                               SCHEDULER_NUMBERS,
                                                CLOUD_OWN as _CLOUD_OWN, DAEMON as _DAEMON,
                                                DAEMON_SHELL as _DAEMON_SHELL, DRAIN as _DRAIN,
                                                HA as _HA, MANAGE as _MANAGE, MAX_BYTES, POLL as _POLL,
@@ -410,7 +409,7 @@ def _scheduler(r: _Reader) -> SchedulerSettings:
     for option in items:
         if option not in allowed:
             r.problem("Scheduler", option, f"unknown option for type {kind}" + _suggest(option, allowed))
-    r.typed("Scheduler", SCHEDULER_NUMBERS[kind], open_ended=True)
+    r.typed("Scheduler", kinds[kind].numbers, open_ended=True)
     return SchedulerSettings(kind=kind, options=frozen_map(items))
 
 

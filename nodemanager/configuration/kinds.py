@@ -11,8 +11,8 @@ import their adapter when called.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
 
 from nodemanager.model import Classified, Size, Worker
 
@@ -44,6 +44,9 @@ class SchedulerKind:
     classify: Callable[[Worker], Classified]      # a worker record not read by a live adapter
     native_ad: bool = False                       # its ads are machine ads escalation reads as they are
     gpus_by_requirements: bool = False            # a demand's gpus are matched as its ClassAd RequestGPUs
+    # those of them that are numbers, each with its parser and finite range
+    # (:class:`nodemanager.configuration.values.Ranged`): checked at load, and what its adapter parses with
+    numbers: Mapping[str, Any] = field(default_factory=dict)
     # ``module:function`` of the checks ``nodemanager check`` runs beyond one poll, called as
     # ``function(settings, polled, scripts)`` (``polled``: the poll went through; ``scripts``: the
     # boot scripts, where each comes from -> its text), yielding ``Check`` lines

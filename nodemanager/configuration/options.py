@@ -10,11 +10,12 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Mapping
 
+from nodemanager.configuration.kinds import scheduler_kinds
 from nodemanager.configuration.values import (Ranged, address, amount, choice, count, parse_attributes,
                                               parse_bool, parse_host_names, parse_minutes, parse_names,
                                               seconds, share)
 
-__all__ = ["MAX_BYTES", "EXAMPLE_VALUES", "NUMBERS", "SCHEDULER_NUMBERS", "CLOUD_NUMBERS", "CLOUD_DRIVER_NUMBERS",
+__all__ = ["MAX_BYTES", "EXAMPLE_VALUES", "NUMBERS", "CLOUD_NUMBERS", "CLOUD_DRIVER_NUMBERS",
            "CLOUD_CREATE_NUMBERS", "SECRET_OPTIONS", "CLOUD_OWN", "DAEMON", "DAEMON_SHELL",
            "POLL", "DRAIN", "MANAGE", "SIZE", "SIZE_CREATE_OPTIONS", "HA", "STORE", "SECTIONS", "PROFILE_DIR",
            "PROFILES"]
@@ -33,14 +34,6 @@ PRICE = amount(0.000001, 1_000_000)            # per hour: 0, or a price a cloud
 SPAN = seconds(0.001, 365 * 86400)             # graces, horizons, lifetimes: 0 (off) up to a year
 INTERVAL = seconds(0.01, 86400, zero=False)    # how often something runs: never 0 (a busy loop)
 
-# Numeric [Scheduler] options of each adapter, checked at load; the adapters parse with these.
-SCHEDULER_NUMBERS: Mapping[str, Mapping[str, Ranged]] = {
-    "slurm": {"timeout": seconds(0.1, 3600, zero=False)},
-    "htcondor": {"query_timeout": seconds(1, 3600, zero=False)},
-    "simulated": {"join_delay": SPAN, "boot_delay": SPAN, "job_runtime": SPAN,
-                  "burst_every": seconds(1, 7 * 86400, zero=False), "burst_size": count(100_000),
-                  "job_cpus": count(1024, low=1), "seed": count(2**31), "jobs_per_hour": amount(0.001, 1_000_000)},
-}
 # [Cloud] options of our own that are numbers, and libcloud constructor arguments that are.
 CLOUD_NUMBERS: Mapping[str, Ranged] = {
     "calls_per_second": amount(0.1, 1000), "quota_backoff": SPAN,
@@ -166,7 +159,7 @@ def numbers() -> dict[tuple[str, str], Ranged]:
         ("Daemon", {k: v[1] for k, v in DAEMON.items()}), ("Polling", POLL), ("Drain", DRAIN),
         ("Manage", MANAGE), ("Size NAME", SIZE), ("HA", HA), ("Store", STORE), ("Cloud", {**CLOUD_NUMBERS, **CLOUD_DRIVER_NUMBERS}),
         ("Cloud Create", CLOUD_CREATE_NUMBERS),
-        *((f"Scheduler {kind}", table) for kind, table in SCHEDULER_NUMBERS.items())]
+        *((f"Scheduler {name}", kind.numbers) for name, kind in scheduler_kinds().items())]
     for section, table in tables:
         out.update(((section, option), parse) for option, parse in table.items() if isinstance(parse, Ranged))
     return out

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from nodemanager.core.settings import CoreSettings, DisruptionBudget, DrainSettings
-from nodemanager.model import EMPTY_MAP
+from nodemanager.model import EMPTY_MAP, Size
 
 __all__ = ["DisruptionBudget", "CoreSettings", "CloudSettings", "SchedulerSettings", "DrainSettings",
            "ManageSettings", "PollSettings", "HASettings", "LogSettings", "StoreSettings", "Settings"]

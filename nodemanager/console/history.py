@@ -22,7 +22,7 @@ import os
 import threading
 from typing import Any, Callable, Iterable
 
-from nodemanager.cycle.state_files import read_state
+from nodemanager.store.state_files import read_state
 from nodemanager.store.port import Changes, StoreError
 
 __all__ = ["NodeHistory", "Event", "RING", "KEEP_GONE", "EVENT_KINDS", "IMPORTED"]

@@ -38,7 +38,7 @@ from nodemanager.console.metric_families import top as _top
 from nodemanager.console.metric_families import CycleCollector as _CycleCollector
 from nodemanager.console.metric_families import CycleGauges as _CycleGauges
 from nodemanager.console.metric_families import label as _label
-from nodemanager.model.report import DENIABLE_ACTIONS
+from nodemanager.model import DENIABLE_ACTIONS
 from nodemanager.console.paid_idle import PaidIdle
 from nodemanager.console.summary import unlisted_boot_sizes
 from nodemanager.console.metric_families import unmatched as _unmatched
@@ -420,7 +420,7 @@ class _SetAsideCollector:
     def collect(self) -> Iterable[Any]:
         from prometheus_client.core import GaugeMetricFamily
 
-        from nodemanager.cycle.state_files import set_aside_files
+        from nodemanager.store.state_files import set_aside_files
         yield GaugeMetricFamily("nodemanager_state_files_set_aside",
                                 "State files that could not be read and were set aside "
                                 "(<name>.unreadable-<time>), until the operator removes them.",

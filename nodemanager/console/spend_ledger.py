@@ -12,7 +12,7 @@ A restart resumes them: time the daemon was down is
 charged, at the next cycle, to the jobs last seen. The store keeps closed nodes ``[Store]
 keep_ledger`` (400 days). A ledger file of an older release (``<cluster>.spend.json``) is imported
 into the store once and left in place; one that cannot be read is set aside, never
-overwritten (:mod:`nodemanager.cycle.state_files`), and nothing is imported.
+overwritten (:mod:`nodemanager.store.state_files`), and nothing is imported.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import threading
 from typing import Any, Callable, Iterable
 
 from nodemanager.core.attribution import NodeUse, SpendRow, accrue, attribute, merge
-from nodemanager.cycle.state_files import read_state
+from nodemanager.store.state_files import read_state
 from nodemanager.model import CycleReport, JobOwner, Size, is_gone
 from nodemanager.store.port import Changes, Life, StoreError
 

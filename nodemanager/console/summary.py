@@ -14,7 +14,6 @@ from nodemanager.core.pricing import unsized_price
 from nodemanager.model import CloudNode, CycleReport, Snapshot, is_gone
 from nodemanager.configuration.settings import CoreSettings
 from nodemanager.console.whynot import of_report as why_nots
-from nodemanager.console.node_words import shown_worker_state
 from policy_matrix.vocabulary import BOOT_WAIT
 
 __all__ = ["pool_summary", "local_midnight", "spend_per_hour", "booting", "paid_listed", "unlisted_boot_sizes",

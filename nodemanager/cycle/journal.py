@@ -25,7 +25,7 @@ from typing import Iterable
 from nodemanager.core import Reservation, from_line, to_line
 from nodemanager.configuration.kinds import in_process
 from nodemanager.configuration.settings import Settings
-from nodemanager.cycle.state_files import may_write, read_state, set_aside
+from nodemanager.store.state_files import may_write, read_state, set_aside
 
 __all__ = ["ReservationJournal", "journal_path"]
 

@@ -13,7 +13,7 @@
 The controller asks :meth:`Memories.recall` for the snapshot's fields, hands each plan to
 :meth:`Memories.observe` and calls :meth:`Memories.save` after each cycle. With a state dir
 (:meth:`Memories.for_settings`), the runtimes, the reclaim rates and the capacity breakers are kept
-in the store (:class:`nodemanager.store.keeper.StoreKeeper`; the JSON files of older releases,
+in the store (:class:`nodemanager.cycle.store_keeper.StoreKeeper`; the JSON files of older releases,
 ``<cluster>.runtimes.json``, ``.reclaim.json``, ``.breakers.json``, are imported once), written: the breakers at the end of the cycle they changed in, the others when they
 changed and :data:`SAVE_EVERY` has passed (and at a clean stop). The consolidation back-off is
 kept the same way. The idle timing, the arrivals and the steering ranks start afresh with each process, and a new HA

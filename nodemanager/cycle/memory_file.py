@@ -1,6 +1,6 @@
 """One JSON file of the state dir per memory: written whole and atomically (a temporary file, then
 a rename), read back at start. A missing file is an empty memory; an unreadable or malformed one
-is set aside (:mod:`nodemanager.cycle.state_files`) and the memory starts empty (the daemon never
+is set aside (:mod:`nodemanager.store.state_files`) and the memory starts empty (the daemon never
 stops for it)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import logging
 import os
 from typing import Any, Callable, Protocol, TypeVar
 
-from nodemanager.cycle.state_files import may_write, read_state
+from nodemanager.store.state_files import may_write, read_state
 
 __all__ = ["save_json", "load_json", "Keeper", "FileKeeper", "FILES"]
 
@@ -51,7 +51,7 @@ class Keeper(Protocol):
 
 class FileKeeper:
     """Where a memory is kept: its own JSON file (``path``); the store's keeper
-    (:class:`nodemanager.store.keeper.StoreKeeper`) keeps it as ``kind`` in the store instead."""
+    (:class:`nodemanager.cycle.store_keeper.StoreKeeper`) keeps it as ``kind`` in the store instead."""
 
     def save(self, kind: str, path: str, doc: Any, what: str) -> bool:
         return save_json(path, doc, what)

@@ -10,7 +10,7 @@ loses nothing that matters:
   or read from etcd, re-published when etcd comes back empty.
 
 Every write is whole or not at all (a temporary file, fsync, rename); a file that cannot be read
-is set aside, never overwritten (:mod:`nodemanager.cycle.state_files`).
+is set aside, never overwritten (:mod:`nodemanager.store.state_files`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import logging
 import os
 import threading
 
-from nodemanager.cycle.state_files import may_write, read_state
+from nodemanager.store.state_files import may_write, read_state
 
 __all__ = ["HeadRecords"]
 

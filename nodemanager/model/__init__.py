@@ -11,7 +11,7 @@ from nodemanager.model.plan import __all__ as _plan
 from nodemanager.model.records import *  # noqa: F401,F403
 from nodemanager.model.records import __all__ as _records
 from nodemanager.model.plan import TimedChange
-from nodemanager.model.report import CycleReport
+from nodemanager.model.report import DENIABLE_ACTIONS, CycleReport
 from nodemanager.model.same_records import SameRecords, node_id
 
-__all__ = [*_records, *_plan, "CycleReport", "TimedChange", "SameRecords", "node_id"]
+__all__ = [*_records, *_plan, "CycleReport", "DENIABLE_ACTIONS", "TimedChange", "SameRecords", "node_id"]

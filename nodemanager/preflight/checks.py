@@ -121,7 +121,7 @@ def _local_files(settings: Settings) -> Iterator[Check]:
     yield Check("state dir", problem is None, f"{state_dir}: " + (f"does not exist and cannot be "
                 f"created: {problem}" if problem and not os.path.isdir(state_dir) else problem or exists),
                 "create it for the daemon's user, or set [Manage] state_dir")
-    from nodemanager.cycle.state_files import set_aside_files
+    from nodemanager.store.state_files import set_aside_files
     aside = set_aside_files(state_dir)
     yield Check("state files set aside", None if aside else True,
                 ", ".join(aside) if aside else f"none in {state_dir}",

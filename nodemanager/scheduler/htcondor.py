@@ -46,6 +46,7 @@ from nodemanager.scheduler.htcondor_drain import DRAIN_TIMEOUT
 from nodemanager.scheduler.records import ProblemLog, RecordProblem
 from nodemanager.scheduler.htcondor_unchanged import AdMemory
 from nodemanager.configuration.settings import SchedulerSettings
+from nodemanager.scheduler.htcondor_options import NUMBERS
 
 __all__ = ["HTCondorScheduler", "SLOT_ATTRIBUTES", "PILOT_ATTRIBUTES", "DEFAULT_CONSTRAINT",
            "worker_from_ad"]
@@ -55,8 +56,7 @@ log = logging.getLogger(__name__)
 def _seconds(text: str | None) -> float | None:
     if not text or not text.strip():
         return None
-    from nodemanager.configuration.options import SCHEDULER_NUMBERS
-    return float(SCHEDULER_NUMBERS["htcondor"]["query_timeout"](text))
+    return float(NUMBERS["query_timeout"](text))
 
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 from nodemanager.configuration.kinds import SchedulerKind
+from nodemanager.scheduler.htcondor_options import NUMBERS
 from nodemanager.model import Classified, Size, Worker
 
 if TYPE_CHECKING:
@@ -28,5 +29,6 @@ KIND = SchedulerKind(
     name="htcondor",
     options=frozenset({"collector", "schedd", "cloud_id_attribute", "constraint", "query_timeout",
                        "drain_check", "machine_start", "walltime_attribute"}),
+    numbers=NUMBERS,
     build=_build, classify=_classify, native_ad=True, gpus_by_requirements=True,
     preflight="nodemanager.preflight.htcondor:kind_checks")

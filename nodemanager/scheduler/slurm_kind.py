@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 from nodemanager.configuration.kinds import SchedulerKind
+from nodemanager.scheduler.slurm_options import NUMBERS
 from nodemanager.model import Classified, Size, Worker
 
 if TYPE_CHECKING:
@@ -27,4 +28,5 @@ def _classify(worker: Worker) -> Classified:
 KIND = SchedulerKind(
     name="slurm",
     options=frozenset({"slurm_conf", "bin_dir", "timeout", "partition", "mark_destroyed", "cloud_id_field"}),
+    numbers=NUMBERS,
     build=_build, classify=_classify, preflight="nodemanager.preflight.slurm:kind_checks")

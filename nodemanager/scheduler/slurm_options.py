@@ -5,11 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Mapping
 
-__all__ = ["SlurmOptions", "OptionError"]
+from nodemanager.configuration.values import seconds
+
+__all__ = ["SlurmOptions", "OptionError", "NUMBERS"]
 
 _DESTROYED_STATES = ("down", "future")
 _CLOUD_ID_FIELDS = ("comment", "extra", "features")
 
+
+# the options that are numbers, each with its parser and finite range (checked at load too)
+NUMBERS = {"timeout": seconds(0.1, 3600, zero=False)}
 
 @dataclass(frozen=True)
 class SlurmOptions:
@@ -33,8 +38,6 @@ class SlurmOptions:
     @classmethod
     def from_mapping(cls, options: Mapping[str, str]) -> "SlurmOptions":
         """Parse ``[Scheduler]`` options; a bad value raises :class:`OptionError` naming the option."""
-        from nodemanager.configuration.options import SCHEDULER_NUMBERS
-
         out = cls()
         for key, raw in options.items():
             value = str(raw).strip()
@@ -42,7 +45,7 @@ class SlurmOptions:
                 out = replace(out, slurm_conf=value or None)
             elif key == "timeout":
                 try:
-                    timeout = SCHEDULER_NUMBERS["slurm"]["timeout"](value)
+                    timeout = NUMBERS["timeout"](value)
                 except ValueError as exc:
                     raise OptionError(key, f"{exc}, got {value!r}") from None
                 out = replace(out, timeout=timeout)

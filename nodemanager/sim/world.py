@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping
 
 from nodemanager.cloud import CloudDriver
 from nodemanager.configuration.config import ConfigError, Problem
-from nodemanager.configuration.options import SCHEDULER_NUMBERS
+from nodemanager.sim.pool_kind import KIND as POOL_KIND
 from nodemanager.model import CloudNode, Size, Worker
 from nodemanager.scheduler import (Confirmation, DrainSchedule, DrainTicket, DrainingStats,
                                    Scheduler, SchedulerPoll)
@@ -55,7 +55,7 @@ class WorldOptions:
 
 def world_options(settings: Settings) -> WorldOptions:
     """Typed options from ``settings.scheduler.options``; a bad value is a ConfigError naming it."""
-    parsers: Mapping[str, Callable[[str], Any]] = SCHEDULER_NUMBERS["simulated"]
+    parsers: Mapping[str, Callable[[str], Any]] = POOL_KIND.numbers
     values: dict[str, Any] = {}
     problems = []
     for option, raw in settings.scheduler.options.items():

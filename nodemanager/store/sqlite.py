@@ -8,7 +8,7 @@ import os
 import sqlite3
 from typing import Any, Callable
 
-from nodemanager.cycle import state_files
+from nodemanager.store import state_files
 from nodemanager.store.port import StoreError
 from nodemanager.store.sql import SqlStore
 
@@ -70,7 +70,7 @@ def unreadable(exc: BaseException) -> bool:
 
 def set_aside(path: str, why: str, clock: Callable[[], float]) -> str | None:
     """Set the unreadable store at ``path`` aside by the daemon's one rule for unreadable state
-    (:func:`nodemanager.cycle.state_files.set_aside`), its WAL files beside it; the new name, or
+    (:func:`nodemanager.store.state_files.set_aside`), its WAL files beside it; the new name, or
     None when it could not be moved (then it is never written)."""
     target = state_files.set_aside(path, why, "store", clock=clock)
     if target is not None:

@@ -7,10 +7,10 @@ idle node nothing else claimed; the budgets apply as to any drain (budget reason
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import ClassVar, Sequence
 
 from nodemanager.core.plan_node import Decision
-from nodemanager.core.reasons.base import Context, Stage
+from nodemanager.core.reasons.base import Context, Reason, Stage
 from nodemanager.model import Cause, ItemKind
 from policy_matrix.vocabulary import IDLE
 

@@ -10,7 +10,7 @@ from nodemanager.console.admin import AdminState
 from nodemanager.console.history import NodeHistory
 from nodemanager.console.spend_ledger import SpendLedger
 from nodemanager.store import Changes, start
-from nodemanager.store.keeper import AdminBacking, StoreKeeper
+from nodemanager.cycle.store_keeper import AdminBacking, StoreKeeper
 from nodemanager.store.metrics import StoreCollector
 from nodemanager.store.sqlite import MEMORY, SqliteStore
 
