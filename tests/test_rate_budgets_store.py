@@ -1,0 +1,48 @@
+"""Budgets over time kept in the store: on a cloud that drops a destroyed VM from its listing at once
+(GCE, Azure, OpenStack; here the simulated cloud), the listing cannot count the hour's destroys
+after a restart; the actuator's own record, kept in the store, does."""
+
+from __future__ import annotations
+
+import logging
+
+from nodemanager.actors.clock import ManualClock
+from nodemanager.store.sqlite import SqliteStore
+from tests.test_daemon import daemons, run_for, write_config  # noqa: F401  (daemons: a fixture)
+
+
+def test_restarts_destroy_at_most_max_destroys_per_hour_on_a_cloud_that_forgets_destroyed_vms(
+        tmp_path, daemons, caplog):  # noqa: F811
+    caplog.set_level(logging.INFO, "nodemanager")
+    cfg = write_config(tmp_path / "nm.ini", extra="")
+    text = open(cfg).read().replace("max_destroys_per_hour = 0", "max_destroys_per_hour = 1")
+    open(cfg, "w").write(text)
+    clock = ManualClock(1_000_000.0)
+    d = daemons(cfg, clock=clock).start()
+    destroyed: list[str] = []
+    real = d.world.cloud.destroy_node
+
+    def counted(node):
+        destroyed.append(node.id)
+        return real(node)
+
+    d.world.cloud.destroy_node = counted
+    run_for(d, 600)                                  # boots, the jobs end, idle_grace passes: one goes
+    assert len(destroyed) == 1
+    gone = destroyed[0]
+    assert d.world.sim_cloud.node(gone).state == "terminated"
+    assert all(n.id != gone for n in d.world.cloud.list_nodes())      # the listing forgot it at once
+    for _ in range(3):                               # three restarts within the hour
+        d.stop()
+        caplog.clear()
+        d = daemons(cfg, clock=clock, ports=(d.world.cloud, d.world.scheduler, d.world)).start()
+        run_for(d, 300)
+        # the new process holds drained nodes back on the budget, counting the previous one's destroy
+        assert any("blocked by budget: destroy held back: max_destroys_per_hour 1 reached (1 in the last hour)"
+                   in r.getMessage() for r in caplog.records)
+    assert len(destroyed) == 1, f"{len(destroyed)} destroys within the hour: {destroyed}"
+    kept = SqliteStore(str(tmp_path / "state" / "demo.db"), read_only=True)
+    assert gone in kept.actions(0.0)["destroy"]
+    kept.close()
+    run_for(d, 3600 - 1500 + 300)                    # an hour after the first, the next may go
+    assert len(destroyed) >= 2
