@@ -31,7 +31,8 @@ sys.path.insert(0, str(REPO))
 
 from nodemanager.actors.clock import ManualClock  # noqa: E402
 from nodemanager.configuration.config import load  # noqa: E402
-from nodemanager.daemon import Daemon, tune_gc  # noqa: E402
+from nodemanager.actors.gc_tuning import tune_gc  # noqa: E402
+from nodemanager.daemon import Daemon  # noqa: E402
 from nodemanager.configuration.settings import Settings  # noqa: E402
 from nodemanager.sim.pool import Job  # noqa: E402
 from nodemanager.sim.world import SimWorld, world_options  # noqa: E402

@@ -11,7 +11,7 @@ from typing import Any
 
 from nodemanager.store.port import StoreError, StoreTooNew
 
-__all__ = ["MIGRATIONS", "LATEST", "TABLES", "migrate"]
+__all__ = ["MIGRATIONS", "LATEST", "TABLES", "migrate", "stored_version"]
 
 MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (1, (
@@ -93,6 +93,14 @@ def migrate(store: Any) -> int:
                 cur.execute(store.sql("INSERT INTO meta (key, value) VALUES ('schema', :v) "
                                       "ON CONFLICT (key) DO UPDATE SET value = excluded.value"), {"v": str(version)})
     return had
+
+
+def stored_version(store: Any) -> int:
+    """The schema version ``store`` holds (0: none yet), read without writing anything."""
+    with store.reading() as cur:
+        if not store.has_table(cur, "meta"):
+            return 0
+        return _version(cur)
 
 
 def _version(cur: Any) -> int:

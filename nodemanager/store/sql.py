@@ -66,6 +66,14 @@ class SqlStore:
     def lock_schema(self, cur: Any) -> None:
         """Serialize schema upgrades between processes (SQLite's write transaction already does)."""
 
+    def has_table(self, cur: Any, table: str) -> bool:
+        """True when ``table`` exists (read on ``cur``)."""
+        raise NotImplementedError
+
+    def size_bytes(self) -> int:
+        """What the store takes on disk."""
+        raise NotImplementedError
+
     def shared_reader(self) -> bool:
         """True when reads must use the writing connection (an in-memory database)."""
         return False
