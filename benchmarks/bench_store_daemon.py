@@ -9,9 +9,11 @@ over a copy of the seeded store or over an empty one, and measures:
 
 - start-up: building the daemon (opening the store, resuming the ledger's live nodes and the
   history, reading the memories and the admin state) and its first cycle, wall and CPU;
-- per cycle (``--cycles``, 30 s each): the CPU of the controller's thread (the cycle, then the
-  ledger, history and metrics on its report) plus the store writer thread's CPU for that cycle's
-  transaction; median and max; also the whole process's CPU per cycle;
+- per cycle (``--cycles`` of ``cycle_interval``, 5 s; every other cycle the oldest node is given
+  back outside the daemon and a new one launched, so lives close and open as at a busy site): the
+  CPU of the controller's thread (the cycle, then the ledger, history and metrics on its report)
+  plus the store writer thread's CPU for that cycle's transaction; median and max; also the whole
+  process's CPU per cycle;
 - the process's RSS after the cycles;
 - ``nodemanager cost --by group`` over the year: the query in-process, the command as a process,
   and the bare interpreter start (``python -c pass``) beside it.
@@ -19,7 +21,7 @@ over a copy of the seeded store or over an empty one, and measures:
 Runs alternate seeded / empty ``--repeat`` times; the table gives each run and the medians.
 
     python benchmarks/bench_store_daemon.py                 # the full year (seeding takes minutes)
-    python benchmarks/bench_store_daemon.py --scale 0.05 --repeat 1 --cycles 10   # a quick look
+    python benchmarks/bench_store_daemon.py --scale 0.05 --repeat 1 --cycles 20   # a quick look
 """
 
 from __future__ import annotations
@@ -83,7 +85,11 @@ def run_daemon(state_dir: str, cycles: int) -> dict[str, float]:
     daemon.store_writer.flush(60)
     first = (time.perf_counter() - t0, time.process_time() - c0)
     per_cycle, process, controller_only = [], [], []
-    for _ in range(cycles):
+    size = settings.core.sizes[0]
+    for k in range(cycles):
+        if k % 2:     # churn: a life closes in the ledger, another opens
+            world.sim_cloud.destroy_node(world.sim_cloud.node(f"sim-{k // 2 + 1:06d}"))
+            world.sim_cloud.create_node(size, f"churn-{k}", {"nodemanager-request": f"churn{k}"})
         ctl, wr, proc = thread_cpu(idents.get("controller")), thread_cpu(idents["writer"]), time.process_time()
         clock.advance(settings.poll.cycle_interval)
         assert daemon.system.settle(600)
@@ -96,7 +102,10 @@ def run_daemon(state_dir: str, cycles: int) -> dict[str, float]:
     health = daemon.store_writer.health()
     live = len(world.cloud.list_nodes())
     daemon.stop()
-    return {"nodes": live, "build_s": built[0], "build_cpu_s": built[1], "startup_s": first[0],
+    import sqlite3
+    with sqlite3.connect(os.path.join(state_dir, f"{CLUSTER}.db")) as db:   # the lives the churn closed
+        closed = db.execute("SELECT COUNT(*) FROM node_life WHERE closed = 1 AND node_id LIKE 'sim-%'").fetchone()[0]
+    return {"nodes": live, "closed": closed, "build_s": built[0], "build_cpu_s": built[1], "startup_s": first[0],
             "startup_cpu_s": first[1], "cycle_ms": 1000 * statistics.median(per_cycle),
             "cycle_max_ms": 1000 * max(per_cycle), "controller_ms": 1000 * statistics.median(controller_only),
             "process_ms": 1000 * statistics.median(process), "process_max_ms": 1000 * max(process),
@@ -140,7 +149,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--scale", type=float, default=1.0, help="share of the year's 500,000 lives")
     ap.add_argument("--repeat", type=int, default=3, help="paired runs (seeded, empty) to take medians of")
-    ap.add_argument("--cycles", type=int, default=30, help="cycles measured per run")
+    ap.add_argument("--cycles", type=int, default=60, help="cycles measured per run")
     ap.add_argument("--seeded", help="a store bench_store.py seeded already (copied, never written)")
     ap.add_argument("--child", nargs=2, metavar=("STATE_DIR", "CYCLES"), help=argparse.SUPPRESS)
     args = ap.parse_args()

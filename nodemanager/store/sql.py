@@ -165,10 +165,11 @@ class SqlStore:
                                          "ON CONFLICT (kind) DO UPDATE SET doc = excluded.doc, at = excluded.at"),
                                 [{"kind": k, "doc": d, "at": at} for k, (d, at) in changes.memories.items()])
             if changes.actions:
-                kept = [{"kind": k, "key": key, "at": at} for (k, key), at in changes.actions.items() if at is not None]
+                kept = [{"kind": k, "key": key, "at": at} for (k, key), at in changes.actions.items()
+                        if at is not None]
                 cur.executemany(self.sql("INSERT INTO action_time (kind, key, at) VALUES (:kind, :key, :at) "
-                                         "ON CONFLICT (kind, key) DO UPDATE SET at = {least}(action_time.at, excluded.at)"),
-                                kept)
+                                         "ON CONFLICT (kind, key) DO UPDATE SET "
+                                         "at = {least}(action_time.at, excluded.at)"), kept)
                 cur.executemany(self.sql("DELETE FROM action_time WHERE kind = :kind AND key = :key"),
                                 [{"kind": k, "key": key} for (k, key), at in changes.actions.items() if at is None])
             if changes.marks:
