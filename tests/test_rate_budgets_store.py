@@ -6,15 +6,30 @@ from __future__ import annotations
 
 import logging
 
+import pytest
+
 from nodemanager.actors.clock import ManualClock
+from nodemanager.store.postgres import PostgresStore
 from nodemanager.store.sqlite import SqliteStore
 from tests.test_daemon import daemons, run_for, write_config  # noqa: F401  (daemons: a fixture)
 
 
 def test_restarts_destroy_at_most_max_destroys_per_hour_on_a_cloud_that_forgets_destroyed_vms(
         tmp_path, daemons, caplog):  # noqa: F811
+    _restarts_destroy_once_an_hour(tmp_path, daemons, caplog, "",
+                                   lambda: SqliteStore(str(tmp_path / "state" / "demo.db"), read_only=True))
+
+
+@pytest.mark.postgres
+def test_a_head_starting_on_the_shared_postgresql_store_counts_the_destroys_of_the_one_before(
+        tmp_path, daemons, caplog, postgres_url):  # noqa: F811
+    _restarts_destroy_once_an_hour(tmp_path, daemons, caplog, f"\n[Store]\nurl = {postgres_url}\n",
+                                   lambda: PostgresStore(postgres_url, read_only=True))
+
+
+def _restarts_destroy_once_an_hour(tmp_path, daemons, caplog, extra, reader):  # noqa: F811
     caplog.set_level(logging.INFO, "nodemanager")
-    cfg = write_config(tmp_path / "nm.ini", extra="")
+    cfg = write_config(tmp_path / "nm.ini", extra=extra)
     text = open(cfg).read().replace("max_destroys_per_hour = 0", "max_destroys_per_hour = 1")
     open(cfg, "w").write(text)
     clock = ManualClock(1_000_000.0)
@@ -41,7 +56,7 @@ def test_restarts_destroy_at_most_max_destroys_per_hour_on_a_cloud_that_forgets_
         assert any("blocked by budget: destroy held back: max_destroys_per_hour 1 reached (1 in the last hour)"
                    in r.getMessage() for r in caplog.records)
     assert len(destroyed) == 1, f"{len(destroyed)} destroys within the hour: {destroyed}"
-    kept = SqliteStore(str(tmp_path / "state" / "demo.db"), read_only=True)
+    kept = reader()
     assert gone in kept.actions(0.0)["destroy"]
     kept.close()
     run_for(d, 3600 - 1500 + 300)                    # an hour after the first, the next may go
