@@ -52,8 +52,8 @@ class ActuatorState:
     quota: int | None = None
     blocked_sizes: frozenset[str] = frozenset()
     recent_destroys: tuple[float, ...] = ()
-    # this process's destroys (node id -> when) and boots (request id -> when) of the last hour,
-    # merged with the listing's records (nodemanager.core.rate_history)
+    # the actuator's destroys (node id -> when) and boots (request id -> when) of the last hour, the
+    # previous process's read back from the store, merged with the listing's (core.rate_history)
     destroys_by_node: Mapping[str, float] = field(default_factory=dict)
     boots_by_request: Mapping[str, float] = field(default_factory=dict)
     in_flight: tuple[InFlight, ...] = ()   # boots not listed yet; actions newer than the listing
