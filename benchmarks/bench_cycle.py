@@ -23,6 +23,7 @@ import pathlib
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -52,7 +53,8 @@ def filled_world(n: int, port: int = -1) -> tuple[Settings, ManualClock, SimWorl
     settings = load(str(REPO / "config.example.ini"))
     settings = dataclasses.replace(
         settings, core=dataclasses.replace(settings.core, max_nodes=2 * n, idle_grace=86400.0),
-        manage=dataclasses.replace(settings.manage, port=port))
+        manage=dataclasses.replace(settings.manage, port=port,
+                                   state_dir=tempfile.mkdtemp(prefix="nm-bench-cycle-")))   # never the real one
     clock = ManualClock(1_000_000.0)
     opts = world_options(settings)
     opts.burst_size = 0
