@@ -5,6 +5,7 @@ after a restart; the actuator's own record, kept in the store, does."""
 from __future__ import annotations
 
 import logging
+import pathlib
 
 import pytest
 
@@ -12,6 +13,8 @@ from nodemanager.actors.clock import ManualClock
 from nodemanager.store.postgres import PostgresStore
 from nodemanager.store.sqlite import SqliteStore
 from tests.test_daemon import daemons, run_for, write_config  # noqa: F401  (daemons: a fixture)
+from tests.test_ha_admin import ha_config, heads  # noqa: F401  (heads: a fixture)
+from tests.test_ha_admin import run_for as ha_run_for
 
 
 def test_restarts_destroy_at_most_max_destroys_per_hour_on_a_cloud_that_forgets_destroyed_vms(
@@ -61,3 +64,42 @@ def _restarts_destroy_once_an_hour(tmp_path, daemons, caplog, extra, reader):  #
     kept.close()
     run_for(d, 3600 - 1500 + 300)                    # an hour after the first, the next may go
     assert len(destroyed) >= 2
+
+
+@pytest.mark.postgres
+def test_a_new_ha_leader_on_the_shared_store_counts_the_old_leaders_destroys(
+        tmp_path, etcd, heads, postgres_url, caplog):  # noqa: F811
+    caplog.set_level(logging.INFO, "nodemanager")
+    clock = ManualClock(1_000_000.0)
+    extra = f"\n[Store]\nurl = {postgres_url}\n"
+
+    def cfg(name):
+        path = pathlib.Path(ha_config(tmp_path / f"{name}.ini", etcd.url))
+        path.write_text(path.read_text().replace("max_destroys_per_hour = 0", "max_destroys_per_hour = 1") + extra)
+        return str(path)
+
+    a = heads(cfg("a"), "head1:1", clock)
+    a.ha.lease.step()                                      # head1 leads
+    b = heads(cfg("b"), "head2:2", clock, ports=(a.world.cloud, a.world.scheduler, a.world))
+    destroyed: list[str] = []
+    real = a.world.cloud.destroy_node
+
+    def counted(node):
+        destroyed.append(node.id)
+        return real(node)
+
+    a.world.cloud.destroy_node = counted
+    a.start(), b.start()
+    for _ in range(120):                                   # until the leader destroyed one
+        ha_run_for(clock, [a, b], 5)
+        if destroyed:
+            break
+    assert len(destroyed) == 1
+    assert all(n.id != destroyed[0] for n in a.world.cloud.list_nodes())   # the listing forgot it
+    a.stop()                                               # releases the lease: head2 takes over
+    caplog.clear()
+    b.ha.lease.step()
+    ha_run_for(clock, [b], 900)
+    assert b.ha.lease.view().leading
+    assert len(destroyed) == 1, f"{len(destroyed)} destroys within the hour: {destroyed}"
+    assert any("max_destroys_per_hour 1 reached (1 in the last hour)" in r.getMessage() for r in caplog.records)
