@@ -17,6 +17,19 @@ from tests.test_ha_admin import ha_config, heads  # noqa: F401  (heads: a fixtur
 from tests.test_ha_admin import run_for as ha_run_for
 
 
+def _count_destroys(world) -> list[str]:
+    """The ids of the nodes destroyed in ``world`` from now on (the list grows)."""
+    destroyed: list[str] = []
+    real = world.cloud.destroy_node
+
+    def counted(node):
+        destroyed.append(node.id)
+        return real(node)
+
+    world.cloud.destroy_node = counted
+    return destroyed
+
+
 def test_restarts_destroy_at_most_max_destroys_per_hour_on_a_cloud_that_forgets_destroyed_vms(
         tmp_path, daemons, caplog):  # noqa: F811
     _restarts_destroy_once_an_hour(tmp_path, daemons, caplog, "",
@@ -37,14 +50,7 @@ def _restarts_destroy_once_an_hour(tmp_path, daemons, caplog, extra, reader):  #
     open(cfg, "w").write(text)
     clock = ManualClock(1_000_000.0)
     d = daemons(cfg, clock=clock).start()
-    destroyed: list[str] = []
-    real = d.world.cloud.destroy_node
-
-    def counted(node):
-        destroyed.append(node.id)
-        return real(node)
-
-    d.world.cloud.destroy_node = counted
+    destroyed = _count_destroys(d.world)
     run_for(d, 600)                                  # boots, the jobs end, idle_grace passes: one goes
     assert len(destroyed) == 1
     gone = destroyed[0]
@@ -81,14 +87,7 @@ def test_a_new_ha_leader_on_the_shared_store_counts_the_old_leaders_destroys(
     a = heads(cfg("a"), "head1:1", clock)
     a.ha.lease.step()                                      # head1 leads
     b = heads(cfg("b"), "head2:2", clock, ports=(a.world.cloud, a.world.scheduler, a.world))
-    destroyed: list[str] = []
-    real = a.world.cloud.destroy_node
-
-    def counted(node):
-        destroyed.append(node.id)
-        return real(node)
-
-    a.world.cloud.destroy_node = counted
+    destroyed = _count_destroys(a.world)
     a.start(), b.start()
     for _ in range(120):                                   # until the leader destroyed one
         ha_run_for(clock, [a, b], 5)
