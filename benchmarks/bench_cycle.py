@@ -23,6 +23,7 @@ import pathlib
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -31,7 +32,8 @@ sys.path.insert(0, str(REPO))
 
 from nodemanager.actors.clock import ManualClock  # noqa: E402
 from nodemanager.configuration.config import load  # noqa: E402
-from nodemanager.daemon import Daemon, tune_gc  # noqa: E402
+from nodemanager.actors.gc_tuning import tune_gc  # noqa: E402
+from nodemanager.daemon import Daemon  # noqa: E402
 from nodemanager.configuration.settings import Settings  # noqa: E402
 from nodemanager.sim.pool import Job  # noqa: E402
 from nodemanager.sim.world import SimWorld, world_options  # noqa: E402
@@ -51,7 +53,8 @@ def filled_world(n: int, port: int = -1) -> tuple[Settings, ManualClock, SimWorl
     settings = load(str(REPO / "config.example.ini"))
     settings = dataclasses.replace(
         settings, core=dataclasses.replace(settings.core, max_nodes=2 * n, idle_grace=86400.0),
-        manage=dataclasses.replace(settings.manage, port=port))
+        manage=dataclasses.replace(settings.manage, port=port,
+                                   state_dir=tempfile.mkdtemp(prefix="nm-bench-cycle-")))   # never the real one
     clock = ManualClock(1_000_000.0)
     opts = world_options(settings)
     opts.burst_size = 0

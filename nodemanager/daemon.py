@@ -162,6 +162,8 @@ class Daemon:
         self.actuator = Actuator(self.cloud, self.scheduler, settings, clock=self.clock,
                                  latest_worker=lambda name: self._latest_workers.get(name),
                                  journal=None if self.dry_run else ReservationJournal.for_settings(settings))
+        if not self.dry_run:
+            self.remember.keep_actions(self.actuator)
         self.controller = Controller(settings, self.matrix_source.current,
                                      None if self.dry_run else self.actuator, clock=self.clock,
                                      dry_run=self.dry_run, admin=self.admin,
@@ -215,7 +217,7 @@ class Daemon:
     def _fresh_leader(self) -> None:
         """This head became the HA leader: start from fresh inputs, as a restart does."""
         self.controller.forget_inputs()
-        self.remember.new_leader(self.spend, self.controller.memories)
+        self.remember.new_leader(self.spend, self.controller.memories, self.actuator)
 
     def _restarted(self, role: str) -> None:
         self.counters["actor_restarts"] += 1

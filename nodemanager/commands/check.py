@@ -19,9 +19,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "placeholders left in the boot scripts, poll the scheduler (SLURM: the running "
                     "slurmctld's settings, node names and sizes; HTCondor: the collector and READ "
                     "there, READ at the schedds, DRAIN_JOBS at a few of our startds), and check "
-                    "the status port (or the running daemon's /healthz), state file and state "
-                    "directory. Nothing is changed. Prints a checklist with the fix "
-                    "for each failure.")
+                    "the status port (or the running daemon's /healthz), state file, state "
+                    "directory and the store (its schema version, who can write it, its size). Nothing "
+                    "is changed. Prints a checklist with the fix for each failure.")
     parser.add_argument("--config", required=True, metavar="FILE", help="the INI configuration file")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.set_defaults(func=_check)

@@ -7,8 +7,9 @@ the same count. Pure.
 - a boot: a listed node of ours, terminated or not, launched in the window: its request time from
   ``TAG_REQUEST`` (``<id>.<epoch>``, on our clock), else its launch time.
 
-The process's own record (what it did that no listing shows yet) is merged in by key (node id
-for destroys, request id for boots) by :func:`merge`, so nothing is counted twice.
+The actuator's own record (what it did that no listing shows yet; kept in the store, so a cloud that
+drops a destroyed VM at once does not make a restart forget it) is merged in by key (node id for
+destroys, request id for boots) by :func:`merge`, so nothing is counted twice.
 """
 
 from __future__ import annotations

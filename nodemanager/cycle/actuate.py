@@ -165,6 +165,7 @@ class Actuator(ActuatorMemory):
                     else:
                         del self._boots[rid]
                         self._booted.pop(rid, None)   # refused: nothing was booted
+                        self._kept("boot", rid, None)
                         self._save_journal()
                 out.append(Outcome("boot", rid, FAILED, self._cloud_error(err, key, size.name),
                                    now, size.name))
@@ -398,6 +399,7 @@ class Actuator(ActuatorMemory):
         self._remember(InFlight(node=node.id, action="destroy", since=done, size=node.size))
         with self._lock:
             self._destroys[node.id] = now
+            self._kept("destroy", node.id, now)
             self._destroying.pop(node.id, None)
             self._destroyed_at[node.id] = self._mono()
         detail = f"destroyed: {why}"

@@ -52,8 +52,8 @@ class ActuatorState:
     quota: int | None = None
     blocked_sizes: frozenset[str] = frozenset()
     recent_destroys: tuple[float, ...] = ()
-    # this process's destroys (node id -> when) and boots (request id -> when) of the last hour,
-    # merged with the listing's records (nodemanager.core.rate_history)
+    # the actuator's destroys (node id -> when) and boots (request id -> when) of the last hour, the
+    # previous process's read back from the store, merged with the listing's (core.rate_history)
     destroys_by_node: Mapping[str, float] = field(default_factory=dict)
     boots_by_request: Mapping[str, float] = field(default_factory=dict)
     in_flight: tuple[InFlight, ...] = ()   # boots not listed yet; actions newer than the listing
@@ -113,6 +113,9 @@ class ActuatorMemory:
         self.journal = journal
         if journal is not None:
             self._restore(journal)
+        # where the destroys and boots of the budgets over time are kept beyond this process (the store):
+        # called with (kind, key, when), when None once it is not a boot after all
+        self.keep_action: Callable[[str, str, float | None], None] | None = None
 
     # -- state for the controller ---------------------------------------------------------------
 
@@ -139,6 +142,18 @@ class ActuatorMemory:
                                  destroys_by_node=dict(self._destroys), boots_by_request=boots,
                                  in_flight=tuple(r.in_flight() for r in self._boots.values())
                                  + tuple(self._recent.values()))
+
+    def restore_actions(self, kept: Mapping[str, Mapping[str, float]]) -> None:
+        """Take the destroys (by node id) and boots (by request id) a previous process (or the old HA
+        leader) kept, each key once (the earlier time): the rate budgets count them as this process's."""
+        with self._lock:
+            for kind, mine in (("destroy", self._destroys), ("boot", self._booted)):
+                for key, at in kept.get(kind, {}).items():
+                    mine[key] = min(at, mine.get(key, at))
+
+    def _kept(self, kind: str, key: str, at: float | None) -> None:
+        if self.keep_action is not None:
+            self.keep_action(kind, key, at)
 
     def denials(self) -> dict[str, str]:
         """The scheduler calls (``kind:node id``: drain, cancel, escalate, destroy) whose latest
@@ -205,6 +220,7 @@ class ActuatorMemory:
             for boot in expired:
                 del self._boots[boot.token]
                 self._booted.pop(boot.token, None)   # never listed: not a boot
+                self._kept("boot", boot.token, None)
                 self._raised.discard(boot.token)
                 self._restored.discard(boot.token)
                 out.append(Outcome("boot", boot.token, FAILED, f"requested {duration(now - boot.at)} ago "
@@ -219,6 +235,7 @@ class ActuatorMemory:
                 if node_id not in listed_ids:
                     del self._destroying[node_id]
                     self._destroys[node_id] = now
+                    self._kept("destroy", node_id, now)
                     out.append(Outcome("destroy", node_id, OK, "destroy raised but the node is gone "
                                        "from the listing", now, node.size, node.launched_at))
         return out
@@ -277,6 +294,7 @@ class ActuatorMemory:
                         f"{exc.strerror or exc} (no create without one)")
         self._boots[reservation.token] = reservation
         self._booted[reservation.token] = reservation.at
+        self._kept("boot", reservation.token, reservation.at)
         return None
 
     def _save_journal(self) -> None:

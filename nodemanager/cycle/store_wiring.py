@@ -4,17 +4,21 @@ the leader only; a new leader goes on with the old one's live ledger and memorie
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable
 
 from nodemanager.console.admin import AdminState
 from nodemanager.console.history import NodeHistory
 from nodemanager.console.spend_ledger import SpendLedger
-from nodemanager.store import Changes, start
+from nodemanager.core.rate_history import HOUR
+from nodemanager.store import Changes, StoreError, start
 from nodemanager.cycle.store_keeper import AdminBacking, StoreKeeper
 from nodemanager.store.metrics import StoreCollector
 from nodemanager.store.sqlite import MEMORY, SqliteStore
 
 __all__ = ["DaemonStore"]
+
+log = logging.getLogger("nodemanager.store")
 
 
 class DaemonStore:
@@ -49,8 +53,26 @@ class DaemonStore:
         return (NodeHistory.for_settings(settings, self.store, self.submit, self.clock()),
                 SpendLedger.for_settings(settings, self.store, self.submit, registry, self.clock))
 
-    def new_leader(self, spend: Any, memories: Any) -> None:
-        """This head now leads: on a shared store, take the old leader's live ledger and memories."""
+    def keep_actions(self, actuator: Any) -> None:
+        """Keep ``actuator``'s destroys and boots in the store, and give it those kept by the process
+        before (the rate budgets count them: a cloud that drops a destroyed VM at once forgets them)."""
+        actuator.keep_action = lambda kind, key, at: self.submit(Changes(actions={(kind, key): at}))
+        self._restore_actions(actuator)
+
+    def _restore_actions(self, actuator: Any) -> None:
+        try:
+            kept = self.store.actions(self.clock() - HOUR)
+        except StoreError as exc:
+            log.warning("the last hour's destroys and boots cannot be read from the store (%s): the rate "
+                        "budgets count what the cloud lists", exc)
+            return
+        actuator.restore_actions(kept)
+
+    def new_leader(self, spend: Any, memories: Any, actuator: Any = None) -> None:
+        """This head now leads: on a shared store, take the old leader's live ledger, memories and
+        the last hour's destroys and boots."""
         if self.shared:
             spend.resume()
             memories.load(self.clock())
+            if actuator is not None:
+                self._restore_actions(actuator)

@@ -1,7 +1,7 @@
 """Preflight: everything ``nodemanager run`` needs, checked without changing anything.
 
 ``preflight(config_path)`` returns one :class:`Check` per item, in order: the configuration, the
-matrix, the state file and state directory, the status port (or, with the daemon of this
+matrix, the state file and state directory, the store (:mod:`.store`), the status port (or, with the daemon of this
 configuration running here, its ``/healthz``), the cloud (one listing, then the provider's own
 permission check for every mutating call where it has one: EC2's ``DryRun``), the boot scripts
 (placeholders left in them), the scheduler (one poll) and its kind's own checks
@@ -60,6 +60,8 @@ def _checks(config_path: str, clock: Callable[[], float]) -> Iterator[Check]:
         warnings = f", {len(matrix.warnings)} warning(s): `nodemanager matrix check`" if matrix.warnings else ""
         yield Check("matrix", True, f"{matrix.source}: {len(matrix.rules)} rules{warnings}")
     yield from _local_files(settings)
+    from nodemanager.preflight.store import store_checks
+    yield from store_checks(settings)
     yield _port(settings)
     from nodemanager.daemon import build_ports
 

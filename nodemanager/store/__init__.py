@@ -25,6 +25,8 @@ __all__ = ["Store", "Changes", "Life", "StoreError", "StoreTooNew", "StoreWriter
 
 log = logging.getLogger("nodemanager.store")
 
+KEEP_ACTIONS = 86400.0   # seconds the actuator's destroy and boot times are kept (the budgets read the last hour)
+
 
 def store_path(settings: Any) -> str:
     """``<state_dir>/<cluster>.db`` (the SQLite store)."""
@@ -47,7 +49,7 @@ def open_store(settings: Any, read_only: bool = False) -> Any:
 def retention(settings: Any) -> dict[str, float]:
     """Seconds each kind (:data:`KINDS`) is kept."""
     s = settings.store
-    return {"ledger": s.keep_ledger, "events": s.keep_events, "gone": s.keep_gone}
+    return {"ledger": s.keep_ledger, "events": s.keep_events, "gone": s.keep_gone, "actions": KEEP_ACTIONS}
 
 
 def start(settings: Any, clock: Callable[[], float], store: Any = None) -> tuple[Any, StoreWriter]:

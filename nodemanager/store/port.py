@@ -15,7 +15,7 @@ from nodemanager.model import JobOwner
 
 __all__ = ["Store", "Changes", "Life", "StoreError", "StoreTooNew", "KINDS"]
 
-KINDS = ("ledger", "events", "gone")   # what retention prunes, each by its own age
+KINDS = ("ledger", "events", "gone", "actions")   # what retention prunes, each by its own age
 
 
 class StoreError(Exception):
@@ -45,6 +45,8 @@ class Changes:
     gone: dict[str, tuple[float, str]] = field(default_factory=dict)          # node -> (at, info JSON)
     memories: dict[str, tuple[str, float]] = field(default_factory=dict)      # kind -> (JSON, at)
     marks: dict[str, str] = field(default_factory=dict)                       # meta key -> value
+    # the actuator's destroys (by node id) and boots (by request id): (kind, key) -> when; None forgets it
+    actions: dict[tuple[str, str], float | None] = field(default_factory=dict)
 
     def merge(self, newer: Changes) -> None:
         """Add ``newer`` on top of this (a later state of a life or memory replaces the earlier)."""
@@ -53,9 +55,11 @@ class Changes:
         self.gone.update(newer.gone)
         self.memories.update(newer.memories)
         self.marks.update(newer.marks)
+        self.actions.update(newer.actions)
 
     def __len__(self) -> int:
-        return len(self.lives) + len(self.events) + len(self.gone) + len(self.memories) + len(self.marks)
+        return len(self.lives) + len(self.events) + len(self.gone) + len(self.memories) + len(self.marks) \
+            + len(self.actions)
 
 
 class Store(Protocol):
@@ -86,6 +90,9 @@ class Store(Protocol):
 
     def memory(self, kind: str) -> str | None:
         """The JSON last written for memory ``kind``, None if never."""
+
+    def actions(self, since: float) -> dict[str, dict[str, float]]:
+        """The actuator's actions at or after ``since``: kind (``destroy``, ``boot``) -> key -> when."""
 
     def mark(self, key: str) -> str | None:
         """A meta value (the schema version, a JSON file imported)."""

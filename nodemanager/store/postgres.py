@@ -38,6 +38,15 @@ class PostgresStore(SqlStore):
     def lock_schema(self, cur: Any) -> None:
         cur.execute("SELECT pg_advisory_xact_lock(738201)")   # any fixed number, this schema's own
 
+    def has_table(self, cur: Any, table: str) -> bool:
+        cur.execute("SELECT to_regclass(%s) IS NOT NULL", (table,))
+        return bool(cur.fetchone()[0])
+
+    def size_bytes(self) -> int:
+        with self.reading() as cur:
+            cur.execute("SELECT pg_database_size(current_database())")
+            return int(cur.fetchone()[0])
+
     def connect(self, write: bool) -> Any:
         import psycopg
         conn = psycopg.connect(self.url, connect_timeout=CONNECT_TIMEOUT,

@@ -11,7 +11,7 @@ from typing import Any
 
 from nodemanager.store.port import StoreError, StoreTooNew
 
-__all__ = ["MIGRATIONS", "LATEST", "TABLES", "migrate"]
+__all__ = ["MIGRATIONS", "LATEST", "TABLES", "migrate", "stored_version"]
 
 MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (1, (
@@ -39,6 +39,12 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
         "CREATE INDEX node_gone_at ON node_gone (at)",
         "CREATE TABLE memory (kind TEXT PRIMARY KEY, doc TEXT NOT NULL, at {float} NOT NULL)",
     )),
+    (2, (
+        # the actuator's destroys and boots of the last hours: the rate budgets survive a restart
+        "CREATE TABLE action_time (kind TEXT NOT NULL, key TEXT NOT NULL, at {float} NOT NULL, "
+        "PRIMARY KEY (kind, key))",
+        "CREATE INDEX action_time_at ON action_time (at)",
+    )),
 )
 LATEST = MIGRATIONS[-1][0]
 # every table's columns at LATEST, as `nodemanager store-copy` copies them (node_event's id is the target's own)
@@ -50,6 +56,7 @@ TABLES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("node_gone", ("node_id", "at", "info")),
     ("memory", ("kind", "doc", "at")),
     ("spend_day", ("by_key", "day", "name", "node_hours", "money", "core_hours")),
+    ("action_time", ("kind", "key", "at")),
     ("meta", ("key", "value")),
 )
 
@@ -86,6 +93,14 @@ def migrate(store: Any) -> int:
                 cur.execute(store.sql("INSERT INTO meta (key, value) VALUES ('schema', :v) "
                                       "ON CONFLICT (key) DO UPDATE SET value = excluded.value"), {"v": str(version)})
     return had
+
+
+def stored_version(store: Any) -> int:
+    """The schema version ``store`` holds (0: none yet), read without writing anything."""
+    with store.reading() as cur:
+        if not store.has_table(cur, "meta"):
+            return 0
+        return _version(cur)
 
 
 def _version(cur: Any) -> int:

@@ -26,6 +26,7 @@ _PRUNE = {
     "ledger": ("node_life", "node_id", "closed = 1 AND end_at < :before"),
     "events": ("node_event", "id", "at < :before"),
     "gone": ("node_gone", "node_id", "at < :before"),
+    "actions": ("action_time", "kind || ' ' || key", "at < :before"),
 }
 
 
@@ -64,6 +65,14 @@ class SqlStore:
 
     def lock_schema(self, cur: Any) -> None:
         """Serialize schema upgrades between processes (SQLite's write transaction already does)."""
+
+    def has_table(self, cur: Any, table: str) -> bool:
+        """True when ``table`` exists (read on ``cur``)."""
+        raise NotImplementedError
+
+    def size_bytes(self) -> int:
+        """What the store takes on disk."""
+        raise NotImplementedError
 
     def shared_reader(self) -> bool:
         """True when reads must use the writing connection (an in-memory database)."""
@@ -155,6 +164,14 @@ class SqlStore:
                 cur.executemany(self.sql("INSERT INTO memory (kind, doc, at) VALUES (:kind, :doc, :at) "
                                          "ON CONFLICT (kind) DO UPDATE SET doc = excluded.doc, at = excluded.at"),
                                 [{"kind": k, "doc": d, "at": at} for k, (d, at) in changes.memories.items()])
+            if changes.actions:
+                kept = [{"kind": k, "key": key, "at": at} for (k, key), at in changes.actions.items()
+                        if at is not None]
+                cur.executemany(self.sql("INSERT INTO action_time (kind, key, at) VALUES (:kind, :key, :at) "
+                                         "ON CONFLICT (kind, key) DO UPDATE SET "
+                                         "at = {least}(action_time.at, excluded.at)"), kept)
+                cur.executemany(self.sql("DELETE FROM action_time WHERE kind = :kind AND key = :key"),
+                                [{"kind": k, "key": key} for (k, key), at in changes.actions.items() if at is None])
             if changes.marks:
                 cur.executemany(self.sql("INSERT INTO meta (key, value) VALUES (:key, :value) "
                                          "ON CONFLICT (key) DO UPDATE SET value = excluded.value"),
@@ -224,7 +241,8 @@ class SqlStore:
         """Add ``rows`` to ``table`` in one transaction (a row already there is replaced)."""
         keys = ", ".join(f":c{i}" for i in range(len(columns)))
         conflict = {"node_life": "node_id", "node_share": "node_id, user_name, group_name", "node_gone": "node_id",
-                    "memory": "kind", "meta": "key", "spend_day": "by_key, day, name"}.get(table)
+                    "memory": "kind", "meta": "key", "spend_day": "by_key, day, name",
+                    "action_time": "kind, key"}.get(table)
         tail = (f" ON CONFLICT ({conflict}) DO UPDATE SET "
                 + ", ".join(f"{c} = excluded.{c}" for c in columns if c not in conflict.split(", "))) if conflict else ""
         with self.transaction() as cur:
@@ -322,6 +340,14 @@ class SqlStore:
             cur.execute(self.sql("SELECT doc FROM memory WHERE kind = :kind"), {"kind": kind})
             row = cur.fetchone()
         return None if row is None else str(row[0])
+
+    def actions(self, since: float) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {}
+        with self.reading() as cur:
+            cur.execute(self.sql("SELECT kind, key, at FROM action_time WHERE at >= :since"), {"since": since})
+            for kind, key, at in cur.fetchall():
+                out.setdefault(str(kind), {})[str(key)] = float(at)
+        return out
 
     def mark(self, key: str) -> str | None:
         with self.reading() as cur:

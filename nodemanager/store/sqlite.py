@@ -54,6 +54,17 @@ class SqliteStore(SqlStore):
             raise
         return conn
 
+    def has_table(self, cur: Any, table: str) -> bool:
+        cur.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
+        return cur.fetchone() is not None
+
+    def size_bytes(self) -> int:
+        return sum(os.path.getsize(p) for p in self.files() if os.path.exists(p))
+
+    def files(self) -> tuple[str, ...]:
+        """The database file and the WAL files beside it."""
+        return (self.path, self.path + "-wal", self.path + "-shm")
+
     def begin(self, conn: Any) -> None:
         if self.read_only:
             raise sqlite3.OperationalError("opened read-only")
