@@ -11,6 +11,7 @@ import pathlib
 import pwd
 import re
 import shlex
+import shutil
 import stat
 import subprocess
 import time
@@ -180,6 +181,23 @@ def _central_manager_tools(head: HeadNode, pool: CondorPool) -> None:
         path.chmod(0o755)
 
 
+def _start_execute_point(pool: CondorPool, name: str) -> None:
+    """A VM of the quickstart's image: the site's security, the ADMINISTRATOR line of
+    50-nodemanager-execute.conf (its NODEMANAGER_HOST this head node), this cluster's attribute,
+    and the pool's signing key as §1 asks (copied once its folders exist: the daemons read keys
+    when a token arrives)."""
+    execute = (REPO / "deploy/htcondor/50-nodemanager-execute.conf").read_text()
+    (allow,) = re.findall(r"^ALLOW_ADMINISTRATOR = .*$", execute, re.M)
+    pool.start_vm(name, extra=TOKEN_SITE.replace("SEC_READ_AUTHENTICATION = REQUIRED\n", "")
+                  + f"NODEMANAGER_HOST = 127.0.0.1\n{allow}\n"
+                  + 'NodeManagerCluster = "htc"\nSTARTD_ATTRS = $(STARTD_ATTRS) NodeManagerCluster\n')
+    keys = pool.dir / f"vm-{name}" / "passwords.d"
+    keys.mkdir(mode=0o700, exist_ok=True)
+    shutil.copy(pool.dir / "cm" / "passwords.d" / "POOL", keys / "POOL")
+    (keys / "POOL").chmod(0o600)
+    pool.wait_vm(name)
+
+
 def _as_service_user(head: HeadNode, code: str, **env: str) -> subprocess.CompletedProcess[str]:
     """Python of the installed venv as the unit's User with the unit's CONDOR_CONFIG."""
     etc = head.root / "etc/nodemanager"
@@ -197,10 +215,16 @@ def test_the_htcondor_quickstart_runs_as_written(head, moto_server, central_mana
     _central_manager_tools(head, pool)
     _site_boot_script(head, "htcondor-node.sh", "CENTRAL_MANAGER")
     head.localize("src/nodemanager/deploy/htcondor")   # its token folder: the site's path, under the root
-    out = _checked(head.run(install))
+    with pool.client():
+        _start_execute_point(pool, "htc-c8-1")            # check asks a VM of ours for the drain right
+    try:
+        out = _checked(head.run(install))
+    finally:
+        pool.stop_vm("htc-c8-1")                          # the daemon's first cycle: an empty pool
     # check passes as a fresh site's: the token the real condor_token_create made reads the pool
     assert "[FAIL]" not in out, out[-3000:]
-    for line in ("htcondor collector", "htcondor READ at the collector", "htcondor READ at the schedds"):
+    for line in ("htcondor collector", "htcondor READ at the collector", "htcondor READ at the schedds",
+                 "htcondor DRAIN_JOBS at the startds"):
         assert re.search(rf"^\[ok  \] {line}: ", out, re.M), out[-3000:]
     identity = f"condor@{pool.run('condor_config_val', 'UID_DOMAIN').strip()}"
     assert f"READ granted to {identity}" in out, out[-3000:]
