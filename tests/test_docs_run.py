@@ -10,6 +10,8 @@ from __future__ import annotations
 import pathlib
 import pwd
 import re
+import shlex
+import shutil
 import stat
 import subprocess
 import time
@@ -18,7 +20,8 @@ import pytest
 import requests
 
 from tests.docs_run import REPO, SYSTEMCTL, HeadNode, ini_block, shell_blocks
-from tests.fixtures.moto import EC2_IMAGE, free_port
+from tests.fixtures.condor_pool import CondorPool, require_condor
+from tests.fixtures.moto import EC2_IMAGE
 from tests.fixtures.slurm import SlurmCluster, _terminate, started
 
 pytestmark = [pytest.mark.slow, pytest.mark.ec2]
@@ -145,22 +148,86 @@ def test_the_slurm_quickstart_runs_as_written(head, moto_server, site_slurm, tmp
     assert "nodemanager plan" in out and "--live" in out            # man nodemanager
 
 
-def test_the_htcondor_quickstart_runs_as_written(head, moto_server, tmp_path):
+# the site's central manager: HTCondor's recommended security (v9_0 is this HTCondor 23's
+# version of the quickstart's recommended_v24_0), every read authenticated too (the strictest
+# site); CLAIMTOBE is left for the fixture's own waits, and the head node's user cannot use it
+# (not among a client's default methods), nor FS (it does not reach into the chroot): a token only
+TOKEN_SITE = ("use security:recommended_v9_0\n"
+              "SEC_DEFAULT_AUTHENTICATION_METHODS = FS, IDTOKENS, CLAIMTOBE\n"
+              "SEC_READ_AUTHENTICATION = REQUIRED\n"
+              "SEC_USE_FAMILY_SESSION = False\n"
+              "SEC_PASSWORD_DIRECTORY = $(LOCAL_DIR)/passwords.d\n"      # this pool's own signing key
+              "SEC_TOKEN_SYSTEM_DIRECTORY = $(LOCAL_DIR)/tokens.d\n")
+
+
+@pytest.fixture
+def central_manager():
+    """A real central manager (collector, negotiator, schedd) with token authentication."""
+    pool = CondorPool(require_condor())
+    try:
+        with pool.client():                         # the fixture's own waits claim an identity
+            yield pool.start(TOKEN_SITE)
+    finally:
+        pool.stop()
+
+
+def _central_manager_tools(head: HeadNode, pool: CondorPool) -> None:
+    """The central manager's own ``condor_config_val`` and ``condor_token_create``, as the doc runs
+    them there: these wrappers only reach the real binaries (in the chroot, with the pool's
+    configuration as the central manager's /etc/condor); every answer is the real tool's."""
+    for tool in ("condor_config_val", "condor_token_create"):
+        path = head.root / "usr/local/bin" / tool
+        path.write_text(f"#!/bin/sh\nexec {shlex.join(pool.tool(tool))} \"$@\"\n")
+        path.chmod(0o755)
+
+
+def _start_execute_point(pool: CondorPool, name: str) -> None:
+    """A VM of the quickstart's image: the site's security, the ADMINISTRATOR line of
+    50-nodemanager-execute.conf (its NODEMANAGER_HOST this head node), this cluster's attribute,
+    and the pool's signing key as §1 asks (copied once its folders exist: the daemons read keys
+    when a token arrives)."""
+    execute = (REPO / "deploy/htcondor/50-nodemanager-execute.conf").read_text()
+    (allow,) = re.findall(r"^ALLOW_ADMINISTRATOR = .*$", execute, re.M)
+    pool.start_vm(name, extra=TOKEN_SITE.replace("SEC_READ_AUTHENTICATION = REQUIRED\n", "")
+                  + f"NODEMANAGER_HOST = 127.0.0.1\n{allow}\n"
+                  + 'NodeManagerCluster = "htc"\nSTARTD_ATTRS = $(STARTD_ATTRS) NodeManagerCluster\n')
+    keys = pool.dir / f"vm-{name}" / "passwords.d"
+    keys.mkdir(mode=0o700, exist_ok=True)
+    shutil.copy(pool.dir / "cm" / "passwords.d" / "POOL", keys / "POOL")
+    (keys / "POOL").chmod(0o600)
+    pool.wait_vm(name)
+
+
+def _as_service_user(head: HeadNode, code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """Python of the installed venv as the unit's User with the unit's CONDOR_CONFIG."""
+    etc = head.root / "etc/nodemanager"
+    return subprocess.run(["runuser", "-u", "nodemanager", "--", "env", f"CONDOR_CONFIG={etc}/condor_config",
+                           *(f"{k}={v}" for k, v in env.items()),
+                           str(head.root / "opt/nodemanager/bin/python"), "-c", code],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_the_htcondor_quickstart_runs_as_written(head, moto_server, central_manager, tmp_path):
     doc = REPO / "docs" / "quickstart-ec2-htcondor.md"
     install, unit, first_checks = shell_blocks(doc)
-    collector = f"127.0.0.1:{free_port()}"          # the site's central manager (none answers here)
-    (head.checkout / "nodemanager.ini").write_text(head.site(_site_ini(doc, moto_server, collector=collector)))
-    tools = head.root / "usr/local/bin"
-    if not (pathlib.Path("/usr/bin/condor_token_create").exists()):
-        # the central manager's tools, absent on this machine: stand-ins that answer as they do
-        (tools / "condor_config_val").write_text("#!/bin/sh\necho example.org\n")
-        (tools / "condor_token_create").write_text("#!/bin/sh\necho eyJhbGciOiJIUzI1NiJ9.docs-run-token\n")
-        for tool in ("condor_config_val", "condor_token_create"):
-            (tools / tool).chmod(0o755)
+    pool = central_manager
+    (head.checkout / "nodemanager.ini").write_text(head.site(_site_ini(doc, moto_server, collector=pool.collector)))
+    _central_manager_tools(head, pool)
     _site_boot_script(head, "htcondor-node.sh", "CENTRAL_MANAGER")
-    result = head.run(install)
-    head.localize("etc/nodemanager")
-    _checked(result)
+    head.localize("src/nodemanager/deploy/htcondor")   # its token folder: the site's path, under the root
+    with pool.client():
+        _start_execute_point(pool, "htc-c8-1")            # check asks a VM of ours for the drain right
+    try:
+        out = _checked(head.run(install))
+    finally:
+        pool.stop_vm("htc-c8-1")                          # the daemon's first cycle: an empty pool
+    # check passes as a fresh site's: the token the real condor_token_create made reads the pool
+    assert "[FAIL]" not in out, out[-3000:]
+    for line in ("htcondor collector", "htcondor READ at the collector", "htcondor READ at the schedds",
+                 "htcondor DRAIN_JOBS at the startds"):
+        assert re.search(rf"^\[ok  \] {line}: ", out, re.M), out[-3000:]
+    identity = f"condor@{pool.run('condor_config_val', 'UID_DOMAIN').strip()}"
+    assert f"READ granted to {identity}" in out, out[-3000:]
     etc = head.root / "etc/nodemanager"
     _owned_by_service_user(etc / "nodemanager.ini", 0o600)
     _owned_by_service_user(etc / "tokens.d", 0o700)
@@ -169,22 +236,27 @@ def test_the_htcondor_quickstart_runs_as_written(head, moto_server, tmp_path):
     head.localize("etc/systemd/system")
     environment = " ".join(head.unit()["Environment"])
     assert f"CONDOR_CONFIG={etc}/condor_config" in environment
-    # the service user's HTCondor client reads the token folder the unit's CONDOR_CONFIG names
-    probe = ("import htcondor2; print(htcondor2.param['SEC_TOKEN_DIRECTORY']); "
-             "print(open(htcondor2.param['SEC_TOKEN_DIRECTORY'] + '/nodemanager').read()[:3])")
-    seen = subprocess.run(["runuser", "-u", "nodemanager", "--", "env", f"CONDOR_CONFIG={etc}/condor_config",
-                           str(head.root / "opt/nodemanager/bin/python"), "-c", probe],
-                          capture_output=True, text=True, timeout=60)
-    assert seen.stdout.split() == [str(etc / "tokens.d"), "eyJ"], seen.stderr
+    # the service user's HTCondor client reads the pool and holds ADMINISTRATOR (drains) with the
+    # token, and neither without it
+    probe = (f"import htcondor2; print(htcondor2.param['SEC_TOKEN_DIRECTORY']); "
+             f"print(len(htcondor2.Collector('{pool.collector}').query(htcondor2.AdType.Schedd))); "
+             f"print(htcondor2.ping('<127.0.0.1:{pool.port}>', 'ADMINISTRATOR')['MyRemoteUserName'])")
+    seen = _as_service_user(head, probe)
+    assert seen.stdout.split() == [str(etc / "tokens.d"), "1", identity], seen.stderr
+    unseen = _as_service_user(head, probe, _CONDOR_SEC_TOKEN_DIRECTORY=str(tmp_path))
+    assert unseen.returncode != 0 and "Failed communication with collector" in unseen.stderr, unseen
     log = tmp_path / "unit.log"
     proc = head.start_unit(log)
     try:
-        # no collector answers here: the daemon serves its page and waits for its first poll
-        _wait_for_status("http://127.0.0.1:8989", proc, log, cycle=False)
+        status = _wait_for_status("http://127.0.0.1:8989", proc, log)      # a cycle on the real pool
+        assert status["nodes"] == [] and "started" in log.read_text()
         out = _ok(head.run(first_checks, env={"MANWIDTH": "100"}))
     finally:
         _stop(proc)
-    assert "no cycle has finished yet" in out and "nodemanager plan" in out    # status; man
+    assert re.search(r"(?m)^ok: last cycle finished", out), out     # status
+    assert "no node and no boot would change" in out           # plan --live: no token needed
+    assert re.search(r"(?m)^(no spend|USER|user)", out), out        # cost: the ledger is kept
+    assert "nodemanager plan" in out and "--live" in out            # man nodemanager
 
 
 def test_the_readme_runs_as_written(head, tmp_path):
