@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from nodemanager.commands.simulate_values import BadInput, duration, read_sweeps, size_list
+from nodemanager.commands.simulate_values import BadInput, duration, read_input, read_sweeps, size_list
 
 if TYPE_CHECKING:
     from nodemanager.model import Size
@@ -29,7 +29,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "waits and actions; --compare adds the peers' policies (static, Arvados, "
                     "cluster-autoscaler, Slurm power saving, Karpenter, COBalD). How each "
                     "figure is computed: docs/simulator.md.")
-    p.add_argument("--trace", required=True, metavar="FILE", help="SWF trace (.swf or .swf.gz)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--trace", metavar="FILE", help="SWF trace (.swf or .swf.gz)")
+    source.add_argument("--history", metavar="FILE", help="the site's own job history (with --format; "
+                        "docs/simulator.md, \"Replaying your own history\")")
+    p.add_argument("--format", choices=_formats(), help="--history's format")
     p.add_argument("--config", metavar="INI", help="configuration file (default: embedded defaults; "
                    "with a config, its [Daemon] max_nodes applies)")
     p.add_argument("--matrix", metavar="FILE", action="append", default=[],
@@ -86,8 +90,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--job-seed", type=int, default=1, metavar="N",
                    help="seed choosing the GPU / constrained jobs (default 1)")
     p.add_argument("--jobs", type=int, default=0, metavar="N",
-                   help="replays run in parallel (default: the number of CPUs)")
+                   help="replays run in parallel on a local Dask cluster (default: the number of CPUs)")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="run the replays on this running Dask scheduler's workers")
     p.set_defaults(func=_run)
+
+
+def _formats() -> tuple[str, ...]:
+    from nodemanager.sim.history import FORMATS
+
+    return tuple(FORMATS)
 
 
 def _fail(message: str) -> int:
@@ -213,7 +225,6 @@ def _simulate(args: argparse.Namespace) -> int:
     from nodemanager.sim.progress import progress_bar
     from nodemanager.sim.spend import spend_lines
     from nodemanager.sim.replay_many import run_many
-    from nodemanager.sim.swf import SwfError, read_jobs
 
     t_start = time.perf_counter()
     settings = _settings(args)
@@ -226,17 +237,8 @@ def _simulate(args: argparse.Namespace) -> int:
                       placement=args.placement,
                       max_retirement=duration("--max-retirement", args.max_retirement), spend_by=args.by or "",
                       spot_rate=args.spot_interruptions_per_day if args.spot_configured_rate is not None else None)
-    try:
-        jobs, reader = read_jobs(args.trace, skip_days=args.skip_days, days=args.days,  # a schedule reads the trace's clock
-                                 absolute=any(s.warm_schedule is not None for s in settings.core.sizes))
-    except (SwfError, ValueError) as exc:
-        raise BadInput(str(exc)) from None
-    except OSError as exc:
-        raise BadInput(f"{args.trace}: {exc}") from None
-    if not jobs:
-        why = "; ".join(f"{v} skipped: {k} (first at line {reader.first_skipped_line[k]})"
-                        for k, v in reader.skipped.items())
-        raise BadInput(f"{args.trace}: no usable jobs in the chosen window" + (f" ({why})" if why else ""))
+    source = read_input(args, absolute=any(s.warm_schedule is not None for s in settings.core.sizes))
+    jobs = source.jobs
     sizes = settings.core.sizes
     cpn = max(s.cores for s in sizes)
     bounds = lower_bounds(jobs, cpn)
@@ -278,7 +280,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
     window = (f"days {args.skip_days:g}-{args.skip_days + args.days:g}" if args.days
               else f"days {args.skip_days:g}-end")
-    trace = os.path.basename(args.trace)
+    trace = source.name
     runs = [(p, True) for p in mains] + [(p, False) for p in variants]
     processes = args.jobs or os.cpu_count() or 1
     if not args.json:
@@ -286,7 +288,7 @@ def _simulate(args: argparse.Namespace) -> int:
               f"configuration(s), {min(processes, len(runs))} at a time...", file=sys.stderr)
     with progress_bar(0, "replaying", enabled=not args.json, unit=" replays") as bar:
         results = run_many(jobs, runs, sim, bounds, trace=trace, window=window,
-                           processes=processes, progress=bar)
+                           processes=processes, progress=bar, scheduler=args.scheduler)
     rows = [r.figures for r in results[:len(mains)]]
     sweep_rows = [r.figures for r in results[len(mains):]]
     if args.compare and len({s.cores for s in sizes}) == 1:  # node-hours of one size compare
@@ -305,8 +307,7 @@ def _simulate(args: argparse.Namespace) -> int:
     # a spot reclaim kills jobs too: only the kills of our drains warn
     killed = [f for f in ours_rows if f.jobs_killed - f.jobs_killed_by.get("by_reclaim", 0) > 0
               and not f.escalations]
-    notes = [f"{v} jobs skipped: {k} (first at line {reader.first_skipped_line[k]})"
-             for k, v in reader.skipped.items()]
+    notes = list(source.notes)
     notes.append(f"cloud: boot {sim.boot_delay:g}s, join {sim.join_delay:g}s; "
                  + "; ".join(f"size {s.name}: {s.cores} cores, {s.ram_mb} MB, {s.price:g}/h, "
                              + (f"billed per {s.billing_period}s" if s.billing_period
@@ -316,9 +317,7 @@ def _simulate(args: argparse.Namespace) -> int:
                     if settings.core.max_total_price else "")
                  + f"; placement {sim.placement}-first")
     notes += accuracy_lines(rows + sweep_rows)
-    if reader.header.acknowledge:
-        notes.append("trace provided by " + "; ".join(reader.header.acknowledge)
-                     + " (Parallel Workloads Archive)")
+    notes += source.credit
     wall = time.perf_counter() - t_start
 
     if args.json:
@@ -328,7 +327,8 @@ def _simulate(args: argparse.Namespace) -> int:
                "verdicts": [{"ours": v.ours, "baseline": v.baseline, "on_front": v.on_front,
                              "dominated_by": [d.params.get("sweep", {}) for d in v.by]}
                             for v in judged],
-               "skipped_jobs": reader.skipped, "wall_seconds": round(wall, 2)}
+               "skipped_jobs": source.skipped,
+               "skipped_lines": [{"line": n, "reason": why} for n, why in source.named], "wall_seconds": round(wall, 2)}
         print(json.dumps(out, indent=2))
     else:
         print(format_table(rows))

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-__all__ = ["BadInput", "duration", "read_sweeps", "size_list"]
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nodemanager.sim.history import ReplayInput
+
+__all__ = ["BadInput", "duration", "read_input", "read_sweeps", "size_list"]
 
 
 class BadInput(Exception):
@@ -64,3 +69,22 @@ def size_list(text: str, cores_per_node: int | None) -> tuple:
     if not cores or cores[0] <= 0:
         raise BadInput(f"--sizes {text!r}: expected positive core counts, e.g. 2,4,8,16")
     return tuple(default_size(c) for c in cores)
+
+
+def read_input(args: Any, *, absolute: bool = False) -> ReplayInput:
+    """The jobs of ``--trace`` or ``--history``/``--format`` in the ``--skip-days``/``--days``
+    window; BadInput names the file (and line) when there are none or it cannot be read."""
+    from nodemanager.sim.history import load_input
+
+    path = args.history or args.trace
+    try:
+        source = load_input(trace=args.trace, history=args.history, fmt=args.format,
+                            skip_days=args.skip_days, days=args.days, absolute=absolute)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    except OSError as exc:
+        raise BadInput(f"{path}: {exc}") from None
+    if not source.jobs:
+        why = "; ".join(f"{n} skipped: {k} (first at line {source.first_line[k]})" for k, n in source.skipped.items())
+        raise BadInput(f"{path}: no usable jobs in the chosen window" + (f" ({why})" if why else ""))
+    return source

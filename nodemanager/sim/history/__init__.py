@@ -45,13 +45,17 @@ def read_history(path: str, fmt: str, *, skip_days: float = 0.0,
 
 @dataclass(frozen=True, slots=True)
 class ReplayInput:
-    """The jobs a replay reads, with what reading them left out: ``skipped`` counts by reason,
-    ``notes`` are the lines the tables print under them."""
+    """The jobs a replay reads, with what reading them left out: ``skipped`` counts by reason (``first_line`` the first of each;
+    ``named`` the first lines skipped, with their reason),
+    ``notes`` are the lines the tables print under them, ``credit`` who provided an archive trace."""
 
     jobs: list[SwfJob]
     name: str
     skipped: dict[str, int]
+    first_line: dict[str, int]
+    named: list[tuple[int, str]]
     notes: list[str]
+    credit: list[str]
 
 
 def load_input(*, trace: str | None = None, history: str | None = None, fmt: str | None = None,
@@ -68,11 +72,16 @@ def load_input(*, trace: str | None = None, history: str | None = None, fmt: str
         if not os.path.exists(history):
             raise HistoryError(f"{history}: no such history file")
         jobs, log = read_history(history, fmt, skip_days=skip_days, days=days)
-        return ReplayInput(jobs=jobs, name=os.path.basename(history), skipped=dict(log.skipped), notes=log.notes())
+        return ReplayInput(jobs=jobs, name=os.path.basename(history), skipped=dict(log.skipped),
+                           first_line=dict(log.first_skipped_line), named=list(log.named),
+                           notes=log.notes(),
+                           credit=[])
     assert trace is not None
     jobs, reader = read_jobs(trace, skip_days=skip_days, days=days, absolute=absolute)
     notes = [f"{v} jobs skipped: {k} (first at line {reader.first_skipped_line[k]})"
              for k, v in reader.skipped.items()]
-    if reader.header.acknowledge:
-        notes.append("trace provided by " + "; ".join(reader.header.acknowledge) + " (Parallel Workloads Archive)")
-    return ReplayInput(jobs=jobs, name=os.path.basename(trace), skipped=dict(reader.skipped), notes=notes)
+    credit = ([f"trace provided by {'; '.join(reader.header.acknowledge)} (Parallel Workloads Archive)"]
+              if reader.header.acknowledge else [])
+    return ReplayInput(jobs=jobs, name=os.path.basename(trace), skipped=dict(reader.skipped),
+                       first_line=dict(reader.first_skipped_line), named=[], notes=notes,
+                       credit=credit)

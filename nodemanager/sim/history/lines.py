@@ -43,10 +43,12 @@ class HistoryLog:
     adjusted: dict[str, int] = field(default_factory=dict)
     records: int = 0
 
-    def skip(self, why: str, line: int) -> None:
+    def skip(self, why: str, line: int, *, name: bool = True) -> None:
+        """Count ``line`` under ``why``; ``name`` False for the records every history has (a job's
+        steps), which would crowd out the lines worth a look."""
         self.skipped[why] = self.skipped.get(why, 0) + 1
         self.first_skipped_line.setdefault(why, line)
-        if len(self.named) < NAMED:
+        if name and len(self.named) < NAMED:
             self.named.append((line, why))
 
     def adjust(self, what: str) -> None:
@@ -58,9 +60,8 @@ class HistoryLog:
                for why, n in self.skipped.items()]
         out += [f"{n} record(s) replayed under a rule: {what}" for what, n in self.adjusted.items()]
         if self.named:
-            more = sum(self.skipped.values()) - len(self.named)
             out.append("skipped lines: " + ", ".join(f"{self.path}:{line} ({why})" for line, why in self.named)
-                       + (f" and {more} more" if more > 0 else ""))
+                       + (" and more" if len(self.named) == NAMED else ""))
         return out
 
 

@@ -29,6 +29,7 @@ _MEM = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)([cn]?)$")
 _MEM_SCALE = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 ** 2, "P": 1024 ** 3}
 _LIMIT = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+)(?::(\d+))?$")
 _PENDING_ARRAY = re.compile(r"^\d+_\[")
+_STEP = "a job step (its job's line is replayed)"
 
 
 def read_sacct(path: str, log: HistoryLog) -> list[Record]:
@@ -56,7 +57,7 @@ def read_sacct(path: str, log: HistoryLog) -> list[Record]:
             record = _record(row, requeued_end, log)
             out.append(check_range(record, log))
         except Skip as why:
-            log.skip(str(why), lineno)
+            log.skip(str(why), lineno, name=str(why) != _STEP)
     return out
 
 
@@ -72,7 +73,7 @@ def _check_header(path: str, lineno: int, names: list[str]) -> None:
 def _record(row: dict[str, str], requeued_end: dict[str, float], log: HistoryLog) -> Record:
     job = row["jobid"]
     if "." in job:
-        raise Skip("a job step (its job's line is replayed)")
+        raise Skip(_STEP)
     if _PENDING_ARRAY.match(job):
         raise Skip("never started (array tasks still pending)")
     state = (row.get("state") or "").split(" ")[0].upper()
