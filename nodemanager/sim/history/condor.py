@@ -42,25 +42,26 @@ def read_condor(path: str, log: HistoryLog) -> list[Record]:
             broken = broken or bool(ad_lines)
             continue
         if json_mode is None:
-            json_mode = text[0] in "[{"
+            json_mode = text.lstrip()[0] in "[{"
         if not json_mode:
-            _one(out, log, lineno, lambda: _af(text))
+            _one(out, log, lineno, lambda: _af(text.strip()))
             continue
         if ad_lines:
             ad_lines.append(text)
-            if text == "}":
+            if text in ("}", "},"):
                 if broken:
                     log.records += 1
                     log.skip("an ad with a skipped line", ad_start)
                 else:
-                    body = "\n".join(ad_lines)
+                    body = "\n".join(ad_lines).rstrip(",")
                     _one(out, log, ad_start, lambda: _ad(_json(body)))
                 ad_lines, broken = [], False
-            elif text.startswith("{") and not text.startswith("{ "):
+            elif text == "{":
                 log.records += 1
                 log.skip("an ad that never ends", ad_start)
                 ad_lines, ad_start = [text], lineno
             continue
+        text = text.strip()
         if text in ("[", "]", ",", "[]"):
             continue
         if text == "{":

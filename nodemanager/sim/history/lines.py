@@ -102,7 +102,8 @@ def open_bytes(path: str) -> IO[bytes]:
 
 
 def numbered_lines(path: str, log: HistoryLog) -> Iterator[tuple[int, str]]:
-    """Each non-blank line of ``path`` with its number, decoded as UTF-8. A line longer than
+    """Each non-blank line of ``path`` with its number, decoded as UTF-8, trailing white space
+    dropped (leading white space kept: it tells an ad's own braces from nested ones). A line longer than
     :data:`MAX_LINE` bytes or not UTF-8 is skipped and counted; a file that cannot be read raises
     HistoryError naming the line."""
     for lineno, text in lines_with_holes(path, log):
@@ -128,7 +129,7 @@ def lines_with_holes(path: str, log: HistoryLog) -> Iterator[tuple[int, str | No
                     yield lineno, None
                     continue
                 try:
-                    text = raw.decode("utf-8").strip()
+                    text = raw.decode("utf-8").rstrip()
                 except UnicodeDecodeError:
                     log.skip("not UTF-8", lineno)
                     yield lineno, None

@@ -24,6 +24,7 @@ __all__ = ["FIELDS", "read_sacct"]
 FIELDS = ("JobID", "Submit", "Start", "End", "AllocCPUS", "ReqCPUS", "ReqMem", "NNodes", "Timelimit",
           "User", "Account", "Partition", "State", "JobName")
 _CORES = ("alloccpus", "ncpus", "reqcpus")     # the first one given and above 0 is the job's cores
+_SHOWN = {f.lower(): f for f in (*FIELDS, "NCPUS")}
 _NO_TIME = {"", "unknown", "none"}
 _MEM = re.compile(r"^(\d+(?:\.\d+)?)([KMGTP]?)([cn]?)$")
 _MEM_SCALE = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 ** 2, "P": 1024 ** 3}
@@ -38,7 +39,7 @@ def read_sacct(path: str, log: HistoryLog) -> list[Record]:
     out: list[Record] = []
     requeued_end: dict[str, float] = {}
     for lineno, line in numbered_lines(path, log):
-        parts = line.split("|")
+        parts = line.strip().split("|")
         if names is None:
             if "jobid" in (p.strip().lower() for p in parts):
                 names = [p.strip().lower() for p in parts]
@@ -90,7 +91,7 @@ def _record(row: dict[str, str], requeued_end: dict[str, float], log: HistoryLog
     cores = 0
     for name in _CORES:
         if name in row and row[name]:
-            cores = _int(row[name], name)
+            cores = _int(row[name], _SHOWN.get(name, name))
             if cores > 0:
                 break
     nodes = _int(row["nnodes"], "NNodes") if row.get("nnodes") else 1
