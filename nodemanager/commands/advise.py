@@ -12,7 +12,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from nodemanager.commands.simulate_values import BadInput, duration, read_input
+from nodemanager.commands.simulate_values import BadInput, add_input_options, duration, read_input
 
 if TYPE_CHECKING:
     from nodemanager.sim.advisor import Candidate, Point
@@ -23,8 +23,6 @@ GIVE_UP = 86400.0   # a replay still running jobs a day after a no-wait pool wou
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from nodemanager.sim.history import FORMATS
-
     p = subparsers.add_parser(
         "advise", help="replay the site's history under settings that move cost and waits, and propose a change",
         description="Replay a job history under today's configuration and under each setting that moves "
@@ -33,22 +31,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "against p95 wait and propose the change as a diff of the configuration. A configuration "
                     "whose replay killed or evicted a job is never proposed. docs/simulator.md, \"Asking the "
                     "advisor\".")
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--history", metavar="FILE", help="the site's job history (with --format)")
-    source.add_argument("--trace", metavar="FILE", help="an SWF trace instead")
-    p.add_argument("--format", choices=tuple(FORMATS), help="--history's format")
+    add_input_options(p)
     p.add_argument("--config", required=True, metavar="INI", help="today's configuration file")
-    p.add_argument("--days", type=float, metavar="N", help="replay only N days of submissions")
-    p.add_argument("--skip-days", type=float, default=0.0, metavar="N", help="skip the first N days")
     p.add_argument("--try", dest="tries", action="append", default=[], metavar="SECTION:OPTION=VALUE;...",
                    help="also try this change (options separated by ;), e.g. \"Daemon:idle_grace=30m\"; repeatable")
     p.add_argument("--wait-slack", default="60s", metavar="DURATION",
                    help="propose only points whose p95 wait is at most today's plus this (default 60s)")
     p.add_argument("--boot-delay", default="90", metavar="SECONDS", help="cloud: create to running (default 90)")
     p.add_argument("--join-delay", default="30", metavar="SECONDS", help="pool: running to joined (default 30)")
-    p.add_argument("--jobs", type=int, default=0, metavar="N",
-                   help="replays run in parallel on a local Dask cluster (default: the number of CPUs)")
-    p.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="run the replays on this Dask scheduler's workers")
     p.add_argument("--json", action="store_true", help="print the points and the proposal as JSON")
     p.add_argument("--report", metavar="DIR", help="draw the front into DIR/advice.png (needs matplotlib)")
     p.set_defaults(func=_run)

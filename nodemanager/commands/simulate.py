@@ -10,7 +10,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from nodemanager.commands.simulate_values import BadInput, duration, read_input, read_sweeps, size_list
+from nodemanager.commands.simulate_values import (BadInput, add_input_options, duration, read_input, read_sweeps,
+                                                  size_list)
 
 if TYPE_CHECKING:
     from nodemanager.model import Size
@@ -29,18 +30,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "waits and actions; --compare adds the peers' policies (static, Arvados, "
                     "cluster-autoscaler, Slurm power saving, Karpenter, COBalD). How each "
                     "figure is computed: docs/simulator.md.")
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--trace", metavar="FILE", help="SWF trace (.swf or .swf.gz)")
-    source.add_argument("--history", metavar="FILE", help="the site's own job history (with --format; "
-                        "docs/simulator.md, \"Replaying your own history\")")
-    p.add_argument("--format", choices=_formats(), help="--history's format")
+    add_input_options(p)
     p.add_argument("--config", metavar="INI", help="configuration file (default: embedded defaults; "
                    "with a config, its [Daemon] max_nodes applies)")
     p.add_argument("--matrix", metavar="FILE", action="append", default=[],
                    help="policy matrix (repeat to compare matrices on the same trace)")
-    p.add_argument("--days", type=float, metavar="N", help="replay only N days of submissions")
-    p.add_argument("--skip-days", type=float, default=0.0, metavar="N",
-                   help="skip the first N days (counted from the first job)")
     p.add_argument("--compare", action="store_true", help="also run the baseline policies")
     p.add_argument("--only", metavar="NAME,...",
                    help="run only these policies, by their names in the tables (e.g. "
@@ -89,17 +83,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "size that offers it")
     p.add_argument("--job-seed", type=int, default=1, metavar="N",
                    help="seed choosing the GPU / constrained jobs (default 1)")
-    p.add_argument("--jobs", type=int, default=0, metavar="N",
-                   help="replays run in parallel on a local Dask cluster (default: the number of CPUs)")
-    p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
-                   help="run the replays on this running Dask scheduler's workers")
     p.set_defaults(func=_run)
-
-
-def _formats() -> tuple[str, ...]:
-    from nodemanager.sim.history import FORMATS
-
-    return tuple(FORMATS)
 
 
 def _fail(message: str) -> int:

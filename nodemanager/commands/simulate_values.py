@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from nodemanager.sim.history import ReplayInput
 
-__all__ = ["BadInput", "duration", "read_input", "read_sweeps", "size_list"]
+__all__ = ["BadInput", "add_input_options", "duration", "read_input", "read_sweeps", "size_list"]
 
 
 class BadInput(Exception):
@@ -88,3 +88,22 @@ def read_input(args: Any, *, absolute: bool = False) -> ReplayInput:
         why = "; ".join(f"{n} skipped: {k} (first at line {source.first_line[k]})" for k, n in source.skipped.items())
         raise BadInput(f"{path}: no usable jobs in the chosen window" + (f" ({why})" if why else ""))
     return source
+
+
+def add_input_options(p: Any) -> None:
+    """The options ``simulate`` and ``advise`` share: what to replay (``--trace`` or ``--history``
+    with ``--format``), its window of days, and where the replays run (``--jobs``, ``--scheduler``)."""
+    from nodemanager.sim.history import FORMATS
+
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--trace", metavar="FILE", help="SWF trace (.swf or .swf.gz)")
+    source.add_argument("--history", metavar="FILE", help="the site's own job history (with --format; "
+                        "docs/simulator.md, \"Replaying your own history\")")
+    p.add_argument("--format", choices=tuple(FORMATS), help="--history's format")
+    p.add_argument("--days", type=float, metavar="N", help="replay only N days of submissions")
+    p.add_argument("--skip-days", type=float, default=0.0, metavar="N",
+                   help="skip the first N days (counted from the first job)")
+    p.add_argument("--jobs", type=int, default=0, metavar="N",
+                   help="replays run in parallel on a local Dask cluster (default: the number of CPUs)")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="run the replays on this running Dask scheduler's workers")

@@ -5,9 +5,10 @@ and the window of days and the sort that turn records into the replay's jobs."""
 from __future__ import annotations
 
 import gzip
+import io
 import math
 from dataclasses import dataclass, field, replace
-from typing import IO, Iterator
+from typing import Iterator
 
 from nodemanager.sim.swf import DAY, SwfJob
 
@@ -93,10 +94,10 @@ class Names:
         return self._ids.setdefault(name, len(self._ids))
 
 
-def open_bytes(path: str) -> IO[bytes]:
+def open_bytes(path: str) -> io.BufferedIOBase:
     """``path`` for reading bytes, gunzipped when it ends in ``.gz``; HistoryError if it cannot be opened."""
     try:
-        return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
+        return gzip.GzipFile(path, "rb") if path.endswith(".gz") else open(path, "rb")
     except OSError as exc:
         raise HistoryError(f"{path}:0: cannot open: {exc}") from None
 
@@ -176,7 +177,7 @@ def jobs_of(records: list[Record], *, skip_days: float = 0.0, days: float | None
     start = records[0].submit + skip_days * DAY
     end = start + days * DAY if days is not None else math.inf
     users, groups, names = Names(), Names(), Names()
-    out = []
+    out: list[SwfJob] = []
     for r in records:
         if not start <= r.submit < end:
             continue

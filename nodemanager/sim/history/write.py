@@ -1,6 +1,6 @@
 """Write jobs as a site's history would show them: ``sacct --parsable2`` lines, or
 ``condor_history -json`` / ``-af`` output, for tests and the advisor's examples
-(``benchmarks/site_history.py``). Each job ran from its submit time (no wait: the site's
+(``benchmarks/synthetic_workload.py --format``). Each job ran from its submit time (no wait: the site's
 history is what a replay re-decides) for its run time; ``at`` is the Unix time of submit 0."""
 
 from __future__ import annotations
