@@ -57,8 +57,9 @@ class HistoryLog:
 
     def notes(self) -> list[str]:
         """One line per reason and rule, then the named lines, as ``simulate`` prints them."""
-        out = [f"{n} record(s) skipped: {why} (first at line {self.first_skipped_line[why]})"
-               for why, n in self.skipped.items()]
+        out = [f"{self.records} record(s) read from {self.path}"]
+        out += [f"{n} record(s) skipped: {why} (first at line {self.first_skipped_line[why]})"
+                for why, n in self.skipped.items()]
         out += [f"{n} record(s) replayed under a rule: {what}" for what, n in self.adjusted.items()]
         if self.named:
             out.append("skipped lines: " + ", ".join(f"{self.path}:{line} ({why})" for line, why in self.named)
