@@ -81,7 +81,8 @@ def _point(label, money, wait, killed=0, evicted=0):
 def test_a_cheaper_point_that_killed_or_evicted_is_never_on_the_front_nor_proposed():
     today, cheap_killer, cheap_evicter, safe = (_point("today", 10.0, 100.0), _point("kills", 5.0, 90.0, killed=1),
                                                 _point("evicts", 6.0, 90.0, evicted=2), _point("safe", 8.0, 120.0))
-    points = [today, cheap_killer, cheap_evicter, safe]
+    no_change = _point("no change", 10.0, 100.0)
+    points = [today, cheap_killer, cheap_evicter, safe, no_change]
     assert front(points) == [safe, today]
     assert propose(points, wait_slack=60.0) is safe
     assert propose(points, wait_slack=10.0) is None      # safe's wait is 20 s over today's

@@ -140,12 +140,14 @@ def _advise(args: argparse.Namespace) -> int:
 
 
 def _table(points: list[Point], on_front: set[int]) -> list[str]:
+    from nodemanager.sim.advisor import same_as
+
     width = max(len(p.candidate.label) for p in points)
     out = [f"{'configuration':<{width}}  {'money':>10}  {'p95 wait s':>10}  {'killed':>6}  {'evicted':>7}  "
            f"{'unfinished':>10}  note"]
     for p in points:
         note = ("never proposed: a job killed, evicted or unfinished" if not p.safe
-                else "front" if id(p) in on_front else "")
+                else "front" if id(p) in on_front else "as today" if not p.today and same_as(p, points[0]) else "")
         if p.today:
             note = "today" + (", front" if note == "front" else f", {note}" if note else "")
         out.append(f"{p.candidate.label:<{width}}  {p.money:>10.2f}  {p.wait_p95:>10.0f}  {p.killed:>6}  "

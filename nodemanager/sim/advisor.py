@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-__all__ = ["Change", "Candidate", "Point", "candidates", "edit", "parse_try", "front", "propose", "diff"]
+__all__ = ["Change", "Candidate", "Point", "candidates", "edit", "parse_try", "front", "same_as", "propose", "diff"]
 
 IDLE_GRACES = ("60s", "120s", "900s")     # tried beside today's idle_grace
 
@@ -151,12 +151,18 @@ def _section(lines: list[str], name: str) -> tuple[int | None, int]:
 
 def front(points: Sequence[Point]) -> list[Point]:
     """The safe points no other safe point dominates (no dearer and no longer p95 wait, and better
-    on one), cheapest first."""
-    safe = [p for p in points if p.safe]
+    on one), cheapest first; a change that replays exactly as today (the same money and wait) is
+    left out: it changes nothing the replay sees."""
+    today = next((p for p in points if p.today), None)
+    safe = [p for p in points if p.safe and (p.today or today is None or not same_as(p, today))]
     out = [p for p in safe if not any(
         q.money <= p.money and q.wait_p95 <= p.wait_p95 and (q.money < p.money or q.wait_p95 < p.wait_p95)
         for q in safe)]
     return sorted(out, key=lambda p: (p.money, p.wait_p95))
+
+
+def same_as(p: Point, q: Point) -> bool:
+    return p.money == q.money and p.wait_p95 == q.wait_p95
 
 
 def propose(points: Sequence[Point], wait_slack: float) -> Point | None:
