@@ -15,7 +15,7 @@ from nodemanager import installed_version
 
 __all__ = ["main", "COMMAND_MODULES"]
 
-COMMAND_MODULES: tuple[str, ...] = ("matrix", "admin", "plan", "check", "run", "simulate", "bench", "cost",
+COMMAND_MODULES: tuple[str, ...] = ("matrix", "admin", "plan", "check", "run", "simulate", "advise", "bench", "cost",
                                    "history", "store_copy")
 
 

@@ -10,7 +10,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from nodemanager.commands.simulate_values import BadInput, duration, read_sweeps, size_list
+from nodemanager.commands.simulate_values import (BadInput, add_input_options, duration, read_input, read_sweeps,
+                                                  size_list)
 
 if TYPE_CHECKING:
     from nodemanager.model import Size
@@ -29,14 +30,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "waits and actions; --compare adds the peers' policies (static, Arvados, "
                     "cluster-autoscaler, Slurm power saving, Karpenter, COBalD). How each "
                     "figure is computed: docs/simulator.md.")
-    p.add_argument("--trace", required=True, metavar="FILE", help="SWF trace (.swf or .swf.gz)")
+    add_input_options(p)
     p.add_argument("--config", metavar="INI", help="configuration file (default: embedded defaults; "
                    "with a config, its [Daemon] max_nodes applies)")
     p.add_argument("--matrix", metavar="FILE", action="append", default=[],
                    help="policy matrix (repeat to compare matrices on the same trace)")
-    p.add_argument("--days", type=float, metavar="N", help="replay only N days of submissions")
-    p.add_argument("--skip-days", type=float, default=0.0, metavar="N",
-                   help="skip the first N days (counted from the first job)")
     p.add_argument("--compare", action="store_true", help="also run the baseline policies")
     p.add_argument("--only", metavar="NAME,...",
                    help="run only these policies, by their names in the tables (e.g. "
@@ -89,8 +87,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "size that offers it")
     p.add_argument("--job-seed", type=int, default=1, metavar="N",
                    help="seed choosing the GPU / constrained jobs (default 1)")
-    p.add_argument("--jobs", type=int, default=0, metavar="N",
-                   help="replays run in parallel (default: the number of CPUs)")
     p.set_defaults(func=_run)
 
 
@@ -228,7 +224,6 @@ def _simulate(args: argparse.Namespace) -> int:
     from nodemanager.sim.progress import progress_bar
     from nodemanager.sim.spend import spend_lines
     from nodemanager.sim.replay_many import run_many
-    from nodemanager.sim.swf import SwfError, read_jobs
 
     t_start = time.perf_counter()
     settings = _settings(args)
@@ -242,17 +237,8 @@ def _simulate(args: argparse.Namespace) -> int:
                       max_retirement=duration("--max-retirement", args.max_retirement), spend_by=args.by or "",
                       spot_rate=args.spot_interruptions_per_day if args.spot_configured_rate is not None else None,
                       clouds=_clouds(args)[0] if args.clouds else ())
-    try:
-        jobs, reader = read_jobs(args.trace, skip_days=args.skip_days, days=args.days,  # a schedule reads the trace's clock
-                                 absolute=any(s.warm_schedule is not None for s in settings.core.sizes))
-    except (SwfError, ValueError) as exc:
-        raise BadInput(str(exc)) from None
-    except OSError as exc:
-        raise BadInput(f"{args.trace}: {exc}") from None
-    if not jobs:
-        why = "; ".join(f"{v} skipped: {k} (first at line {reader.first_skipped_line[k]})"
-                        for k, v in reader.skipped.items())
-        raise BadInput(f"{args.trace}: no usable jobs in the chosen window" + (f" ({why})" if why else ""))
+    source = read_input(args, absolute=any(s.warm_schedule is not None for s in settings.core.sizes))
+    jobs = source.jobs
     sizes = settings.core.sizes
     cpn = max(s.cores for s in sizes)
     bounds = lower_bounds(jobs, cpn)
@@ -294,7 +280,7 @@ def _simulate(args: argparse.Namespace) -> int:
 
     window = (f"days {args.skip_days:g}-{args.skip_days + args.days:g}" if args.days
               else f"days {args.skip_days:g}-end")
-    trace = os.path.basename(args.trace)
+    trace = source.name
     runs = [(p, True) for p in mains] + [(p, False) for p in variants]
     processes = args.jobs or os.cpu_count() or 1
     if not args.json:
@@ -302,7 +288,7 @@ def _simulate(args: argparse.Namespace) -> int:
               f"configuration(s), {min(processes, len(runs))} at a time...", file=sys.stderr)
     with progress_bar(0, "replaying", enabled=not args.json, unit=" replays") as bar:
         results = run_many(jobs, runs, sim, bounds, trace=trace, window=window,
-                           processes=processes, progress=bar)
+                           processes=processes, progress=bar, scheduler=args.scheduler)
     rows = [r.figures for r in results[:len(mains)]]
     sweep_rows = [r.figures for r in results[len(mains):]]
     if args.compare and len({s.cores for s in sizes}) == 1:  # node-hours of one size compare
@@ -321,8 +307,7 @@ def _simulate(args: argparse.Namespace) -> int:
     # a spot reclaim kills jobs too: only the kills of our drains warn
     killed = [f for f in ours_rows if f.jobs_killed - f.jobs_killed_by.get("by_reclaim", 0) > 0
               and not f.escalations]
-    notes = [f"{v} jobs skipped: {k} (first at line {reader.first_skipped_line[k]})"
-             for k, v in reader.skipped.items()]
+    notes = list(source.notes)
     notes.append(f"cloud: boot {sim.boot_delay:g}s, join {sim.join_delay:g}s; "
                  + "; ".join(f"size {s.name}: {s.cores} cores, {s.ram_mb} MB, {s.price:g}/h, "
                              + (f"billed per {s.billing_period}s" if s.billing_period
@@ -340,9 +325,7 @@ def _simulate(args: argparse.Namespace) -> int:
                                for a, b in c.outages)
                      + "; sizes " + ", ".join(s.name for s in sizes if s.cloud == c.name))
     notes += accuracy_lines(rows + sweep_rows)
-    if reader.header.acknowledge:
-        notes.append("trace provided by " + "; ".join(reader.header.acknowledge)
-                     + " (Parallel Workloads Archive)")
+    notes += source.credit
     wall = time.perf_counter() - t_start
 
     if args.json:
@@ -352,7 +335,8 @@ def _simulate(args: argparse.Namespace) -> int:
                "verdicts": [{"ours": v.ours, "baseline": v.baseline, "on_front": v.on_front,
                              "dominated_by": [d.params.get("sweep", {}) for d in v.by]}
                             for v in judged],
-               "skipped_jobs": reader.skipped, "wall_seconds": round(wall, 2)}
+               "skipped_jobs": source.skipped,
+               "skipped_lines": [{"line": n, "reason": why} for n, why in source.named], "wall_seconds": round(wall, 2)}
         print(json.dumps(out, indent=2))
     else:
         print(format_table(rows))

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-__all__ = ["BadInput", "duration", "read_sweeps", "size_list"]
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nodemanager.sim.history import ReplayInput
+
+__all__ = ["BadInput", "add_input_options", "duration", "read_input", "read_sweeps", "size_list"]
 
 
 class BadInput(Exception):
@@ -64,3 +69,41 @@ def size_list(text: str, cores_per_node: int | None) -> tuple:
     if not cores or cores[0] <= 0:
         raise BadInput(f"--sizes {text!r}: expected positive core counts, e.g. 2,4,8,16")
     return tuple(default_size(c) for c in cores)
+
+
+def read_input(args: Any, *, absolute: bool = False) -> ReplayInput:
+    """The jobs of ``--trace`` or ``--history``/``--format`` in the ``--skip-days``/``--days``
+    window; BadInput names the file (and line) when there are none or it cannot be read."""
+    from nodemanager.sim.history import load_input
+
+    path = args.history or args.trace
+    try:
+        source = load_input(trace=args.trace, history=args.history, fmt=args.format,
+                            skip_days=args.skip_days, days=args.days, absolute=absolute)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    except OSError as exc:
+        raise BadInput(f"{path}: {exc}") from None
+    if not source.jobs:
+        why = "; ".join(f"{n} skipped: {k} (first at line {source.first_line[k]})" for k, n in source.skipped.items())
+        raise BadInput(f"{path}: no usable jobs in the chosen window" + (f" ({why})" if why else ""))
+    return source
+
+
+def add_input_options(p: Any) -> None:
+    """The options ``simulate`` and ``advise`` share: what to replay (``--trace`` or ``--history``
+    with ``--format``), its window of days, and where the replays run (``--jobs``, ``--scheduler``)."""
+    from nodemanager.sim.history import FORMATS
+
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--trace", metavar="FILE", help="SWF trace (.swf or .swf.gz)")
+    source.add_argument("--history", metavar="FILE", help="the site's own job history (with --format; "
+                        "docs/simulator.md, \"Replaying your own history\")")
+    p.add_argument("--format", choices=tuple(FORMATS), help="--history's format")
+    p.add_argument("--days", type=float, metavar="N", help="replay only N days of submissions")
+    p.add_argument("--skip-days", type=float, default=0.0, metavar="N",
+                   help="skip the first N days (counted from the first job)")
+    p.add_argument("--jobs", type=int, default=0, metavar="N",
+                   help="replays run in parallel on a local Dask cluster (default: the number of CPUs)")
+    p.add_argument("--scheduler", metavar="tcp://HOST:PORT",
+                   help="run the replays on this running Dask scheduler's workers")

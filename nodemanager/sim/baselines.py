@@ -85,6 +85,7 @@ class SimParams:
     spot_rate: float | None = None   # spot reclaims per VM-day the market has (None: as configured)
     clouds: tuple[Any, ...] = ()    # simulate --clouds: nodemanager.sim.clouds_file.SimCloudSpec each
     spend_by: str = ""              # user, group or size: who spent what is reported (empty: not)
+    give_up_after: float = 0.0      # stop this long after every job would have ended unwaited (0: never)
 
 
 def default_size(cores: int = 8, *, billing_period: int = 0, min_charge: int = 60) -> Size:

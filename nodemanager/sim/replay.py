@@ -155,6 +155,9 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
     alive_s = busy_s = 0.0
     prev_t = t0
     done_at: float | None = None
+    # a policy that kills what it runs never ends its jobs: give up when even a no-wait pool would be long done
+    give_up_at = (max((p.job.submit_time + p.job.runtime for p in pieces), default=0.0) + sim.give_up_after
+                  if sim.give_up_after > 0 else _INF)
     queued_cores = 0
     # the replay's decisions are counted, not logged (a 30-day window makes ~10^5 lines)
     decisions = logging.getLogger("nodemanager")
@@ -188,7 +191,7 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
                     busy_s += busy * (t - prev_t)
                     prev_t = t
                     break
-            if t == _INF:
+            if t == _INF or (done_at is None and t > give_up_at):
                 break
             dt = t - prev_t
             if dt > 0:

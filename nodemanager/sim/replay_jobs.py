@@ -54,7 +54,7 @@ def split_jobs(jobs: Sequence[SwfJob], cores_per_node: int, usable_ram_mb: int) 
                     capped += 1
             jid = f"{j.id}" if n == 1 else f"{j.id}.{k}"
             out.append(Piece(i, Job(id=jid, cpus=cores, ram_mb=mem, runtime=j.runtime,
-                                    submit_time=j.submit,
+                                    submit_time=j.submit, gpus=-(-j.gpus * cores // j.cores),
                                     walltime=j.requested_time if j.requested_time > 0 else None,
                                     owner=f"u{j.user}" if j.user >= 0 else None,
                                     cmd=f"x{j.executable}" if j.executable >= 0 else None)))

@@ -69,6 +69,7 @@ class SwfJob:
     user: int = -1        # field 12, the user id (-1: unknown)
     group: int = -1       # field 13, the group id
     executable: int = -1  # field 14, the executable (application) number
+    gpus: int = 0         # GPUs asked for (a site history's; SWF has none)
 
 
 @dataclass
