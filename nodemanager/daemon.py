@@ -50,6 +50,7 @@ from nodemanager.console.paid_idle import paid_idle
 from nodemanager.console.trend import PoolTrend
 from nodemanager.cycle.store_wiring import DaemonStore
 from nodemanager.cycle.journal import ReservationJournal
+from nodemanager.cycle.matrix_keeper import MatrixKeeper
 from nodemanager.store.state_files import set_aside_files
 from nodemanager.model import CycleReport, Worker
 from nodemanager.ports import Timed as _Timed
@@ -77,7 +78,6 @@ class Daemon:
                  dry_run: bool = False, status: bool = True, stop_timeout: float = 30.0,
                  ports: tuple[CloudDriver, Scheduler, Any] | None = None, ha: Any = None,
                  identity: Any = None) -> None:
-        import policy_matrix
         from nodemanager.console.metrics import Metrics
 
         self.settings = settings
@@ -88,8 +88,7 @@ class Daemon:
         self.started_at = self.clock()
         self.metrics = Metrics(sizes=settings.core.sizes, clock=self.clock)
         self.metrics.watch_state_dir(settings.manage.state_dir)
-        self.matrix_source = policy_matrix.MatrixSource(settings.matrix_file or None)
-        self.metrics.observe_matrix_reload(True, self.matrix_source.sha256)
+        self.matrix_keeper = MatrixKeeper(settings.matrix_file or None, self.metrics.observe_matrix_reload)
         self.ha = ha  # [HA]: nodemanager.ha.wiring.HighAvailability (tests pass their own)
         if self.ha is None and settings.ha is not None:
             from nodemanager.ha.wiring import HighAvailability
@@ -120,7 +119,6 @@ class Daemon:
             raise
         self._stop_wanted = threading.Event()
         self._reload_wanted = threading.Event()
-        self._matrix_lock = threading.Lock()          # reload (reloader thread) vs check_matrix (controller)
         self.fatal_error: str | None = None
         self._stopped = False
 
@@ -169,6 +167,7 @@ class Daemon:
                                      dry_run=self.dry_run, admin=self.admin,
                                      clock_skew=lambda: getattr(cloud, "clock_skew", None))
         self.controller.history = self.history
+        self.matrix_keeper.set_matrix = self.controller.set_matrix
         self.controller.memories = Memories.for_settings(settings, self.actuator.breakers, self.clock(),
                                                          self.remember.keeper())
         if identity is not None:  # nodemanager.core.identity.Identity: act on our deployment's VMs only
@@ -281,7 +280,6 @@ class Daemon:
 
     def reload(self) -> bool:
         """Re-read the config file and the matrix; True if both are now in force."""
-        import policy_matrix
         from nodemanager.configuration import config
 
         self.counters["reloads"] += 1
@@ -307,19 +305,8 @@ class Daemon:
             if getattr(new, attr) != getattr(old, attr):
                 log.warning("reload: changes in %s need a restart; the running values stay", section)
                 new = replace(new, **{attr: getattr(old, attr)})
-        with self._matrix_lock:
-            if (new.matrix_file or None) != (old.matrix_file or None):
-                try:
-                    source = policy_matrix.MatrixSource(new.matrix_file or None)
-                except policy_matrix.MatrixError as exc:
-                    ok = self._matrix_outcome("reload: new matrix file", exc)
-                    new = replace(new, matrix_file=old.matrix_file)
-                else:
-                    self.matrix_source = source
-                    ok = self._matrix_outcome("reload", None)
-            else:
-                self.matrix_source.refresh(force=True)
-                ok = self._matrix_outcome("reload", self.matrix_source.last_error)
+        ok, matrix_file = self.matrix_keeper.reload(new.matrix_file, old.matrix_file)
+        new = replace(new, matrix_file=matrix_file)
         self.settings = new
         self.controller.update_settings(new)
         if new.log_level != old.log_level:
@@ -332,34 +319,13 @@ class Daemon:
         return ok
 
     def check_matrix(self) -> bool:
-        """Swap in the matrix file if it changed since the last look (a stat when it did not: no
-        read, no parse); a bad file keeps the running matrix. Runs after every cycle. True when a
-        new matrix is now in force."""
-        with self._matrix_lock:
-            src = self.matrix_source
-            before = (src.sha256, src.last_error_hash, str(src.last_error or ""))
-            src.refresh()
-            if (src.sha256, src.last_error_hash, str(src.last_error or "")) == before:
-                return False
-            ok = self._matrix_outcome(f"matrix file {src.path} changed", src.last_error)
-            return ok and src.sha256 != before[0]
+        """Swap in the matrix file if it changed and is good (after every cycle; see :class:`MatrixKeeper`)."""
+        return self.matrix_keeper.check()
 
-    def _matrix_outcome(self, why: str, error: Any) -> bool:
-        """Log, count and show one matrix (re)load: ``error`` is its MatrixError, or None when
-        ``matrix_source.current`` is the file's content. True when it is."""
-        src = self.matrix_source
-        if error is None:
-            self.controller.set_matrix(src.current)
-            self.metrics.observe_matrix_reload(True, src.sha256, src.loaded_mtime)
-            log.info("%s: matrix %s in force (sha256 %s)", why, src.path, src.sha256[:12])
-            return True
-        errors = getattr(error, "errors", ()) or (error,)
-        more = f" (and {len(errors) - 1} more: see the log)" if len(errors) > 1 else ""
-        self.controller.set_matrix(src.current, error=f"{errors[0]}{more}")
-        self.metrics.observe_matrix_reload(False)
-        log.error("%s: rejected, the running matrix stays (sha256 %s); %d error(s):\n%s", why,
-                  src.sha256[:12], len(errors), "\n".join(f"  {e}" for e in errors))
-        return False
+    @property
+    def matrix_source(self) -> Any:
+        """The matrix file in force (:class:`policy_matrix.MatrixSource`)."""
+        return self.matrix_keeper.source
 
     # -- stop -----------------------------------------------------------------------------------
 

@@ -128,20 +128,20 @@ def test_node_names_need_a_sequence_number():
 def test_every_option_is_documented():
     """docs/configuration.md names every option the loader accepts, so operators never meet an
     undocumented one (and a new option cannot be added without its line there)."""
-    from nodemanager.configuration import config
+    from nodemanager.configuration import options as opts
     from nodemanager.configuration.kinds import scheduler_kinds
     doc = (REPO / "docs" / "configuration.md").read_text()
-    options = (list(config._DAEMON) + list(config._DAEMON_SHELL) + list(config._POLL)
-               + list(config._DRAIN) + list(config._MANAGE) + list(config._SIZE)
-               + sorted(config._CLOUD_OWN) + sorted(set().union(*(k.options for k in scheduler_kinds().values()))))
+    options = (list(opts.DAEMON) + list(opts.DAEMON_SHELL) + list(opts.POLL)
+               + list(opts.DRAIN) + list(opts.MANAGE) + list(opts.SIZE)
+               + sorted(opts.CLOUD_OWN) + sorted(set().union(*(k.options for k in scheduler_kinds().values()))))
     missing = [o for o in options if f"`{o}`" not in doc]
     assert missing == []
     example = (REPO / "config.example.ini").read_text()
-    shown = [o for o in list(config._DAEMON) + list(config._DAEMON_SHELL) + list(config._POLL)
-             + list(config._DRAIN) + list(config._MANAGE) if f"\n{o} =" not in example]
+    shown = [o for o in list(opts.DAEMON) + list(opts.DAEMON_SHELL) + list(opts.POLL)
+             + list(opts.DRAIN) + list(opts.MANAGE) if f"\n{o} =" not in example]
     assert shown == []
     # [HA] is optional, so the example shows it commented out: every option, in both places
-    assert [o for o in config._HA if f"`{o}`" not in doc or f"\n# {o} =" not in example] == []
+    assert [o for o in opts.HA if f"`{o}`" not in doc or f"\n# {o} =" not in example] == []
 
 
 def test_reclaim_foreign_after_is_a_drain_option_the_plan_reads():

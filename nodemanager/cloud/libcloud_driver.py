@@ -45,25 +45,21 @@ import logging
 import threading
 import time
 import uuid
-from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence
 
-from libcloud.compute.base import Node, NodeLocation, NodeSize
+from libcloud.compute.base import Node
 from libcloud.compute.providers import get_driver
 from libcloud.compute.types import NodeState
 
 from nodemanager.cloud.ec2compat import tolerant_ec2_driver
 from nodemanager.cloud.errors import classify
-from nodemanager.cloud.libcloud_options import (SECRET_WORDS, USER_DATA_KWARGS, CloudOptions,
-                                                check_driver_args, node_tags, parse_options, to_epoch)
-from nodemanager.cloud.markets import market_create_kwargs
+from nodemanager.cloud.libcloud_options import SECRET_WORDS, check_driver_args, node_tags, parse_options, to_epoch
+from nodemanager.cloud.libcloud_requests import CreateRequests
 from nodemanager.cloud.permissions import Permission, dry_run_verdict, ec2_dry_run, ec2_dry_run_calls
 from nodemanager.cloud.port import TAG_CLUSTER, TAG_REQUEST, TAG_SIZE, CloudError, ErrorKind
 from nodemanager.cloud.ratelimit import TokenBucket
 from nodemanager.configuration.settings import CloudSettings
 from nodemanager.core import date_skew
-from nodemanager.core.identity import client_token
-from nodemanager.tags import TAG_DEPLOYMENT
 from nodemanager.model import CloudNode, Size, frozen_map
 from nodemanager.model import SameRecords, node_id as _node_id
 
@@ -88,9 +84,9 @@ class LibcloudCloud:
         # a cloud among several may have no shared image when each of its sizes has its own
         self._options = parse_options(settings, image_needed=not sizes or not all(
             dict(s.create_args).get("image") for s in sizes))
-        self._size_options: dict[tuple[tuple[str, str], ...], tuple[CloudOptions, dict[str, str]]] = {}
+        self._requests = CreateRequests(settings, self._options, wall_clock)
         for size in sizes:  # a size's bad image or boot script is an error before anything starts
-            self._options_for(size)
+            self._requests.options_for(size)
         self._provider = self._options.provider
         self.provider = self._provider.name
         self.cluster = settings.cluster
@@ -236,36 +232,15 @@ class LibcloudCloud:
 
     # --- create --------------------------------------------------------------------------------
 
-    def _options_for(self, size: Size) -> tuple[CloudOptions, dict[str, str]]:
-        """The create options and extra tags of ``size``: ``[Cloud Create]`` with the size's own
-        ``image``/``user_data``/``user_data_file``/``tag_*`` over it; ValueError names the size."""
-        if not size.create_args:
-            return self._options, {}
-        found = self._size_options.get(size.create_args)
-        if found is None:
-            own = {k: v for k, v in size.create_args if not k.startswith("tag_")}
-            if "user_data" in own or "user_data_file" in own:  # the size's script replaces both
-                base = {k: v for k, v in self._settings.create_args.items()
-                        if k not in ("user_data", "user_data_file")}
-            else:
-                base = dict(self._settings.create_args)
-            try:
-                opts = parse_options(replace(self._settings, create_args=frozen_map({**base, **own})))
-            except ValueError as exc:
-                raise ValueError(f"[Size {size.name}] {str(exc).removeprefix('[Cloud Create] ')}") from None
-            found = (opts, {k[4:]: v for k, v in size.create_args if k.startswith("tag_")})
-            self._size_options[size.create_args] = found
-        return found
-
     def create_node(self, size: Size, name: str, tags: Mapping[str, str]) -> CloudNode:
         """Boot one node. Tags: ``[Cloud] tags``, then ``tags``, then cluster, size and request id
         (a request id is made up when ``tags`` has none). Empty values are left out."""
         request = tags.get(TAG_REQUEST) or uuid.uuid4().hex
-        opts, size_tags = self._options_for(size)
+        opts, size_tags = self._requests.options_for(size)
         all_tags = {k: str(v) for k, v in {**self._static_tags, **size_tags, **tags}.items()
                     if v not in ("", None)}
         all_tags.update({TAG_CLUSTER: self.cluster, TAG_SIZE: size.name, TAG_REQUEST: request})
-        kwargs = self._create_kwargs(size, name, all_tags, request, opts)
+        kwargs = self._requests.create_kwargs(self._driver, size, name, all_tags, request, opts)
         created = self._call("create_node", self._driver.create_node, **kwargs)
         if isinstance(created, list):
             if len(created) != 1:
@@ -277,32 +252,6 @@ class LibcloudCloud:
         self._raw[str(created.id)] = created
         log.debug("cloud create: node %s name %s size %s request %s", created.id, name, size.name, request)
         return self._to_cloud_node(created, {**node_tags(created), **all_tags})
-
-    def _create_kwargs(self, size: Size, name: str, tags: Mapping[str, str],
-                       request: str, opts: CloudOptions) -> dict[str, Any]:
-        d = self._driver
-        if self._provider.in_process:
-            return {"name": name, "size": None, "image": None}
-        kwargs: dict[str, Any] = dict(opts.create_kwargs)
-        kwargs.update(market_create_kwargs(self.provider, size))
-        kwargs["name"] = name
-        for kw in USER_DATA_KWARGS:
-            if kw in kwargs:  # the VM learns the name it must join the scheduler as
-                kwargs[kw] = (kwargs[kw].replace("@NODE_NAME@", name).replace("@SIZE@", size.name)
-                              .replace("@CLUSTER@", self.cluster))
-        if self._provider.tags_kwarg:
-            kwargs[self._provider.tags_kwarg] = dict(tags)
-        kwargs["size"] = NodeSize(id=size.cloud_type, name=size.cloud_type, ram=size.ram_mb, disk=0,
-                                  bandwidth=None, price=size.price, driver=d)
-        if opts.location:
-            kwargs["location"] = NodeLocation(id=opts.location, name=opts.location, country=None, driver=d)  # type: ignore[arg-type]  # libcloud annotates str; its drivers pass None
-        # the provider's own objects: image, zone, subnet, security groups...
-        deployment = tags.get(TAG_DEPLOYMENT)
-        # EC2's idempotency token: one per deployment, name and time window, so a second controller
-        # of the deployment booting the same name gets the first one's VM, not a second VM
-        token = client_token(deployment, name, self._wall_clock()) if deployment else request
-        self._provider.build_create(d, kwargs, opts.image, opts.location, token)
-        return kwargs
 
     def _stamp_dummy(self, node: Node, name: str, tags: Mapping[str, str]) -> None:
         """libcloud's dummy cloud ignores name and tags, reuses ids after a destroy and records no
@@ -391,9 +340,10 @@ class LibcloudCloud:
         with EC2's ``DryRun``: nothing is booted. None where the cloud has no dry run."""
         if not self._provider.dry_run:
             return None
-        opts, size_tags = self._options_for(size)
+        opts, size_tags = self._requests.options_for(size)
         tags = {**self._static_tags, **size_tags, TAG_CLUSTER: self.cluster, TAG_SIZE: size.name}
-        kwargs = self._create_kwargs(size, f"{self.cluster}-{size.name}-dry-run", tags, "dry-run", opts)
+        kwargs = self._requests.create_kwargs(self._driver, size, f"{self.cluster}-{size.name}-dry-run", tags,
+                                              "dry-run", opts)
         connection = self._driver.connection
         send = connection.request
 

@@ -13,31 +13,29 @@ import os
 import re
 import stat
 from dataclasses import fields, replace
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
-from nodemanager.configuration.kinds import cloud_kind, cloud_kinds, in_process, scheduler_kinds
+from nodemanager.configuration.kinds import cloud_kind, in_process, scheduler_kinds
 from nodemanager.configuration.values import parse_bool, parse_duration
 from nodemanager.model import Size, frozen_map
 from nodemanager.tags import settings_digest
 from nodemanager.configuration.warm import warm_schedule
-from nodemanager.configuration.settings import (CloudSettings, CoreSettings, DrainSettings, HASettings, LogSettings,
+from nodemanager.configuration.settings import (CoreSettings, DrainSettings, HASettings, LogSettings,
                                   ManageSettings, PollSettings, SchedulerSettings, Settings, StoreSettings)
-from nodemanager.configuration.options import (CLOUD_CREATE_NUMBERS, CLOUD_DRIVER_NUMBERS, CLOUD_NUMBERS,
-                                               CLOUD_OWN as _CLOUD_OWN, DAEMON as _DAEMON,
+from nodemanager.configuration.options import (DAEMON as _DAEMON,
                                                DAEMON_SHELL as _DAEMON_SHELL, DRAIN as _DRAIN,
                                                HA as _HA, MANAGE as _MANAGE, MAX_BYTES, POLL as _POLL,
                                                PROFILE_DIR, PROFILES,
-                                               EXAMPLE_VALUES, SECRET_OPTIONS, SECTIONS as _SECTIONS,
+                                               SECRET_OPTIONS, SECTIONS as _SECTIONS,
                                                SIZE as _SIZE,
                                                SIZE_CREATE_OPTIONS, STORE as _STORE)
 from nodemanager.configuration.budget_sections import budget_sections
+from nodemanager.configuration.cloud_reader import check_identity, check_markets, check_real_cloud, cloud_settings
 from nodemanager.configuration.cloud_sections import named_clouds
 from nodemanager.core.pricing import effective_price
 from nodemanager.configuration.reader import ConfigError, Problem
 from nodemanager.configuration.reader import Reader as _Reader
 from nodemanager.configuration.reader import suggest as _suggest
-
-_DEPLOYMENT_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 __all__ = ["ConfigError", "Problem", "load", "loads", "parse_duration", "credential_warnings",
            "default_state_dir", "MAX_BYTES",
@@ -130,12 +128,12 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
     if resolve and manage.port >= 0:
         _check_resolves(r, manage.address)
 
-    cloud = _cloud(r)
+    cloud = cloud_settings(r)
     user_data_file = cloud.create_args.get("user_data_file", "").strip()
     if user_data_file and base_dir and not os.path.isabs(user_data_file):
         cloud = replace(cloud, create_args=frozen_map(
             {**cloud.create_args, "user_data_file": os.path.join(base_dir, user_data_file)}))
-    clouds, sizes = named_clouds(r, cloud, sizes, _cloud)
+    clouds, sizes = named_clouds(r, cloud, sizes, cloud_settings)
     if cloud.max_nodes:
         r.problem("Cloud", "max_nodes", "is a [Cloud NAME]'s own cap; the pool's is [Daemon] max_nodes")
     core = replace(core, sizes=tuple(sizes),
@@ -151,9 +149,9 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
                   "too: without one nothing is ever booted")
 
     for named in clouds or (cloud,):
-        _check_markets(r, named.driver, [s for s in sizes if s.cloud == named.name])
+        check_markets(r, named.driver, [s for s in sizes if s.cloud == named.name])
     if any(cloud_kind(c.driver) is not None and not in_process(c.driver) for c in (cloud, *clouds)):
-        _check_real_cloud(r)
+        check_real_cloud(r)
     ha = _ha(r)
     store = StoreSettings(**r.typed("Store", _STORE))
     if store.url and not store.url.startswith(("postgresql://", "postgres://")):
@@ -163,9 +161,9 @@ def loads(text: str, source: str = "<config>", *, base_dir: str | None = None,
     for option in ("keep_ledger", "keep_events", "keep_gone"):
         if getattr(store, option) > 100 * 365 * 86400:
             r.problem("Store", option, "must be at most 100 years (0: for ever)")
-    _check_identity(r, cloud, ha is not None)
+    check_identity(r, cloud, ha is not None)
     for named in clouds:
-        _check_identity(r, replace(named, deployment_id=""), False)
+        check_identity(r, replace(named, deployment_id=""), False)
 
     matrix = daemon.get("matrix", "").strip()
     if profile_matrix is not None and matrix == profile_matrix:
@@ -288,93 +286,6 @@ def _expression_error(expr: str) -> str | None:
     return None
 
 
-def _check_markets(r: _Reader, driver: str, sizes: list[Size]) -> None:
-    kind = cloud_kind(driver)
-    if kind is None:
-        return  # an unknown driver: said at [Cloud] driver
-    for size in sizes:
-        problem = kind.market_problem(driver, size)
-        if problem:
-            r.problem(f"Size {size.name}", *problem)
-
-
-def _cloud(r: _Reader, section: str = "Cloud") -> CloudSettings:
-    own_schema: dict[str, Callable[[str], Any]] = {
-        "driver": lambda v: v.strip().lower(), "cluster": str, "node_name_template": str,
-        **CLOUD_NUMBERS, "deployment_id": lambda v: v.strip(),
-    }
-    own = r.typed(section, own_schema, open_ended=True)
-    # libcloud constructor arguments stay text: the cloud adapter converts them when it is built;
-    # the numeric ones are range-checked here, at their lines, at load and on reload
-    args = {option: raw for option, raw in r.cp.items(section, raw=True)
-            if option not in _CLOUD_OWN} if r.cp.has_section(section) else {}
-    r.typed(section, {o: p for o, p in CLOUD_DRIVER_NUMBERS.items() if o in args}, open_ended=True)
-    r.typed("Cloud Create", CLOUD_CREATE_NUMBERS, open_ended=True)
-    create: dict[str, str] = {}
-    tags: dict[str, str] = {}
-    if r.cp.has_section("Cloud Create"):
-        for option, raw in r.cp.items("Cloud Create", raw=True):
-            if option.startswith("tag_"):
-                tags[option[4:]] = raw
-            else:
-                create[option] = raw
-    # a named cloud's sizes may each bring their own image (a mix of providers): checked with them
-    _check_driver(r, own.get("driver", CloudSettings.driver), create if section == "Cloud" else {"image": "-"},
-                  section)
-    template = own.get("node_name_template", CloudSettings.node_name_template)
-    try:
-        template.format(cluster="c", size="s", seq=1)
-    except (KeyError, IndexError, ValueError) as exc:
-        r.problem(section, "node_name_template",
-                  f"may use only {{cluster}}, {{size}} and {{seq}} ({exc})")
-    else:
-        if "{seq}" not in template:
-            r.problem(section, "node_name_template", "must contain {seq}, or every VM of a size "
-                      "would get the same name")
-    name = section[len("Cloud "):].strip() if section != "Cloud" else ""
-    return CloudSettings(driver_args=frozen_map(args), create_args=frozen_map(create),
-                         tags=frozen_map(tags), name=name, **own)
-
-
-def _check_real_cloud(r: _Reader) -> None:
-    """On a cloud that bills: every size says its price, and no example value is left in place."""
-    for section in r.cp.sections():
-        if section.startswith("Size ") and not any(r.cp.has_option(section, o) for o in ("price", "price_override")):
-            r.problem(section, None, "missing required option price: the hourly price the cloud "
-                      "charges (price = 0 for a size that costs nothing), else every decision and "
-                      "cap would take it as free")
-    for section, option, value in _example_values(r):
-        shown = "the value" if option in SECRET_OPTIONS else repr(value)
-        r.problem(section, option, f"{shown} is the example's placeholder, not this site's value: "
-                  "set the real one")
-
-
-def _example_values(r: _Reader) -> list[tuple[str, str, str]]:
-    """The (section, option, value) left at an example value of config.example.ini or the quickstarts."""
-    found = []
-    for section in r.cp.sections():
-        if section not in ("Cloud", "Cloud Create") and not section.startswith("Size "):
-            continue
-        for option, raw in r.cp.items(section, raw=True):
-            value = raw.strip()
-            if (option, value.lower()) in EXAMPLE_VALUES or (value.startswith("<") and value.endswith(">")):
-                found.append((section, option, value))
-    return found
-
-
-def _check_identity(r: _Reader, cloud: CloudSettings, ha: bool) -> None:
-    """A real cloud's cluster name is not the default one, and [HA] heads name their deployment."""
-    if cloud.deployment_id and not _DEPLOYMENT_ID.fullmatch(cloud.deployment_id):
-        r.problem("Cloud", "deployment_id", "use 1-64 letters, digits, '.', '-' or '_'")
-    if cloud_kind(cloud.driver) is not None and not in_process(cloud.driver) and cloud.cluster == CloudSettings.cluster:
-        r.problem(f"Cloud {cloud.name}" if cloud.name else "Cloud", "cluster", f"is {CloudSettings.cluster!r}, the default: another site on "
-                  "the same cloud account may use it too; choose a name for this pool (it starts "
-                  "every VM name and is the cloud tag nodemanager-cluster)")
-    if ha and not cloud.deployment_id:
-        r.problem("Cloud", "deployment_id", "required with [HA]: every head node of this deployment "
-                  "must carry the same id (for instance the output of `uuidgen`)")
-
-
 def _check_resolves(r: _Reader, address: str) -> None:
     """A ``[Manage] address`` host name that does not resolve, at its line."""
     import socket
@@ -384,16 +295,6 @@ def _check_resolves(r: _Reader, address: str) -> None:
         socket.getaddrinfo(address, None)
     except (OSError, UnicodeError) as exc:
         r.problem("Manage", "address", f"cannot resolve {address!r}: {getattr(exc, 'strerror', None) or exc}")
-
-
-def _check_driver(r: _Reader, driver: str, create: Mapping[str, str], section: str = "Cloud") -> None:
-    """An unknown ``[Cloud] driver`` or a missing ``[Cloud Create] image``, at their lines."""
-    kind = cloud_kind(driver)
-    if kind is None:
-        known = tuple(d for k in cloud_kinds().values() for d in k.drivers)
-        r.problem(section, "driver", f"unknown driver {driver!r}" + _suggest(driver, known))
-    elif kind.image_required(driver) and not create.get("image", "").strip():
-        r.problem("Cloud Create", "image", f"required for driver {driver}", at=(section, "driver"))
 
 
 def _scheduler(r: _Reader) -> SchedulerSettings:

@@ -27,11 +27,11 @@ from typing import Any, Callable, Iterable, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
-from nodemanager.core import charged_between, is_our_drain, late_give_back
-from nodemanager.core.pricing import unsized_price
+from nodemanager.core import is_our_drain, late_give_back
 from nodemanager.model import CycleReport, NodeExplanation, Size, Snapshot, is_gone
 from nodemanager.scheduler import DrainingStats, KINDS, REASONS, RecordProblem
 from nodemanager.console.whynot import of_report as why_nots
+from nodemanager.console.cycle_money import cycle_money
 from nodemanager.console.metric_families import (CALL_TARGETS, FROZEN_REASONS, PAID_STATES,
                                                  TOP_SERIES, frozen_reason, paid_state)
 from nodemanager.console.metric_families import top as _top
@@ -40,7 +40,6 @@ from nodemanager.console.metric_families import CycleGauges as _CycleGauges
 from nodemanager.console.metric_families import label as _label
 from nodemanager.model import DENIABLE_ACTIONS
 from nodemanager.console.paid_idle import PaidIdle
-from nodemanager.console.summary import unlisted_boot_sizes
 from nodemanager.console.metric_families import unmatched as _unmatched
 from nodemanager import installed_version
 
@@ -237,7 +236,6 @@ class Metrics:
             sizes = self._sizes
         # charges are what the cloud bills, however long the gap; nothing before the first cycle
         gap = 0.0 if last_now is None else max(0.0, snap.now - last_now)
-        explained = {e.node_id: e for e in plan.nodes}
         drains = _our_drains(snap, plan.nodes)
         draining_workers = {w.name for w in snap.workers if w.draining}
         draining_nodes = set(drains) | {e.node_id for e in plan.nodes
@@ -273,42 +271,8 @@ class Metrics:
         for item in plan.items:
             planned[item.kind.value] = planned.get(item.kind.value, 0) + 1
 
-        paid_nodes: dict[tuple[str, str], int] = {}
-        spend: dict[str, float] = {}
-        cost: dict[str, float] = {}
-        charges: dict[str, float] = {}
-        by_the_second: dict[str, float] = {}   # size -> prices of nodes billed per second all the gap
-        of_size: dict[str, tuple[str, Size | None, float]] = {}   # node size -> label, Size, price
-        for node in snap.cloud_nodes:
-            shown = explained.get(node.id)
-            if (shown.gone if shown is not None else is_gone(node)) or node.id in snap.destroyed:
-                continue  # gone, or destroyed by us since the listing: no longer paid
-            state = paid_state(report.core_state(shown.tuple.worker_state) if shown else None,
-                               node.id in draining_nodes)
-            known = of_size.get(node.size)
-            if known is None:
-                node_size = sizes.get(node.size)
-                known = of_size[node.size] = (_label(node.size), node_size,
-                                              node_size.price if node_size is not None else 0.0)
-            size, node_size, price = known
-            if node_size is None:   # a size no longer configured: its VM's booted price
-                price = unsized_price(node, snap.known_prices)[0]
-            paid_nodes[(state, size)] = paid_nodes.get((state, size), 0) + 1
-            spend[size] = spend.get(size, 0.0) + price
-            if interval:
-                cost[state] = cost.get(state, 0.0) + price * interval / 3600.0
-            if gap and node_size is not None:
-                if node_size.billing_period <= 0 and snap.now - node.launched_at - gap >= node_size.min_charge:
-                    by_the_second[size] = by_the_second.get(size, 0.0) + price  # the common case, summed
-                else:
-                    seconds = charged_between(node_size, node.launched_at, snap.now - gap, snap.now)
-                    charges[size] = charges.get(size, 0.0) + price * seconds / 3600.0
-        for node_size_name in unlisted_boot_sizes(report).values():   # paid from the create on
-            booted = sizes.get(node_size_name)
-            if booted is not None:
-                spend[_label(booted.name)] = spend.get(_label(booted.name), 0.0) + booted.price
-        for size, prices in by_the_second.items():
-            charges[size] = charges.get(size, 0.0) + prices * gap / 3600.0
+        money = cycle_money(report, sizes, draining_nodes, interval, gap)
+        paid_nodes, spend, cost, charges = money.paid_nodes, money.spend, money.cost, money.charges
         for size, amount in charges.items():
             self._charges.labels(size).inc(amount)
         if interval:

@@ -11,28 +11,16 @@ open=i-1,i-2`` (for links and tests; ``refresh=SECONDS`` changes the period). No
 from __future__ import annotations
 
 import html
-import time
 from typing import Any, Mapping
 
 from nodemanager.console.charts import CHART_CSS, charts_html
 from nodemanager.console.limits_page import limits_html
-from nodemanager.text import counted, duration, short_rule
+from nodemanager.console.node_table import NODE_COLUMNS, at_html, nodes_html, recent_html
+from nodemanager.text import counted, duration
 
 __all__ = ["render_html", "header_level", "NODE_COLUMNS", "REFRESH_SECONDS"]
 
 REFRESH_SECONDS = 15
-
-# what an empty cell of a column says (otherwise a dash)
-EMPTY_CELL = {"matrix_action": "None", "planned_action": "none", "raw_state": "no worker",
-              "worker": "none"}
-
-# (JSON key, column header) of the node table, in display order.
-NODE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("name", "node"), ("size", "size"), ("worker", "worker"), ("raw_state", "scheduler state"),
-    ("tuple_text", "tuple"), ("rule", "matrix rule"), ("matrix_action", "matrix says"),
-    ("planned_action", "planned"), ("blocked_by", "blocked by"), ("why", "why"),
-    ("next_change_text", "next change"), ("last_outcome", "last outcome"),
-)
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1em;color:#222}
@@ -145,19 +133,6 @@ _JS = """
 """
 
 
-def _at(at: float | None, fallback: str, what: str = "", tag: str = "span", cls: str = "") -> str:
-    """An element the script shows in local time (``fallback``, the server's text, until then)."""
-    e = html.escape
-    if at is None:
-        return f"<{tag}{cls}>{e(fallback)}</{tag}>"
-    return (f"<{tag}{cls} data-at='{at:.0f}'" + (f" data-what='{e(what)}'" if what else "")
-            + f">{e(fallback)}</{tag}>")
-
-
-def _utc(at: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
-
-
 def _card(title: str, rows: list[tuple[str, str]], ident: str) -> str:
     body = "".join(f"<tr><td>{k}</td><td>{v}</td></tr>" for k, v in rows) or \
         "<tr><td>none</td></tr>"
@@ -233,17 +208,6 @@ def _whynot(doc: Mapping[str, Any]) -> str:
     return "<h2>Why not?</h2><ul>" + "".join(items) + "</ul>"
 
 
-def _events(node: Mapping[str, Any]) -> str:
-    """A node's why-not sentence and its events, latest first."""
-    e = html.escape
-    events = node.get("events") or []
-    why = node.get("why_not")
-    lines = [f"<li>{_at(ev['at'], _utc(ev['at']))} <span class='ev-{e(ev['kind'])}'>"
-             f"{e(ev['kind'])}</span> {e(ev['text'])}</li>" for ev in reversed(events)]
-    head = f"<div><b>why not:</b> {e(why['text'])}</div>" if why else ""
-    return f"{head}<ol>{''.join(lines) or '<li>no events recorded</li>'}</ol>"
-
-
 def header_level(doc: Mapping[str, Any]) -> str:
     """The header's colour: ``bad`` (red) when unhealthy or the scheduler refuses us an action
     for lack of rights, ``warn`` (amber) while the controller is frozen or paused, a size is in
@@ -304,7 +268,7 @@ def _top(doc: Mapping[str, Any]) -> str:
         parts.append(f"<span>matrix {e(str(matrix['sha256'])[:12])}</span>")
     for name, poll in sorted((doc.get("polls") or {}).items()):
         parts.append(f"<span>{e(name)} polled {e(duration(poll['age_seconds']))} ago</span>")
-    parts.append(_at(doc.get("now"), str(doc.get("now_text") or ""), "generated"))
+    parts.append(at_html(doc.get("now"), str(doc.get("now_text") or ""), "generated"))
     return "".join(parts)
 
 
@@ -336,15 +300,7 @@ def render_html(doc: Mapping[str, Any]) -> str:
             f"<span>{e(str(k))}: {e(str(v))}</span>" for k, v in sorted(counters.items()))
             + "</div>")
     parts.append(f"<div id='whynot'>{_whynot(doc)}</div>")
-    parts.append("<div class='controls'><label>filter nodes: <input id='filter' type='search' "
-                 "placeholder='name, state, rule, reason...'></label></div>")
-    parts.append("<table id='nodes'><thead><tr>")
-    for key, title in NODE_COLUMNS:
-        parts.append(f"<th data-key='{key}'>{e(title)}</th>")
-    parts.append("<th data-key='events'>history</th></tr></thead><tbody>")
-    for node in doc.get("nodes", []):
-        parts.append(_row(node))
-    parts.append("</tbody></table>")
+    parts.append(nodes_html(doc))
     workers = doc.get("unpaired_workers") or []
     if workers:
         parts.append("<h2>Workers without a cloud node</h2><ul id='workers'>")
@@ -360,58 +316,8 @@ def render_html(doc: Mapping[str, Any]) -> str:
             parts.append(f"<li>{e(str(v['name']))} ({e(str(v['node_id']))}, {e(str(v['state']))}): "
                          f"deployment {e(str(v['deployment'] or 'none'))}</li>")
         parts.append("</ul>")
-    parts.append(f"<div id='recent'>{_recent(doc)}</div>")
+    parts.append(f"<div id='recent'>{recent_html(doc)}</div>")
     parts.append("<script>" + _JS + "</script></body></html>")
     return "".join(parts)
 
 
-def _row(node: Mapping[str, Any]) -> str:
-    e = html.escape
-    cls = "planned" if node.get("planned_action") else "blocked" if node.get("blocked_by") else ""
-    cells = [f"<tr class='node {cls}' data-node='{e(node['node_id'])}'>"]
-    for key, _ in NODE_COLUMNS:
-        value = node.get(key)
-        text = EMPTY_CELL.get(key, "-") if value is None or value == "" else str(value)
-        if key == "name" and node.get("held"):
-            text += " (held)"
-        if key == "blocked_by" and node.get("budget"):
-            text += f" {node['budget']}"  # the [Budget NAME] that holds it back
-        if key == "why" and node.get("operator_reason"):
-            text += f" (operator's reason: {node['operator_reason']})"
-        if key == "planned_action" and node.get("in_flight"):
-            f = node["in_flight"]
-            text = (text + " " if value else "") + f"[{f['action']} under way {duration(f['for_seconds'])}]"
-        if key == "next_change_text" and node.get("next_change") is not None:
-            cells.append(_at(node["next_change"], text, node.get("next_change_what") or "changes",
-                             "td", " class='next'"))
-            continue
-        attrs = ""
-        if key == "tuple_text" and node.get("beside"):
-            # the matrix's words first, what else is known beside them (muted)
-            cells.append(f"<td class='tuple'>{e(str(node['matrix_tuple_text']))} "
-                         f"<span class='beside'>{e(', '.join(node['beside']))}</span></td>")
-            continue
-        if key == "rule" and value:
-            attrs = f" title='{e(text)}'"
-            text = short_rule(text)
-        cells.append(f"<td class='{key.split('_')[0]}'{attrs}>{e(text)}</td>")
-    events = node.get("events") or ()
-    cells.append(f"<td class='history' data-sort='{len(events)}'><a href='#' class='toggle' "
-                 f"data-node='{e(node['node_id'])}'>{len(events)} event(s)</a></td></tr>")
-    cells.append(f"<tr class='hist' data-for='{e(node['node_id'])}' hidden>"
-                 f"<td colspan='{len(NODE_COLUMNS) + 1}'>{_events(node)}</td></tr>")
-    return "".join(cells)
-
-
-def _recent(doc: Mapping[str, Any]) -> str:
-    e = html.escape
-    recent = doc.get("recent") or []
-    if not recent:
-        return ""
-    rows = "".join(
-        f"<tr data-node='{e(r['node_id'])}'><td>{e(str(r.get('name') or r['node_id']))}</td>"
-        f"<td>{e(str(r.get('size') or ''))}</td>{_at(r['gone_at'], _utc(r['gone_at']), 'gone', 'td')}"
-        f"<td><details><summary>{len(r['events'])} event(s)</summary>{_events({**r, 'why_not': None})}"
-        "</details></td></tr>" for r in recent)
-    return ("<h2>Recently gone (last hour)</h2><table><thead><tr><th>node</th><th>size</th>"
-            f"<th>left the listing</th><th>history</th></tr></thead><tbody>{rows}</tbody></table>")

@@ -13,8 +13,8 @@ API note (shared by the daemon's actuator actors and the simulator, which calls 
 Nothing here sleeps or keeps a thread: a failed call is reported as an :class:`Outcome` with
 result ``failed`` and the same work is refused (``skipped``) until its backoff has passed; the
 controller plans it again next cycle if it is still wanted. Backoff doubles from
-:data:`INITIAL_BACKOFF` up to ``PollSettings.max_backoff``. A drain the scheduler refuses is
-retried at the next cycle; refused again within :data:`REFUSAL_REPEAT`, it backs off the same way
+:data:`~nodemanager.cycle.call_backoff.INITIAL_BACKOFF` up to ``PollSettings.max_backoff``. A drain the scheduler refuses is
+retried at the next cycle; refused again within :data:`~nodemanager.cycle.call_backoff.REFUSAL_REPEAT`, it backs off the same way
 (a startd that refuses every drain is not asked every cycle). Cloud errors by kind:
 
 - quota: learn the quota (our node count now) and block that size for ``CloudSettings.quota_backoff``;
@@ -27,7 +27,7 @@ retried at the next cycle; refused again within :data:`REFUSAL_REPEAT`, it backs
 
 A scheduler call refused for lack of rights or credentials (``SchedulerError.denied``) is no
 passing fault: its outcome reads ``refused: no permission (...)``, it is tried again only every
-:data:`PERMISSION_PROBE`, and :meth:`denials` lists it for the page, the metrics and the alert.
+:data:`~nodemanager.cycle.call_backoff.PERMISSION_PROBE`, and :meth:`denials` lists it for the page, the metrics and the alert.
 
 Safety rules for a destroy: when the node carries a drain of ours (``TAG_DRAIN``, or our reason
 prefix in the scheduler) and its worker is still heard from, the scheduler's
@@ -39,6 +39,7 @@ cloud id it advertises: ambiguous pairings and stale ids included), as the lates
 cancellable destroy without our drain is refused. ``TAG_DESTROY`` is written before
 ``destroy_node`` so a destroy interrupted by a restart is finished on the next start (by a
 non-cancellable item only); a drain cancel clears it too.
+Drains, their cancels and escalations are :class:`~nodemanager.cycle.drain_actions.DrainActions`.
 Thread-safe: several actuator actors may share one instance.
 """
 
@@ -47,18 +48,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from nodemanager.cycle.actuator_memory import (BOOT_LISTING_TIMEOUT, DESTROY_SETTLE, FAILED, INITIAL_BACKOFF,
-                                         OK, REFUSAL_REPEAT, REFUSED, SKIPPED, ActuatorMemory)
-from nodemanager.cloud import CloudError, ErrorKind, TAG_CLUSTER, TAG_DESTROY, TAG_DRAIN, TAG_REQUEST, TAG_SIZE
+from nodemanager.cycle.actuator_memory import BOOT_LISTING_TIMEOUT, DESTROY_SETTLE, FAILED, OK, REFUSED, SKIPPED
+from nodemanager.cycle.call_backoff import INITIAL_BACKOFF
+from nodemanager.cloud import CloudError, ErrorKind, TAG_CLUSTER, TAG_DESTROY, TAG_REQUEST, TAG_SIZE
 from nodemanager.core import Reservation, is_lost
-from nodemanager.core.identity import controller_tag
 from nodemanager.core.leftovers import NO_VM
 from nodemanager.core.pair import candidates
-from nodemanager.tags import TAG_CONTROLLER, TAG_DEPLOYMENT, TAG_PRICE, TAG_SETTINGS, price_tag
-from nodemanager.cycle.drain_tickets import drain_tag, ticket_for, worker_is_busy
+from nodemanager.tags import TAG_PRICE, TAG_SETTINGS, price_tag
+from nodemanager.cycle.drain_actions import DrainActions
+from nodemanager.cycle.drain_tickets import ticket_for, worker_is_busy
 from nodemanager.cycle.steering import SteerRequest
 from nodemanager.model import BootRequest, CloudNode, InFlight, ItemKind, Outcome, PlanItem, Worker
-from nodemanager.scheduler import DrainRefused, DrainSchedule, SchedulerError
+from nodemanager.scheduler import SchedulerError
 
 __all__ = ["Actuator", "Task", "INITIAL_BACKOFF", "BOOT_LISTING_TIMEOUT"]
 
@@ -82,7 +83,7 @@ class Task:
         return self.item.node_id
 
 
-class Actuator(ActuatorMemory):
+class Actuator(DrainActions):
     """Carries out :class:`Task` s against a :class:`CloudDriver` and a :class:`Scheduler`.
 
     ``latest_worker(name)`` returns the worker as the most recent scheduler poll saw it (the
@@ -95,16 +96,6 @@ class Actuator(ActuatorMemory):
     """
 
     # -- the work -------------------------------------------------------------------------------
-
-    def _marks(self, now: float) -> dict[str, str]:
-        """Whose action this is, written with every boot and tag write: the deployment id and
-        this controller (so another controller of the deployment sees us act)."""
-        marks = {}
-        if self.settings.cloud.deployment_id:
-            marks[TAG_DEPLOYMENT] = self.settings.cloud.deployment_id
-        if self.controller:
-            marks[TAG_CONTROLLER] = controller_tag(self.controller, now)
-        return marks
 
     def run(self, task: Task) -> list[Outcome]:
         """Carry out one task; never raises for cloud or scheduler errors (they become outcomes)."""
@@ -132,7 +123,7 @@ class Actuator(ActuatorMemory):
                 out.append(Outcome("boot", req.size, SKIPPED, f"size {req.size} blocked for "
                                    f"{blocked:.0f}s more after a quota/capacity error", now, req.size))
                 break
-            wait = self._wait_reason(key, cloud=True, which=size.cloud)
+            wait = self.backoff.wait_reason(key, cloud=True, which=size.cloud)
             if wait:
                 out.append(Outcome("boot", req.size, SKIPPED, wait, now, req.size))
                 break
@@ -149,7 +140,7 @@ class Actuator(ActuatorMemory):
                                           at=now)
                 unrecorded = self._record(reservation)
             if unrecorded:
-                delay = self._failed(key)
+                delay = self.backoff.failed(key)
                 out.append(Outcome("boot", rid, FAILED, f"not booting {reservation.name}: {unrecorded}; "
                                    f"retry in {delay:.0f}s", now, size.name))
                 break
@@ -170,7 +161,7 @@ class Actuator(ActuatorMemory):
                 out.append(Outcome("boot", rid, FAILED, self._cloud_error(err, key, size.name),
                                    now, size.name))
                 break
-            self._succeeded(key)
+            self.backoff.succeeded(key)
             self.breakers.created(size.name)
             with self._lock:
                 if self._quota is not None and self._listed + len(self._boots) > self._quota[0]:
@@ -179,94 +170,6 @@ class Actuator(ActuatorMemory):
                                f"(request {base}){self._tell_booted(node)}", now, size.name, request=base))
         return out
 
-    def _drain(self, item: PlanItem, node: CloudNode | None, worker: Worker | None) -> Outcome:
-        now = self.clock()
-        size = node.size if node else None
-        key = f"drain:{item.node_id}"
-        if worker is None:
-            return Outcome("drain", item.node_id, SKIPPED, "no worker to drain", now, size)
-        wait = self._wait_reason(key, cloud=False)
-        if wait:
-            return Outcome("drain", item.node_id, SKIPPED, self._denial_wait(key) or wait, now, size)
-        schedule = DrainSchedule(item.schedule or self.settings.drain.schedule)
-        reason = item.reason  # the adapter adds our DRAIN_REASON_PREFIX
-        try:
-            ticket = self.scheduler.drain(worker, schedule, reason)
-        except DrainRefused as err:
-            delay = self._refusal(key)
-            again = f"; refused again, next try in {delay:.0f}s" if delay is not None else ""
-            return Outcome("drain", item.node_id, REFUSED, f"scheduler refused: {err}{again}", now, size)
-        except SchedulerError as err:
-            if err.denied:
-                return Outcome("drain", item.node_id, REFUSED, self._no_permission(key, str(err)), now, size)
-            delay = self._failed(key)
-            return Outcome("drain", item.node_id, FAILED, f"{err}; retry in {delay:.0f}s", now, size)
-        self._succeeded(key)
-        self._remember(InFlight(node=item.node_id, action="drain", since=now, size=size,
-                                request_id=ticket.request_id))
-        detail = f"{schedule} drain of {worker.name} started (request {ticket.request_id})"
-        if node is not None:
-            try:
-                self.cloud.set_tags(node, {TAG_DRAIN: drain_tag(ticket), **self._marks(now)})
-            except CloudError as err:
-                # the scheduler still knows the drain is ours (reason prefix), so nothing is lost
-                detail += f"; recording it in the cloud tags failed: {err}"
-        return Outcome("drain", item.node_id, OK, detail, now, size, request=ticket.request_id)
-
-    def _cancel_drain(self, item: PlanItem, node: CloudNode | None, worker: Worker | None) -> Outcome:
-        now = self.clock()
-        size = node.size if node else None
-        key = f"cancel:{item.node_id}"
-        wait = self._wait_reason(key, cloud=False)
-        if wait:
-            return Outcome("cancel_drain", item.node_id, SKIPPED, self._denial_wait(key) or wait, now, size)
-        ticket = ticket_for(node, worker, item.worker, item.request_id)
-        if ticket is not None:
-            try:
-                self.scheduler.cancel_drain(ticket)
-            except SchedulerError as err:
-                if err.denied:
-                    return Outcome("cancel_drain", item.node_id, REFUSED, self._no_permission(key, str(err)),
-                                   now, size)
-                delay = self._failed(key)
-                return Outcome("cancel_drain", item.node_id, FAILED, f"{err}; retry in {delay:.0f}s",
-                               now, size)
-        clear = {tag: "" for tag in (TAG_DRAIN, TAG_DESTROY) if node is not None and node.tags.get(tag)}
-        if node is not None and clear:
-            try:
-                self.cloud.set_tags(node, {**clear, **self._marks(now)})
-            except CloudError as err:
-                if err.kind is not ErrorKind.NOT_FOUND:
-                    detail = self._cloud_error(err, key, which=node.cloud)
-                    return Outcome("cancel_drain", item.node_id, FAILED,
-                                   f"drain cancelled but clearing the tag failed: {detail}", now, size)
-        self._succeeded(key)
-        self._remember(InFlight(node=item.node_id, action="cancel_drain", since=now, size=size))
-        what = f"drain {ticket.request_id} cancelled" if ticket else f"no drain of ours found; {', '.join(clear)} cleared"
-        return Outcome("cancel_drain", item.node_id, OK, f"{what} ({item.reason})", now, size)
-
-    def _escalate(self, item: PlanItem, node: CloudNode | None, worker: Worker | None) -> Outcome:
-        now = self.clock()
-        size = node.size if node else None
-        ticket = ticket_for(node, worker, item.worker, item.request_id)
-        if ticket is None:
-            return Outcome("escalate", item.node_id, SKIPPED, "no drain of ours to escalate", now, size)
-        key = f"escalate:{item.node_id}"
-        wait = self._wait_reason(key, cloud=False)
-        if wait:
-            return Outcome("escalate", item.node_id, SKIPPED, self._denial_wait(key) or wait, now, size)
-        schedule = DrainSchedule(item.schedule or DrainSchedule.QUICK.value)
-        try:
-            self.scheduler.escalate(ticket, schedule)
-        except SchedulerError as err:
-            if err.denied:
-                return Outcome("escalate", item.node_id, REFUSED, self._no_permission(key, str(err)), now, size)
-            delay = self._failed(key)
-            return Outcome("escalate", item.node_id, FAILED, f"{err}; retry in {delay:.0f}s", now, size)
-        self._succeeded(key)
-        return Outcome("escalate", item.node_id, OK, f"drain {ticket.request_id} made {schedule} "
-                       f"({item.reason})", now, size)
-
     def _destroy(self, item: PlanItem, node: CloudNode | None, worker: Worker | None) -> Outcome:
         now = self.clock()
         if node is None and item.node_id.startswith(NO_VM) and item.worker:
@@ -274,7 +177,7 @@ class Actuator(ActuatorMemory):
         if node is None:
             return Outcome("destroy", item.node_id, SKIPPED, "node not in the listing", now)
         key = f"destroy:{node.id}"
-        wait = self._wait_reason(key, cloud=True, which=node.cloud)
+        wait = self.backoff.wait_reason(key, cloud=True, which=node.cloud)
         if wait:
             return Outcome("destroy", node.id, SKIPPED, wait, now, node.size)
         with self._lock:
@@ -298,7 +201,7 @@ class Actuator(ActuatorMemory):
             try:
                 confirmation = self.scheduler.confirm_drained(ticket)
             except SchedulerError as err:
-                delay = self._failed(key)
+                delay = self.backoff.failed(key)
                 return Outcome("destroy", node.id, FAILED, f"could not confirm the drain: {err}; "
                                f"retry in {delay:.0f}s", now, node.size)
             if not confirmation.ok:
@@ -361,9 +264,9 @@ class Actuator(ActuatorMemory):
         """The scheduler's "node destroyed" step alone, for a name we drained whose VM is gone."""
         assert item.worker is not None
         key = f"destroy:{item.node_id}"
-        wait = self._wait_reason(key, cloud=False)
+        wait = self.backoff.wait_reason(key, cloud=False)
         if wait:
-            return Outcome("destroy", item.node_id, SKIPPED, self._denial_wait(key) or wait, now)
+            return Outcome("destroy", item.node_id, SKIPPED, self.backoff.denial_wait(key) or wait, now)
         latest = self.latest_worker(item.worker) if self.latest_worker is not None else None
         if worker_is_busy(latest):
             return Outcome("destroy", item.node_id, REFUSED, f"worker {latest.name} runs "
@@ -371,11 +274,8 @@ class Actuator(ActuatorMemory):
         try:
             self.scheduler.node_destroyed(item.worker)
         except SchedulerError as err:
-            if err.denied:
-                return Outcome("destroy", item.node_id, REFUSED, self._no_permission(key, str(err)), now)
-            delay = self._failed(key)
-            return Outcome("destroy", item.node_id, FAILED, f"{err}; retry in {delay:.0f}s", now)
-        self._succeeded(key)
+            return self._scheduler_failed("destroy", item.node_id, key, err, now)
+        self.backoff.succeeded(key)
         return Outcome("destroy", item.node_id, OK, f"{item.worker} given back to the scheduler's pool: "
                        f"{item.reason}", now)
 
@@ -394,7 +294,7 @@ class Actuator(ActuatorMemory):
 
     def _destroyed(self, node: CloudNode, worker_name: str | None, now: float, why: str) -> Outcome:
         key = f"destroy:{node.id}"
-        self._succeeded(key)
+        self.backoff.succeeded(key)
         done = self.clock()  # after the call: a listing started before it may still show the node
         self._remember(InFlight(node=node.id, action="destroy", since=done, size=node.size))
         with self._lock:
@@ -407,6 +307,6 @@ class Actuator(ActuatorMemory):
             try:
                 self.scheduler.node_destroyed(worker_name)
             except SchedulerError as err:
-                told = self._no_permission(key, str(err)) if err.denied else str(err)
+                told = self.backoff.no_permission(key, str(err)) if err.denied else str(err)
                 detail += f"; telling the scheduler failed: {told}"
         return Outcome("destroy", node.id, OK, detail, now, node.size, node.launched_at)

@@ -1,6 +1,6 @@
 """What the actuator remembers between tasks: boots requested but not listed yet (and their
-journal), actions newer than the last listing, retry backoff, a learned quota and blocked sizes,
-node names in use. :class:`~nodemanager.cycle.actuate.Actuator` carries out the actions on top of it.
+journal), actions newer than the last listing, the calls' waits (:mod:`~nodemanager.cycle.call_backoff`), a
+learned quota and blocked sizes, node names in use. :class:`~nodemanager.cycle.actuate.Actuator` carries out the actions on top of it.
 """
 
 from __future__ import annotations
@@ -19,26 +19,19 @@ from nodemanager.cloud import CloudDriver, CloudError, ErrorKind, is_gone
 from nodemanager.core import Reservation, is_lost, settle
 from nodemanager.core.rate_history import HOUR
 from nodemanager.cycle.breakers import Breakers
+from nodemanager.cycle.call_backoff import CallBackoff
 from nodemanager.cycle.journal import ReservationJournal
 from nodemanager.model import CloudNode, InFlight, Outcome, Worker
 from nodemanager.scheduler import Scheduler, SchedulerPoll
-from nodemanager.text import duration
 from nodemanager.configuration.settings import Settings
 from nodemanager.text import duration, request_words
 
-__all__ = ["ActuatorMemory", "ActuatorState", "INITIAL_BACKOFF", "BOOT_LISTING_TIMEOUT",
-           "DESTROY_SETTLE", "NAME_QUARANTINE", "OK", "REFUSED", "FAILED", "SKIPPED", "REFUSAL_REPEAT",
-           "PERMISSION_PROBE"]
+__all__ = ["ActuatorMemory", "ActuatorState", "BOOT_LISTING_TIMEOUT",
+           "DESTROY_SETTLE", "NAME_QUARANTINE", "OK", "REFUSED", "FAILED", "SKIPPED"]
 
-INITIAL_BACKOFF = 10.0          # seconds before the first retry of a failed call
-# a refusal this soon after the last one of the same work is a repeated one: it backs off like a
-# failure (a node that took a job since the look is refused once, and the next try goes through)
-REFUSAL_REPEAT = 600.0
 BOOT_LISTING_TIMEOUT = 600.0    # a requested boot not listed after this long is given up
 DESTROY_SETTLE = 300.0          # a node destroyed this recently is not destroyed again
 NAME_QUARANTINE = 600.0         # a node name listed this recently is not given to a new VM
-# a call refused for lack of rights is tried again only this often: a probe, not a retry storm
-PERMISSION_PROBE = 900.0
 
 OK, REFUSED, FAILED, SKIPPED = "ok", "refused", "failed", "skipped"
 
@@ -87,10 +80,7 @@ class ActuatorMemory:
         self._quota: tuple[int, float] | None = None          # (count, learned at)
         self._blocked: dict[str, float] = {}                  # size -> blocked until
         self.breakers = Breakers()                            # wall: capacity breakers per size
-        self._backoff: dict[str, tuple[int, float]] = {}      # key -> (failures, not before)
-        self._refused: dict[str, float] = {}                  # key -> last refused at
-        self._denied: dict[str, tuple[str, float]] = {}       # key -> (no permission: why, at)
-        self._cloud_wait: dict[str, float] = {}               # cloud name -> rate limit: no call before
+        self.backoff = CallBackoff(self._mono, lambda: self.settings.poll.max_backoff)
         self._destroys: dict[str, float] = {}                 # wall: node id -> destroyed at (last hour)
         self._booted: dict[str, float] = {}                   # wall: request id -> create sent at (last hour)
         self._boots: dict[str, Reservation] = {}              # request id -> boot not yet listed
@@ -156,35 +146,8 @@ class ActuatorMemory:
             self.keep_action(kind, key, at)
 
     def denials(self) -> dict[str, str]:
-        """The scheduler calls (``kind:node id``: drain, cancel, escalate, destroy) whose latest
-        try the scheduler refused for lack of rights or credentials, with its error. A denial is
-        forgotten when a call of that kind next succeeds, or two probes after it was last seen
-        (its node gone)."""
-        now = self._mono()
-        with self._lock:
-            if any(now - at >= 2 * PERMISSION_PROBE for _, at in self._denied.values()):
-                self._denied = {k: v for k, v in self._denied.items() if now - v[1] < 2 * PERMISSION_PROBE}
-            return {key: why for key, (why, _) in sorted(self._denied.items())}
-
-    def _no_permission(self, key: str, why: str) -> str:
-        """Record a call refused for lack of rights: no new try before :data:`PERMISSION_PROBE`;
-        the words for its outcome."""
-        now = self._mono()
-        with self._lock:
-            failures = self._backoff.get(key, (0, 0.0))[0] + 1
-            self._backoff[key] = (failures, now + PERMISSION_PROBE)
-            self._denied[key] = (why, now)
-        return f"no permission ({why}); next probe in {duration(PERMISSION_PROBE)}"
-
-    def _denial_wait(self, key: str) -> str | None:
-        """While ``key`` waits for its probe after a denial: the outcome's words."""
-        now = self._mono()
-        with self._lock:
-            denied = self._denied.get(key)
-            not_before = self._backoff.get(key, (0, 0.0))[1]
-        if denied is None or not_before <= now:
-            return None
-        return f"no permission ({denied[0]}); next probe in {duration(not_before - now)}"
+        """The scheduler calls refused for lack of rights (:meth:`CallBackoff.denials`)."""
+        return self.backoff.denials()
 
     def observe_listing(self, nodes: Iterable[CloudNode], polled_at: float | None = None) -> list[Outcome]:
         """Settle boots and destroys against a listing taken at ``polled_at``: a requested boot
@@ -338,47 +301,6 @@ class ActuatorMemory:
         with self._lock:
             return self._heard_from()[0]
 
-    # -- backoff bookkeeping --------------------------------------------------------------------
-
-    def _wait_reason(self, key: str, cloud: bool, which: str = "") -> str | None:
-        """Why a call must wait now (None: it may go); ``which`` names the cloud of a cloud call."""
-        now = self._mono()
-        with self._lock:
-            until = self._cloud_wait.get(which, -math.inf) if cloud else -math.inf
-            if until > now:
-                named = f" of cloud {which}" if which else ""
-                return f"cloud rate limit{named}: waiting until {until - now:.0f}s from now"
-            failures, not_before = self._backoff.get(key, (0, 0.0))
-            if not_before > now:
-                return f"retry backoff after {failures} failure(s): {not_before - now:.0f}s left"
-        return None
-
-    def _failed(self, key: str) -> float:
-        now = self._mono()
-        with self._lock:
-            failures = self._backoff.get(key, (0, 0.0))[0] + 1
-            delay = min(INITIAL_BACKOFF * 2 ** (failures - 1), self.settings.poll.max_backoff)
-            self._backoff[key] = (failures, now + delay)
-            return delay
-
-    def _refusal(self, key: str) -> float | None:
-        """Record a refusal of ``key``; the backoff (as :meth:`_failed`) when it repeats one
-        within :data:`REFUSAL_REPEAT`, else None (retried at the next cycle)."""
-        now = self._mono()
-        with self._lock:
-            last, self._refused[key] = self._refused.get(key), now
-            if len(self._refused) > 1024:                # nodes gone since: no repeat to notice
-                self._refused = {k: at for k, at in self._refused.items() if now - at < REFUSAL_REPEAT}
-        return self._failed(key) if last is not None and now - last < REFUSAL_REPEAT else None
-
-    def _succeeded(self, key: str) -> None:
-        kind = key.split(":", 1)[0] + ":"
-        with self._lock:
-            self._backoff.pop(key, None)
-            self._refused.pop(key, None)
-            if self._denied:  # a call of this kind went through: the right is there now
-                self._denied = {k: v for k, v in self._denied.items() if not k.startswith(kind)}
-
     def _cloud_error(self, err: CloudError, key: str, size: str | None = None, which: str | None = None) -> str:
         """Apply what a cloud error teaches (to that cloud only: ``which`` or ``size``'s); return
         the words for the outcome."""
@@ -387,9 +309,8 @@ class ActuatorMemory:
         cs = self.settings.cloud_of(sized) if which is None else next(
             (c for c in self.settings.clouds if c.name == which), self.settings.cloud)
         if err.kind is ErrorKind.RATE_LIMIT:
-            delay = err.retry_after if err.retry_after else self._failed(key)
-            with self._lock:
-                self._cloud_wait[cs.name] = max(self._cloud_wait.get(cs.name, -math.inf), now + delay)
+            delay = err.retry_after if err.retry_after else self.backoff.failed(key)
+            self.backoff.hold_cloud(cs.name, now + delay)
             return f"{err}; no call to {f'cloud {cs.name}' if cs.name else 'the cloud'} for {delay:.0f}s"
         if err.kind is ErrorKind.CAPACITY and size is not None and cs.capacity_cooldown > 0:
             return f"{err}; " + self.breakers.capacity_error(size, self.clock(), str(err), cs.capacity_cooldown,
@@ -409,5 +330,5 @@ class ActuatorMemory:
             learned = self._quota if err.kind is ErrorKind.QUOTA else None
             what = f"quota learned: {learned[0]} nodes; " if learned else ""
             return f"{err}; {what}size {size} not booted for {backoff:.0f}s"
-        delay = self._failed(key)
+        delay = self.backoff.failed(key)
         return f"{err}; retry in {delay:.0f}s"

@@ -46,12 +46,12 @@ from nodemanager.core.protected import BootRecord, observe_boots, protected_size
 from nodemanager.core.rate_history import listed_boots, listed_destroys, merge
 from nodemanager.console.decision_log import DecisionLog, cancelling, log_ignored_cancels
 from nodemanager.cycle.memories import Memories
+from nodemanager.cycle.suspect_memory import SuspectMemory
 from nodemanager.model import EMPTY_MAP, CloudNode, CycleReport, Outcome, Plan, Snapshot, frozen_map
 from nodemanager.scheduler import SchedulerPoll
 from nodemanager.configuration.settings import Settings
 from nodemanager.tags import TAG_DEPLOYMENT
 from nodemanager.text import request_words
-from policy_matrix.vocabulary import DOWN, UNPAIRED
 
 __all__ = ["Controller"]
 
@@ -122,9 +122,7 @@ class Controller:
         # nodemanager.console.history.NodeHistory: each node's events, added where a decision changes
         self.history: Any = None
         self._pending_outcomes: list[Outcome] = []
-        # node id -> seconds of fresh scheduler polls in a row that showed it unpaired or down
-        self._suspect_for: dict[str, float] = {}
-        self._suspect_poll: float | None = None       # polled_at of the last poll counted
+        self._suspects = SuspectMemory()   # nodes fresh polls showed unpaired or down, for how long
         self.inputs = InputMemory()
         # [HA]: given the oldest input's poll time, why this process must not act now (None: act)
         self.hold_back: Callable[[float], str | None] | None = None
@@ -183,8 +181,7 @@ class Controller:
         # for node_stale_after (after a restart or an outage, ads may just be late or old); never
         # longer than boot_grace, so a VM watched since its launch goes when boot grace ends
         confirm = min(self.settings.core.node_stale_after, self.settings.core.boot_grace)
-        # a node is confirmed once counted for ``confirm`` seconds (counts start at 0)
-        confirmed = {k for k, v in self._suspect_for.items() if v >= confirm}
+        confirmed = self._suspects.confirmed(confirm)
         ids = self.inputs.ids(nodes)
         unconfirmed = frozenset() if confirm <= 0.0 else ids - confirmed if confirmed else ids
         return Snapshot(
@@ -246,7 +243,8 @@ class Controller:
                            idle_graces=snap.idle_graces if graces is None else graces)
             plan = self.planner(snap, self.settings.core, self.matrix, estimator=self.estimator,
                                 escalation=self.escalation or None)
-        self._watch_suspects(plan, poll.polled_at, now)
+        self._suspects.observe(plan, poll.polled_at, now, self.settings.core.poll_stale_after,
+                               getattr(self.matrix, "vocabulary", None))
         gone = self._decisions.decisions(plan, self.dry_run, self.history, self.last_report)
         if gone and hasattr(self.admin, "forget"):
             self.admin.forget(gone)
@@ -322,29 +320,6 @@ class Controller:
                       "restart this one", self.other_controller,
                       ", ".join(sorted({n.tags.get(TAG_DEPLOYMENT) or "none" for n, _, _ in joined})),
                       self.identity.controller)
-
-    def _watch_suspects(self, plan: Plan, polled_at: float, now: float) -> None:
-        """Add the time since the last counted poll to each node a new, fresh poll shows unpaired
-        or down; a node shown otherwise starts again from 0, and so does every node after a gap in
-        the polls longer than poll_stale_after (an outage is no evidence of absence). A worker_state
-        is read as the core reads it: one added like unpaired or down counts too."""
-        last = self._suspect_poll
-        if now - polled_at > self.settings.core.poll_stale_after:
-            self._suspect_for, self._suspect_poll = {}, None
-            return
-        if last is not None and polled_at <= last:
-            return
-        gap = polled_at - last if last is not None else 0.0
-        if gap > self.settings.core.poll_stale_after:
-            self._suspect_for, gap = {}, 0.0
-        before = self._suspect_for
-        vocabulary = getattr(self.matrix, "vocabulary", None)
-        core_state = vocabulary.core_state if vocabulary is not None else str
-        cores: dict[str, str] = {}  # worker_state -> core state, asked once per state
-        self._suspect_for = {e.node_id: before.get(e.node_id, -gap) + gap for e in plan.nodes
-                             if (cores.get(ws := e.tuple.worker_state) or cores.setdefault(ws, core_state(ws)))
-                             in (UNPAIRED, DOWN)}
-        self._suspect_poll = polled_at
 
     def _watch_boots(self, plan: Plan, now: float) -> bool:
         """Count failed joins per size (protected mode); one log line when a size enters it.
