@@ -19,6 +19,7 @@ DRAINING_PSLOT_AD = {
     "EnteredCurrentState": 1000100, "EnteredCurrentActivity": 1000100, "MyCurrentTime": 1000200,
     "DaemonStartTime": 1000000, "Cpus": 2, "Memory": 13000, "NumDynamicSlots": 3,
     "ChildState": ["Claimed", "Claimed", "Claimed"], "ChildActivity": ["Retiring", "Retiring", "Retiring"],
+    "ChildRetirementTimeRemaining": [3410, 3410, 3410],
     "Start": False, "JobStarts": 3, "ExpectedMachineGracefulDrainingCompletion": 1003610,
     "ExpectedMachineQuickDrainingCompletion": 1000800, "ExpectedMachineGracefulDrainingBadput": 21600,
     "ExpectedMachineQuickDrainingBadput": 4740, "TotalMachineDrainingUnclaimedTime": 200,

@@ -17,6 +17,6 @@ KIND = SchedulerKind(
     options=frozenset({"join_delay", "boot_delay", "jobs_per_hour", "job_runtime", "job_cpus", "seed",
                        "burst_every", "burst_size"}),
     numbers={"join_delay": _SPAN, "boot_delay": _SPAN, "job_runtime": _SPAN,
-             "burst_every": seconds(1, 7 * 86400, zero=False), "burst_size": count(100_000),
+             "burst_every": seconds(1, 7 * 86400), "burst_size": count(100_000),
              "job_cpus": count(1024, low=1), "seed": count(2**31), "jobs_per_hour": amount(0.001, 1_000_000)},
     build=None, classify=classify_by_fields)
