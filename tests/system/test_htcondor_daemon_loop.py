@@ -96,7 +96,7 @@ def test_the_daemon_boots_drains_and_destroys_vms_of_a_real_pool_and_says_why(re
                     if f"node {name} " in line and "-> destroy: our drain" in line and "finished" in line]
         assert drains and destroys and drains[0] < destroys[0], (name, text[-3000:])
         # the log's decision lines name node, tuple, matched rule and action
-        assert all(re.search(r"\(.*\) \S+\.matrix:\d+ \S+ -> ", lines[i]) for i in drains + destroys)
+        assert all(re.search(r" -> \S+: .+; \(.*\).* rule \S+\.matrix:\d+ says \S+", lines[i]) for i in drains + destroys)
     # the status page explained every VM: tuple, matched rule, a drain and a destroy planned (the
     # page's node table, or the node's history there)
     assert set(started) <= set(seen), (started, seen)
