@@ -32,7 +32,7 @@ def build_ports(settings: Settings, clock: Callable[[], float]) -> tuple[CloudDr
     from nodemanager.scheduler.finished_window import MAX_FINISHED
     cloud = LibcloudCloud(settings.cloud, sizes=settings.core.sizes)
     # finished jobs are read only for runtime prediction
-    finished = MAX_FINISHED if settings.core.runtime_prediction != "off" else 0
+    finished = MAX_FINISHED if settings.core.prediction != "off" else 0
     if settings.scheduler.kind == "slurm":
         from nodemanager.scheduler import SlurmScheduler
         return cloud, SlurmScheduler.from_settings(settings.scheduler, source=source, sizes=settings.core.sizes,
