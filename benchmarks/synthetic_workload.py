@@ -15,7 +15,8 @@ submit time.
 Shapes (:data:`nodemanager.sim.workloads.SHAPES`): ``long`` (10 % of the core-hours in jobs of
 1-5 days), ``wide`` (25 % in jobs of 16-128 cores, wider than an 8-core node), ``long-wide``
 (both), ``bursts`` (15 % in bursts of 200 short jobs within a minute), ``quiet`` (nothing
-submitted from 20:00 to 08:00), ``all``; the rest is the plain mix of the replay benchmark. The
+submitted from 20:00 to 08:00), ``all`` (all of those), ``users`` (the plain mix owned by 100 users
+of Zipf-like weights, each submitting in batches); the rest is the plain mix of the replay benchmark. The
 work averages ``--nodes`` busy 8-core nodes. The same arguments write the same file.
 docs/simulator.md, "Synthetic workloads".
 """

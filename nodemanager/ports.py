@@ -38,7 +38,7 @@ def build_ports(settings: Settings, clock: Callable[[], float]) -> tuple[CloudDr
         raise ConfigError([Problem(source, None, "Cloud", "driver", f"unknown driver {settings.cloud.driver!r}")])
     cloud = build_cloud(settings, clock)
     # finished jobs are read only for runtime prediction
-    finished = MAX_FINISHED if settings.core.runtime_prediction != "off" else 0
+    finished = MAX_FINISHED if settings.core.prediction != "off" else 0
     if scheduler_of is None or scheduler_of.build is None:
         raise ConfigError([Problem(source, None, "Scheduler", "type", f"unknown type {settings.scheduler.kind!r}")])
     return cloud, scheduler_of.build(settings, source, settings.core.sizes, finished), None

@@ -137,8 +137,11 @@ def test_the_daemons_adapters_read_finished_jobs_only_with_runtime_prediction_on
     from nodemanager.configuration.settings import CoreSettings, SchedulerSettings
     from nodemanager.ports import build_ports
     from nodemanager.scheduler.finished_window import MAX_FINISHED
-    for mode, limit in (("recent", MAX_FINISHED), ("off", 0)):
-        settings = Settings(core=CoreSettings(sizes=(SMALL,), runtime_prediction=mode),
+    spot = replace(SMALL, name="small-spot", market="spot")
+    # auto (the default) reads them where a spot size is configured
+    for mode, sizes, limit in (("recent", (SMALL,), MAX_FINISHED), ("off", (SMALL,), 0), ("auto", (SMALL,), 0),
+                               ("auto", (SMALL, spot), MAX_FINISHED), ("off", (SMALL, spot), 0)):
+        settings = Settings(core=CoreSettings(sizes=sizes, runtime_prediction=mode),
                             cloud=CloudSettings(driver="dummy", cluster="pool1"), scheduler=SchedulerSettings(kind))
         _, scheduler, _ = build_ports(settings, lambda: 0.0)
         assert scheduler.finished_limit == limit

@@ -10,8 +10,8 @@ from dataclasses import replace
 import pytest
 
 from nodemanager.sim.swf import DAY, SwfReader
-from nodemanager.sim.workloads import (BURST_JOBS, BURST_SHARE, LONG_SHARE, QUIET_FROM, QUIET_UNTIL,
-                                       SHAPES, USERS, WIDE_SHARE, shaped_jobs, shaped_workload, write_swf)
+from nodemanager.sim.workloads import (BURST_JOBS, BURST_SHARE, LONG_SHARE, MANY_USERS, QUIET_FROM, QUIET_UNTIL,
+                                       SHAPES, USER_BATCH, USER_BATCH_SPREAD, USERS, WIDE_SHARE, shaped_jobs, shaped_workload, write_swf)
 
 DAYS, CORES = 10.0, 400
 
@@ -54,6 +54,25 @@ def test_long_jobs_run_days_and_wide_jobs_span_whole_nodes():
     assert long and all(DAY <= j.runtime <= 5 * DAY and 1 <= j.cores <= 8 for j in long)
     assert wide and all(16 <= j.cores <= 128 and j.cores % 8 == 0 for j in wide)
     assert all(j.requested_time == round(j.runtime * 1.5) for j, _ in workload)
+
+
+def test_many_users_each_submit_in_batches_and_a_few_submit_most(tmp_path):
+    workload = shaped_workload("users", DAYS, CORES, 4)
+    by_user: dict[int, list[float]] = {}
+    for j, _ in workload:
+        by_user.setdefault(j.user, []).append(j.submit)
+    assert len(by_user) > MANY_USERS // 2 and all(101 <= u <= 100 + MANY_USERS for u in by_user)
+    counts = sorted((len(v) for v in by_user.values()), reverse=True)
+    assert counts[0] > 10 * counts[-1]   # Zipf-like: the first user submits far more than the last
+    # each user's jobs come in batches: consecutive submits within a batch's spread, batch after batch
+    for submits in by_user.values():
+        submits.sort()
+        close = sum(b - a <= USER_BATCH_SPREAD for a, b in zip(submits, submits[1:]))
+        assert close >= (len(submits) // USER_BATCH) * (USER_BATCH - 1) * 0.9 - 1
+    path = tmp_path / "users.swf"
+    with open(path, "w", encoding="utf-8") as out:
+        write_swf(out, workload)
+    assert {j.user for j in SwfReader(str(path))} == set(by_user)   # the user field names the user
 
 
 def test_bursts_arrive_together_and_the_quiet_night_has_no_submission():

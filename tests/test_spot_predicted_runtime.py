@@ -60,28 +60,56 @@ def _swf(path, jobs: list[tuple[int, float, float, int]]) -> None:
                             for i, t, r, u in sorted(jobs, key=lambda j: j[1])))
 
 
-def test_simulate_runs_the_short_users_jobs_on_spot_and_the_long_users_on_demand(tmp_path, capsys):
-    """User 1's jobs run 5 minutes, user 2's 60 hours, all asking for 72 hours. Once each user's
-    first jobs finished, the predicted runtime in the demand sends user 1's jobs to spot and keeps
-    user 2's on on-demand: the spot size's paid time stays under one of user 2's jobs. (Each
-    user's jobs come while the other's nodes are busy or gone: the pool, not the controller,
-    places a job on any idle node.)"""
+def _two_users(tmp_path, capsys, ini_text: str | None, *flags: str) -> dict:
+    """User 1's jobs run 5 minutes, user 2's 60 hours, all asking for 72 hours; one replay's
+    figures with a spot copy of the size at 0.3 of its price. (Each user's jobs come while the
+    other's nodes are busy or gone: the pool, not the controller, places a job on any idle node.)"""
     jobs = [(1, 0.0, 60 * HOUR, 2), (2, 60.0, 60 * HOUR, 2)]               # learnt: 60 h
     jobs += [(10 + k, 600.0 + k * 1800.0, 300.0, 1) for k in range(20)]    # learnt: 5 min, then spot
     jobs += [(50 + k, 70 * HOUR + k * 60.0, 60 * HOUR, 2) for k in range(4)]
     jobs += [(60 + k, 70 * HOUR + 600.0 + k * 1800.0, 300.0, 1) for k in range(10)]
     trace = tmp_path / "two-users.swf"
     _swf(trace, jobs)
-    ini = tmp_path / "pred.ini"
-    ini.write_text("[Daemon]\nruntime_prediction = recent\n")
+    config: tuple[str, ...] = ()
+    if ini_text is not None:
+        ini = tmp_path / "pred.ini"
+        ini.write_text(ini_text)
+        config = ("--config", str(ini))
     capsys.readouterr()
-    assert main(["simulate", "--trace", str(trace), "--config", str(ini), "--max-nodes", "20",
-                 "--jobs", "1", "--json", "--by", "size", "--spot-price-factor", "0.3",
-                 "--spot-interruptions-per-day", "0.2"]) == 0
+    assert main(["simulate", "--trace", str(trace), *config, "--max-nodes", "20",
+                 "--jobs", "1", "--json", "--by", "size", "--spot-price-factor", "0.3", *flags]) == 0
     [run] = json.loads(capsys.readouterr().out)["runs"]
     assert run["jobs_killed_by"]["by_us"] == 0 and run["jobs_submitted"] == len(jobs), run
-    hours = {row["size"]: row["node_hours"] for row in run["spend"]}
-    assert 0 < hours.get("sim8-spot", 0) < 60 and hours["sim8"] >= 6 * 60, hours
+    return run
+
+
+def _hours(run: dict) -> dict[str, float]:
+    return {row["size"]: row["node_hours"] for row in run["spend"]}
+
+
+def test_simulate_runs_the_short_users_jobs_on_spot_and_the_long_users_on_demand(tmp_path, capsys):
+    """Once each user's first jobs finished, the predicted runtime in the demand sends user 1's
+    jobs to spot and keeps user 2's on on-demand: the spot size's paid time stays under one of
+    user 2's jobs. A spot size turns the prediction on without a setting (the embedded defaults);
+    ``runtime_prediction = off`` still wins, and prices every job by the 72 hours it asks for."""
+    for ini in ("[Daemon]\nruntime_prediction = recent\n", None):
+        hours = _hours(_two_users(tmp_path, capsys, ini, "--spot-interruptions-per-day", "0.2"))
+        assert 0 < hours.get("sim8-spot", 0) < 60 and hours["sim8"] >= 6 * 60, (ini, hours)
+    off = _hours(_two_users(tmp_path, capsys, "[Daemon]\nruntime_prediction = off\n",
+                            "--spot-interruptions-per-day", "0.2"))
+    assert off.get("sim8-spot", 0) == 0, off
+
+
+def test_with_the_defaults_spot_backs_off_after_reclaims_it_was_not_told_of(tmp_path, capsys):
+    """The spot size is configured with 0.0073 reclaims per VM-day while the market reclaims 6:
+    the long user's jobs, which spot takes at the configured rate, move to on-demand once the
+    controller has watched reclaims, with no setting beyond the spot size."""
+    told = _hours(_two_users(tmp_path, capsys, None, "--spot-interruptions-per-day", "0.0073"))
+    harsh = _two_users(tmp_path, capsys, None, "--spot-interruptions-per-day", "6",
+                       "--spot-configured-rate", "0.0073")
+    assert harsh["reclaims"] >= 1, harsh
+    # the long user's 60-hour jobs leave spot; the 5-minute ones, re-run cheaply, stay
+    assert 0 < _hours(harsh).get("sim8-spot", 0) < 0.5 * told["sim8-spot"], (_hours(harsh), told)
 
 
 def test_groups_alike_but_for_their_user_merge_and_with_prediction_off_the_demand_passes_as_polled():

@@ -92,7 +92,7 @@ DAEMON: dict[str, tuple[str, Callable[[str], Any]]] = {
     "arrival_window": ("arrival_window", SPAN),
     "steering": ("steering", parse_bool),
     # runtime prediction (nodemanager.core.runtime_prediction)
-    "runtime_prediction": ("runtime_prediction", choice("off", "recent")),
+    "runtime_prediction": ("runtime_prediction", choice("off", "recent", "auto")),
     "consolidate_backoff": ("consolidate_backoff", parse_bool),
 }
 PROFILE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles")

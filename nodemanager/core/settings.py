@@ -86,11 +86,20 @@ class CoreSettings:
     arrival_chance: float = 0.2
     arrival_window: float = 120.0
     steering: bool = False                # rank our nodes for the scheduler's placement (core.steering)
-    # off | recent: running jobs' ends predicted from their users' recent jobs (runtime_prediction)
-    runtime_prediction: str = "off"
+    # off | recent | auto: running jobs' ends and queued runtimes predicted from their users' recent
+    # jobs (runtime_prediction); auto is recent where a spot size is configured, else off
+    runtime_prediction: str = "auto"
     disruption_budgets: tuple[DisruptionBudget, ...] = ()  # [Budget NAME] (nodemanager.core.disruption_budgets)
     # consolidation that measures its bets and backs off (nodemanager.core.consolidation_backoff)
     consolidate_backoff: bool = False
+
+    @property
+    def prediction(self) -> str:
+        """The runtime prediction in force: ``recent`` or ``off`` (``auto`` resolved by the sizes:
+        spot prices a group by how long it runs, so a spot size turns it on)."""
+        if self.runtime_prediction != "auto":
+            return self.runtime_prediction
+        return "recent" if any(s.market == "spot" for s in self.sizes) else "off"
 
     def size(self, name: str) -> Size | None:
         for s in self.sizes:

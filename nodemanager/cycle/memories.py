@@ -94,9 +94,9 @@ class Memories:
         """The snapshot's fields the memories give: the workers and the demand (with predicted ends and
         runtimes when runtime prediction is on), each size's idle grace, the recent arrivals (with
         ``wait_grace = arrivals``), the reclaim rates and the consolidation back-off."""
-        workers, ahead = self.first_idle.workers(self.runtimes.workers(poll, core.runtime_prediction), now)
+        workers, ahead = self.first_idle.workers(self.runtimes.workers(poll, core.prediction), now)
         return {"workers": workers, "scheduler_clock_ahead": ahead,
-                "demand": self.runtimes.demand(poll.demand, core.runtime_prediction),
+                "demand": self.runtimes.demand(poll.demand, core.prediction),
                 "idle_graces": self.idle.for_plan(core),
                 "arrivals": self.arrivals.observe(poll, now) if core.wait_grace == "arrivals" else (),
                 "reclaim_rates": frozen_map(self.reclaim.rates(core, now)),

@@ -292,4 +292,4 @@ def replay(jobs: Sequence[SwfJob], policy: Policy, sim: SimParams, bounds: Bound
                              trace, window, time.perf_counter() - wall0)
     if sim.spend_by:
         figures = replace(figures, spend=replay_spend(jobs, split, cloud, pool, w.launched, end, sim.spend_by))
-    return ReplayResult(with_accuracy(figures, controller.memories.runtimes, settings.core.runtime_prediction), series)
+    return ReplayResult(with_accuracy(figures, controller.memories.runtimes, settings.core.prediction), series)
